@@ -1,0 +1,228 @@
+//! The runtime's one error type, and whether a retry can help.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::ApiKey;
+use strait_wire::{FrameError, VersionError};
+
+/// What a failed operation was about, so an error names the topic, partition or group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Context {
+    /// Nothing more specific than the request.
+    None,
+    /// A topic.
+    Topic(String),
+    /// A partition.
+    Partition {
+        /// Topic.
+        topic: String,
+        /// Partition.
+        partition: i32,
+    },
+    /// A consumer group.
+    Group(String),
+    /// A config or ACL resource.
+    Resource(String),
+}
+
+impl std::fmt::Display for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Context::None => Ok(()),
+            Context::Topic(t) => write!(f, " (topic {t})"),
+            Context::Partition { topic, partition } => write!(f, " ({topic}-{partition})"),
+            Context::Group(g) => write!(f, " (group {g})"),
+            Context::Resource(r) => write!(f, " ({r})"),
+        }
+    }
+}
+
+/// Errors of the Kafka runtime.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The TCP connection could not be made or broke. Shared by every request that was waiting
+    /// on that connection.
+    #[error("connection to {broker} failed: {message}")]
+    Io {
+        /// `host:port`.
+        broker: String,
+        /// What the OS said.
+        message: String,
+    },
+    /// A request got no answer in time. The connection is closed, because a late answer would
+    /// otherwise be matched to nothing and a broker that stops answering is not healthy.
+    #[error("{api:?} request to {broker} timed out after {after:?}")]
+    Timeout {
+        /// `host:port`.
+        broker: String,
+        /// The API.
+        api: ApiKey,
+        /// How long we waited.
+        after: Duration,
+    },
+    /// Bytes that do not decode as what we asked for.
+    #[error("protocol error from {broker}: {source}")]
+    Frame {
+        /// `host:port`.
+        broker: String,
+        /// The framing error.
+        #[source]
+        source: Arc<FrameError>,
+    },
+    /// No common version of an API.
+    #[error("{broker}: {source}")]
+    Version {
+        /// `host:port`.
+        broker: String,
+        /// Details.
+        #[source]
+        source: VersionError,
+    },
+    /// The broker answered with an error code.
+    #[error("broker error {code}{context}{}", message.as_deref().map(|m| format!(": {m}")).unwrap_or_default())]
+    Broker {
+        /// The error.
+        code: ResponseError,
+        /// The broker's error message, when it sent one.
+        message: Option<String>,
+        /// What it was about.
+        context: Context,
+    },
+    /// A group-offset write refused because the group has active members on that cluster
+    /// (`UNKNOWN_MEMBER_ID` / `ILLEGAL_GENERATION` to a commit with generation -1). Retrying will
+    /// not help until the group's consumers stop.
+    #[error("group {group} has active members; its offsets can only be written while it is empty")]
+    GroupActive {
+        /// The group.
+        group: String,
+    },
+    /// The cluster has no such topic or partition (after a metadata refresh).
+    #[error("unknown topic or partition{context}")]
+    UnknownTopicOrPartition {
+        /// Which one.
+        context: Context,
+    },
+    /// No broker in the bootstrap list could be reached.
+    #[error("no bootstrap broker reachable ({tried}): {last}")]
+    NoBootstrap {
+        /// The list tried.
+        tried: String,
+        /// The last failure.
+        last: Box<Error>,
+    },
+    /// The broker's answer is well-formed but does not make sense (a partition we did not ask
+    /// for, a missing entry). Names what is wrong.
+    #[error("unexpected answer from {broker}: {what}")]
+    Unexpected {
+        /// `host:port` or "cluster".
+        broker: String,
+        /// What.
+        what: String,
+    },
+    /// An idempotent produce the broker saw as a duplicate of an earlier one whose result we did
+    /// not receive: the data is on the target, but its offset is unknown to us.
+    #[error("duplicate sequence{context}: batch already written, offset unknown")]
+    DuplicateSequence {
+        /// The partition.
+        context: Context,
+    },
+    /// The runtime was shut down.
+    #[error("client closed")]
+    Closed,
+    /// A caller error (bad argument), not a remote one.
+    #[error("invalid request: {0}")]
+    Invalid(String),
+}
+
+impl Error {
+    /// Whether the same request might succeed if tried again (after a metadata refresh and a
+    /// backoff). Errors that need a human, or a different request, say no.
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            Error::Io { .. } | Error::Timeout { .. } | Error::NoBootstrap { .. } => true,
+            Error::Broker { code, .. } => code.is_retriable() || is_coordinator_moved(*code),
+            Error::UnknownTopicOrPartition { .. } => true,
+            Error::Frame { .. }
+            | Error::Version { .. }
+            | Error::GroupActive { .. }
+            | Error::Unexpected { .. }
+            | Error::DuplicateSequence { .. }
+            | Error::Closed
+            | Error::Invalid(_) => false,
+        }
+    }
+
+    /// Whether the error means our routing is stale: the metadata (leaders, coordinators)
+    /// should be refreshed before a retry.
+    pub fn needs_metadata_refresh(&self) -> bool {
+        match self {
+            Error::Io { .. } | Error::Timeout { .. } | Error::UnknownTopicOrPartition { .. } => true,
+            Error::Broker { code, .. } => matches!(
+                code,
+                ResponseError::NotLeaderOrFollower
+                    | ResponseError::UnknownTopicOrPartition
+                    | ResponseError::LeaderNotAvailable
+                    | ResponseError::FencedLeaderEpoch
+                    | ResponseError::UnknownLeaderEpoch
+                    | ResponseError::NotCoordinator
+                    | ResponseError::CoordinatorNotAvailable
+                    | ResponseError::KafkaStorageError
+                    | ResponseError::ReplicaNotAvailable
+                    | ResponseError::BrokerNotAvailable
+                    | ResponseError::UnknownTopicId
+            ),
+            _ => false,
+        }
+    }
+
+    /// The broker error code, if this is one.
+    pub fn code(&self) -> Option<ResponseError> {
+        match self {
+            Error::Broker { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn broker(code: ResponseError, message: Option<String>, context: Context) -> Self {
+        if code == ResponseError::UnknownTopicOrPartition {
+            return Error::UnknownTopicOrPartition { context };
+        }
+        Error::Broker {
+            code,
+            message: message.filter(|m| !m.is_empty()),
+            context,
+        }
+    }
+}
+
+fn is_coordinator_moved(code: ResponseError) -> bool {
+    matches!(
+        code,
+        ResponseError::NotCoordinator
+            | ResponseError::CoordinatorNotAvailable
+            | ResponseError::CoordinatorLoadInProgress
+    )
+}
+
+/// Turns a response's error code into `Ok(())` or a typed error.
+pub(crate) fn check(
+    code: i16,
+    message: Option<&kafka_protocol::protocol::StrBytes>,
+    context: impl FnOnce() -> Context,
+) -> Result<()> {
+    match ResponseError::try_from_code(code) {
+        None => Ok(()),
+        Some(err) => Err(Error::broker(
+            err,
+            message.map(|m| m.to_string()),
+            context(),
+        )),
+    }
+}
+
+/// The runtime's result.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

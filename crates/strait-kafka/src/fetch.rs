@@ -1,0 +1,223 @@
+//! Raw fetch: one multi-partition Fetch request per leader, batches returned as the bytes the
+//! broker sent, never decompressed.
+//!
+//! Each partition comes back with its own result: its raw record bytes plus the high watermark,
+//! last stable offset, log start offset and aborted-transaction list, or its own typed error
+//! (OFFSET_OUT_OF_RANGE means records were deleted before we read them: the caller must record
+//! that loss, `DESIGN.md` §3.4). The bytes may end in a partial batch; `strait_wire::BatchScanner`
+//! stops cleanly there.
+//!
+//! Fetch sessions (KIP-227) are not used yet: every request is a full fetch (session id 0,
+//! epoch -1), which every broker accepts.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_request::{FetchPartition as WireFetchPartition, FetchTopic};
+use kafka_protocol::messages::{BrokerId as WireBrokerId, FetchRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::admin::IsolationLevel;
+use crate::cluster::{BrokerId, Client, TopicPartition};
+use crate::error::{check, Context, Error, Result};
+
+/// One partition to fetch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchPosition {
+    /// The partition.
+    pub tp: TopicPartition,
+    /// The offset to read from.
+    pub offset: i64,
+    /// The leader epoch we last saw, -1 if unknown (KIP-320 fencing).
+    pub current_leader_epoch: i32,
+    /// Most bytes for this partition (`max.partition.fetch.bytes`, default 1 MiB). A first
+    /// batch larger than this is still returned whole (KIP-74).
+    pub max_bytes: i32,
+}
+
+impl FetchPosition {
+    /// Reads `tp` from `offset` with the default partition limit.
+    pub fn new(tp: TopicPartition, offset: i64) -> Self {
+        Self {
+            tp,
+            offset,
+            current_leader_epoch: -1,
+            max_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// Settings of a fetch request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchOptions {
+    /// `fetch.max.wait.ms` (default 500 ms): how long the broker may wait for `min_bytes`.
+    pub max_wait: Duration,
+    /// `fetch.min.bytes` (default 1).
+    pub min_bytes: i32,
+    /// `fetch.max.bytes` (default 50 MiB): the response's limit over all partitions.
+    pub max_bytes: i32,
+    /// Transaction isolation (default read_committed).
+    pub isolation: IsolationLevel,
+}
+
+impl Default for FetchOptions {
+    fn default() -> Self {
+        Self {
+            max_wait: Duration::from_millis(500),
+            min_bytes: 1,
+            max_bytes: 50 * 1024 * 1024,
+            isolation: IsolationLevel::ReadCommitted,
+        }
+    }
+}
+
+/// An aborted transaction in a fetched range (read_committed only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AbortedTransaction {
+    /// The producer whose transaction aborted.
+    pub producer_id: i64,
+    /// The first offset of the aborted transaction.
+    pub first_offset: i64,
+}
+
+/// What a fetch returned for one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedData {
+    /// The raw record batches (possibly ending in a partial batch).
+    pub records: Bytes,
+    /// The high watermark.
+    pub high_watermark: i64,
+    /// The last stable offset, -1 if the broker does not report it.
+    pub last_stable_offset: i64,
+    /// The log start offset, -1 if the broker does not report it.
+    pub log_start_offset: i64,
+    /// Aborted transactions in the returned range (empty under read_uncommitted).
+    pub aborted: Vec<AbortedTransaction>,
+}
+
+/// Per-partition fetch results.
+pub type FetchResults = BTreeMap<TopicPartition, Result<FetchedData>>;
+
+impl Client {
+    /// Fetches from one broker in one request. Partitions it no longer leads come back with
+    /// NOT_LEADER_OR_FOLLOWER, per partition.
+    pub async fn fetch_from(
+        &self,
+        broker: BrokerId,
+        positions: &[FetchPosition],
+        options: &FetchOptions,
+    ) -> Result<FetchResults> {
+        let mut by_topic: BTreeMap<&str, Vec<WireFetchPartition>> = BTreeMap::new();
+        for p in positions {
+            by_topic.entry(&p.tp.topic).or_default().push(
+                WireFetchPartition::default()
+                    .with_partition(p.tp.partition)
+                    .with_current_leader_epoch(p.current_leader_epoch)
+                    .with_fetch_offset(p.offset)
+                    .with_last_fetched_epoch(-1)
+                    .with_log_start_offset(-1)
+                    .with_partition_max_bytes(p.max_bytes),
+            );
+        }
+        let request = FetchRequest::default()
+            .with_replica_id(WireBrokerId(-1))
+            .with_max_wait_ms(options.max_wait.as_millis().min(i32::MAX as u128) as i32)
+            .with_min_bytes(options.min_bytes)
+            .with_max_bytes(options.max_bytes)
+            .with_isolation_level(options.isolation.wire())
+            .with_session_id(0)
+            .with_session_epoch(-1)
+            .with_topics(
+                by_topic
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        FetchTopic::default()
+                            .with_topic(TopicName(StrBytes::from_string(t.to_owned())))
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            );
+        let resp = self.send_to(broker, &request).await?;
+        check(resp.error_code, None, || Context::None)?;
+        let mut out = FetchResults::new();
+        for t in resp.responses {
+            let topic = t.topic.0.to_string();
+            for p in t.partitions {
+                let tp = TopicPartition::new(topic.clone(), p.partition_index);
+                if !positions.iter().any(|pos| pos.tp == tp) {
+                    return Err(Error::Unexpected {
+                        broker: broker.to_string(),
+                        what: format!("Fetch answer has {tp}, which was not asked for"),
+                    });
+                }
+                let result = check(p.error_code, None, || tp.context()).map(|()| FetchedData {
+                    records: p.records.unwrap_or_default(),
+                    high_watermark: p.high_watermark,
+                    last_stable_offset: p.last_stable_offset,
+                    log_start_offset: p.log_start_offset,
+                    aborted: p
+                        .aborted_transactions
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|a| AbortedTransaction {
+                            producer_id: a.producer_id.0,
+                            first_offset: a.first_offset,
+                        })
+                        .collect(),
+                });
+                out.insert(tp, result);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Fetches the given partitions from their leaders, one request per leader, concurrently.
+    /// Every partition asked for gets an entry: data or its own error. A whole request that
+    /// fails (the broker unreachable) gives that error to each of its partitions.
+    pub async fn fetch(&self, positions: &[FetchPosition], options: &FetchOptions) -> FetchResults {
+        let mut by_leader: BTreeMap<BrokerId, Vec<FetchPosition>> = BTreeMap::new();
+        let mut out = FetchResults::new();
+        for p in positions {
+            match self.leader(&p.tp).await {
+                Ok(leader) => by_leader.entry(leader).or_default().push(p.clone()),
+                Err(e) => {
+                    out.insert(p.tp.clone(), Err(e));
+                }
+            }
+        }
+        let requests = by_leader.into_iter().map(|(leader, ps)| async move {
+            let result = self.fetch_from(leader, &ps, options).await;
+            (ps, result)
+        });
+        for (ps, result) in futures::future::join_all(requests).await {
+            match result {
+                Ok(mut results) => {
+                    for p in ps {
+                        let r = results.remove(&p.tp).unwrap_or_else(|| {
+                            Err(Error::Unexpected {
+                                broker: "leader".into(),
+                                what: format!("Fetch answer does not mention {}", p.tp),
+                            })
+                        });
+                        out.insert(p.tp, r);
+                    }
+                }
+                Err(e) => {
+                    for p in ps {
+                        out.insert(p.tp, Err(e.clone()));
+                    }
+                }
+            }
+        }
+        if out
+            .values()
+            .any(|r| r.as_ref().err().is_some_and(Error::needs_metadata_refresh))
+        {
+            if let Err(e) = self.refresh_metadata().await {
+                tracing::debug!(error = %e, "metadata refresh after fetch errors failed");
+            }
+        }
+        out
+    }
+}

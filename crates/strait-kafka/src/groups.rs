@@ -1,0 +1,307 @@
+//! Consumer-group offsets for any group, as an admin: find the coordinator, list and describe
+//! groups, fetch committed offsets, and commit offsets on a group's behalf.
+//!
+//! A commit on a group's behalf uses generation -1 and an empty member id, as Kafka's
+//! `AdminClient.alterConsumerGroupOffsets` does. A broker accepts that only while the group has
+//! no active members; otherwise it answers UNKNOWN_MEMBER_ID (or ILLEGAL_GENERATION /
+//! REBALANCE_IN_PROGRESS mid-rebalance), which comes back as [`Error::GroupActive`]: strait must
+//! never move the position of a group whose consumers are running.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_groups_request::DescribeGroupsRequest;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::{
+    FindCoordinatorRequest, GroupId, ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest,
+    TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::cluster::{BrokerId, Client, TopicPartition};
+use crate::error::{check, Context, Error, Result};
+
+/// A group as ListGroups reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupListing {
+    /// The group id.
+    pub group_id: String,
+    /// `consumer` for consumer groups; `connect` and others exist.
+    pub protocol_type: String,
+    /// State (`Empty`, `Stable`, ...), when the broker reports it (ListGroups v4+).
+    pub state: Option<String>,
+}
+
+/// A member of a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMember {
+    /// Member id.
+    pub member_id: String,
+    /// Static membership id (KIP-345), if any.
+    pub group_instance_id: Option<String>,
+    /// The member's `client.id`.
+    pub client_id: String,
+    /// The member's host.
+    pub client_host: String,
+}
+
+/// A group as DescribeGroups reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupDescription {
+    /// The group id.
+    pub group_id: String,
+    /// State: `Empty`, `Stable`, `PreparingRebalance`, `CompletingRebalance`, `Dead`.
+    pub state: String,
+    /// Protocol type (`consumer` for consumer groups).
+    pub protocol_type: String,
+    /// Members. Some brokers list none even for an active group: decide activity from
+    /// [`GroupDescription::is_active`], which reads the state.
+    pub members: Vec<GroupMember>,
+}
+
+impl GroupDescription {
+    /// Whether the group has (or is getting) running members, so its offsets must not be
+    /// written: any state but `Empty` and `Dead` (and a group that does not exist, `Dead`).
+    pub fn is_active(&self) -> bool {
+        !matches!(self.state.as_str(), "Empty" | "Dead" | "")
+    }
+}
+
+/// A committed offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedOffset {
+    /// The next offset the group will read.
+    pub offset: i64,
+    /// The leader epoch of the record before it, -1 if unknown (KIP-320).
+    pub leader_epoch: i32,
+    /// The commit's metadata string.
+    pub metadata: Option<String>,
+}
+
+/// One offset to commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetToCommit {
+    /// Partition.
+    pub tp: TopicPartition,
+    /// Next offset to read.
+    pub offset: i64,
+    /// Leader epoch, -1 if unknown.
+    pub leader_epoch: i32,
+    /// Metadata to keep with the commit.
+    pub metadata: Option<String>,
+}
+
+fn group_id(group: &str) -> GroupId {
+    GroupId(StrBytes::from_string(group.to_owned()))
+}
+
+fn topic_name(topic: &str) -> TopicName {
+    TopicName(StrBytes::from_string(topic.to_owned()))
+}
+
+impl Client {
+    /// The coordinator of a group (FindCoordinator), cached until a routing error.
+    pub async fn coordinator(&self, group: &str) -> Result<BrokerId> {
+        if let Some(id) = self.cached_coordinator(group) {
+            return Ok(id);
+        }
+        let request = FindCoordinatorRequest::default()
+            .with_key(StrBytes::from_string(group.to_owned()))
+            .with_key_type(0);
+        let resp = self
+            .retry("find coordinator", || async {
+                let resp = self.send_any(&request).await?;
+                check(resp.error_code, resp.error_message.as_ref(), || {
+                    Context::Group(group.to_owned())
+                })?;
+                Ok(resp)
+            })
+            .await?;
+        let id = BrokerId(resp.node_id.0);
+        if !self.cached_metadata().brokers.contains_key(&id) {
+            self.refresh_metadata().await?;
+        }
+        self.remember_coordinator(group, id);
+        Ok(id)
+    }
+
+    /// Every group on the cluster: each broker lists the groups it coordinates, so all brokers
+    /// are asked.
+    pub async fn list_groups(&self) -> Result<Vec<GroupListing>> {
+        let brokers: Vec<BrokerId> = self.metadata().await?.brokers.keys().copied().collect();
+        let mut out = Vec::new();
+        for broker in brokers {
+            let resp = self
+                .retry("list groups", || async {
+                    let resp = self.send_to(broker, &ListGroupsRequest::default()).await?;
+                    check(resp.error_code, None, || Context::None)?;
+                    Ok(resp)
+                })
+                .await?;
+            out.extend(resp.groups.into_iter().map(|g| GroupListing {
+                group_id: g.group_id.0.to_string(),
+                protocol_type: g.protocol_type.to_string(),
+                state: Some(g.group_state.to_string()).filter(|s| !s.is_empty()),
+            }));
+        }
+        out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        out.dedup_by(|a, b| a.group_id == b.group_id);
+        Ok(out)
+    }
+
+    /// Describes one group. A group that does not exist comes back in state `Dead`.
+    pub async fn describe_group(&self, group: &str) -> Result<GroupDescription> {
+        self.retry("describe group", || async {
+            let coordinator = self.coordinator(group).await?;
+            let request = DescribeGroupsRequest::default().with_groups(vec![group_id(group)]);
+            let resp = self.send_to(coordinator, &request).await?;
+            let g = resp
+                .groups
+                .into_iter()
+                .find(|g| g.group_id.0.as_str() == group)
+                .ok_or_else(|| Error::Unexpected {
+                    broker: format!("{coordinator}"),
+                    what: format!("DescribeGroups answer does not mention group {group}"),
+                })?;
+            check(g.error_code, g.error_message.as_ref(), || {
+                Context::Group(group.to_owned())
+            })?;
+            Ok(GroupDescription {
+                group_id: group.to_owned(),
+                state: g.group_state.to_string(),
+                protocol_type: g.protocol_type.to_string(),
+                members: g
+                    .members
+                    .into_iter()
+                    .map(|m| GroupMember {
+                        member_id: m.member_id.to_string(),
+                        group_instance_id: m.group_instance_id.map(|s| s.to_string()),
+                        client_id: m.client_id.to_string(),
+                        client_host: m.client_host.to_string(),
+                    })
+                    .collect(),
+            })
+        })
+        .await
+    }
+
+    /// The group's committed offsets, for the given topics or (with `None`) all of them.
+    /// Partitions without a committed offset are left out. Asks for stable offsets (KIP-447)
+    /// where the broker supports it, so a pending transactional commit is waited for.
+    pub async fn offset_fetch(
+        &self,
+        group: &str,
+        topics: Option<&[TopicPartition]>,
+    ) -> Result<BTreeMap<TopicPartition, CommittedOffset>> {
+        let topics = topics.map(|tps| {
+            let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+            for tp in tps {
+                by_topic.entry(&tp.topic).or_default().push(tp.partition);
+            }
+            by_topic
+                .into_iter()
+                .map(|(t, ps)| {
+                    OffsetFetchRequestTopic::default()
+                        .with_name(topic_name(t))
+                        .with_partition_indexes(ps)
+                })
+                .collect::<Vec<_>>()
+        });
+        let request = OffsetFetchRequest::default()
+            .with_group_id(group_id(group))
+            .with_topics(topics)
+            .with_require_stable(true);
+        self.retry("offset fetch", || async {
+            let coordinator = self.coordinator(group).await?;
+            let resp = self.send_to(coordinator, &request).await?;
+            check(resp.error_code, None, || Context::Group(group.to_owned()))?;
+            let mut out = BTreeMap::new();
+            for t in resp.topics {
+                for p in t.partitions {
+                    let tp = TopicPartition::new(t.name.0.to_string(), p.partition_index);
+                    check(p.error_code, None, || tp.context())?;
+                    if p.committed_offset < 0 {
+                        continue;
+                    }
+                    out.insert(
+                        tp,
+                        CommittedOffset {
+                            offset: p.committed_offset,
+                            leader_epoch: p.committed_leader_epoch,
+                            metadata: p.metadata.map(|m| m.to_string()),
+                        },
+                    );
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Commits offsets for a group that has no active members (generation -1, empty member
+    /// id). An active group gives [`Error::GroupActive`] and nothing is written.
+    pub async fn offset_commit(&self, group: &str, offsets: &[OffsetToCommit]) -> Result<()> {
+        let mut by_topic: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
+        for o in offsets {
+            by_topic.entry(&o.tp.topic).or_default().push(
+                OffsetCommitRequestPartition::default()
+                    .with_partition_index(o.tp.partition)
+                    .with_committed_offset(o.offset)
+                    .with_committed_leader_epoch(o.leader_epoch)
+                    .with_committed_metadata(Some(StrBytes::from_string(
+                        o.metadata.clone().unwrap_or_default(),
+                    ))),
+            );
+        }
+        let request = OffsetCommitRequest::default()
+            .with_group_id(group_id(group))
+            .with_generation_id_or_member_epoch(-1)
+            .with_member_id(StrBytes::default())
+            .with_retention_time_ms(-1)
+            .with_topics(
+                by_topic
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        OffsetCommitRequestTopic::default()
+                            .with_name(topic_name(t))
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            );
+        self.retry("offset commit", || async {
+            let coordinator = self.coordinator(group).await?;
+            let resp = self.send_to(coordinator, &request).await?;
+            for t in resp.topics {
+                for p in t.partitions {
+                    match ResponseError::try_from_code(p.error_code) {
+                        None => {}
+                        Some(
+                            ResponseError::UnknownMemberId
+                            | ResponseError::IllegalGeneration
+                            | ResponseError::RebalanceInProgress
+                            | ResponseError::FencedInstanceId
+                            | ResponseError::StaleMemberEpoch,
+                        ) => {
+                            return Err(Error::GroupActive {
+                                group: group.to_owned(),
+                            })
+                        }
+                        Some(code) => {
+                            return Err(Error::broker(
+                                code,
+                                None,
+                                TopicPartition::new(t.name.0.to_string(), p.partition_index)
+                                    .context(),
+                            ))
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })
+        .await
+    }
+}

@@ -1,0 +1,25 @@
+//! strait's Kafka runtime, on the `kafka-protocol` codec crate.
+//!
+//! - [`connection`]: one broker connection (framing, ApiVersions, pipelining, timeouts, throttling,
+//!   one failure to every waiter); the [`connection::Transport`] seam is where TLS goes.
+//! - [`cluster`]: a [`Client`] for one cluster: bootstrap, metadata cache, reconnects with backoff,
+//!   routing to leaders and coordinators, retries.
+//! - [`admin`]: topics, configs, partitions, list offsets, cluster, ACLs, delete records.
+//! - [`groups`]: consumer-group offsets for any group: coordinator, list, describe, fetch, commit.
+//! - [`fetch`]: raw multi-partition fetch; batches come back as bytes, never decompressed.
+//! - [`produce`]: a raw idempotent producer that forwards fetched batches unopened.
+//!
+//! Errors are one [`Error`] enum; [`Error::is_retriable`] says whether trying again can help.
+
+pub mod admin;
+pub mod backoff;
+pub mod cluster;
+pub mod connection;
+pub mod error;
+pub mod fetch;
+pub mod groups;
+pub mod produce;
+pub mod throttle;
+
+pub use cluster::{BrokerId, Client, ClientConfig, Metadata, TopicPartition};
+pub use error::{Context, Error, Result};

@@ -1,0 +1,438 @@
+//! A raw idempotent producer: it writes batches that were fetched from another cluster without
+//! opening them, and tells the caller the target offset of each.
+//!
+//! The producer gets a producer id and epoch (InitProducerId, KIP-98) and keeps a sequence per
+//! partition. Each batch's header is rewritten for our session (`strait_wire::rewrite`), which
+//! costs a copy and a CRC, not a decompression. Requests carry at most one batch per partition
+//! (the broker refuses more), many partitions per request, and up to five requests in flight per
+//! partition: the broker keeps the metadata of the last five batches per producer to
+//! de-duplicate retries, so more would make a retry ambiguous.
+//!
+//! Order holds across retries because the broker only appends sequence `n + 1` after `n`: if a
+//! batch fails and the ones behind it get OUT_OF_ORDER_SEQUENCE_NUMBER, they are all sent again
+//! in order. A retry of a batch that was in fact written is answered with its original offset (or
+//! DUPLICATE_SEQUENCE_NUMBER, an [`Error::DuplicateSequence`]), never appended twice. A batch
+//! that fails for good leaves a hole in its partition's sequence; that partition then refuses
+//! further batches until a new producer is made, so nothing after the hole can be written out of
+//! order.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use strait_wire::{rewrite_for_forward, ForwardHeader, RawBatch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+use crate::backoff::Backoff;
+use crate::cluster::{BrokerId, Client, TopicPartition};
+use crate::error::{check, Context, Error, Result};
+
+/// Settings of the raw producer.
+#[derive(Debug, Clone)]
+pub struct ProducerConfig {
+    /// How long the broker may wait for replicas before answering (`request.timeout.ms`,
+    /// default 30 s). Acks are always `all` (-1).
+    pub broker_timeout: Duration,
+    /// `delivery.timeout.ms` (default 120 s): how long a batch is retried before it fails.
+    pub delivery_timeout: Duration,
+    /// Requests in flight per partition; at most 5 (`max.in.flight.requests.per.connection`).
+    pub max_in_flight_per_partition: usize,
+}
+
+impl Default for ProducerConfig {
+    fn default() -> Self {
+        Self {
+            broker_timeout: Duration::from_secs(30),
+            delivery_timeout: Duration::from_secs(120),
+            max_in_flight_per_partition: 5,
+        }
+    }
+}
+
+/// Where a produced batch landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProduceAck {
+    /// Target offset of the batch's first record; its records are at
+    /// `base_offset .. base_offset + record_count`.
+    pub base_offset: i64,
+    /// Records in the batch.
+    pub record_count: i32,
+    /// The broker's append time when the topic uses LogAppendTime, else -1.
+    pub log_append_time: i64,
+    /// The partition's log start offset, -1 if not reported.
+    pub log_start_offset: i64,
+}
+
+/// The next sequence after `n` records from `base`. Kafka sequences wrap from `i32::MAX` to 0.
+pub fn increment_sequence(base: i32, n: i32) -> i32 {
+    if base > i32::MAX - n {
+        n - (i32::MAX - base) - 1
+    } else {
+        base + n
+    }
+}
+
+#[derive(Debug)]
+struct SequenceState {
+    next: i32,
+    /// Sequences sent and not yet resolved, in the order they were given out.
+    unresolved: VecDeque<i32>,
+    /// Set when a batch failed for good; the partition's sequence has a hole.
+    broken: Option<Error>,
+}
+
+#[derive(Debug)]
+struct PartitionState {
+    permits: Arc<Semaphore>,
+    seq: StdMutex<SequenceState>,
+}
+
+/// A batch on its way.
+#[derive(Debug)]
+struct Pending {
+    index: usize,
+    tp: TopicPartition,
+    bytes: Bytes,
+    sequence: i32,
+    record_count: i32,
+    state: Arc<PartitionState>,
+    _permit: OwnedSemaphorePermit,
+}
+
+enum Outcome {
+    Done(ProduceAck),
+    Retry(Error),
+    Fail(Error),
+}
+
+/// The idempotent raw producer for one target cluster.
+#[derive(Debug)]
+pub struct RawProducer {
+    client: Client,
+    config: ProducerConfig,
+    producer_id: i64,
+    producer_epoch: i16,
+    partitions: StdMutex<HashMap<TopicPartition, Arc<PartitionState>>>,
+}
+
+impl RawProducer {
+    /// Gets a producer id from the cluster (InitProducerId without a transactional id).
+    pub async fn new(client: Client, config: ProducerConfig) -> Result<Self> {
+        if config.max_in_flight_per_partition == 0 || config.max_in_flight_per_partition > 5 {
+            return Err(Error::Invalid(format!(
+                "max in flight per partition is {}; an idempotent producer needs 1..=5",
+                config.max_in_flight_per_partition
+            )));
+        }
+        let request = InitProducerIdRequest::default()
+            .with_transactional_id(None)
+            .with_transaction_timeout_ms(i32::MAX)
+            .with_producer_id(kafka_protocol::messages::ProducerId(-1))
+            .with_producer_epoch(-1);
+        let resp = client
+            .retry("init producer id", || async {
+                let resp = client.send_any(&request).await?;
+                check(resp.error_code, None, || Context::None)?;
+                Ok(resp)
+            })
+            .await?;
+        tracing::info!(
+            producer_id = resp.producer_id.0,
+            epoch = resp.producer_epoch,
+            "idempotent producer ready"
+        );
+        Ok(Self {
+            client,
+            config,
+            producer_id: resp.producer_id.0,
+            producer_epoch: resp.producer_epoch,
+            partitions: StdMutex::new(HashMap::new()),
+        })
+    }
+
+    /// Our producer id and epoch.
+    pub fn producer_id(&self) -> (i64, i16) {
+        (self.producer_id, self.producer_epoch)
+    }
+
+    /// The client this producer writes through.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn partition(&self, tp: &TopicPartition) -> Result<Arc<PartitionState>> {
+        let mut map = self.partitions.lock().map_err(|_| Error::Closed)?;
+        Ok(Arc::clone(map.entry(tp.clone()).or_insert_with(|| {
+            Arc::new(PartitionState {
+                permits: Arc::new(Semaphore::new(self.config.max_in_flight_per_partition)),
+                seq: StdMutex::new(SequenceState {
+                    next: 0,
+                    unresolved: VecDeque::new(),
+                    broken: None,
+                }),
+            })
+        })))
+    }
+
+    /// Writes one batch and returns where it landed.
+    pub async fn send(&self, tp: &TopicPartition, batch: &RawBatch) -> Result<ProduceAck> {
+        let mut results = self.send_all(vec![(tp.clone(), batch.clone())]).await;
+        results.pop().unwrap_or(Err(Error::Closed))
+    }
+
+    /// Writes batches, in order per partition, as few requests as the one-batch-per-partition
+    /// rule allows, all in flight together. One result per batch, in the order given.
+    ///
+    /// Sequences are given out in call order, so batches of one partition must be handed to the
+    /// producer in the order they should land, by one caller at a time per partition.
+    pub async fn send_all(&self, batches: Vec<(TopicPartition, RawBatch)>) -> Vec<Result<ProduceAck>> {
+        let mut results: Vec<Option<Result<ProduceAck>>> = batches.iter().map(|_| None).collect();
+        let mut pending = Vec::with_capacity(batches.len());
+        for (index, (tp, batch)) in batches.into_iter().enumerate() {
+            match self.prepare(index, tp, &batch).await {
+                Ok(p) => pending.push(p),
+                Err(e) => results[index] = Some(Err(e)),
+            }
+        }
+        let deadline = Instant::now() + self.config.delivery_timeout;
+        let mut backoff = Backoff::new(
+            self.client.config().retry_backoff,
+            self.client.config().retry_backoff_max,
+        );
+        while !pending.is_empty() {
+            let outcomes = self.attempt(&pending).await;
+            let mut retry = Vec::new();
+            let mut refresh = false;
+            for (p, outcome) in pending.into_iter().zip(outcomes) {
+                match outcome {
+                    Outcome::Done(ack) => {
+                        resolve(&p, None);
+                        results[p.index] = Some(Ok(ack));
+                    }
+                    Outcome::Retry(e) if Instant::now() < deadline => {
+                        refresh |= e.needs_metadata_refresh();
+                        tracing::debug!(partition = %p.tp, sequence = p.sequence, error = %e, "retrying batch");
+                        retry.push(p);
+                    }
+                    Outcome::Retry(e) | Outcome::Fail(e) => {
+                        tracing::warn!(partition = %p.tp, sequence = p.sequence, error = %e, "batch failed");
+                        let fatal = !matches!(e, Error::DuplicateSequence { .. });
+                        resolve(&p, fatal.then(|| e.clone()));
+                        results[p.index] = Some(Err(e));
+                    }
+                }
+            }
+            pending = retry;
+            if !pending.is_empty() {
+                if refresh {
+                    if let Err(e) = self.client.refresh_metadata().await {
+                        tracing::debug!(error = %e, "metadata refresh failed");
+                    }
+                }
+                tokio::time::sleep(backoff.next().min(deadline.saturating_duration_since(Instant::now()))).await;
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or(Err(Error::Closed)))
+            .collect()
+    }
+
+    /// Takes an in-flight slot, gives the batch its sequence and rewrites its header.
+    async fn prepare(&self, index: usize, tp: TopicPartition, batch: &RawBatch) -> Result<Pending> {
+        let state = self.partition(&tp)?;
+        let permit = Arc::clone(&state.permits)
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::Closed)?;
+        let record_count = batch.header.record_count;
+        let mut seq = state.seq.lock().map_err(|_| Error::Closed)?;
+        if let Some(e) = &seq.broken {
+            return Err(Error::Invalid(format!(
+                "{tp}: an earlier batch failed ({e}), so its sequence has a hole; \
+                 make a new producer and resume from the last written offset"
+            )));
+        }
+        let sequence = seq.next;
+        let header = ForwardHeader {
+            producer_id: self.producer_id,
+            producer_epoch: self.producer_epoch,
+            base_sequence: sequence,
+            transactional: false,
+        };
+        let bytes = rewrite_for_forward(batch, &header)
+            .map_err(|e| Error::Invalid(format!("{tp}: cannot forward batch: {e}")))?;
+        seq.next = increment_sequence(sequence, record_count);
+        seq.unresolved.push_back(sequence);
+        drop(seq);
+        Ok(Pending {
+            index,
+            tp,
+            bytes,
+            sequence,
+            record_count,
+            state,
+            _permit: permit,
+        })
+    }
+
+    /// One try for every pending batch: grouped by leader, at most one batch per partition per
+    /// request, all requests in flight at once.
+    async fn attempt(&self, pending: &[Pending]) -> Vec<Outcome> {
+        let mut outcomes: Vec<Option<Outcome>> = pending.iter().map(|_| None).collect();
+        // (leader, round) -> indexes into `pending`; round k holds each partition's k-th batch.
+        let mut requests: BTreeMap<(BrokerId, usize), Vec<usize>> = BTreeMap::new();
+        let mut rounds: HashMap<&TopicPartition, usize> = HashMap::new();
+        for (i, p) in pending.iter().enumerate() {
+            match self.client.leader(&p.tp).await {
+                Ok(leader) => {
+                    let round = rounds.entry(&p.tp).or_insert(0);
+                    requests.entry((leader, *round)).or_default().push(i);
+                    *round += 1;
+                }
+                Err(e) => outcomes[i] = Some(classify_request_error(e)),
+            }
+        }
+        let sends = requests.into_iter().map(|((leader, _), idx)| async move {
+            let batch: Vec<&Pending> = idx.iter().map(|i| &pending[*i]).collect();
+            (idx, self.produce_once(leader, &batch).await)
+        });
+        for (idx, result) in futures::future::join_all(sends).await {
+            match result {
+                Ok(per_partition) => {
+                    for (i, outcome) in idx.into_iter().zip(per_partition) {
+                        outcomes[i] = Some(outcome);
+                    }
+                }
+                Err(e) => {
+                    for i in idx {
+                        outcomes[i] = Some(classify_request_error(e.clone()));
+                    }
+                }
+            }
+        }
+        outcomes
+            .into_iter()
+            .map(|o| o.unwrap_or(Outcome::Fail(Error::Closed)))
+            .collect()
+    }
+
+    /// One ProduceRequest to one broker, one batch per partition.
+    async fn produce_once(&self, leader: BrokerId, batch: &[&Pending]) -> Result<Vec<Outcome>> {
+        let mut by_topic: BTreeMap<&str, Vec<PartitionProduceData>> = BTreeMap::new();
+        for p in batch {
+            by_topic.entry(&p.tp.topic).or_default().push(
+                PartitionProduceData::default()
+                    .with_index(p.tp.partition)
+                    .with_records(Some(p.bytes.clone())),
+            );
+        }
+        let request = ProduceRequest::default()
+            .with_transactional_id(None)
+            .with_acks(-1)
+            .with_timeout_ms(self.config.broker_timeout.as_millis().min(i32::MAX as u128) as i32)
+            .with_topic_data(
+                by_topic
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        TopicProduceData::default()
+                            .with_name(TopicName(StrBytes::from_string(t.to_owned())))
+                            .with_partition_data(ps)
+                    })
+                    .collect(),
+            );
+        let resp = self.client.send_to(leader, &request).await?;
+        let mut answers = HashMap::new();
+        for t in resp.responses {
+            let topic = t.name.0.to_string();
+            for p in t.partition_responses {
+                answers.insert(TopicPartition::new(topic.clone(), p.index), p);
+            }
+        }
+        Ok(batch
+            .iter()
+            .map(|p| match answers.remove(&p.tp) {
+                None => Outcome::Fail(Error::Unexpected {
+                    broker: leader.to_string(),
+                    what: format!("Produce answer does not mention {}", p.tp),
+                }),
+                Some(answer) => classify_answer(p, answer),
+            })
+            .collect())
+    }
+}
+
+fn classify_answer(
+    p: &Pending,
+    answer: kafka_protocol::messages::produce_response::PartitionProduceResponse,
+) -> Outcome {
+    let Some(code) = ResponseError::try_from_code(answer.error_code) else {
+        return Outcome::Done(ProduceAck {
+            base_offset: answer.base_offset,
+            record_count: p.record_count,
+            log_append_time: answer.log_append_time_ms,
+            log_start_offset: answer.log_start_offset,
+        });
+    };
+    let message = answer.error_message.map(|m| m.to_string());
+    match code {
+        ResponseError::DuplicateSequenceNumber => Outcome::Fail(Error::DuplicateSequence {
+            context: p.tp.context(),
+        }),
+        ResponseError::OutOfOrderSequenceNumber => {
+            // Retriable only while an earlier batch of this partition is unresolved: then we
+            // are simply ahead of its retry.
+            let earlier_unresolved = p
+                .state
+                .seq
+                .lock()
+                .map(|s| s.unresolved.front().is_some_and(|first| *first != p.sequence))
+                .unwrap_or(false);
+            let err = Error::broker(code, message, p.tp.context());
+            if earlier_unresolved {
+                Outcome::Retry(err)
+            } else {
+                Outcome::Fail(err)
+            }
+        }
+        _ => classify_request_error(Error::broker(code, message, p.tp.context())),
+    }
+}
+
+fn classify_request_error(e: Error) -> Outcome {
+    if e.is_retriable() {
+        Outcome::Retry(e)
+    } else {
+        Outcome::Fail(e)
+    }
+}
+
+/// Marks a batch resolved; `broken` poisons its partition's sequence.
+fn resolve(p: &Pending, broken: Option<Error>) {
+    if let Ok(mut seq) = p.state.seq.lock() {
+        seq.unresolved.retain(|s| *s != p.sequence);
+        if broken.is_some() && seq.broken.is_none() {
+            seq.broken = broken;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::increment_sequence;
+
+    #[test]
+    fn sequences_wrap_like_kafka() {
+        assert_eq!(increment_sequence(0, 5), 5);
+        assert_eq!(increment_sequence(i32::MAX - 2, 2), i32::MAX);
+        assert_eq!(increment_sequence(i32::MAX - 2, 3), 0);
+        assert_eq!(increment_sequence(i32::MAX, 1), 0);
+        assert_eq!(increment_sequence(i32::MAX - 1, 10), 8);
+    }
+}

@@ -1,0 +1,18 @@
+//! Test fixtures for strait's integration tests.
+//!
+//! [`Clusters`] starts two independent real Kafka-protocol brokers ("source" and "target", nisshi
+//! on loopback, see `scripts/test-broker`) and stops them on drop. [`Rdk`] is a client that shares
+//! no code with strait (librdkafka through `scripts/rdk.py`), for writing test data at one end and
+//! reading it back at the other.
+//!
+//! Neither skips: a missing broker binary or Python venv is a panic that says how to install it
+//! (`scripts/test-broker install`; `scripts/test` does it before running the tests).
+
+mod clusters;
+mod env;
+mod rdk;
+mod record;
+
+pub use clusters::{Broker, Clusters};
+pub use rdk::{GroupMember, Rdk};
+pub use record::TestRecord;

@@ -1,0 +1,469 @@
+//! An independent Kafka client for the ends of a test: librdkafka (PyPI confluent-kafka 2.16)
+//! driven through `scripts/rdk.py`, so test data is written and checked by code that shares
+//! nothing with strait.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+
+use crate::env;
+use crate::record::TestRecord;
+
+/// How long a group member may take to join its group and get an assignment.
+const JOIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a group member may take to leave its group once asked to.
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Runs `scripts/rdk.py` with the venv python. Every method panics, with the script's stderr,
+/// when the operation fails.
+#[derive(Debug, Clone)]
+pub struct Rdk {
+    python: PathBuf,
+    script: PathBuf,
+}
+
+impl Default for Rdk {
+    fn default() -> Self {
+        Rdk::new()
+    }
+}
+
+impl Rdk {
+    /// Finds the python with confluent-kafka: `$STRAIT_TEST_PYTHON`, else
+    /// `$STRAIT_CACHE/venv/bin/python`.
+    ///
+    /// # Panics
+    ///
+    /// If that python does not exist (run `scripts/test-broker venv`).
+    pub fn new() -> Rdk {
+        let python = env::python();
+        if !python.is_file() {
+            panic!(
+                "test python not installed: run scripts/test-broker install (or scripts/test-broker venv); no python at {}",
+                python.display()
+            );
+        }
+        Rdk {
+            python,
+            script: env::scripts_dir().join("rdk.py"),
+        }
+    }
+
+    /// Creates `topic` with `partitions` partitions (replication factor 1) and waits until
+    /// metadata shows them all.
+    pub fn create_topic(&self, bootstrap: &str, topic: &str, partitions: i32) {
+        self.create_topic_with_configs(bootstrap, topic, partitions, &[]);
+    }
+
+    /// Like [`Rdk::create_topic`], with topic configs such as `("cleanup.policy", "compact")`.
+    pub fn create_topic_with_configs(
+        &self,
+        bootstrap: &str,
+        topic: &str,
+        partitions: i32,
+        configs: &[(&str, &str)],
+    ) {
+        let mut args = vec![
+            "create-topic".to_owned(),
+            "--bootstrap".to_owned(),
+            bootstrap.to_owned(),
+            "--topic".to_owned(),
+            topic.to_owned(),
+            "--partitions".to_owned(),
+            partitions.to_string(),
+        ];
+        for (name, value) in configs {
+            args.push("--config".to_owned());
+            args.push(format!("{name}={value}"));
+        }
+        self.run(&args, None);
+    }
+
+    /// Produces `records` in order, each to its `partition`, with `acks=all`.
+    /// `compression` is one of none, gzip, snappy, lz4, zstd. Returns `(partition, offset)`
+    /// for each record.
+    pub fn produce(
+        &self,
+        bootstrap: &str,
+        topic: &str,
+        records: &[TestRecord],
+        compression: &str,
+    ) -> Vec<(i32, i64)> {
+        self.produce_with(bootstrap, topic, records, compression, false)
+    }
+
+    /// Like [`Rdk::produce`], with an idempotent producer (producer id and sequence numbers).
+    pub fn produce_idempotent(
+        &self,
+        bootstrap: &str,
+        topic: &str,
+        records: &[TestRecord],
+        compression: &str,
+    ) -> Vec<(i32, i64)> {
+        self.produce_with(bootstrap, topic, records, compression, true)
+    }
+
+    fn produce_with(
+        &self,
+        bootstrap: &str,
+        topic: &str,
+        records: &[TestRecord],
+        compression: &str,
+        idempotent: bool,
+    ) -> Vec<(i32, i64)> {
+        let input: Vec<WireRecordIn<'_>> = records.iter().map(WireRecordIn::from).collect();
+        let input = serde_json::to_vec(&input).expect("records serialize to JSON");
+        let mut args = vec![
+            "produce".to_owned(),
+            "--bootstrap".to_owned(),
+            bootstrap.to_owned(),
+            "--topic".to_owned(),
+            topic.to_owned(),
+            "--compression".to_owned(),
+            compression.to_owned(),
+        ];
+        if idempotent {
+            args.push("--idempotent".to_owned());
+        }
+        let deliveries: Vec<Delivery> = self.run_json(&args, Some(input));
+        deliveries
+            .into_iter()
+            .map(|d| (d.partition, d.offset))
+            .collect()
+    }
+
+    /// Reads all partitions of `topic` from the beginning, without a consumer group, until
+    /// `count` records arrived. Records come sorted by partition, then offset.
+    ///
+    /// # Panics
+    ///
+    /// If fewer than `count` records arrive within `timeout`.
+    pub fn consume(
+        &self,
+        bootstrap: &str,
+        topic: &str,
+        count: usize,
+        timeout: Duration,
+    ) -> Vec<TestRecord> {
+        let args = [
+            "consume".to_owned(),
+            "--bootstrap".to_owned(),
+            bootstrap.to_owned(),
+            "--topic".to_owned(),
+            topic.to_owned(),
+            "--count".to_owned(),
+            count.to_string(),
+            "--timeout".to_owned(),
+            timeout.as_secs_f64().to_string(),
+        ];
+        let records: Vec<WireRecordOut> = self.run_json(&args, None);
+        records.into_iter().map(TestRecord::from).collect()
+    }
+
+    /// Starts a consumer that joins `group` subscribed to `topic` and returns once it has an
+    /// assignment, so the group is active (Stable). It stays in the group until dropped.
+    pub fn group_member(&self, bootstrap: &str, group: &str, topic: &str) -> GroupMember {
+        GroupMember::start(self, bootstrap, group, topic)
+    }
+
+    /// Commits `offsets` (`(partition, offset)`) for `group` without joining it. The broker
+    /// accepts this only while the group has no members.
+    pub fn commit(&self, bootstrap: &str, group: &str, topic: &str, offsets: &[(i32, i64)]) {
+        let list = offsets
+            .iter()
+            .map(|(p, o)| format!("{p}:{o}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let args = [
+            "commit".to_owned(),
+            "--bootstrap".to_owned(),
+            bootstrap.to_owned(),
+            "--group".to_owned(),
+            group.to_owned(),
+            "--topic".to_owned(),
+            topic.to_owned(),
+            "--offsets".to_owned(),
+            list,
+        ];
+        self.run(&args, None);
+    }
+
+    /// The committed offsets of `group` for `partitions` of `topic`; partitions without a
+    /// committed offset are left out.
+    pub fn committed(
+        &self,
+        bootstrap: &str,
+        group: &str,
+        topic: &str,
+        partitions: &[i32],
+    ) -> BTreeMap<i32, i64> {
+        let list = partitions
+            .iter()
+            .map(i32::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        let args = [
+            "committed".to_owned(),
+            "--bootstrap".to_owned(),
+            bootstrap.to_owned(),
+            "--group".to_owned(),
+            group.to_owned(),
+            "--topic".to_owned(),
+            topic.to_owned(),
+            "--partitions".to_owned(),
+            list,
+        ];
+        let offsets: BTreeMap<i32, Option<i64>> = self.run_json(&args, None);
+        offsets
+            .into_iter()
+            .filter_map(|(p, o)| o.map(|o| (p, o)))
+            .collect()
+    }
+
+    fn command(&self, args: &[String]) -> Command {
+        let mut command = Command::new(&self.python);
+        command.arg(&self.script).args(args);
+        command
+    }
+
+    fn describe(args: &[String]) -> String {
+        let mut text = String::from("rdk.py");
+        for arg in args {
+            let _ = write!(text, " {arg}");
+        }
+        text
+    }
+
+    /// Runs rdk.py with `args`, feeding `stdin`; returns stdout or panics with stderr.
+    fn run(&self, args: &[String], stdin: Option<Vec<u8>>) -> Vec<u8> {
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.python.display()));
+        let mut pipe = child.stdin.take().expect("stdin is piped");
+        let writer = thread::spawn(move || {
+            if let Some(input) = stdin {
+                // An early exit of the script shows up in its status and stderr.
+                let _ = pipe.write_all(&input);
+            }
+        });
+        let output = child
+            .wait_with_output()
+            .unwrap_or_else(|e| panic!("waiting for {}: {e}", Self::describe(args)));
+        let _ = writer.join();
+        if !output.status.success() {
+            panic!(
+                "{} failed ({}):\n{}",
+                Self::describe(args),
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        output.stdout
+    }
+
+    fn run_json<T: for<'de> Deserialize<'de>>(&self, args: &[String], stdin: Option<Vec<u8>>) -> T {
+        let stdout = self.run(args, stdin);
+        serde_json::from_slice(&stdout).unwrap_or_else(|e| {
+            panic!(
+                "{} printed unexpected output ({e}):\n{}",
+                Self::describe(args),
+                String::from_utf8_lossy(&stdout)
+            )
+        })
+    }
+}
+
+/// A running consumer group member (see [`Rdk::group_member`]). Dropping it closes the
+/// consumer, which leaves the group at once.
+#[derive(Debug)]
+pub struct GroupMember {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stderr: Option<JoinHandle<String>>,
+    group: String,
+}
+
+impl GroupMember {
+    fn start(rdk: &Rdk, bootstrap: &str, group: &str, topic: &str) -> GroupMember {
+        let args = [
+            "group-member".to_owned(),
+            "--bootstrap".to_owned(),
+            bootstrap.to_owned(),
+            "--group".to_owned(),
+            group.to_owned(),
+            "--topic".to_owned(),
+            topic.to_owned(),
+        ];
+        let mut child = rdk
+            .command(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", rdk.python.display()));
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let mut stderr = child.stderr.take().expect("stderr is piped");
+        let stderr = thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stderr.read_to_string(&mut text);
+            text
+        });
+        let (ready_tx, ready_rx) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                match line {
+                    Ok(line) if line.trim() == "READY" => {
+                        let _ = ready_tx.send(());
+                    }
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+        });
+        let mut member = GroupMember {
+            stdin: child.stdin.take(),
+            child,
+            stderr: Some(stderr),
+            group: group.to_owned(),
+        };
+        if ready_rx.recv_timeout(JOIN_TIMEOUT).is_err() {
+            // Timed out, or the script exited before READY.
+            let _ = member.child.kill();
+            let _ = member.child.wait();
+            let stderr = member.take_stderr();
+            panic!(
+                "{} did not get an assignment within {JOIN_TIMEOUT:?}:\n{stderr}",
+                Rdk::describe(&args)
+            );
+        }
+        member
+    }
+
+    /// The group this member joined.
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+
+    fn take_stderr(&mut self) -> String {
+        self.stderr
+            .take()
+            .and_then(|handle| handle.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for GroupMember {
+    fn drop(&mut self) {
+        // Closing stdin asks the script to close its consumer, which sends LeaveGroup.
+        drop(self.stdin.take());
+        let deadline = Instant::now() + LEAVE_TIMEOUT;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => {
+                    if !status.success() {
+                        let stderr = self.take_stderr();
+                        eprintln!(
+                            "strait-testkit: group member of {} exited with {status}:\n{stderr}",
+                            self.group
+                        );
+                    }
+                    break;
+                }
+                Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(20)),
+                _ => {
+                    eprintln!(
+                        "strait-testkit: group member of {} did not leave within {LEAVE_TIMEOUT:?}; killing it",
+                        self.group
+                    );
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// A record as `rdk.py produce` reads it.
+#[derive(Serialize)]
+struct WireRecordIn<'a> {
+    partition: i32,
+    key: Option<String>,
+    value: Option<String>,
+    headers: Vec<(&'a str, Option<String>)>,
+    timestamp: Option<i64>,
+}
+
+impl<'a> From<&'a TestRecord> for WireRecordIn<'a> {
+    fn from(record: &'a TestRecord) -> Self {
+        WireRecordIn {
+            partition: record.partition,
+            key: record.key.as_deref().map(|k| BASE64.encode(k)),
+            value: record.value.as_deref().map(|v| BASE64.encode(v)),
+            headers: record
+                .headers
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_deref().map(|v| BASE64.encode(v))))
+                .collect(),
+            timestamp: record.timestamp_ms,
+        }
+    }
+}
+
+/// One `rdk.py produce` result.
+#[derive(Deserialize)]
+struct Delivery {
+    partition: i32,
+    offset: i64,
+}
+
+/// A record as `rdk.py consume` prints it.
+#[derive(Deserialize)]
+struct WireRecordOut {
+    partition: i32,
+    offset: i64,
+    key: Option<String>,
+    value: Option<String>,
+    headers: Vec<(String, Option<String>)>,
+    /// librdkafka's (timestamp type, ms); type 0 means not available.
+    timestamp: (i32, i64),
+}
+
+fn decode(text: Option<String>) -> Option<Vec<u8>> {
+    text.map(|t| {
+        BASE64
+            .decode(t.as_bytes())
+            .unwrap_or_else(|e| panic!("rdk.py printed invalid base64 {t:?}: {e}"))
+    })
+}
+
+impl From<WireRecordOut> for TestRecord {
+    fn from(record: WireRecordOut) -> Self {
+        let (timestamp_type, timestamp_ms) = record.timestamp;
+        TestRecord {
+            partition: record.partition,
+            offset: Some(record.offset),
+            key: decode(record.key),
+            value: decode(record.value),
+            headers: record
+                .headers
+                .into_iter()
+                .map(|(name, value)| (name, decode(value)))
+                .collect(),
+            timestamp_ms: (timestamp_type != 0).then_some(timestamp_ms),
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! The harness itself: real brokers start, answer Kafka requests, carry records between an
+//! independent producer and consumer, and are gone after drop.
+
+use std::time::Duration;
+
+use strait_testkit::{Clusters, Rdk, TestRecord};
+
+/// Whether `pid` is a live process (a zombie counts as gone: nothing may reap a reparented
+/// broker).
+fn running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+            !matches!(state.and_then(|s| s.chars().next()), Some('Z' | 'X') | None)
+        }
+        Err(_) => false,
+    }
+}
+
+#[test]
+fn clusters_carry_records_and_stop_on_drop() {
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    assert_ne!(clusters.source.bootstrap, clusters.target.bootstrap);
+    for broker in [&clusters.source, &clusters.target] {
+        broker
+            .check_api_versions()
+            .unwrap_or_else(|e| panic!("{} ({}): {e}", broker.name, broker.bootstrap));
+        assert!(
+            running(broker.pid),
+            "{} pid {} not running",
+            broker.name,
+            broker.pid
+        );
+    }
+
+    let topic = "harness";
+    rdk.create_topic(&clusters.source.bootstrap, topic, 2);
+    let records = vec![
+        TestRecord::new(0, Some(b"k0"), Some(b"v0")).with_header("h", Some(b"x")),
+        TestRecord::new(1, None, Some(b"v1")).with_timestamp(1_700_000_000_000),
+        TestRecord::new(0, Some(b"k2"), None).with_header("null", None),
+    ];
+    let delivered = rdk.produce(&clusters.source.bootstrap, topic, &records, "zstd");
+    assert_eq!(delivered, vec![(0, 0), (1, 0), (0, 1)]);
+
+    let consumed = rdk.consume(
+        &clusters.source.bootstrap,
+        topic,
+        3,
+        Duration::from_secs(30),
+    );
+    // consume() sorts by partition, then offset.
+    let expected = [&records[0], &records[2], &records[1]];
+    assert_eq!(consumed.len(), 3);
+    for (got, want) in consumed.iter().zip(expected) {
+        assert_eq!(got.partition, want.partition);
+        assert!(got.same_payload(want), "got {got:?}, want {want:?}");
+        assert!(got.timestamp_ms.is_some());
+    }
+    assert_eq!(consumed[2].timestamp_ms, Some(1_700_000_000_000));
+    assert_eq!(
+        consumed.iter().map(|r| r.offset).collect::<Vec<_>>(),
+        vec![Some(0), Some(1), Some(0)]
+    );
+
+    // The clusters are independent: the same topic can be created on the target.
+    rdk.create_topic(&clusters.target.bootstrap, topic, 1);
+
+    let pids = [clusters.source.pid, clusters.target.pid];
+    let dir = clusters.dir().to_owned();
+    drop(clusters);
+    for pid in pids {
+        assert!(!running(pid), "broker pid {pid} still running after drop");
+    }
+    assert!(!dir.exists(), "{} not removed", dir.display());
+}
+
+#[test]
+fn group_offsets_commit_only_while_group_is_empty() {
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let bootstrap = &clusters.source.bootstrap;
+    rdk.create_topic(bootstrap, "orders", 2);
+
+    rdk.commit(bootstrap, "g1", "orders", &[(0, 5), (1, 7)]);
+    let committed = rdk.committed(bootstrap, "g1", "orders", &[0, 1]);
+    assert_eq!(
+        committed.into_iter().collect::<Vec<_>>(),
+        vec![(0, 5), (1, 7)]
+    );
+    assert!(rdk
+        .committed(bootstrap, "g-none", "orders", &[0])
+        .is_empty());
+
+    let member = rdk.group_member(bootstrap, "g2", "orders");
+    assert_eq!(member.group(), "g2");
+    let refused = std::panic::catch_unwind(|| rdk.commit(bootstrap, "g2", "orders", &[(0, 1)]));
+    assert!(refused.is_err(), "commit to an active group must fail");
+    drop(member);
+    rdk.commit(bootstrap, "g2", "orders", &[(0, 1)]);
+    assert_eq!(
+        rdk.committed(bootstrap, "g2", "orders", &[0]).get(&0),
+        Some(&1)
+    );
+}

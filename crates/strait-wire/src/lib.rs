@@ -1,0 +1,18 @@
+//! strait's pure layer: no sockets, no clocks, no files.
+//!
+//! - [`frame`]: Kafka request/response framing over the `kafka-protocol` codec, and the
+//!   version negotiation that picks, per API, the highest version both sides speak.
+//! - [`batch`]: a scanner over the raw record-batch bytes of a Fetch response (magic v2,
+//!   KIP-98), yielding each complete batch and its header without decompressing anything.
+//! - [`rewrite`]: the header rewrite that lets a fetched batch be produced again unopened
+//!   (`DESIGN.md` §3.2): base offset, producer id/epoch, base sequence, transactional bit, CRC32C.
+//!
+//! Everything here is fed bytes from the network, so nothing here may panic on them.
+
+pub mod batch;
+pub mod frame;
+pub mod rewrite;
+
+pub use batch::{Attributes, BatchHeader, BatchScanner, RawBatch, ScanError};
+pub use frame::{FrameError, ResponseFrame, VersionError, Versions};
+pub use rewrite::{rewrite_for_forward, ForwardHeader, RewriteError};

@@ -1,0 +1,240 @@
+//! Header rewrite that lets a fetched batch be produced again unopened (`DESIGN.md` §3.2).
+//!
+//! Only header fields change; the (possibly compressed) records are copied byte for byte, so
+//! timestamps, keys, values, headers, codec and batch boundaries all survive. The fields are:
+//!
+//! - `baseOffset` := 0. The target broker assigns offsets on append; producers send 0.
+//! - `partitionLeaderEpoch` := -1, what producers send (`NO_PARTITION_LEADER_EPOCH`). The
+//!   source's epoch means nothing on the target, whose leader stamps its own on append (KIP-101);
+//!   the field sits outside the CRC, so this costs nothing.
+//! - `producerId`, `producerEpoch`, `baseSequence` := ours (KIP-98 idempotence), so the target
+//!   de-duplicates our retries and keeps our order.
+//! - the transactional bit := whether we forward inside a transaction.
+//! - `crc` := CRC-32C recomputed over `attributes` to the end.
+//!
+//! Control batches, non-dense batches and sequences that would wrap are refused; see
+//! [`RewriteError`].
+use bytes::{Bytes, BytesMut};
+
+use crate::batch::{
+    batch_crc, write, BatchHeader, RawBatch, ATTRIBUTES_AT, BASE_OFFSET_AT, BASE_SEQUENCE_AT,
+    CRC_AT, LOG_OVERHEAD, MAGIC_V2, PARTITION_LEADER_EPOCH_AT, PRODUCER_EPOCH_AT, PRODUCER_ID_AT,
+};
+
+/// What a forwarded batch carries instead of the source producer's identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForwardHeader {
+    /// Our producer id on the target cluster (-1 for a non-idempotent forward).
+    pub producer_id: i64,
+    /// Our producer epoch (-1 for a non-idempotent forward).
+    pub producer_epoch: i16,
+    /// Sequence number of the batch's first record in our per-partition sequence (-1 for a
+    /// non-idempotent forward).
+    pub base_sequence: i32,
+    /// Whether the batch is produced inside one of our transactions (sets the transactional bit).
+    pub transactional: bool,
+}
+
+/// Why a batch cannot be forwarded unopened.
+///
+/// None of these is retriable: the same batch fails the same way every time. What a caller does
+/// instead depends on the variant (see each one).
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RewriteError {
+    /// A control batch (transaction marker). Clients may not produce these; the mirror drops
+    /// them.
+    #[error("batch at base offset {base_offset} is a control batch, which cannot be produced")]
+    ControlBatch {
+        /// Kafka offset of the batch in the source partition.
+        base_offset: i64,
+    },
+    /// The records do not have consecutive offsets (`lastOffsetDelta + 1 != recordCount`), as
+    /// after compaction. A broker refuses such a batch from a producer; it must be rebuilt.
+    #[error(
+        "batch at base offset {base_offset} is not dense ({record_count} records, last \
+         offset delta {last_offset_delta}) and must be rebuilt"
+    )]
+    NotDense {
+        /// Kafka offset of the batch in the source partition.
+        base_offset: i64,
+        /// The `recordCount` field.
+        record_count: i32,
+        /// The `lastOffsetDelta` field.
+        last_offset_delta: i32,
+    },
+    /// The bytes are shorter than a v2 batch header.
+    #[error("batch of {len} bytes is shorter than a v2 header")]
+    TooShort {
+        /// Bytes given.
+        len: usize,
+    },
+    /// The `batchLength` field does not match the bytes given (`batchLength + 12 != len`).
+    #[error("batch declares length {batch_length} but {len} bytes were given")]
+    LengthMismatch {
+        /// The `batchLength` field.
+        batch_length: i32,
+        /// Bytes given.
+        len: usize,
+    },
+    /// The magic byte is not 2.
+    #[error("batch has magic {magic}, only v2 batches can be rewritten")]
+    UnsupportedMagic {
+        /// The magic byte found.
+        magic: i8,
+    },
+}
+
+impl RewriteError {
+    /// Whether trying the same rewrite again may succeed: never, see [`RewriteError`].
+    pub fn is_retriable(&self) -> bool {
+        false
+    }
+}
+
+/// Returns a copy of `batch` rewritten for forwarding under `fwd` (see the module docs).
+///
+/// Works from `batch.bytes` alone (`batch.header` is not trusted) and does not verify the
+/// incoming CRC: scan with CRC verification on (the default) so that a batch corrupted before
+/// the rewrite does not leave with a valid CRC.
+pub fn rewrite_for_forward(batch: &RawBatch, fwd: &ForwardHeader) -> Result<Bytes, RewriteError> {
+    let mut out = BytesMut::from(batch.bytes.as_ref());
+    rewrite_in_place(&mut out, fwd)?;
+    Ok(out.freeze())
+}
+
+/// Rewrites one whole v2 batch in `batch` for forwarding under `fwd`, without copying.
+///
+/// Same checks and result as [`rewrite_for_forward`]; on error nothing has been written.
+pub fn rewrite_in_place(batch: &mut [u8], fwd: &ForwardHeader) -> Result<(), RewriteError> {
+    let len = batch.len();
+    let header = BatchHeader::parse(batch).ok_or(RewriteError::TooShort { len })?;
+    check(&header, len, fwd)?;
+
+    let attributes = header.attributes.with_transactional(fwd.transactional);
+    // `check` made sure the header is there, so none of these writes can miss; the fallback
+    // only keeps this function panic-free if that ever changed.
+    let patched = write(batch, BASE_OFFSET_AT, &0i64.to_be_bytes())
+        .and_then(|()| write(batch, PARTITION_LEADER_EPOCH_AT, &(-1i32).to_be_bytes()))
+        .and_then(|()| write(batch, ATTRIBUTES_AT, &attributes.0.to_be_bytes()))
+        .and_then(|()| write(batch, PRODUCER_ID_AT, &fwd.producer_id.to_be_bytes()))
+        .and_then(|()| write(batch, PRODUCER_EPOCH_AT, &fwd.producer_epoch.to_be_bytes()))
+        .and_then(|()| write(batch, BASE_SEQUENCE_AT, &fwd.base_sequence.to_be_bytes()))
+        .and_then(|()| batch_crc(batch))
+        .and_then(|crc| write(batch, CRC_AT, &crc.to_be_bytes()));
+    patched.ok_or(RewriteError::TooShort { len })
+}
+
+/// Everything that must hold before a single byte is written.
+fn check(header: &BatchHeader, len: usize, fwd: &ForwardHeader) -> Result<(), RewriteError> {
+    if header.magic != MAGIC_V2 {
+        return Err(RewriteError::UnsupportedMagic {
+            magic: header.magic,
+        });
+    }
+    let declared = usize::try_from(header.batch_length)
+        .ok()
+        .and_then(|l| l.checked_add(LOG_OVERHEAD));
+    if declared != Some(len) {
+        return Err(RewriteError::LengthMismatch {
+            batch_length: header.batch_length,
+            len,
+        });
+    }
+    if header.attributes.is_control() {
+        return Err(RewriteError::ControlBatch {
+            base_offset: header.base_offset,
+        });
+    }
+    if !header.is_dense() {
+        return Err(RewriteError::NotDense {
+            base_offset: header.base_offset,
+            record_count: header.record_count,
+            last_offset_delta: header.last_offset_delta,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::{HEADER_SIZE, MIN_BATCH_LENGTH};
+
+    fn header_only_batch(attributes: i16, record_count: i32, last_offset_delta: i32) -> Vec<u8> {
+        let mut b = vec![0u8; HEADER_SIZE];
+        b[0..8].copy_from_slice(&42i64.to_be_bytes());
+        b[8..12].copy_from_slice(&MIN_BATCH_LENGTH.to_be_bytes());
+        b[12..16].copy_from_slice(&7i32.to_be_bytes());
+        b[16] = 2;
+        b[21..23].copy_from_slice(&attributes.to_be_bytes());
+        b[23..27].copy_from_slice(&last_offset_delta.to_be_bytes());
+        b[57..61].copy_from_slice(&record_count.to_be_bytes());
+        let crc = batch_crc(&b).unwrap();
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+
+    const FWD: ForwardHeader = ForwardHeader {
+        producer_id: 9,
+        producer_epoch: 3,
+        base_sequence: 100,
+        transactional: true,
+    };
+
+    #[test]
+    fn patches_header_and_crc() {
+        let mut b = header_only_batch(0, 2, 1);
+        rewrite_in_place(&mut b, &FWD).unwrap();
+        let h = BatchHeader::parse(&b).unwrap();
+        assert_eq!(h.base_offset, 0);
+        assert_eq!(h.partition_leader_epoch, -1);
+        assert_eq!(h.producer_id, 9);
+        assert_eq!(h.producer_epoch, 3);
+        assert_eq!(h.base_sequence, 100);
+        assert!(h.attributes.is_transactional());
+        assert_eq!(batch_crc(&b), Some(h.crc));
+    }
+
+    #[test]
+    fn refusals_write_nothing() {
+        let cases = [
+            (header_only_batch(1 << 5, 1, 0), "control"),
+            (header_only_batch(0, 1, 1), "not dense"),
+        ];
+        for (b, what) in cases {
+            let mut copy = b.clone();
+            assert!(rewrite_in_place(&mut copy, &FWD).is_err(), "{what}");
+            assert_eq!(copy, b, "{what}");
+        }
+        // Sequences wrap from i32::MAX to 0 inside a batch, as Kafka's producer and broker
+        // allow (`DefaultRecordBatch.incrementSequence`); the rewrite writes the base only.
+        let mut b = header_only_batch(0, 2, 1);
+        let fwd = ForwardHeader {
+            base_sequence: i32::MAX,
+            ..FWD
+        };
+        rewrite_in_place(&mut b, &fwd).expect("a wrapping batch is accepted");
+    }
+
+    #[test]
+    fn malformed_input() {
+        let mut short = vec![0u8; 60];
+        assert_eq!(
+            rewrite_in_place(&mut short, &FWD),
+            Err(RewriteError::TooShort { len: 60 })
+        );
+        let mut long = header_only_batch(0, 1, 0);
+        long.push(0);
+        assert!(matches!(
+            rewrite_in_place(&mut long, &FWD),
+            Err(RewriteError::LengthMismatch { len: 62, .. })
+        ));
+        let mut v1 = header_only_batch(0, 1, 0);
+        v1[16] = 1;
+        assert_eq!(
+            rewrite_in_place(&mut v1, &FWD),
+            Err(RewriteError::UnsupportedMagic { magic: 1 })
+        );
+    }
+}

@@ -1,0 +1,120 @@
+//! The `strait` command.
+//!
+//! Mirroring (`strait run`), the offset tools and failover plans arrive with the replication
+//! layer; today the binary can check that a cluster is reachable and what it speaks.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use kafka_protocol::messages::ApiKey;
+use strait_kafka::{Client, ClientConfig};
+
+/// Mirror Kafka topics between clusters and carry consumer-group positions across, exactly.
+#[derive(Debug, Parser)]
+#[command(name = "strait", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Connect to a cluster and show its id, brokers, and the API versions strait would use
+    /// with it, so a reachability or compatibility problem shows before a mirror is started.
+    Probe {
+        /// Bootstrap servers, `host:port[,host:port...]` (as `bootstrap.servers`).
+        #[arg(long, value_name = "HOST:PORT")]
+        bootstrap: String,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 15)]
+        timeout_secs: u64,
+    },
+}
+
+/// The APIs strait's runtime uses, in the order shown by `probe`.
+const APIS: &[ApiKey] = &[
+    ApiKey::ApiVersions,
+    ApiKey::Metadata,
+    ApiKey::Fetch,
+    ApiKey::Produce,
+    ApiKey::InitProducerId,
+    ApiKey::ListOffsets,
+    ApiKey::FindCoordinator,
+    ApiKey::ListGroups,
+    ApiKey::DescribeGroups,
+    ApiKey::OffsetFetch,
+    ApiKey::OffsetCommit,
+    ApiKey::CreateTopics,
+    ApiKey::DeleteTopics,
+    ApiKey::CreatePartitions,
+    ApiKey::DescribeConfigs,
+    ApiKey::IncrementalAlterConfigs,
+    ApiKey::DescribeCluster,
+    ApiKey::DescribeAcls,
+    ApiKey::CreateAcls,
+    ApiKey::DeleteRecords,
+];
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Probe {
+            bootstrap,
+            timeout_secs,
+        } => probe(&bootstrap, Duration::from_secs(timeout_secs)).await,
+    }
+}
+
+async fn probe(bootstrap: &str, timeout: Duration) -> anyhow::Result<()> {
+    let servers: Vec<String> = bootstrap
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let mut config = ClientConfig::new(servers);
+    config.operation_timeout = timeout;
+    let client = tokio::time::timeout(timeout, Client::connect(config))
+        .await
+        .with_context(|| format!("no answer from {bootstrap} within {timeout:?}"))?
+        .with_context(|| format!("cannot reach cluster at {bootstrap}"))?;
+    let cluster = client.describe_cluster().await?;
+    println!("cluster id   {}", cluster.cluster_id);
+    match cluster.controller {
+        Some(c) => println!("controller   {}", c.0),
+        None => println!("controller   (not reported)"),
+    }
+    for b in &cluster.brokers {
+        println!(
+            "broker       {} at {}{}",
+            b.id.0,
+            b.addr(),
+            b.rack.as_deref().map(|r| format!(" rack {r}")).unwrap_or_default()
+        );
+    }
+    let metadata = client.cached_metadata();
+    println!("topics       {}", metadata.topics.len());
+    let conn = client.any_connection().await?;
+    println!("\n{:<26} {:>8} {:>10}", "API", "broker", "strait uses");
+    for api in APIS {
+        let broker = conn
+            .versions()
+            .broker_range(*api)
+            .map(|(lo, hi)| format!("{lo}..{hi}"))
+            .unwrap_or_else(|| "-".into());
+        let ours = conn.versions().pick_key(*api)
+            .map(|v| format!("v{v}"))
+            .unwrap_or_else(|e| format!("none ({e})"));
+        println!("{:<26} {:>8} {:>10}", format!("{api:?}"), broker, ours);
+    }
+    Ok(())
+}

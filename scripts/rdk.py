@@ -1,0 +1,327 @@
+#!/usr/bin/env python3
+"""An independent Kafka client for strait's tests: librdkafka through confluent-kafka.
+
+Run it with the venv python that `scripts/test-broker venv` makes. Input and output are JSON;
+keys, values and header values are base64 strings, and null stays null.
+
+Commands:
+  produce        --bootstrap B --topic T [--compression C] [--idempotent]
+                 stdin: [{"partition", "key", "value", "headers": [[name, value]], "timestamp"}]
+                 stdout: [{"partition", "offset"}] in input order
+  consume        --bootstrap B --topic T --count N [--timeout S]
+                 stdout: [{"partition", "offset", "key", "value", "headers",
+                           "timestamp": [type, ms]}] sorted by partition, then offset
+  group-member   --bootstrap B --group G --topic T
+                 prints READY once assigned, stays in the group until stdin closes or SIGTERM
+  commit         --bootstrap B --group G --topic T --offsets P:O,P:O
+  committed      --bootstrap B --group G --topic T --partitions 0,1
+                 stdout: {"partition": offset or null}
+  create-topic   --bootstrap B --topic T --partitions N [--config K=V ...]
+
+Every client sets allow.auto.create.topics=false: the test broker creates a topic for any
+metadata request that allows it.
+"""
+
+import argparse
+import base64
+import json
+import signal
+import sys
+import threading
+import time
+import uuid
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_INVALID,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
+
+METADATA_TIMEOUT_S = 15
+
+
+def b64(data):
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+def unb64(text):
+    return None if text is None else base64.b64decode(text)
+
+
+def fail(message):
+    print(f"rdk: {message}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def emit(value):
+    json.dump(value, sys.stdout)
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+
+
+def base_config(args):
+    return {
+        "bootstrap.servers": args.bootstrap,
+        "allow.auto.create.topics": False,
+        "client.id": "strait-rdk",
+    }
+
+
+def consumer_config(args, group):
+    config = base_config(args)
+    config.update(
+        {
+            "group.id": group,
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    return config
+
+
+def partitions_of(client, topic):
+    metadata = client.list_topics(topic, timeout=METADATA_TIMEOUT_S)
+    info = metadata.topics.get(topic)
+    if info is None or info.error is not None:
+        fail(f"topic {topic}: {info.error if info else 'not in metadata'}")
+    return sorted(info.partitions)
+
+
+def parse_int_list(text):
+    return [int(p) for p in text.split(",") if p.strip()]
+
+
+def cmd_produce(args):
+    records = json.load(sys.stdin)
+    config = base_config(args)
+    config.update(
+        {
+            "acks": "all",
+            "linger.ms": 5,
+            "compression.type": args.compression,
+            "enable.idempotence": args.idempotent,
+        }
+    )
+    if not args.idempotent:
+        # Without idempotence a retried request can overtake the next one; tests rely on order.
+        config["max.in.flight.requests.per.connection"] = 1
+    producer = Producer(config)
+    results = [None] * len(records)
+    errors = []
+
+    def on_delivery(index):
+        def callback(err, msg):
+            if err is not None:
+                errors.append(f"record {index}: {err}")
+            else:
+                results[index] = {"partition": msg.partition(), "offset": msg.offset()}
+
+        return callback
+
+    for index, record in enumerate(records):
+        kwargs = {
+            "topic": args.topic,
+            "partition": record.get("partition", -1),
+            "key": unb64(record.get("key")),
+            "value": unb64(record.get("value")),
+            "on_delivery": on_delivery(index),
+        }
+        headers = record.get("headers") or []
+        if headers:
+            kwargs["headers"] = [(name, unb64(value)) for name, value in headers]
+        if record.get("timestamp") is not None:
+            kwargs["timestamp"] = record["timestamp"]
+        while True:
+            try:
+                producer.produce(**kwargs)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+
+    remaining = producer.flush(30)
+    if errors:
+        fail("delivery failed: " + "; ".join(errors))
+    if remaining:
+        fail(f"{remaining} record(s) not delivered within 30 s")
+    emit(results)
+
+
+def cmd_consume(args):
+    consumer = Consumer(consumer_config(args, f"strait-rdk-{uuid.uuid4()}"))
+    partitions = partitions_of(consumer, args.topic)
+    consumer.assign([TopicPartition(args.topic, p, OFFSET_BEGINNING) for p in partitions])
+    records = []
+    deadline = time.monotonic() + args.timeout
+    while len(records) < args.count:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        msg = consumer.poll(min(left, 0.5))
+        if msg is None:
+            continue
+        if msg.error() is not None:
+            err = msg.error()
+            if err.code() == KafkaError._PARTITION_EOF:
+                continue
+            if err.fatal():
+                fail(f"consume: {err}")
+            print(f"rdk: consume: {err}", file=sys.stderr, flush=True)
+            continue
+        ts_type, ts = msg.timestamp()
+        records.append(
+            {
+                "partition": msg.partition(),
+                "offset": msg.offset(),
+                "key": b64(msg.key()),
+                "value": b64(msg.value()),
+                "headers": [[name, b64(value)] for name, value in (msg.headers() or [])],
+                "timestamp": [ts_type, ts],
+            }
+        )
+    consumer.close()
+    if len(records) < args.count:
+        fail(f"consume: got {len(records)} of {args.count} records within {args.timeout} s")
+    records.sort(key=lambda r: (r["partition"], r["offset"]))
+    emit(records)
+
+
+def cmd_group_member(args):
+    stop = threading.Event()
+    assigned = threading.Event()
+
+    def on_assign(consumer, partitions):
+        assigned.set()
+
+    def wait_stdin():
+        sys.stdin.read()
+        stop.set()
+
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    threading.Thread(target=wait_stdin, daemon=True).start()
+
+    consumer = Consumer(consumer_config(args, args.group))
+    consumer.subscribe([args.topic], on_assign=on_assign)
+    ready = False
+    while not stop.is_set():
+        msg = consumer.poll(0.2)
+        if msg is not None and msg.error() is not None:
+            err = msg.error()
+            if err.fatal():
+                fail(f"group-member: {err}")
+            print(f"rdk: group-member: {err}", file=sys.stderr, flush=True)
+        if assigned.is_set() and not ready:
+            print("READY", flush=True)
+            ready = True
+    # close() leaves the group, so it becomes empty at once instead of after the session timeout.
+    consumer.close()
+
+
+def cmd_commit(args):
+    offsets = []
+    for item in args.offsets.split(","):
+        partition, offset = item.split(":")
+        offsets.append(TopicPartition(args.topic, int(partition), int(offset)))
+    consumer = Consumer(consumer_config(args, args.group))
+    consumer.assign(offsets)
+    try:
+        result = consumer.commit(offsets=offsets, asynchronous=False)
+    except KafkaException as e:
+        fail(f"commit: {e}")
+    bad = [f"partition {tp.partition}: {tp.error}" for tp in result if tp.error is not None]
+    if bad:
+        fail("commit: " + "; ".join(bad))
+    consumer.close()
+    emit({str(tp.partition): tp.offset for tp in result})
+
+
+def cmd_committed(args):
+    consumer = Consumer(consumer_config(args, args.group))
+    partitions = [TopicPartition(args.topic, p) for p in parse_int_list(args.partitions)]
+    try:
+        result = consumer.committed(partitions, timeout=METADATA_TIMEOUT_S)
+    except KafkaException as e:
+        fail(f"committed: {e}")
+    bad = [f"partition {tp.partition}: {tp.error}" for tp in result if tp.error is not None]
+    if bad:
+        fail("committed: " + "; ".join(bad))
+    consumer.close()
+    emit({str(tp.partition): (None if tp.offset == OFFSET_INVALID else tp.offset) for tp in result})
+
+
+def cmd_create_topic(args):
+    admin = AdminClient(base_config(args))
+    configs = {}
+    for item in args.config:
+        name, sep, value = item.partition("=")
+        if not sep:
+            fail(f"create-topic: --config {item} is not NAME=VALUE")
+        configs[name] = value
+    topic = NewTopic(args.topic, num_partitions=args.partitions, replication_factor=1, config=configs)
+    futures = admin.create_topics([topic], operation_timeout=METADATA_TIMEOUT_S)
+    try:
+        futures[args.topic].result(timeout=METADATA_TIMEOUT_S)
+    except KafkaException as e:
+        fail(f"create-topic {args.topic}: {e}")
+    # Return once a metadata request sees every partition, so the next client finds them.
+    deadline = time.monotonic() + METADATA_TIMEOUT_S
+    while True:
+        info = admin.list_topics(args.topic, timeout=METADATA_TIMEOUT_S).topics.get(args.topic)
+        if info is not None and info.error is None and len(info.partitions) == args.partitions:
+            break
+        if time.monotonic() > deadline:
+            fail(f"create-topic {args.topic}: metadata does not show {args.partitions} partitions")
+        time.sleep(0.1)
+    emit({"topic": args.topic, "partitions": args.partitions})
+
+
+def main():
+    parser = argparse.ArgumentParser(
+        prog="rdk.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def command(name, func, group=False):
+        p = sub.add_parser(name)
+        p.add_argument("--bootstrap", required=True)
+        p.add_argument("--topic", required=True)
+        if group:
+            p.add_argument("--group", required=True)
+        p.set_defaults(func=func)
+        return p
+
+    p = command("produce", cmd_produce)
+    p.add_argument(
+        "--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"]
+    )
+    p.add_argument("--idempotent", action="store_true")
+
+    p = command("consume", cmd_consume)
+    p.add_argument("--count", type=int, required=True)
+    p.add_argument("--timeout", type=float, default=30.0)
+
+    command("group-member", cmd_group_member, group=True)
+
+    p = command("commit", cmd_commit, group=True)
+    p.add_argument("--offsets", required=True, help="P:O,P:O")
+
+    p = command("committed", cmd_committed, group=True)
+    p.add_argument("--partitions", required=True, help="0,1,...")
+
+    p = command("create-topic", cmd_create_topic)
+    p.add_argument("--partitions", type=int, required=True)
+    p.add_argument("--config", action="append", default=[], help="NAME=VALUE, repeatable")
+
+    args = parser.parse_args()
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()
