@@ -11,7 +11,9 @@ use std::time::Duration;
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
@@ -150,7 +152,10 @@ pub struct ConfigEntry {
 impl ConfigEntry {
     /// Whether the value is the default (not set on the resource itself).
     pub fn is_default(&self) -> bool {
-        matches!(self.source, ConfigSource::Default | ConfigSource::StaticBroker)
+        matches!(
+            self.source,
+            ConfigSource::Default | ConfigSource::StaticBroker
+        )
     }
 }
 
@@ -400,7 +405,7 @@ impl Client {
     /// Sends to the controller when metadata names one, else to any broker.
     async fn send_admin<R>(&self, request: &R) -> Result<R::Response>
     where
-        R: Request,
+        R: Request + Sync,
         R::Response: ThrottleTime,
     {
         match self.cached_metadata().controller {
@@ -579,7 +584,9 @@ impl Client {
             })
             .await?;
         for r in resp.responses {
-            check(r.error_code, r.error_message.as_ref(), || resource.context())?;
+            check(r.error_code, r.error_message.as_ref(), || {
+                resource.context()
+            })?;
         }
         Ok(())
     }
@@ -613,7 +620,9 @@ impl Client {
         let mut out = BTreeMap::new();
         for (tp, spec) in partitions {
             let result = self
-                .retry("list offsets", || self.list_offset_once(tp, *spec, isolation))
+                .retry("list offsets", || {
+                    self.list_offset_once(tp, *spec, isolation)
+                })
                 .await;
             out.insert(tp.clone(), result);
         }
@@ -627,8 +636,10 @@ impl Client {
         spec: OffsetSpec,
         isolation: IsolationLevel,
     ) -> Result<ListedOffset> {
-        self.retry("list offsets", || self.list_offset_once(tp, spec, isolation))
-            .await
+        self.retry("list offsets", || {
+            self.list_offset_once(tp, spec, isolation)
+        })
+        .await
     }
 
     async fn list_offset_once(
@@ -684,7 +695,9 @@ impl Client {
         let resp = self
             .retry("describe cluster", || async {
                 let resp = self.send_any(&DescribeClusterRequest::default()).await?;
-                check(resp.error_code, resp.error_message.as_ref(), || Context::None)?;
+                check(resp.error_code, resp.error_message.as_ref(), || {
+                    Context::None
+                })?;
                 Ok(resp)
             })
             .await?;
@@ -718,7 +731,9 @@ impl Client {
         let resp = self
             .retry("describe acls", || async {
                 let resp = self.send_any(&request).await?;
-                check(resp.error_code, resp.error_message.as_ref(), || Context::None)?;
+                check(resp.error_code, resp.error_message.as_ref(), || {
+                    Context::None
+                })?;
                 Ok(resp)
             })
             .await?;

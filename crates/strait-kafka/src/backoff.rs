@@ -23,7 +23,7 @@ impl Backoff {
     }
 
     /// The next wait.
-    pub fn next(&mut self) -> Duration {
+    pub fn next_wait(&mut self) -> Duration {
         let step = self.step;
         self.step = (self.step * 2).min(self.max);
         let half = step / 2;
@@ -39,7 +39,7 @@ mod tests {
     #[test]
     fn grows_and_stays_in_bounds() {
         let mut b = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
-        let waits: Vec<_> = (0..10).map(|_| b.next()).collect();
+        let waits: Vec<_> = (0..10).map(|_| b.next_wait()).collect();
         assert!(waits[0] >= Duration::from_millis(50) && waits[0] <= Duration::from_millis(100));
         for w in &waits {
             assert!(*w <= Duration::from_secs(1), "{w:?}");

@@ -273,7 +273,21 @@ impl Client {
         let request = MetadataRequest::default()
             .with_topics(None)
             .with_allow_auto_topic_creation(false);
-        let response = self.send_any(&request).await?;
+        // Not through `retry`, which itself refreshes metadata on routing errors.
+        let config = &self.inner.config;
+        let deadline = Instant::now() + config.operation_timeout;
+        let mut backoff = Backoff::new(config.retry_backoff, config.retry_backoff_max);
+        let response = loop {
+            match self.send_any(&request).await {
+                Ok(response) => break response,
+                Err(e) if e.is_retriable() && Instant::now() < deadline => {
+                    let wait = backoff.next_wait();
+                    tracing::debug!(error = %e, retry_in = ?wait, "metadata request failed");
+                    tokio::time::sleep(wait).await;
+                }
+                Err(e) => return Err(e),
+            }
+        };
         let metadata = Arc::new(parse_metadata(response)?);
         if let Ok(mut m) = self.inner.metadata.write() {
             *m = Arc::clone(&metadata);
@@ -329,7 +343,7 @@ impl Client {
     /// Sends a request to a broker by id.
     pub async fn send_to<R>(&self, broker: BrokerId, request: &R) -> Result<R::Response>
     where
-        R: Request,
+        R: Request + Sync,
         R::Response: ThrottleTime,
     {
         let conn = self.connection(broker).await?;
@@ -339,7 +353,7 @@ impl Client {
     /// Sends a request to any reachable broker: a known one, else a bootstrap address.
     pub async fn send_any<R>(&self, request: &R) -> Result<R::Response>
     where
-        R: Request,
+        R: Request + Sync,
         R::Response: ThrottleTime,
     {
         let conn = self.any_connection().await?;
@@ -426,7 +440,10 @@ impl Client {
             }
             Err(e) => {
                 let (lo, hi) = self.inner.config.reconnect_backoff;
-                let wait = slot.backoff.get_or_insert_with(|| Backoff::new(lo, hi)).next();
+                let wait = slot
+                    .backoff
+                    .get_or_insert_with(|| Backoff::new(lo, hi))
+                    .next_wait();
                 slot.not_before = Some(Instant::now() + wait);
                 tracing::warn!(broker = addr, error = %e, retry_in = ?wait, "cannot connect");
                 Err(e)
@@ -449,7 +466,7 @@ impl Client {
             match op().await {
                 Ok(v) => return Ok(v),
                 Err(e) if e.is_retriable() && Instant::now() < deadline => {
-                    let wait = backoff.next();
+                    let wait = backoff.next_wait();
                     tracing::debug!(operation = what, error = %e, retry_in = ?wait, "retrying");
                     if e.needs_metadata_refresh() {
                         self.forget_coordinators();
@@ -457,8 +474,10 @@ impl Client {
                             tracing::debug!(error = %refresh, "metadata refresh failed");
                         }
                     }
-                    tokio::time::sleep(wait.min(deadline.saturating_duration_since(Instant::now())))
-                        .await;
+                    tokio::time::sleep(
+                        wait.min(deadline.saturating_duration_since(Instant::now())),
+                    )
+                    .await;
                 }
                 Err(e) => return Err(e),
             }

@@ -22,7 +22,7 @@ use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::{Message, Request, StrBytes};
 use strait_wire::frame::{self, Versions};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{oneshot, Mutex};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -113,11 +113,14 @@ pub struct BrokerConnection {
     config: ConnectionConfig,
     versions: Versions,
     next_correlation: AtomicI32,
-    writer: Mutex<Box<dyn AsyncWrite + Unpin + Send>>,
+    /// Frames to write, in order. A task owns the socket's write half, so a caller that gives
+    /// up half-way through never leaves half a frame on the wire.
+    writer: mpsc::UnboundedSender<Bytes>,
     shared: Arc<StdMutex<Shared>>,
     /// Until when the broker asked us not to send (KIP-219).
     throttled_until: StdMutex<Option<Instant>>,
     reader: JoinHandle<()>,
+    writer_task: JoinHandle<()>,
 }
 
 impl fmt::Debug for BrokerConnection {
@@ -132,6 +135,7 @@ impl fmt::Debug for BrokerConnection {
 impl Drop for BrokerConnection {
     fn drop(&mut self) {
         self.reader.abort();
+        self.writer_task.abort();
     }
 }
 
@@ -158,15 +162,23 @@ impl BrokerConnection {
             Arc::clone(&shared),
             config.max_response_bytes,
         ));
+        let (writer, frames) = mpsc::unbounded_channel();
+        let writer_task = tokio::spawn(write_loop(
+            addr.to_owned(),
+            write_half,
+            frames,
+            Arc::clone(&shared),
+        ));
         let mut conn = Self {
             addr: addr.to_owned(),
             config,
             versions: Versions::default(),
             next_correlation: AtomicI32::new(0),
-            writer: Mutex::new(Box::new(write_half)),
+            writer,
             shared,
             throttled_until: StdMutex::new(None),
             reader,
+            writer_task,
         };
         conn.versions = tokio::time::timeout(timeout, conn.negotiate())
             .await
@@ -228,7 +240,7 @@ impl BrokerConnection {
     /// Sends a request at the highest common version and waits for its answer.
     pub async fn send<R>(&self, request: &R) -> Result<R::Response>
     where
-        R: Request,
+        R: Request + Sync,
         R::Response: ThrottleTime,
     {
         let version = self.versions.pick::<R>().map_err(|source| Error::Version {
@@ -255,7 +267,11 @@ impl BrokerConnection {
     }
 
     /// Sends at an explicit version.
-    pub async fn send_at<R: Request>(&self, request: &R, version: i16) -> Result<R::Response> {
+    pub async fn send_at<R: Request + Sync>(
+        &self,
+        request: &R,
+        version: i16,
+    ) -> Result<R::Response> {
         let api = frame::api_key_of::<R>().map_err(|e| self.frame_err(e))?;
         self.wait_for_throttle().await;
         let correlation_id = self.next_correlation.fetch_add(1, Ordering::Relaxed);
@@ -270,22 +286,12 @@ impl BrokerConnection {
             shared.pending.insert(correlation_id, tx);
         }
         let timeout = self.config.request_timeout;
-        let exchange = async {
-            {
-                let mut writer = self.writer.lock().await;
-                if let Err(e) = writer.write_all(&bytes).await {
-                    let err = Error::Io {
-                        broker: self.addr.clone(),
-                        message: e.to_string(),
-                    };
-                    self.poison(err.clone());
-                    return Err(err);
-                }
-            }
-            rx.await.unwrap_or(Err(Error::Closed))
-        };
-        let frame = match tokio::time::timeout(timeout, exchange).await {
-            Ok(result) => result?,
+        if self.writer.send(bytes).is_err() {
+            // The writer is gone, so the connection was poisoned and our waiter got the error.
+            return Err(rx.await.ok().and_then(Result::err).unwrap_or(Error::Closed));
+        }
+        let frame = match tokio::time::timeout(timeout, rx).await {
+            Ok(result) => result.unwrap_or(Err(Error::Closed))?,
             Err(_) => {
                 let err = Error::Timeout {
                     broker: self.addr.clone(),
@@ -336,7 +342,29 @@ impl BrokerConnection {
             shared.poison(err);
         }
         self.reader.abort();
+        self.writer_task.abort();
     }
+}
+
+async fn write_loop(
+    addr: String,
+    mut writer: impl AsyncWrite + Unpin,
+    mut frames: mpsc::UnboundedReceiver<Bytes>,
+    shared: Arc<StdMutex<Shared>>,
+) {
+    while let Some(frame) = frames.recv().await {
+        if let Err(e) = writer.write_all(&frame).await {
+            let err = Error::Io {
+                broker: addr.clone(),
+                message: e.to_string(),
+            };
+            if let Ok(mut s) = shared.lock() {
+                s.poison(err);
+            }
+            return;
+        }
+    }
+    let _ = writer.shutdown().await;
 }
 
 async fn read_loop(
@@ -399,11 +427,5 @@ fn frame_error(addr: &str, e: strait_wire::FrameError) -> Error {
     Error::Frame {
         broker: addr.to_owned(),
         source: Arc::new(e),
-    }
-}
-
-impl Default for crate::error::Context {
-    fn default() -> Self {
-        crate::error::Context::None
     }
 }

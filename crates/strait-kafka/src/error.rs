@@ -8,10 +8,11 @@ use kafka_protocol::messages::ApiKey;
 use strait_wire::{FrameError, VersionError};
 
 /// What a failed operation was about, so an error names the topic, partition or group.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Context {
     /// Nothing more specific than the request.
+    #[default]
     None,
     /// A topic.
     Topic(String),
@@ -160,7 +161,9 @@ impl Error {
     /// should be refreshed before a retry.
     pub fn needs_metadata_refresh(&self) -> bool {
         match self {
-            Error::Io { .. } | Error::Timeout { .. } | Error::UnknownTopicOrPartition { .. } => true,
+            Error::Io { .. } | Error::Timeout { .. } | Error::UnknownTopicOrPartition { .. } => {
+                true
+            }
             Error::Broker { code, .. } => matches!(
                 code,
                 ResponseError::NotLeaderOrFollower

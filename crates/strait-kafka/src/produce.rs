@@ -191,7 +191,10 @@ impl RawProducer {
     ///
     /// Sequences are given out in call order, so batches of one partition must be handed to the
     /// producer in the order they should land, by one caller at a time per partition.
-    pub async fn send_all(&self, batches: Vec<(TopicPartition, RawBatch)>) -> Vec<Result<ProduceAck>> {
+    pub async fn send_all(
+        &self,
+        batches: Vec<(TopicPartition, RawBatch)>,
+    ) -> Vec<Result<ProduceAck>> {
         let mut results: Vec<Option<Result<ProduceAck>>> = batches.iter().map(|_| None).collect();
         let mut pending = Vec::with_capacity(batches.len());
         for (index, (tp, batch)) in batches.into_iter().enumerate() {
@@ -235,7 +238,12 @@ impl RawProducer {
                         tracing::debug!(error = %e, "metadata refresh failed");
                     }
                 }
-                tokio::time::sleep(backoff.next().min(deadline.saturating_duration_since(Instant::now()))).await;
+                tokio::time::sleep(
+                    backoff
+                        .next_wait()
+                        .min(deadline.saturating_duration_since(Instant::now())),
+                )
+                .await;
             }
         }
         results
@@ -392,7 +400,11 @@ fn classify_answer(
                 .state
                 .seq
                 .lock()
-                .map(|s| s.unresolved.front().is_some_and(|first| *first != p.sequence))
+                .map(|s| {
+                    s.unresolved
+                        .front()
+                        .is_some_and(|first| *first != p.sequence)
+                })
                 .unwrap_or(false);
             let err = Error::broker(code, message, p.tp.context());
             if earlier_unresolved {

@@ -48,8 +48,12 @@ async fn mirror_and_compare(codec: &str, expected: Compression) {
     let dst = client(&clusters.target.bootstrap).await;
     let name = topic(&format!("cross-{codec}"));
     let partitions = 3;
-    src.create_topic(NewTopic::new(&name, partitions)).await.unwrap();
-    dst.create_topic(NewTopic::new(&name, partitions)).await.unwrap();
+    src.create_topic(NewTopic::new(&name, partitions))
+        .await
+        .unwrap();
+    dst.create_topic(NewTopic::new(&name, partitions))
+        .await
+        .unwrap();
 
     let input = sample(partitions, 300);
     rdk.produce(&clusters.source.bootstrap, &name, &input[..150], codec);
@@ -72,7 +76,10 @@ async fn mirror_and_compare(codec: &str, expected: Compression) {
         for (b, ack) in batches.iter().zip(acks) {
             let ack = ack.unwrap();
             assert_eq!(ack.base_offset, next, "{tp}");
-            assert_eq!(ack.base_offset, b.header.base_offset, "{tp}: same offsets, nothing lost");
+            assert_eq!(
+                ack.base_offset, b.header.base_offset,
+                "{tp}: same offsets, nothing lost"
+            );
             next += ack.record_count as i64;
         }
         // The target stores what we sent: same codec, same batch boundaries.
@@ -101,7 +108,11 @@ async fn mirror_and_compare(codec: &str, expected: Compression) {
     assert_eq!(mirrored.len(), input.len());
     assert_eq!(original.len(), mirrored.len());
     for (o, m) in original.iter().zip(&mirrored) {
-        assert_eq!((o.partition, o.offset), (m.partition, m.offset), "order and offsets");
+        assert_eq!(
+            (o.partition, o.offset),
+            (m.partition, m.offset),
+            "order and offsets"
+        );
         assert!(o.same_payload(m), "payload differs: {o:?} vs {m:?}");
         assert_eq!(o.timestamp_ms, m.timestamp_ms, "timestamp");
     }

@@ -124,7 +124,10 @@ impl Versions {
     /// Builds from explicit `(api key, min, max)` triples (tests, fake brokers).
     pub fn from_ranges(ranges: impl IntoIterator<Item = (i16, i16, i16)>) -> Self {
         Self {
-            ranges: ranges.into_iter().map(|(k, lo, hi)| (k, (lo, hi))).collect(),
+            ranges: ranges
+                .into_iter()
+                .map(|(k, lo, hi)| (k, (lo, hi)))
+                .collect(),
         }
     }
 
@@ -324,7 +327,11 @@ mod tests {
             Some(&Bytes::from_static(b"future"))
         );
         let versions = Versions::from_response(&decoded.body);
-        assert_eq!(versions.pick::<FetchRequest>(), Ok(12), "capped at strait's max");
+        assert_eq!(
+            versions.pick::<FetchRequest>(),
+            Ok(12),
+            "capped at strait's max"
+        );
         assert_eq!(versions.pick::<ProduceRequest>(), Ok(11), "broker's max");
         assert_eq!(
             versions.pick::<MetadataRequest>(),
@@ -377,7 +384,10 @@ mod tests {
         let whole = buf.clone();
         let mut partial = BytesMut::from(&whole[..6]);
         assert!(split_frame(&mut partial, 100).unwrap().is_none());
-        assert_eq!(&split_frame(&mut buf, 100).unwrap().unwrap()[..], b"abcdefgh");
+        assert_eq!(
+            &split_frame(&mut buf, 100).unwrap().unwrap()[..],
+            b"abcdefgh"
+        );
         let mut too_big = frame_of(&[0; 200], b"");
         assert!(matches!(
             split_frame(&mut too_big, 100),

@@ -109,7 +109,7 @@ pub fn rewrite_for_forward(batch: &RawBatch, fwd: &ForwardHeader) -> Result<Byte
 pub fn rewrite_in_place(batch: &mut [u8], fwd: &ForwardHeader) -> Result<(), RewriteError> {
     let len = batch.len();
     let header = BatchHeader::parse(batch).ok_or(RewriteError::TooShort { len })?;
-    check(&header, len, fwd)?;
+    check(&header, len)?;
 
     let attributes = header.attributes.with_transactional(fwd.transactional);
     // `check` made sure the header is there, so none of these writes can miss; the fallback
@@ -126,7 +126,7 @@ pub fn rewrite_in_place(batch: &mut [u8], fwd: &ForwardHeader) -> Result<(), Rew
 }
 
 /// Everything that must hold before a single byte is written.
-fn check(header: &BatchHeader, len: usize, fwd: &ForwardHeader) -> Result<(), RewriteError> {
+fn check(header: &BatchHeader, len: usize) -> Result<(), RewriteError> {
     if header.magic != MAGIC_V2 {
         return Err(RewriteError::UnsupportedMagic {
             magic: header.magic,

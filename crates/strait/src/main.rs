@@ -98,7 +98,10 @@ async fn probe(bootstrap: &str, timeout: Duration) -> anyhow::Result<()> {
             "broker       {} at {}{}",
             b.id.0,
             b.addr(),
-            b.rack.as_deref().map(|r| format!(" rack {r}")).unwrap_or_default()
+            b.rack
+                .as_deref()
+                .map(|r| format!(" rack {r}"))
+                .unwrap_or_default()
         );
     }
     let metadata = client.cached_metadata();
@@ -111,7 +114,9 @@ async fn probe(bootstrap: &str, timeout: Duration) -> anyhow::Result<()> {
             .broker_range(*api)
             .map(|(lo, hi)| format!("{lo}..{hi}"))
             .unwrap_or_else(|| "-".into());
-        let ours = conn.versions().pick_key(*api)
+        let ours = conn
+            .versions()
+            .pick_key(*api)
             .map(|v| format!("v{v}"))
             .unwrap_or_else(|e| format!("none ({e})"));
         println!("{:<26} {:>8} {:>10}", format!("{api:?}"), broker, ours);

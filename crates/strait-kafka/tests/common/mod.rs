@@ -13,7 +13,9 @@ pub async fn client(bootstrap: &str) -> Client {
     let mut config = ClientConfig::new([bootstrap]);
     config.operation_timeout = Duration::from_secs(20);
     config.connection.request_timeout = Duration::from_secs(10);
-    Client::connect(config).await.expect("connect to test broker")
+    Client::connect(config)
+        .await
+        .expect("connect to test broker")
 }
 
 /// Every complete batch of a partition from `from` to the high watermark.
