@@ -166,6 +166,16 @@ impl Client {
                     broker: format!("{coordinator}"),
                     what: format!("DescribeGroups answer does not mention group {group}"),
                 })?;
+            // Kafka's classic coordinator describes an unknown group as `Dead`; the KIP-848
+            // coordinator answers GROUP_ID_NOT_FOUND. Both mean: no such group, no members.
+            if ResponseError::try_from_code(g.error_code) == Some(ResponseError::GroupIdNotFound) {
+                return Ok(GroupDescription {
+                    group_id: group.to_owned(),
+                    state: "Dead".to_owned(),
+                    protocol_type: String::new(),
+                    members: Vec::new(),
+                });
+            }
             check(g.error_code, g.error_message.as_ref(), || {
                 Context::Group(group.to_owned())
             })?;
@@ -217,6 +227,12 @@ impl Client {
         self.retry("offset fetch", || async {
             let coordinator = self.coordinator(group).await?;
             let resp = self.send_to(coordinator, &request).await?;
+            // A group that does not exist has no offsets (the KIP-848 coordinator says so with
+            // GROUP_ID_NOT_FOUND, the classic one with an empty answer).
+            if ResponseError::try_from_code(resp.error_code) == Some(ResponseError::GroupIdNotFound)
+            {
+                return Ok(BTreeMap::new());
+            }
             check(resp.error_code, None, || Context::Group(group.to_owned()))?;
             let mut out = BTreeMap::new();
             for t in resp.topics {

@@ -190,19 +190,83 @@ impl RawProducer {
     /// rule allows, all in flight together. One result per batch, in the order given.
     ///
     /// Sequences are given out in call order, so batches of one partition must be handed to the
-    /// producer in the order they should land, by one caller at a time per partition.
+    /// producer in the order they should land, by one caller at a time per partition. More
+    /// batches per partition than the in-flight limit are sent in waves of that many.
     pub async fn send_all(
         &self,
         batches: Vec<(TopicPartition, RawBatch)>,
     ) -> Vec<Result<ProduceAck>> {
         let mut results: Vec<Option<Result<ProduceAck>>> = batches.iter().map(|_| None).collect();
-        let mut pending = Vec::with_capacity(batches.len());
+        let limit = self.config.max_in_flight_per_partition;
+        let mut waves: Vec<Vec<(usize, TopicPartition, RawBatch)>> = Vec::new();
+        let mut seen: HashMap<TopicPartition, usize> = HashMap::new();
         for (index, (tp, batch)) in batches.into_iter().enumerate() {
-            match self.prepare(index, tp, &batch).await {
-                Ok(p) => pending.push(p),
-                Err(e) => results[index] = Some(Err(e)),
+            let n = seen.entry(tp.clone()).or_insert(0);
+            let wave = *n / limit;
+            *n += 1;
+            if waves.len() <= wave {
+                waves.resize_with(wave + 1, Vec::new);
+            }
+            waves[wave].push((index, tp, batch));
+        }
+        for wave in waves {
+            let pending = self.prepare_wave(wave, &mut results).await;
+            self.deliver(pending, &mut results).await;
+        }
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or(Err(Error::Closed)))
+            .collect()
+    }
+
+    /// Takes the in-flight slots of a wave (at most the limit per partition), partition by
+    /// partition in a fixed order so that concurrent callers cannot hold each other's slots,
+    /// then gives each batch its sequence and rewrites its header.
+    async fn prepare_wave(
+        &self,
+        wave: Vec<(usize, TopicPartition, RawBatch)>,
+        results: &mut [Option<Result<ProduceAck>>],
+    ) -> Vec<Pending> {
+        let mut by_partition: BTreeMap<TopicPartition, Vec<(usize, RawBatch)>> = BTreeMap::new();
+        for (index, tp, batch) in wave {
+            by_partition.entry(tp).or_default().push((index, batch));
+        }
+        let mut pending = Vec::new();
+        for (tp, batches) in by_partition {
+            let slots = async {
+                let state = self.partition(&tp)?;
+                let permits = Arc::clone(&state.permits)
+                    .acquire_many_owned(batches.len() as u32)
+                    .await
+                    .map_err(|_| Error::Closed)?;
+                Ok::<_, Error>((state, permits))
+            };
+            let (state, mut permits) = match slots.await {
+                Ok(s) => s,
+                Err(e) => {
+                    for (index, _) in batches {
+                        results[index] = Some(Err(e.clone()));
+                    }
+                    continue;
+                }
+            };
+            for (index, batch) in batches {
+                let Some(permit) = permits.split(1) else {
+                    results[index] = Some(Err(Error::Closed));
+                    continue;
+                };
+                match self.prepare(index, &tp, &batch, &state, permit) {
+                    Ok(p) => pending.push(p),
+                    Err(e) => results[index] = Some(Err(e)),
+                }
             }
         }
+        pending
+    }
+
+    /// Sends prepared batches until each is written, fails for good, or the delivery timeout
+    /// passes.
+    async fn deliver(&self, mut pending: Vec<Pending>, results: &mut [Option<Result<ProduceAck>>]) {
         let deadline = Instant::now() + self.config.delivery_timeout;
         let mut backoff = Backoff::new(
             self.client.config().retry_backoff,
@@ -238,27 +302,22 @@ impl RawProducer {
                         tracing::debug!(error = %e, "metadata refresh failed");
                     }
                 }
-                tokio::time::sleep(
-                    backoff
-                        .next_wait()
-                        .min(deadline.saturating_duration_since(Instant::now())),
-                )
-                .await;
+                let wait = backoff.next_wait();
+                tokio::time::sleep(wait.min(deadline.saturating_duration_since(Instant::now())))
+                    .await;
             }
         }
-        results
-            .into_iter()
-            .map(|r| r.unwrap_or(Err(Error::Closed)))
-            .collect()
     }
 
-    /// Takes an in-flight slot, gives the batch its sequence and rewrites its header.
-    async fn prepare(&self, index: usize, tp: TopicPartition, batch: &RawBatch) -> Result<Pending> {
-        let state = self.partition(&tp)?;
-        let permit = Arc::clone(&state.permits)
-            .acquire_owned()
-            .await
-            .map_err(|_| Error::Closed)?;
+    /// Gives the batch its sequence and rewrites its header.
+    fn prepare(
+        &self,
+        index: usize,
+        tp: &TopicPartition,
+        batch: &RawBatch,
+        state: &Arc<PartitionState>,
+        permit: OwnedSemaphorePermit,
+    ) -> Result<Pending> {
         let record_count = batch.header.record_count;
         let mut seq = state.seq.lock().map_err(|_| Error::Closed)?;
         if let Some(e) = &seq.broken {
@@ -281,11 +340,11 @@ impl RawProducer {
         drop(seq);
         Ok(Pending {
             index,
-            tp,
+            tp: tp.clone(),
             bytes,
             sequence,
             record_count,
-            state,
+            state: Arc::clone(state),
             _permit: permit,
         })
     }

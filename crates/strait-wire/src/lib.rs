@@ -6,11 +6,15 @@
 //!   KIP-98), yielding each complete batch and its header without decompressing anything.
 //! - [`rewrite`]: the header rewrite that lets a fetched batch be produced again unopened
 //!   (`DESIGN.md` §3.2): base offset, producer id/epoch, base sequence, transactional bit, CRC32C.
+//! - [`mm2`], [`offset_map`]: MM2's internal record formats byte for byte; the exact offset map
+//!   (`DESIGN.md` §4), its persisted form, and a model of MM2's translation to compare with.
 //!
 //! Everything here is fed bytes from the network, so nothing here may panic on them.
 
 pub mod batch;
 pub mod frame;
+pub mod mm2;
+pub mod offset_map;
 pub mod rewrite;
 
 pub use batch::{Attributes, BatchHeader, BatchScanner, RawBatch, ScanError};

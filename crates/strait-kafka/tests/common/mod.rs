@@ -8,8 +8,13 @@ use strait_kafka::fetch::{FetchOptions, FetchPosition};
 use strait_kafka::{Client, ClientConfig, TopicPartition};
 use strait_wire::{BatchScanner, RawBatch};
 
-/// A client with short timeouts, so a broken test fails fast.
+/// A client with short timeouts, so a broken test fails fast. Logs go to the test's output
+/// with `RUST_LOG` (e.g. `RUST_LOG=strait_kafka=debug`).
 pub async fn client(bootstrap: &str) -> Client {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let mut config = ClientConfig::new([bootstrap]);
     config.operation_timeout = Duration::from_secs(20);
     config.connection.request_timeout = Duration::from_secs(10);

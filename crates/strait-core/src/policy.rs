@@ -1,0 +1,433 @@
+//! MM2's replication policy: how a remote topic is named, how a name is read back into its source
+//! cluster and upstream topic, which topics are internal, and when a topic would loop
+//! (`reference/mm2.md` §1.6–§1.7).
+//!
+//! This is a faithful port of `DefaultReplicationPolicy` and `IdentityReplicationPolicy` from
+//! `connect/mirror-client`, including their corner cases, because strait must name topics exactly
+//! as MM2 does for MM2 tooling (`RemoteClusterUtils`, `MirrorClient`) to keep working:
+//! - `topic_source` follows Java's `String.split`, which drops trailing empty pieces: `"A."` has no
+//!   source, `".orders"` has the empty source `""`.
+//! - internal topic names use the configured separator unless
+//!   `replication.policy.internal.topic.separator.enabled=false` (KIP-690).
+//! - the identity policy prefixes heartbeats only, recognises a heartbeats topic by the suffix
+//!   `heartbeats` (so `myheartbeats` counts, as in MM2), and cannot detect cycles.
+
+/// MM2's class name for the default policy (`replication.policy.class`).
+pub const DEFAULT_POLICY_CLASS: &str = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy";
+/// MM2's class name for the identity policy (`replication.policy.class`, Kafka 3.0+).
+pub const IDENTITY_POLICY_CLASS: &str = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy";
+/// The default `replication.policy.separator`.
+pub const DEFAULT_SEPARATOR: &str = ".";
+
+const HEARTBEATS_TOPIC: &str = "heartbeats";
+
+/// How remote topics are named, with MM2's semantics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplicationPolicy {
+    /// `DefaultReplicationPolicy`: `orders` from cluster `us-west` becomes `us-west.orders`.
+    Default {
+        /// `replication.policy.separator` (default `.`).
+        separator: String,
+        /// `replication.policy.internal.topic.separator.enabled` (default true): use `separator`
+        /// in the names of the offset-syncs and checkpoints topics too (KIP-690).
+        internal_topic_separator_enabled: bool,
+    },
+    /// `IdentityReplicationPolicy`: topic names are kept; only heartbeats are prefixed.
+    Identity {
+        /// `source.cluster.alias`: what [`ReplicationPolicy::topic_source`] answers for any
+        /// non-heartbeats topic. MM2 sets it to the flow's source alias.
+        source_alias: Option<String>,
+        /// `replication.policy.separator`, used for heartbeats and internal topics.
+        separator: String,
+        /// As for [`ReplicationPolicy::Default`].
+        internal_topic_separator_enabled: bool,
+    },
+}
+
+impl Default for ReplicationPolicy {
+    /// MM2's default: `DefaultReplicationPolicy` with separator `.`.
+    fn default() -> Self {
+        Self::with_separator(DEFAULT_SEPARATOR)
+    }
+}
+
+impl ReplicationPolicy {
+    /// The default policy with the given separator (internal topics use it too).
+    pub fn with_separator(separator: impl Into<String>) -> Self {
+        Self::Default {
+            separator: separator.into(),
+            internal_topic_separator_enabled: true,
+        }
+    }
+
+    /// The identity policy with separator `.`, answering `source_alias` as every topic's source.
+    pub fn identity(source_alias: Option<String>) -> Self {
+        Self::Identity {
+            source_alias,
+            separator: DEFAULT_SEPARATOR.to_owned(),
+            internal_topic_separator_enabled: true,
+        }
+    }
+
+    /// MM2's class name for this policy, as `replication.policy.class` spells it.
+    pub fn class_name(&self) -> &'static str {
+        match self {
+            Self::Default { .. } => DEFAULT_POLICY_CLASS,
+            Self::Identity { .. } => IDENTITY_POLICY_CLASS,
+        }
+    }
+
+    /// The separator between cluster alias and topic.
+    pub fn separator(&self) -> &str {
+        match self {
+            Self::Default { separator, .. } | Self::Identity { separator, .. } => separator,
+        }
+    }
+
+    fn internal_separator(&self) -> &str {
+        match self {
+            Self::Default {
+                separator,
+                internal_topic_separator_enabled,
+            }
+            | Self::Identity {
+                separator,
+                internal_topic_separator_enabled,
+                ..
+            } => {
+                if *internal_topic_separator_enabled {
+                    separator
+                } else {
+                    "."
+                }
+            }
+        }
+    }
+
+    /// The name on the target of `topic` replicated from the cluster `source_alias`.
+    pub fn format_remote_topic(&self, source_alias: &str, topic: &str) -> String {
+        match self {
+            Self::Identity { .. } if !looks_like_heartbeat(topic) => topic.to_owned(),
+            _ => format!("{source_alias}{}{topic}", self.separator()),
+        }
+    }
+
+    /// The alias of the cluster `topic` was replicated from, or `None` when it is not a remote
+    /// topic. For the identity policy, the configured source alias (heartbeats excepted).
+    pub fn topic_source<'a>(&'a self, topic: &'a str) -> Option<&'a str> {
+        match self {
+            Self::Identity { source_alias, .. } if !looks_like_heartbeat(topic) => {
+                source_alias.as_deref()
+            }
+            _ => split_source(self.separator(), topic).map(|(source, _)| source),
+        }
+    }
+
+    /// The name of `topic` one hop upstream, or `None` when it is not a remote topic. For the
+    /// identity policy, `topic` itself (heartbeats excepted).
+    pub fn upstream_topic<'a>(&self, topic: &'a str) -> Option<&'a str> {
+        match self {
+            Self::Identity { .. } if !looks_like_heartbeat(topic) => Some(topic),
+            _ => split_source(self.separator(), topic).map(|(_, upstream)| upstream),
+        }
+    }
+
+    /// The name of `topic` on the cluster it was first written to, through every hop; `topic`
+    /// itself when it is not a remote topic.
+    pub fn original_topic<'a>(&self, topic: &'a str) -> &'a str {
+        let mut current = topic;
+        // Every hop of the default policy shortens the name, so this ends; the bound is a guard.
+        for _ in 0..=topic.len() {
+            match self.upstream_topic(current) {
+                Some(upstream) if upstream != current => current = upstream,
+                _ => break,
+            }
+        }
+        current
+    }
+
+    /// The heartbeats topic: `heartbeats`.
+    pub fn heartbeats_topic(&self) -> &'static str {
+        HEARTBEATS_TOPIC
+    }
+
+    /// The offset-syncs topic naming `other_alias`: `mm2-offset-syncs.<alias>.internal` with
+    /// the separator rules of KIP-690. Which alias and which cluster depend on
+    /// `offset-syncs.topic.location` (see [`crate::config::FlowConfig::offset_syncs_topic`]).
+    pub fn offset_syncs_topic(&self, other_alias: &str) -> String {
+        let sep = self.internal_separator();
+        format!("mm2-offset-syncs{sep}{other_alias}{sep}internal")
+    }
+
+    /// The checkpoints topic written on the target for groups of `source_alias`:
+    /// `<alias>.checkpoints.internal`.
+    pub fn checkpoints_topic(&self, source_alias: &str) -> String {
+        format!("{source_alias}{}", self.checkpoints_suffix())
+    }
+
+    fn checkpoints_suffix(&self) -> String {
+        let sep = self.internal_separator();
+        format!("{sep}checkpoints{sep}internal")
+    }
+
+    /// Whether `topic` is a checkpoints topic (by its suffix).
+    pub fn is_checkpoints_topic(&self, topic: &str) -> bool {
+        topic.ends_with(&self.checkpoints_suffix())
+    }
+
+    /// Whether `topic` is a heartbeats topic: its original name is `heartbeats`, so
+    /// `A.heartbeats` and `B.A.heartbeats` are.
+    pub fn is_heartbeats_topic(&self, topic: &str) -> bool {
+        self.original_topic(topic) == HEARTBEATS_TOPIC
+    }
+
+    /// Whether `topic` is one of MM2's internal topics (suffix `<separator>internal`).
+    pub fn is_mm2_internal_topic(&self, topic: &str) -> bool {
+        topic
+            .strip_suffix("internal")
+            .is_some_and(|rest| rest.ends_with(self.internal_separator()))
+    }
+
+    /// Whether `topic` is internal and never replicated: MM2's internal topics, Kafka's (`__*`,
+    /// `.*`) and Connect's (`*.internal`, `*-internal`).
+    pub fn is_internal_topic(&self, topic: &str) -> bool {
+        self.is_mm2_internal_topic(topic)
+            || topic.starts_with("__")
+            || topic.starts_with('.')
+            || topic.ends_with("-internal")
+            || topic.ends_with(".internal")
+    }
+
+    /// Whether replicating `topic` into the cluster `target_alias` would send it back where it
+    /// came from: some hop's source is the target (`MirrorSourceConnector.isCycle`). A topic that
+    /// is its own upstream (the identity policy) is never a cycle: that policy cannot see them.
+    pub fn is_cycle(&self, topic: &str, target_alias: &str) -> bool {
+        let mut current = topic;
+        for _ in 0..=topic.len() {
+            let Some(source) = self.topic_source(current) else {
+                return false;
+            };
+            if source == target_alias {
+                return true;
+            }
+            match self.upstream_topic(current) {
+                Some(upstream) if upstream != current => current = upstream,
+                _ => return false,
+            }
+        }
+        false
+    }
+}
+
+/// The identity policy's test for heartbeats: the name ends with `heartbeats`.
+fn looks_like_heartbeat(topic: &str) -> bool {
+    topic.ends_with(HEARTBEATS_TOPIC)
+}
+
+/// Splits `topic` into (source alias, upstream topic) as `DefaultReplicationPolicy` does with
+/// `Pattern.split`: the source is the text before the first separator, and there must be a
+/// non-empty piece after it (Java drops trailing empty pieces, so `"A."` and `"A.."` are not
+/// remote topics). An empty separator never splits.
+fn split_source<'a>(separator: &str, topic: &'a str) -> Option<(&'a str, &'a str)> {
+    if separator.is_empty() {
+        return None;
+    }
+    let at = topic.find(separator)?;
+    let rest = &topic[at + separator.len()..];
+    if rest.split(separator).all(str::is_empty) {
+        return None;
+    }
+    Some((&topic[..at], rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn underscore() -> ReplicationPolicy {
+        ReplicationPolicy::with_separator("_")
+    }
+
+    #[test]
+    fn default_policy_names_remote_topics() {
+        let p = ReplicationPolicy::default();
+        assert_eq!(p.format_remote_topic("us-west", "orders"), "us-west.orders");
+        assert_eq!(p.topic_source("us-west.orders"), Some("us-west"));
+        assert_eq!(p.upstream_topic("us-west.orders"), Some("orders"));
+        assert_eq!(p.original_topic("us-west.orders"), "orders");
+        assert_eq!(p.topic_source("orders"), None);
+        assert_eq!(p.upstream_topic("orders"), None);
+        assert_eq!(p.original_topic("orders"), "orders");
+        assert_eq!(p.class_name(), DEFAULT_POLICY_CLASS);
+    }
+
+    #[test]
+    fn default_policy_reads_multi_hop_names() {
+        let p = ReplicationPolicy::default();
+        assert_eq!(p.topic_source("B.A.heartbeats"), Some("B"));
+        assert_eq!(p.upstream_topic("B.A.heartbeats"), Some("A.heartbeats"));
+        assert_eq!(p.original_topic("B.A.heartbeats"), "heartbeats");
+        assert!(p.is_heartbeats_topic("heartbeats"));
+        assert!(p.is_heartbeats_topic("A.heartbeats"));
+        assert!(p.is_heartbeats_topic("B.A.heartbeats"));
+        assert!(!p.is_heartbeats_topic("A.heartbeats2"));
+        assert!(!p.is_heartbeats_topic("myheartbeats"));
+    }
+
+    #[test]
+    fn split_follows_java_string_split() {
+        let p = ReplicationPolicy::default();
+        // Trailing empty pieces are dropped: not remote topics.
+        assert_eq!(p.topic_source("A."), None);
+        assert_eq!(p.topic_source("A.."), None);
+        assert_eq!(p.topic_source("."), None);
+        assert_eq!(p.topic_source(""), None);
+        // A leading empty piece is kept: the source is "".
+        assert_eq!(p.topic_source(".orders"), Some(""));
+        assert_eq!(p.upstream_topic(".orders"), Some("orders"));
+        // Only the first separator splits.
+        assert_eq!(p.topic_source("a..b"), Some("a"));
+        assert_eq!(p.upstream_topic("a..b"), Some(".b"));
+        let long = ReplicationPolicy::with_separator("__");
+        assert_eq!(long.topic_source("a___b"), Some("a"));
+        assert_eq!(long.upstream_topic("a___b"), Some("_b"));
+    }
+
+    #[test]
+    fn custom_separator() {
+        let p = underscore();
+        assert_eq!(p.format_remote_topic("us-west", "orders"), "us-west_orders");
+        assert_eq!(p.topic_source("us-west_orders"), Some("us-west"));
+        // The default separator means nothing to this policy.
+        assert_eq!(p.topic_source("us-west.orders"), None);
+        assert_eq!(p.original_topic("B_A_heartbeats"), "heartbeats");
+        assert!(p.is_heartbeats_topic("B_A_heartbeats"));
+        assert!(p.is_cycle("B_A_orders", "A"));
+    }
+
+    #[test]
+    fn internal_topic_names_follow_kip_690() {
+        let p = ReplicationPolicy::default();
+        assert_eq!(p.offset_syncs_topic("B"), "mm2-offset-syncs.B.internal");
+        assert_eq!(p.checkpoints_topic("A"), "A.checkpoints.internal");
+        assert_eq!(p.heartbeats_topic(), "heartbeats");
+
+        let p = underscore();
+        assert_eq!(p.offset_syncs_topic("B"), "mm2-offset-syncs_B_internal");
+        assert_eq!(p.checkpoints_topic("A"), "A_checkpoints_internal");
+        assert!(p.is_checkpoints_topic("A_checkpoints_internal"));
+        assert!(!p.is_checkpoints_topic("A.checkpoints.internal"));
+        assert!(p.is_mm2_internal_topic("mm2-offset-syncs_B_internal"));
+        assert!(p.is_internal_topic("mm2-offset-syncs_B_internal"));
+
+        let legacy = ReplicationPolicy::Default {
+            separator: "_".into(),
+            internal_topic_separator_enabled: false,
+        };
+        assert_eq!(
+            legacy.offset_syncs_topic("B"),
+            "mm2-offset-syncs.B.internal"
+        );
+        assert_eq!(legacy.checkpoints_topic("A"), "A.checkpoints.internal");
+        assert!(legacy.is_checkpoints_topic("A.checkpoints.internal"));
+        // Remote topics still use the separator.
+        assert_eq!(legacy.format_remote_topic("A", "t"), "A_t");
+    }
+
+    #[test]
+    fn internal_topics() {
+        let p = ReplicationPolicy::default();
+        for t in [
+            "__consumer_offsets",
+            "__transaction_state",
+            ".hidden",
+            "mm2-offset-syncs.B.internal",
+            "A.checkpoints.internal",
+            "mm2-configs.A.internal",
+            "connect-offsets-internal",
+            "x.internal",
+        ] {
+            assert!(p.is_internal_topic(t), "{t}");
+        }
+        for t in ["orders", "A.orders", "internal", "heartbeats", "_single"] {
+            assert!(!p.is_internal_topic(t), "{t}");
+        }
+        assert!(p.is_checkpoints_topic("A.checkpoints.internal"));
+        assert!(!p.is_checkpoints_topic("A.checkpoints"));
+        assert!(!p.is_mm2_internal_topic("internal"));
+        assert!(!p.is_mm2_internal_topic(".internal2"));
+    }
+
+    #[test]
+    fn cycles_recurse_upstream() {
+        let p = ReplicationPolicy::default();
+        // A->B: a topic that came from B would go back to B.
+        assert!(p.is_cycle("B.orders", "B"));
+        assert!(p.is_cycle("A.B.orders", "B"));
+        assert!(p.is_cycle("C.A.B.orders", "B"));
+        assert!(!p.is_cycle("orders", "B"));
+        assert!(!p.is_cycle("A.orders", "B"));
+        assert!(!p.is_cycle("C.A.orders", "B"));
+        // B->A: A's heartbeats mirrored to B come back as a cycle.
+        assert!(p.is_cycle("A.heartbeats", "A"));
+        assert!(!p.is_cycle("heartbeats", "A"));
+        // Names that are not remote topics are never cycles.
+        assert!(!p.is_cycle("B.", "B"));
+    }
+
+    #[test]
+    fn identity_policy_keeps_names() {
+        let p = ReplicationPolicy::identity(Some("A".into()));
+        assert_eq!(p.class_name(), IDENTITY_POLICY_CLASS);
+        assert_eq!(p.format_remote_topic("A", "orders"), "orders");
+        assert_eq!(p.format_remote_topic("A", "us.orders"), "us.orders");
+        assert_eq!(p.topic_source("orders"), Some("A"));
+        assert_eq!(p.topic_source("B.orders"), Some("A"));
+        assert_eq!(p.upstream_topic("orders"), Some("orders"));
+        assert_eq!(p.original_topic("orders"), "orders");
+        // Heartbeats are still prefixed and read back as the default policy does.
+        assert_eq!(p.format_remote_topic("A", "heartbeats"), "A.heartbeats");
+        assert_eq!(p.topic_source("B.A.heartbeats"), Some("B"));
+        assert_eq!(p.upstream_topic("B.A.heartbeats"), Some("A.heartbeats"));
+        assert_eq!(p.original_topic("B.A.heartbeats"), "heartbeats");
+        assert!(p.is_heartbeats_topic("A.heartbeats"));
+        // MM2 matches heartbeats by suffix.
+        assert_eq!(p.format_remote_topic("A", "myheartbeats"), "A.myheartbeats");
+
+        let unnamed = ReplicationPolicy::identity(None);
+        assert_eq!(unnamed.topic_source("orders"), None);
+    }
+
+    #[test]
+    fn identity_policy_cannot_see_cycles() {
+        // Flow A->B: every topic's source is A, and a topic is its own upstream.
+        let p = ReplicationPolicy::identity(Some("A".into()));
+        assert!(!p.is_cycle("orders", "B"));
+        assert!(!p.is_cycle("B.orders", "B"));
+        // Except when the configured source alias is the target itself.
+        assert!(p.is_cycle("orders", "A"));
+        // Heartbeats keep their prefixes, so their cycles are seen.
+        assert!(p.is_cycle("B.heartbeats", "B"));
+        assert!(!p.is_cycle("C.heartbeats", "B"));
+    }
+
+    #[test]
+    fn identity_policy_internal_topics_use_separator() {
+        let p = ReplicationPolicy::Identity {
+            source_alias: Some("A".into()),
+            separator: "_".into(),
+            internal_topic_separator_enabled: true,
+        };
+        assert_eq!(p.offset_syncs_topic("B"), "mm2-offset-syncs_B_internal");
+        assert_eq!(p.checkpoints_topic("A"), "A_checkpoints_internal");
+        assert_eq!(p.format_remote_topic("A", "heartbeats"), "A_heartbeats");
+    }
+
+    #[test]
+    fn empty_separator_never_splits() {
+        let p = ReplicationPolicy::with_separator("");
+        assert_eq!(p.topic_source("A.orders"), None);
+        assert!(!p.is_cycle("A.orders", "A"));
+        assert_eq!(p.original_topic("A.orders"), "A.orders");
+    }
+}
