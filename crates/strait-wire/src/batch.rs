@@ -251,6 +251,57 @@ impl RawBatch {
     pub fn records_bytes(&self) -> Bytes {
         self.bytes.slice(HEADER_SIZE.min(self.bytes.len())..)
     }
+
+    /// For a control batch, the kind of marker it carries (KIP-98): the `type` field of its
+    /// record's key (`version: i16, type: i16`). `None` for a data batch or a control batch
+    /// whose record cannot be read. Control batches are never compressed.
+    pub fn control_type(&self) -> Option<ControlType> {
+        if !self.header.attributes.is_control() || self.header.attributes.codec_id() != 0 {
+            return None;
+        }
+        let mut rest = self.bytes.get(HEADER_SIZE..)?;
+        let _length = read_varint(&mut rest)?;
+        let (_attributes, tail) = rest.split_first()?;
+        rest = tail;
+        let _timestamp_delta = read_varint(&mut rest)?;
+        let _offset_delta = read_varint(&mut rest)?;
+        let key_length = read_varint(&mut rest)?;
+        if key_length < 4 {
+            return None;
+        }
+        let key = rest.get(..4)?;
+        let kind = i16::from_be_bytes([key[2], key[3]]);
+        Some(match kind {
+            0 => ControlType::Abort,
+            1 => ControlType::Commit,
+            other => ControlType::Other(other),
+        })
+    }
+}
+
+/// The marker a control batch carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControlType {
+    /// A transaction was aborted: its producer's earlier records in it are to be skipped.
+    Abort,
+    /// A transaction was committed.
+    Commit,
+    /// Another control record (e.g. KRaft's); never seen in a data topic.
+    Other(i16),
+}
+
+/// Reads a zig-zag varint (up to 64 bits), advancing `buf`. `None` if cut short or too long.
+fn read_varint(buf: &mut &[u8]) -> Option<i64> {
+    let mut raw: u64 = 0;
+    for i in 0..10 {
+        let (byte, rest) = buf.split_first()?;
+        *buf = rest;
+        raw |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some(((raw >> 1) as i64) ^ -((raw & 1) as i64));
+        }
+    }
+    None
 }
 
 /// Why a buffer of record batches could not be scanned further.
@@ -611,6 +662,65 @@ impl FusedIterator for BatchScanner {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn marker(kind: i16, control: bool) -> RawBatch {
+        use kafka_protocol::records::{
+            Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+        };
+        let mut key = vec![0u8, 0];
+        key.extend_from_slice(&kind.to_be_bytes());
+        let record = Record {
+            transactional: true,
+            control,
+            partition_leader_epoch: 0,
+            producer_id: 7,
+            producer_epoch: 0,
+            timestamp_type: TimestampType::Creation,
+            offset: 40,
+            sequence: -1,
+            timestamp: 1,
+            key: Some(Bytes::from(key)),
+            value: Some(Bytes::from_static(&[0, 0, 0, 0, 0, 0])),
+            headers: Default::default(),
+            delete_horizon: false,
+        };
+        let mut buf = bytes::BytesMut::new();
+        let options = RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        };
+        RecordBatchEncoder::encode(&mut buf, [&record], &options).unwrap();
+        BatchScanner::new(buf.freeze()).next().unwrap().unwrap()
+    }
+
+    #[test]
+    fn control_markers_are_read_from_the_record_key() {
+        assert_eq!(marker(0, true).control_type(), Some(ControlType::Abort));
+        assert_eq!(marker(1, true).control_type(), Some(ControlType::Commit));
+        assert_eq!(marker(5, true).control_type(), Some(ControlType::Other(5)));
+        assert_eq!(marker(0, false).control_type(), None, "a data batch has no marker");
+        // Cut anywhere in the record, the marker is unreadable, never a panic.
+        let whole = marker(0, true);
+        for cut in HEADER_SIZE..whole.bytes.len() {
+            let cut_batch = RawBatch {
+                header: whole.header,
+                bytes: whole.bytes.slice(..cut),
+            };
+            let _ = cut_batch.control_type();
+        }
+    }
+
+    #[test]
+    fn varints_decode_zigzag_and_refuse_overlong() {
+        let mut b: &[u8] = &[0x01];
+        assert_eq!(read_varint(&mut b), Some(-1));
+        let mut b: &[u8] = &[0xac, 0x02];
+        assert_eq!(read_varint(&mut b), Some(150));
+        let mut b: &[u8] = &[0xff; 11];
+        assert_eq!(read_varint(&mut b), None);
+        let mut b: &[u8] = &[0x80];
+        assert_eq!(read_varint(&mut b), None);
+    }
 
     /// A minimal valid batch with no records payload, for unit tests that need exact bytes.
     fn tiny_batch(base_offset: i64, record_count: i32, last_offset_delta: i32) -> Vec<u8> {

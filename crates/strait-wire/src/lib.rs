@@ -17,6 +17,6 @@ pub mod mm2;
 pub mod offset_map;
 pub mod rewrite;
 
-pub use batch::{Attributes, BatchHeader, BatchScanner, RawBatch, ScanError};
+pub use batch::{Attributes, BatchHeader, BatchScanner, ControlType, RawBatch, ScanError};
 pub use frame::{FrameError, ResponseFrame, VersionError, Versions};
 pub use rewrite::{rewrite_for_forward, ForwardHeader, RewriteError};
