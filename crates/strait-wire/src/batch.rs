@@ -698,7 +698,11 @@ mod tests {
         assert_eq!(marker(0, true).control_type(), Some(ControlType::Abort));
         assert_eq!(marker(1, true).control_type(), Some(ControlType::Commit));
         assert_eq!(marker(5, true).control_type(), Some(ControlType::Other(5)));
-        assert_eq!(marker(0, false).control_type(), None, "a data batch has no marker");
+        assert_eq!(
+            marker(0, false).control_type(),
+            None,
+            "a data batch has no marker"
+        );
         // Cut anywhere in the record, the marker is unreadable, never a panic.
         let whole = marker(0, true);
         for cut in HEADER_SIZE..whole.bytes.len() {
