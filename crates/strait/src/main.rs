@@ -1,7 +1,4 @@
-//! The `strait` command.
-//!
-//! Mirroring (`strait run`), the offset tools and failover plans arrive with the replication
-//! layer; today the binary can check that a cluster is reachable and what it speaks.
+//! The `strait` command: `run` mirrors the flows of an MM2 config; `probe` checks a cluster.
 
 use std::time::Duration;
 
@@ -9,6 +6,9 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use kafka_protocol::messages::ApiKey;
 use strait_kafka::{Client, ClientConfig};
+
+mod map;
+mod run;
 
 /// Mirror Kafka topics between clusters and carry consumer-group positions across, exactly.
 #[derive(Debug, Parser)]
@@ -20,6 +20,30 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Mirror the enabled flows (`A->B.enabled = true`) of an MirrorMaker 2 `.properties` file:
+    /// remote topics are created, batches are forwarded unopened, and the exact offset map is kept
+    /// in `strait-offset-map.<source>.internal` on each target. Stops cleanly on Ctrl-C or
+    /// SIGTERM, after writing the map.
+    Run {
+        /// The MM2 properties file (`connect-mirror-maker.properties` style).
+        #[arg(long, value_name = "FILE")]
+        config: std::path::PathBuf,
+        /// Exit once every partition has reached the source end it had at start (a one-shot copy)
+        /// instead of mirroring until stopped.
+        #[arg(long)]
+        until_caught_up: bool,
+    },
+    /// Show the exact offset map of each flow, as persisted on its target: per source
+    /// partition, the mapped segments (source start, target start, length), lost ranges and
+    /// where mirroring stands.
+    Map {
+        /// The MM2 properties file.
+        #[arg(long, value_name = "FILE")]
+        config: std::path::PathBuf,
+        /// JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Connect to a cluster and show its id, brokers, and the API versions strait would use
     /// with it, so a reachability or compatibility problem shows before a mirror is started.
     Probe {
@@ -61,12 +85,17 @@ async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
     match cli.command {
+        Command::Run {
+            config,
+            until_caught_up,
+        } => run::run(&config, until_caught_up).await,
+        Command::Map { config, json } => map::show(&config, json).await,
         Command::Probe {
             bootstrap,
             timeout_secs,

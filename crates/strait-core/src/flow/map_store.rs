@@ -1,0 +1,214 @@
+//! The offset map's home: a compacted internal topic on the target cluster
+//! (`strait-offset-map.<source alias>.internal`, one partition), so the map survives restarts
+//! (`DESIGN.md` §4). Records are strait's own format (`strait_wire::offset_map::persist`).
+//!
+//! Only what changed since the last flush is written: each change to the map returns the entry
+//! it made or grew, the flow notes it here, and a flush writes the newest entry per key.
+//! Compaction keeps the newest record per key, so the topic holds one record per segment.
+
+use bytes::{Bytes, BytesMut};
+use indexmap::IndexMap;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use strait_kafka::admin::NewTopic;
+use strait_kafka::produce::RawProducer;
+use strait_kafka::{Client, TopicPartition};
+use strait_wire::offset_map::{MapEntry, MapKey, MapLoader, MapRecord, OffsetMap, SourcePartition};
+use strait_wire::BatchScanner;
+
+use super::FlowError;
+
+/// Generation written with every record. One writer per flow for now; scale-out will give each
+/// owner of a partition a higher generation (`DESIGN.md` §7).
+const GENERATION: i32 = 0;
+
+/// Reads and writes one flow's map topic.
+#[derive(Debug)]
+pub struct MapStore {
+    topic: String,
+    pending: IndexMap<MapKey, MapRecord>,
+}
+
+impl MapStore {
+    /// The map topic of flows from `source_alias`.
+    pub fn topic_name(source_alias: &str) -> String {
+        format!("strait-offset-map.{source_alias}.internal")
+    }
+
+    /// Creates the topic if missing (compacted, one partition) and loads the map from it.
+    pub async fn open(
+        target: &Client,
+        source_alias: &str,
+        replication_factor: i16,
+    ) -> Result<(Self, OffsetMap), FlowError> {
+        let topic = Self::topic_name(source_alias);
+        if !target.metadata().await?.topics.contains_key(&topic) {
+            let created = target
+                .create_topic(
+                    NewTopic::new(&topic, 1)
+                        .replication_factor(replication_factor)
+                        .config("cleanup.policy", "compact"),
+                )
+                .await;
+            match created {
+                Ok(()) => tracing::info!(topic = %topic, "created the offset-map topic"),
+                Err(e)
+                    if e.code()
+                        == Some(kafka_protocol::error::ResponseError::TopicAlreadyExists) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let map = Self::load(target, &topic).await?;
+        let store = Self {
+            topic,
+            pending: IndexMap::new(),
+        };
+        Ok((store, map))
+    }
+
+    /// Reads the map of flows from `source_alias` as persisted on `target`, without creating
+    /// anything. A missing topic is an empty map.
+    pub async fn read(target: &Client, source_alias: &str) -> Result<OffsetMap, FlowError> {
+        let topic = Self::topic_name(source_alias);
+        if !target.metadata().await?.topics.contains_key(&topic) {
+            return Ok(OffsetMap::new());
+        }
+        Self::load(target, &topic).await
+    }
+
+    async fn load(target: &Client, topic: &str) -> Result<OffsetMap, FlowError> {
+        let tp = TopicPartition::new(topic, 0);
+        let end = target
+            .list_offset(
+                &tp,
+                strait_kafka::admin::OffsetSpec::Latest,
+                strait_kafka::admin::IsolationLevel::ReadUncommitted,
+            )
+            .await?
+            .offset;
+        let mut loader = MapLoader::new();
+        let mut position = 0;
+        let options = strait_kafka::fetch::FetchOptions {
+            max_wait: std::time::Duration::from_millis(10),
+            isolation: strait_kafka::admin::IsolationLevel::ReadUncommitted,
+            ..Default::default()
+        };
+        while position < end {
+            let mut results = target
+                .fetch(
+                    &[strait_kafka::fetch::FetchPosition::new(
+                        tp.clone(),
+                        position,
+                    )],
+                    &options,
+                )
+                .await;
+            let data = results
+                .remove(&tp)
+                .unwrap_or(Err(strait_kafka::Error::Closed))?;
+            if data.log_start_offset > position {
+                position = data.log_start_offset;
+            }
+            let before = position;
+            for batch in BatchScanner::new(data.records) {
+                let batch = batch.map_err(|e| FlowError::Map(format!("{topic}: {e}")))?;
+                if batch.header.next_offset() <= position {
+                    continue;
+                }
+                // Our own record reader: bounded decompression, nothing merged.
+                let records = strait_wire::records::batch_records(&batch)
+                    .map_err(|e| FlowError::Map(format!("{topic}: cannot decode: {e}")))?;
+                for record in records {
+                    let offset = batch.header.base_offset + i64::from(record.offset_delta);
+                    if offset < position {
+                        continue;
+                    }
+                    let key = record.key.unwrap_or_default();
+                    loader
+                        .apply(&key, record.value.as_deref())
+                        .map_err(|e| FlowError::Map(format!("{topic} offset {offset}: {e}")))?;
+                }
+                position = batch.header.next_offset();
+            }
+            if position == before {
+                return Err(FlowError::Map(format!(
+                    "{topic}: no progress reading the map at offset {position} of {end}"
+                )));
+            }
+        }
+        loader
+            .finish()
+            .map_err(|e| FlowError::Map(format!("{topic}: {e}")))
+    }
+
+    /// Notes a changed entry of `partition`'s map, to be written by the next flush.
+    pub fn note(&mut self, partition: &SourcePartition, entry: MapEntry) {
+        let record = MapRecord {
+            partition: partition.clone(),
+            entry,
+            generation: GENERATION,
+        };
+        // Re-inserting moves nothing: order between keys does not matter, only the newest
+        // value per key.
+        self.pending.insert(record.key(), record);
+    }
+
+    /// Entries noted and not yet written.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Writes every noted entry. Returns the number of records written.
+    pub async fn flush(&mut self, producer: &RawProducer) -> Result<usize, FlowError> {
+        if self.pending.is_empty() {
+            return Ok(0);
+        }
+        let records: Vec<MapRecord> = self.pending.values().cloned().collect();
+        let batch = encode(&records)?;
+        producer
+            .send(&TopicPartition::new(&self.topic, 0), &batch)
+            .await?;
+        self.pending.clear();
+        Ok(records.len())
+    }
+}
+
+fn encode(records: &[MapRecord]) -> Result<strait_wire::RawBatch, FlowError> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    let mut out = Vec::with_capacity(records.len());
+    for (i, r) in records.iter().enumerate() {
+        let key = r
+            .encode_key()
+            .map_err(|e| FlowError::Map(format!("cannot encode map key: {e}")))?;
+        out.push(Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: -1,
+            timestamp: now,
+            key: Some(Bytes::from(key)),
+            value: Some(Bytes::from(r.encode_value())),
+            headers: Default::default(),
+            delete_horizon: false,
+        });
+    }
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, out.iter(), &options)
+        .map_err(|e| FlowError::Map(format!("cannot encode map batch: {e}")))?;
+    BatchScanner::new(buf.freeze())
+        .next()
+        .ok_or_else(|| FlowError::Map("encoded map batch is empty".into()))?
+        .map_err(|e| FlowError::Map(format!("encoded map batch: {e}")))
+}

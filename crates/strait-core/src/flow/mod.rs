@@ -1,0 +1,659 @@
+//! A flow mirrors the topics of one source cluster into one target cluster (`A->B`), batch by
+//! batch, and keeps the exact offset map (`DESIGN.md` §3–§4).
+//!
+//! One round: fetch every mirrored partition from where its map ends (read_committed by
+//! default), decide per batch (forward, skip, rebuild), produce everything to the target through
+//! the idempotent raw producer, record each written batch in the map, and flush the map's changes
+//! to its topic. One round holds at most the flow's byte budget (`strait.max.bytes.in.flight`)
+//! whatever the partition count, and per partition the order is kept.
+//!
+//! At start the map is loaded and each partition resumes where its map ends. Batches the target
+//! holds beyond the map (written before a crash, not yet recorded) are matched against the source
+//! batch by batch: a match is recorded and not produced again; what cannot be matched is produced
+//! again and counted as duplicates (at-least-once, never loss).
+//!
+//! Records deleted on the source before they were mirrored (OFFSET_OUT_OF_RANGE, or a log start
+//! past our position) are recorded as a lost range, logged and counted (`DESIGN.md` §3.4).
+
+pub mod classify;
+pub mod map_store;
+pub mod topics;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use strait_kafka::admin::{IsolationLevel, OffsetSpec};
+use strait_kafka::fetch::{FetchOptions, FetchPosition};
+use strait_kafka::produce::{ProducerConfig, RawProducer};
+use strait_kafka::{Client, TopicPartition};
+use strait_wire::offset_map::{MapEntry, OffsetMap, SourcePartition};
+use strait_wire::{BatchScanner, RawBatch};
+use tokio::time::Instant;
+
+use crate::config::FlowConfig;
+use classify::{AbortTracker, Action, SkipReason};
+use map_store::MapStore;
+use topics::MirroredTopic;
+
+/// Errors that stop a flow.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FlowError {
+    /// A Kafka operation failed for good.
+    #[error(transparent)]
+    Kafka(#[from] strait_kafka::Error),
+    /// A remote topic could not be made.
+    #[error("cannot create remote topic {topic}: {source}")]
+    Topic {
+        /// The remote topic.
+        topic: String,
+        /// Why.
+        #[source]
+        source: strait_kafka::Error,
+    },
+    /// The offset map could not be read, written or extended.
+    #[error("offset map: {0}")]
+    Map(String),
+}
+
+/// Counters of one flow since it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlowStats {
+    /// Records written to the target.
+    pub records: u64,
+    /// Wire bytes of the batches written.
+    pub bytes: u64,
+    /// Batches forwarded unopened.
+    pub batches_forwarded: u64,
+    /// Batches decoded and re-encoded (compaction holes, a batch cut by a position).
+    pub batches_rebuilt: u64,
+    /// Control batches (transaction markers) not mirrored.
+    pub control_batches_skipped: u64,
+    /// Batches of aborted transactions not mirrored.
+    pub aborted_batches_skipped: u64,
+    /// Source records lost before they could be mirrored.
+    pub lost_records: u64,
+    /// Records found on the target after a restart and matched, so not written again.
+    pub recovered_records: u64,
+    /// Records written again because a crash left them unrecorded and unmatchable.
+    pub duplicate_records: u64,
+}
+
+/// What one round did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RoundStats {
+    /// Records written.
+    pub records: u64,
+    /// Whether every partition reached the source end seen by the fetch.
+    pub caught_up: bool,
+}
+
+#[derive(Debug)]
+struct PartitionState {
+    remote: TopicPartition,
+    /// The next source offset to mirror.
+    position: i64,
+    /// The source's high watermark (or last stable offset) at the last fetch.
+    source_end: i64,
+}
+
+/// Tuning of a flow beyond its MM2 config.
+#[derive(Debug, Clone)]
+pub struct FlowOptions {
+    /// How long a fetch may wait for data (`fetch.max.wait.ms`).
+    pub fetch_max_wait: Duration,
+    /// Bytes asked per partition per fetch.
+    pub partition_max_bytes: i32,
+}
+
+impl Default for FlowOptions {
+    fn default() -> Self {
+        Self {
+            fetch_max_wait: Duration::from_millis(500),
+            partition_max_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// A running flow.
+#[derive(Debug)]
+pub struct Flow {
+    config: FlowConfig,
+    options: FlowOptions,
+    source: Client,
+    target: Client,
+    producer: RawProducer,
+    map: OffsetMap,
+    store: MapStore,
+    partitions: BTreeMap<TopicPartition, PartitionState>,
+    topics: Vec<MirroredTopic>,
+    next_refresh: Instant,
+    stats: FlowStats,
+}
+
+fn source_partition(tp: &TopicPartition) -> SourcePartition {
+    SourcePartition::new(tp.topic.clone(), tp.partition)
+}
+
+impl Flow {
+    /// Connects the flow's pieces: the map is loaded, remote topics made, and every partition
+    /// placed where its map ends (or at the source's log start when it has none).
+    pub async fn start(
+        config: FlowConfig,
+        options: FlowOptions,
+        source: Client,
+        target: Client,
+    ) -> Result<Self, FlowError> {
+        let producer = RawProducer::new(target.clone(), ProducerConfig::default()).await?;
+        let (store, map) = MapStore::open(
+            &target,
+            config.source_alias.as_str(),
+            config.checkpoints_topic_replication_factor,
+        )
+        .await?;
+        let mut flow = Self {
+            config,
+            options,
+            source,
+            target,
+            producer,
+            map,
+            store,
+            partitions: BTreeMap::new(),
+            topics: Vec::new(),
+            next_refresh: Instant::now(),
+            stats: FlowStats::default(),
+        };
+        flow.refresh_topics().await?;
+        Ok(flow)
+    }
+
+    /// The flow's name, `A->B`.
+    pub fn name(&self) -> String {
+        self.config.name()
+    }
+
+    /// Counters since start.
+    pub fn stats(&self) -> FlowStats {
+        self.stats
+    }
+
+    /// The exact offset map.
+    pub fn map(&self) -> &OffsetMap {
+        &self.map
+    }
+
+    /// The mirrored topics.
+    pub fn topics(&self) -> &[MirroredTopic] {
+        &self.topics
+    }
+
+    /// Finds new source topics and partitions, makes their remote topics, and places new
+    /// partitions.
+    pub async fn refresh_topics(&mut self) -> Result<(), FlowError> {
+        let topics = topics::discover(&self.source, &self.config).await?;
+        topics::ensure_remote_topics(&self.source, &self.target, &self.config, &topics).await?;
+        for t in &topics {
+            for p in 0..t.partitions {
+                let tp = TopicPartition::new(&t.source, p);
+                if self.partitions.contains_key(&tp) {
+                    continue;
+                }
+                let remote = TopicPartition::new(&t.remote, p);
+                let position = self.initial_position(&tp, &remote).await?;
+                self.partitions.insert(
+                    tp,
+                    PartitionState {
+                        remote,
+                        position,
+                        source_end: position,
+                    },
+                );
+            }
+        }
+        self.topics = topics;
+        self.next_refresh = Instant::now()
+            + self
+                .config
+                .refresh_topics
+                .unwrap_or(Duration::from_secs(u64::from(u32::MAX)));
+        Ok(())
+    }
+
+    /// Where a partition resumes: the end of its map, after matching whatever the target holds
+    /// beyond it; or the source's log start for a partition never mirrored.
+    async fn initial_position(
+        &mut self,
+        tp: &TopicPartition,
+        remote: &TopicPartition,
+    ) -> Result<i64, FlowError> {
+        let sp = source_partition(tp);
+        let mapped = self
+            .map
+            .partition(&sp)
+            .and_then(|m| Some((m.extent()?.src_end, m.dst_end().unwrap_or(0))));
+        let target_end = self
+            .target
+            .list_offset(remote, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
+            .await?
+            .offset;
+        let (src, dst) = match mapped {
+            Some(m) => m,
+            None => {
+                let earliest = self
+                    .source
+                    .list_offset(tp, OffsetSpec::Earliest, IsolationLevel::ReadUncommitted)
+                    .await?
+                    .offset;
+                if target_end == 0 {
+                    return Ok(earliest);
+                }
+                (earliest, 0)
+            }
+        };
+        if target_end > dst {
+            return self.recover_tail(tp, remote, src, dst, target_end).await;
+        }
+        Ok(src)
+    }
+
+    /// The target holds `dst..target_end` beyond the map. Matches those batches, in order,
+    /// against the source batches from `src` (byte-identical payloads, same record count), and
+    /// records the matches. Returns where mirroring resumes.
+    async fn recover_tail(
+        &mut self,
+        tp: &TopicPartition,
+        remote: &TopicPartition,
+        mut src: i64,
+        mut dst: i64,
+        target_end: i64,
+    ) -> Result<i64, FlowError> {
+        let sp = source_partition(tp);
+        let options = FetchOptions {
+            max_wait: Duration::from_millis(10),
+            isolation: IsolationLevel::ReadUncommitted,
+            ..FetchOptions::default()
+        };
+        let committed = FetchOptions {
+            isolation: self.config.isolation_level,
+            ..options
+        };
+        let mut matched = 0i64;
+        'outer: while dst < target_end {
+            let target_batches = fetch_batches(&self.target, remote, dst, &options).await?;
+            let source_data = fetch_data(&self.source, tp, src, &committed).await?;
+            let mut tracker = AbortTracker::new(&source_data.aborted);
+            let from = src;
+            let mut source_batches = BatchScanner::new(source_data.records)
+                .filter_map(Result::ok)
+                .filter(move |b| b.header.next_offset() > from)
+                .peekable();
+            if target_batches.is_empty() {
+                break;
+            }
+            for t in target_batches {
+                if t.header.base_offset != dst {
+                    break 'outer;
+                }
+                // Skip over what we would not have written anyway.
+                let s = loop {
+                    let Some(b) = source_batches.next() else {
+                        break 'outer;
+                    };
+                    if b.header.base_offset < src {
+                        break 'outer;
+                    }
+                    match tracker.classify(b) {
+                        Action::Skip { from, to, .. } => {
+                            let extent = self
+                                .map
+                                .record_skipped(&sp, from, to)
+                                .map_err(|e| FlowError::Map(e.to_string()))?;
+                            self.store.note(&sp, MapEntry::Extent(extent));
+                            src = to;
+                        }
+                        Action::Forward(b) => break b,
+                        Action::Rebuild(_) => break 'outer,
+                    }
+                };
+                let same = s.header.record_count == t.header.record_count
+                    && s.bytes.get(61..) == t.bytes.get(61..);
+                if !same {
+                    break 'outer;
+                }
+                let n = i64::from(s.header.record_count);
+                let segment = self
+                    .map
+                    .record(&sp, s.header.base_offset, dst, n)
+                    .map_err(|e| FlowError::Map(e.to_string()))?;
+                self.store.note(&sp, MapEntry::Segment(segment));
+                src = s.header.next_offset();
+                dst += n;
+                matched += n;
+            }
+        }
+        let unmatched = (target_end - dst).max(0);
+        self.stats.recovered_records += matched as u64;
+        self.stats.duplicate_records += unmatched as u64;
+        if matched > 0 || unmatched > 0 {
+            tracing::warn!(
+                partition = %tp,
+                remote = %remote,
+                recovered = matched,
+                duplicates = unmatched,
+                "target held records beyond the offset map (an earlier run stopped before \
+                 recording them): matched ones are kept, the rest will be written again"
+            );
+        }
+        self.store.flush(&self.producer).await?;
+        Ok(src)
+    }
+
+    /// Runs rounds until `stop` resolves, then flushes the map.
+    pub async fn run(
+        &mut self,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Result<(), FlowError> {
+        // Checked between rounds, never in the middle of one, so a stop never abandons a
+        // produce whose offsets are not yet in the map.
+        tokio::pin!(stop);
+        while futures::FutureExt::now_or_never(&mut stop).is_none() {
+            self.round().await?;
+        }
+        self.store.flush(&self.producer).await?;
+        Ok(())
+    }
+
+    /// Mirrors until every partition has reached the source end it had when this was called.
+    pub async fn run_until_caught_up(&mut self) -> Result<(), FlowError> {
+        let mut ends = BTreeMap::new();
+        for tp in self.partitions.keys() {
+            let end = self
+                .source
+                .list_offset(tp, OffsetSpec::Latest, self.config.isolation_level)
+                .await?
+                .offset;
+            ends.insert(tp.clone(), end);
+        }
+        loop {
+            let done = ends
+                .iter()
+                .all(|(tp, end)| self.partitions.get(tp).is_some_and(|p| p.position >= *end));
+            if done {
+                break;
+            }
+            self.round().await?;
+        }
+        self.store.flush(&self.producer).await?;
+        Ok(())
+    }
+
+    /// One fetch-and-produce round over all partitions.
+    pub async fn round(&mut self) -> Result<RoundStats, FlowError> {
+        if Instant::now() >= self.next_refresh {
+            self.refresh_topics().await?;
+        }
+        let positions: Vec<FetchPosition> = self
+            .partitions
+            .iter()
+            .map(|(tp, p)| FetchPosition {
+                max_bytes: self.options.partition_max_bytes,
+                ..FetchPosition::new(tp.clone(), p.position)
+            })
+            .collect();
+        let budget = i32::try_from(self.config.max_bytes_in_flight).unwrap_or(i32::MAX);
+        let options = FetchOptions {
+            max_wait: self.options.fetch_max_wait,
+            max_bytes: budget,
+            isolation: self.config.isolation_level,
+            ..FetchOptions::default()
+        };
+        let results = self.source.fetch(&positions, &options).await;
+
+        // What to produce, and how each written batch maps back to source offsets.
+        let mut sends: Vec<(TopicPartition, RawBatch)> = Vec::new();
+        let mut plans: Vec<(TopicPartition, Vec<(i64, i64)>)> = Vec::new();
+        let mut caught_up = true;
+        for (tp, result) in results {
+            let data = match result {
+                Ok(d) => d,
+                Err(e) if e.code() == Some(ResponseError::OffsetOutOfRange) => {
+                    self.handle_out_of_range(&tp).await?;
+                    caught_up = false;
+                    continue;
+                }
+                Err(e) => {
+                    tracing::debug!(partition = %tp, error = %e, "fetch error; retried next round");
+                    caught_up = false;
+                    continue;
+                }
+            };
+            let Some(state) = self.partitions.get_mut(&tp) else {
+                continue;
+            };
+            let sp = source_partition(&tp);
+            let committed_end = if self.config.isolation_level == IsolationLevel::ReadCommitted
+                && data.last_stable_offset >= 0
+            {
+                data.last_stable_offset
+            } else {
+                data.high_watermark
+            };
+            state.source_end = committed_end;
+            if data.log_start_offset > state.position {
+                let lost = record_loss(
+                    &mut self.map,
+                    &mut self.store,
+                    &sp,
+                    state.position,
+                    data.log_start_offset,
+                )?;
+                self.stats.lost_records += lost;
+                state.position = data.log_start_offset;
+            }
+            let mut tracker = AbortTracker::new(&data.aborted);
+            for batch in BatchScanner::new(data.records) {
+                let batch = match batch {
+                    Ok(b) => b,
+                    Err(e) => {
+                        tracing::warn!(partition = %tp, error = %e, "bad batch from the source; fetched again next round");
+                        break;
+                    }
+                };
+                if batch.header.next_offset() <= state.position {
+                    continue;
+                }
+                let straddles = batch.header.base_offset < state.position;
+                let action = tracker.classify(batch);
+                match action {
+                    Action::Skip { from, to, reason } => {
+                        match reason {
+                            SkipReason::ControlBatch => self.stats.control_batches_skipped += 1,
+                            SkipReason::Aborted => self.stats.aborted_batches_skipped += 1,
+                        }
+                        let extent = self
+                            .map
+                            .record_skipped(&sp, from.max(state.position), to)
+                            .map_err(|e| FlowError::Map(e.to_string()))?;
+                        self.store.note(&sp, MapEntry::Extent(extent));
+                        state.position = to;
+                    }
+                    Action::Forward(b) if !straddles => {
+                        let n = i64::from(b.header.record_count);
+                        plans.push((tp.clone(), vec![(b.header.base_offset, n)]));
+                        state.position = b.header.next_offset();
+                        sends.push((state.remote.clone(), b));
+                        self.stats.batches_forwarded += 1;
+                    }
+                    Action::Forward(b) | Action::Rebuild(b) => {
+                        let next = b.header.next_offset();
+                        match strait_wire::rebuild::rebuild(&b, state.position) {
+                            Ok(Some(rebuilt)) => {
+                                let runs =
+                                    rebuilt.runs.iter().map(|r| (r.src_offset, r.len)).collect();
+                                plans.push((tp.clone(), runs));
+                                sends.push((state.remote.clone(), rebuilt.batch));
+                                self.stats.batches_rebuilt += 1;
+                            }
+                            Ok(None) => {}
+                            Err(e) => {
+                                return Err(FlowError::Map(format!(
+                                    "{tp}: cannot rebuild the batch at offset {}: {e}",
+                                    b.header.base_offset
+                                )))
+                            }
+                        }
+                        state.position = next;
+                    }
+                }
+            }
+            if state.position < committed_end {
+                caught_up = false;
+            }
+        }
+
+        let acks = self.producer.send_all(sends.clone()).await;
+        let mut records = 0u64;
+        let mut failed = false;
+        for (((tp, runs), (_, batch)), ack) in plans.into_iter().zip(&sends).zip(acks) {
+            let sp = source_partition(&tp);
+            match ack {
+                Ok(ack) if !failed => {
+                    let mut dst = ack.base_offset;
+                    for (src, n) in runs {
+                        let segment = self
+                            .map
+                            .record(&sp, src, dst, n)
+                            .map_err(|e| FlowError::Map(format!("{tp}: {e}")))?;
+                        self.store.note(&sp, MapEntry::Segment(segment));
+                        dst += n;
+                    }
+                    records += ack.record_count as u64;
+                    self.stats.bytes += batch.bytes.len() as u64;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(partition = %tp, error = %e, "produce failed; resuming from the offset map");
+                    failed = true;
+                }
+            }
+        }
+        self.stats.records += records;
+        self.store.flush(&self.producer).await?;
+        if failed {
+            self.reset_after_failure().await?;
+            caught_up = false;
+        }
+        Ok(RoundStats { records, caught_up })
+    }
+
+    /// After a produce failure the producer's sequences have a hole: start a new producer and
+    /// put every partition back where its map ends, matching what the target already holds.
+    async fn reset_after_failure(&mut self) -> Result<(), FlowError> {
+        self.producer = RawProducer::new(self.target.clone(), ProducerConfig::default()).await?;
+        let parts: Vec<(TopicPartition, TopicPartition)> = self
+            .partitions
+            .iter()
+            .map(|(tp, p)| (tp.clone(), p.remote.clone()))
+            .collect();
+        for (tp, remote) in parts {
+            let position = self.initial_position(&tp, &remote).await?;
+            if let Some(p) = self.partitions.get_mut(&tp) {
+                p.position = position;
+            }
+        }
+        Ok(())
+    }
+
+    /// OFFSET_OUT_OF_RANGE: either the source deleted records we had not mirrored yet (the log
+    /// start passed us: loss, recorded) or our position is past the source's end (the source
+    /// was truncated, e.g. an unclean leader election: we wait at its end and say so).
+    async fn handle_out_of_range(&mut self, tp: &TopicPartition) -> Result<(), FlowError> {
+        let earliest = self
+            .source
+            .list_offset(tp, OffsetSpec::Earliest, IsolationLevel::ReadUncommitted)
+            .await?
+            .offset;
+        let latest = self
+            .source
+            .list_offset(tp, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
+            .await?
+            .offset;
+        let sp = source_partition(tp);
+        let Some(state) = self.partitions.get_mut(tp) else {
+            return Ok(());
+        };
+        if earliest > state.position {
+            let lost = record_loss(
+                &mut self.map,
+                &mut self.store,
+                &sp,
+                state.position,
+                earliest,
+            )?;
+            self.stats.lost_records += lost;
+            state.position = earliest;
+        } else if state.position > latest {
+            tracing::error!(
+                partition = %tp,
+                position = state.position,
+                source_end = latest,
+                "the source partition ends before records strait already mirrored (truncated \
+                 by an unclean leader election?); waiting at the source's end"
+            );
+            state.position = latest;
+        }
+        Ok(())
+    }
+}
+
+/// Records `from..to` as lost, loudly.
+fn record_loss(
+    map: &mut OffsetMap,
+    store: &mut MapStore,
+    sp: &SourcePartition,
+    from: i64,
+    to: i64,
+) -> Result<u64, FlowError> {
+    let range = map
+        .record_lost(sp, from, to)
+        .map_err(|e| FlowError::Map(e.to_string()))?;
+    store.note(sp, MapEntry::Lost(range));
+    tracing::error!(
+        partition = %sp,
+        from,
+        to,
+        lost = to - from,
+        "records were deleted on the source before they were mirrored; the range is recorded \
+         as lost in the offset map and mirroring continues after it"
+    );
+    Ok((to - from) as u64)
+}
+
+async fn fetch_data(
+    client: &Client,
+    tp: &TopicPartition,
+    offset: i64,
+    options: &FetchOptions,
+) -> Result<strait_kafka::fetch::FetchedData, FlowError> {
+    let mut results = client
+        .fetch(&[FetchPosition::new(tp.clone(), offset)], options)
+        .await;
+    Ok(results
+        .remove(tp)
+        .unwrap_or(Err(strait_kafka::Error::Closed))?)
+}
+
+async fn fetch_batches(
+    client: &Client,
+    tp: &TopicPartition,
+    offset: i64,
+    options: &FetchOptions,
+) -> Result<Vec<RawBatch>, FlowError> {
+    let data = fetch_data(client, tp, offset, options).await?;
+    Ok(BatchScanner::new(data.records)
+        .filter_map(Result::ok)
+        .filter(|b| b.header.next_offset() > offset)
+        .collect())
+}
