@@ -131,7 +131,8 @@ mod tests {
                 producer_epoch: 0,
                 timestamp_type: TimestampType::Creation,
                 offset: base + i,
-                sequence: if pid >= 0 { i as i32 } else { -1 },
+                // The encoder keeps records in one batch while offset - sequence is constant.
+                sequence: i as i32,
                 timestamp: 1000 + i,
                 key: control.map(|kind| {
                     let mut k = vec![0u8, 0];
