@@ -171,6 +171,16 @@ async fn mirrors_topics_exactly_and_resumes_without_duplicates() {
     flow.run_until_caught_up().await.unwrap();
     assert_eq!(flow.stats().records, 30, "{:?}", flow.stats());
     assert_eq!(flow.stats().duplicate_records, 0);
+    assert_eq!(
+        flow.stats().recovered_records,
+        0,
+        "the persisted map covered everything: nothing to match"
+    );
+    assert_eq!(
+        flow.map().segment_count(),
+        6,
+        "one segment per partition, reloaded"
+    );
     let mut all_orders = expected[0].2.clone();
     all_orders.extend(more);
     assert_mirrored(

@@ -44,6 +44,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Consumer-group offsets across clusters.
+    Offsets {
+        #[command(subcommand)]
+        command: OffsetsCommand,
+    },
     /// Connect to a cluster and show its id, brokers, and the API versions strait would use
     /// with it, so a reachability or compatibility problem shows before a mirror is started.
     Probe {
@@ -53,6 +58,27 @@ enum Command {
         /// Give up after this many seconds.
         #[arg(long, default_value_t = 15)]
         timeout_secs: u64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum OffsetsCommand {
+    /// Translate a source group's committed offsets to the target through the exact offset
+    /// map: per partition, the target offset a consumer of the remote topic continues from,
+    /// whether it is exact, and any gap (records not mirrored yet, lost, or never mirrored).
+    Translate {
+        /// The MM2 properties file.
+        #[arg(long, value_name = "FILE")]
+        config: std::path::PathBuf,
+        /// The consumer group, as named on the source.
+        #[arg(long)]
+        group: String,
+        /// Only this source topic.
+        #[arg(long)]
+        topic: Option<String>,
+        /// JSON instead of a table.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -96,6 +122,15 @@ async fn main() -> anyhow::Result<()> {
             until_caught_up,
         } => run::run(&config, until_caught_up).await,
         Command::Map { config, json } => map::show(&config, json).await,
+        Command::Offsets {
+            command:
+                OffsetsCommand::Translate {
+                    config,
+                    group,
+                    topic,
+                    json,
+                },
+        } => map::translate(&config, &group, topic.as_deref(), json).await,
         Command::Probe {
             bootstrap,
             timeout_secs,

@@ -59,14 +59,120 @@ pub(crate) async fn show(path: &Path, json: bool) -> anyhow::Result<()> {
             p["flow"].as_str().unwrap_or(""),
             format!("{}-{}", p["topic"].as_str().unwrap_or(""), p["partition"]),
             segments,
-            p["source_end"],
-            p["target_end"],
+            p["source_end"].to_string(),
+            p["target_end"].to_string(),
             lost,
             segments.saturating_sub(1),
         );
     }
     if out.is_empty() {
         println!("(no offset map yet: nothing has been mirrored with this config)");
+    }
+    Ok(())
+}
+
+/// `strait offsets translate`: a source group's committed offsets, translated through the map.
+pub(crate) async fn translate(
+    path: &Path,
+    group: &str,
+    topic: Option<&str>,
+    json: bool,
+) -> anyhow::Result<()> {
+    use strait_wire::offset_map::{SourcePartition, Translation};
+    let config = StraitConfig::load(path)?;
+    let mut rows = Vec::new();
+    for flow in &config.flows {
+        let connect = |alias: &str| {
+            let cluster = config
+                .cluster(alias)
+                .with_context(|| format!("cluster {alias} is not declared"))?;
+            Ok::<_, anyhow::Error>(ClientConfig::new(cluster.bootstrap_servers.clone()))
+        };
+        let source = Client::connect(connect(flow.source.as_str())?)
+            .await
+            .with_context(|| format!("cannot reach source {}", flow.source))?;
+        let target = Client::connect(connect(flow.target.as_str())?)
+            .await
+            .with_context(|| format!("cannot reach target {}", flow.target))?;
+        let map = MapStore::read(&target, flow.source_alias.as_str()).await?;
+        // Ask for the mapped partitions by name: every broker answers that form.
+        let partitions: Vec<strait_kafka::TopicPartition> = map
+            .iter()
+            .filter(|(p, _)| topic.is_none_or(|t| t == p.topic))
+            .map(|(p, _)| strait_kafka::TopicPartition::new(p.topic.clone(), p.partition))
+            .collect();
+        if partitions.is_empty() {
+            continue;
+        }
+        let committed = source.offset_fetch(group, Some(&partitions)).await?;
+        for (tp, offset) in committed {
+            let sp = SourcePartition::new(tp.topic.clone(), tp.partition);
+            let t = map.translate(&sp, offset.offset);
+            let (target_offset, exact, note) = match t {
+                Translation::Exact { target } => (Some(target), true, String::new()),
+                Translation::PastMappedEnd {
+                    target,
+                    unreplicated,
+                } => (
+                    Some(target),
+                    false,
+                    format!("{unreplicated} records consumed on the source are not mirrored yet"),
+                ),
+                Translation::BeforeMappedStart { target, skipped } => (
+                    Some(target),
+                    false,
+                    format!("{skipped} unread records were never mirrored"),
+                ),
+                Translation::InLostRange { target, lost } => (
+                    Some(target),
+                    false,
+                    format!("{lost} records were lost on the source before mirroring"),
+                ),
+                Translation::Unmapped => (None, false, "partition not mirrored yet".into()),
+            };
+            rows.push(serde_json::json!({
+                "flow": flow.name(),
+                "group": group,
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "remote_topic": flow.remote_topic(&tp.topic),
+                "source_offset": offset.offset,
+                "target_offset": target_offset,
+                "exact": exact,
+                "note": note,
+            }));
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    println!(
+        "{:<14} {:<24} {:>13} {:<28} {:>13} {:<6} NOTE",
+        "FLOW", "SOURCE PARTITION", "SOURCE OFFSET", "TARGET PARTITION", "TARGET OFFSET", "EXACT"
+    );
+    for r in &rows {
+        println!(
+            "{:<14} {:<24} {:>13} {:<28} {:>13} {:<6} {}",
+            r["flow"].as_str().unwrap_or(""),
+            format!("{}-{}", r["topic"].as_str().unwrap_or(""), r["partition"]),
+            r["source_offset"].to_string(),
+            format!(
+                "{}-{}",
+                r["remote_topic"].as_str().unwrap_or(""),
+                r["partition"]
+            ),
+            r["target_offset"].to_string(),
+            if r["exact"].as_bool().unwrap_or(false) {
+                "yes"
+            } else {
+                "no"
+            },
+            r["note"].as_str().unwrap_or(""),
+        );
+    }
+    if rows.is_empty() {
+        println!("(group {group} has no committed offsets on mirrored partitions)");
     }
     Ok(())
 }

@@ -192,7 +192,9 @@ fn encode(records: &[MapRecord]) -> Result<strait_wire::RawBatch, FlowError> {
             producer_epoch: -1,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: -1,
+            // kafka-protocol's encoder starts a new batch whenever offset - sequence changes;
+            // one batch it must be (the rewrite sets our real sequence).
+            sequence: i as i32,
             timestamp: now,
             key: Some(Bytes::from(key)),
             value: Some(Bytes::from(r.encode_value())),
@@ -207,8 +209,16 @@ fn encode(records: &[MapRecord]) -> Result<strait_wire::RawBatch, FlowError> {
     };
     RecordBatchEncoder::encode(&mut buf, out.iter(), &options)
         .map_err(|e| FlowError::Map(format!("cannot encode map batch: {e}")))?;
-    BatchScanner::new(buf.freeze())
+    let mut batches = BatchScanner::new(buf.freeze());
+    let batch = batches
         .next()
         .ok_or_else(|| FlowError::Map("encoded map batch is empty".into()))?
-        .map_err(|e| FlowError::Map(format!("encoded map batch: {e}")))
+        .map_err(|e| FlowError::Map(format!("encoded map batch: {e}")))?;
+    if batch.header.record_count as usize != records.len() || batches.next().is_some() {
+        return Err(FlowError::Map(format!(
+            "encoded {} map records into more than one batch",
+            records.len()
+        )));
+    }
+    Ok(batch)
 }
