@@ -57,6 +57,17 @@ pub enum FlowError {
     Map(String),
 }
 
+impl FlowError {
+    /// Whether trying again later can help (a cluster unreachable, a leader moving), as opposed
+    /// to a fault that needs a person (a corrupt map, a topic that cannot be created).
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            FlowError::Kafka(e) | FlowError::Topic { source: e, .. } => e.is_retriable(),
+            FlowError::Map(_) => false,
+        }
+    }
+}
+
 /// Counters of one flow since it started.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FlowStats {
@@ -129,6 +140,8 @@ pub struct Flow {
     partitions: BTreeMap<TopicPartition, PartitionState>,
     topics: Vec<MirroredTopic>,
     next_refresh: Instant,
+    /// Set after a failure: the producer and positions must be re-established first.
+    needs_reset: bool,
     stats: FlowStats,
 }
 
@@ -163,6 +176,7 @@ impl Flow {
             partitions: BTreeMap::new(),
             topics: Vec::new(),
             next_refresh: Instant::now(),
+            needs_reset: false,
             stats: FlowStats::default(),
         };
         flow.refresh_topics().await?;
@@ -358,8 +372,12 @@ impl Flow {
         // Checked between rounds, never in the middle of one, so a stop never abandons a
         // produce whose offsets are not yet in the map.
         tokio::pin!(stop);
+        let mut backoff = strait_kafka::backoff::Backoff::new(
+            Duration::from_millis(200),
+            Duration::from_secs(10),
+        );
         while futures::FutureExt::now_or_never(&mut stop).is_none() {
-            self.round().await?;
+            self.resilient_round(&mut backoff).await?;
         }
         self.store.flush(&self.producer).await?;
         Ok(())
@@ -367,6 +385,10 @@ impl Flow {
 
     /// Mirrors until every partition has reached the source end it had when this was called.
     pub async fn run_until_caught_up(&mut self) -> Result<(), FlowError> {
+        let mut backoff = strait_kafka::backoff::Backoff::new(
+            Duration::from_millis(200),
+            Duration::from_secs(10),
+        );
         let mut ends = BTreeMap::new();
         for tp in self.partitions.keys() {
             let end = self
@@ -383,10 +405,45 @@ impl Flow {
             if done {
                 break;
             }
-            self.round().await?;
+            self.resilient_round(&mut backoff).await?;
         }
         self.store.flush(&self.producer).await?;
         Ok(())
+    }
+
+    /// A round that survives what time can fix: an unreachable cluster or a broker restart
+    /// stalls the flow (logged, retried with backoff) instead of stopping it. Nothing is lost:
+    /// the next round starts again from the offset map.
+    async fn resilient_round(
+        &mut self,
+        backoff: &mut strait_kafka::backoff::Backoff,
+    ) -> Result<Option<RoundStats>, FlowError> {
+        let result = async {
+            if self.needs_reset {
+                self.reset_after_failure().await?;
+                self.needs_reset = false;
+                tracing::info!(flow = %self.name(), "flow resumed");
+            }
+            self.round().await
+        }
+        .await;
+        match result {
+            Ok(stats) => {
+                *backoff = strait_kafka::backoff::Backoff::new(
+                    Duration::from_millis(200),
+                    Duration::from_secs(10),
+                );
+                Ok(Some(stats))
+            }
+            Err(e) if e.is_retriable() => {
+                let wait = backoff.next_wait();
+                tracing::warn!(flow = %self.name(), error = %e, retry_in = ?wait, "flow stalled; retrying");
+                self.needs_reset = true;
+                tokio::time::sleep(wait).await;
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// One fetch-and-produce round over all partitions.
@@ -542,7 +599,9 @@ impl Flow {
         self.stats.records += records;
         self.store.flush(&self.producer).await?;
         if failed {
+            self.needs_reset = true;
             self.reset_after_failure().await?;
+            self.needs_reset = false;
             caught_up = false;
         }
         Ok(RoundStats { records, caught_up })
