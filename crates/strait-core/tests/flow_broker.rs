@@ -298,3 +298,55 @@ async fn records_deleted_before_mirroring_are_recorded_as_lost() {
     ));
     assert_eq!(flow.map().translate(&sp, 55).target(), Some(35));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_topic_configs_follow_the_source() {
+    let clusters = Clusters::start();
+    let src = client(&clusters.source.bootstrap).await;
+    let dst = client(&clusters.target.bootstrap).await;
+    src.create_topic(
+        NewTopic::new("prices", 1)
+            .config("retention.ms", "3600000")
+            .config("cleanup.policy", "delete"),
+    )
+    .await
+    .unwrap();
+    let mut flow = start(&clusters, "sync.topic.configs.interval.seconds = 1").await;
+    flow.round().await.unwrap();
+    let remote = strait_kafka::admin::ConfigResource::Topic("source.prices".into());
+    let read = |configs: Vec<strait_kafka::admin::ConfigEntry>| -> std::collections::BTreeMap<String, Option<String>> {
+        configs.into_iter().map(|c| (c.name, c.value)).collect()
+    };
+    let before = read(dst.describe_configs(&remote).await.unwrap());
+    assert_eq!(before.get("retention.ms"), Some(&Some("3600000".into())));
+
+    // The source changes: one key altered, one added. An excluded key is not copied.
+    let source = strait_kafka::admin::ConfigResource::Topic("prices".into());
+    src.incremental_alter_configs(
+        &source,
+        &[
+            strait_kafka::admin::AlterConfigOp::Set("retention.ms".into(), "7200000".into()),
+            strait_kafka::admin::AlterConfigOp::Set("max.message.bytes".into(), "2000000".into()),
+            strait_kafka::admin::AlterConfigOp::Set("min.insync.replicas".into(), "1".into()),
+        ],
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    flow.round().await.unwrap();
+    let after = read(dst.describe_configs(&remote).await.unwrap());
+    assert_eq!(
+        after.get("retention.ms"),
+        Some(&Some("7200000".into())),
+        "{after:?}"
+    );
+    assert_eq!(
+        after.get("max.message.bytes"),
+        Some(&Some("2000000".into())),
+        "{after:?}"
+    );
+    assert!(
+        !after.contains_key("min.insync.replicas"),
+        "excluded by MM2's config.properties.exclude default: {after:?}"
+    );
+}

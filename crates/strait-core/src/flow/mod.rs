@@ -140,6 +140,7 @@ pub struct Flow {
     partitions: BTreeMap<TopicPartition, PartitionState>,
     topics: Vec<MirroredTopic>,
     next_refresh: Instant,
+    next_config_sync: Instant,
     /// Set after a failure: the producer and positions must be re-established first.
     needs_reset: bool,
     stats: FlowStats,
@@ -176,6 +177,7 @@ impl Flow {
             partitions: BTreeMap::new(),
             topics: Vec::new(),
             next_refresh: Instant::now(),
+            next_config_sync: Instant::now(),
             needs_reset: false,
             stats: FlowStats::default(),
         };
@@ -450,6 +452,13 @@ impl Flow {
     pub async fn round(&mut self) -> Result<RoundStats, FlowError> {
         if Instant::now() >= self.next_refresh {
             self.refresh_topics().await?;
+        }
+        if let Some(every) = self.config.sync_topic_configs {
+            if Instant::now() >= self.next_config_sync {
+                topics::sync_configs(&self.source, &self.target, &self.config, &self.topics)
+                    .await?;
+                self.next_config_sync = Instant::now() + every;
+            }
         }
         let positions: Vec<FetchPosition> = self
             .partitions

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use strait_kafka::admin::{ConfigResource, ConfigSource, NewTopic};
+use strait_kafka::admin::{AlterConfigOp, ConfigResource, ConfigSource, NewTopic};
 use strait_kafka::Client;
 
 use super::FlowError;
@@ -102,4 +102,50 @@ pub async fn ensure_remote_topics(
         }
     }
     Ok(counts)
+}
+
+/// Brings each remote topic's configs in line with its source (mm2.md §1.8, MM2's
+/// `syncTopicConfigs` with `use.defaults.from=target`): keys set on the source are set on the
+/// target; keys set on the target but not on the source are deleted, so the target's default
+/// applies. Excluded keys (`config.properties.exclude`) are left alone on both sides. Returns
+/// the number of keys changed.
+pub async fn sync_configs(
+    source: &Client,
+    target: &Client,
+    flow: &FlowConfig,
+    topics: &[MirroredTopic],
+) -> Result<usize, FlowError> {
+    let mut changed = 0;
+    for t in topics {
+        let wanted: BTreeMap<String, String> = replicable_configs(source, flow, &t.source)
+            .await?
+            .into_iter()
+            .collect();
+        let resource = ConfigResource::Topic(t.remote.clone());
+        let have: BTreeMap<String, Option<String>> = target
+            .describe_configs(&resource)
+            .await?
+            .into_iter()
+            .filter(|e| matches!(e.source, ConfigSource::DynamicTopic) && !e.read_only)
+            .map(|e| (e.name, e.value))
+            .collect();
+        let mut ops = Vec::new();
+        for (key, value) in &wanted {
+            if have.get(key).and_then(Option::as_ref) != Some(value) {
+                ops.push(AlterConfigOp::Set(key.clone(), value.clone()));
+            }
+        }
+        for key in have.keys() {
+            if !wanted.contains_key(key) && flow.should_replicate_config_property(key) {
+                ops.push(AlterConfigOp::Delete(key.clone()));
+            }
+        }
+        if ops.is_empty() {
+            continue;
+        }
+        tracing::info!(topic = %t.remote, changes = ops.len(), "syncing topic configs from the source");
+        changed += ops.len();
+        target.incremental_alter_configs(&resource, &ops).await?;
+    }
+    Ok(changed)
 }
