@@ -350,3 +350,33 @@ async fn remote_topic_configs_follow_the_source() {
         "excluded by MM2's config.properties.exclude default: {after:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_topic_that_cannot_grow_does_not_stop_the_flow() {
+    // The remote topic exists with fewer partitions than the source, and the target cannot add
+    // partitions (the test broker lacks CreatePartitions; on Kafka a quota or policy can refuse
+    // it). The partitions that exist are mirrored; the flow goes on and says why the rest wait.
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let src = client(&clusters.source.bootstrap).await;
+    let dst = client(&clusters.target.bootstrap).await;
+    src.create_topic(NewTopic::new("wide", 3)).await.unwrap();
+    dst.create_topic(NewTopic::new("source.wide", 1))
+        .await
+        .unwrap();
+    let recs = records(3, 30, "w");
+    rdk.produce(&clusters.source.bootstrap, "wide", &recs, "none");
+    let mut flow = start(&clusters, "").await;
+    match dst.create_partitions("source.wide", 3).await {
+        Err(e) if !e.is_retriable() => {}
+        other => panic!("this test needs a target that refuses CreatePartitions: {other:?}"),
+    }
+    flow.run_until_caught_up().await.unwrap();
+    assert_eq!(flow.stats().records, 10, "{:?}", flow.stats());
+    let p0: Vec<_> = recs.iter().filter(|r| r.partition == 0).cloned().collect();
+    assert_mirrored(&rdk, &clusters.target.bootstrap, "source.wide", &p0);
+    assert!(flow
+        .map()
+        .partition(&SourcePartition::new("wide", 1))
+        .is_none());
+}

@@ -209,9 +209,15 @@ impl Flow {
     /// partitions.
     pub async fn refresh_topics(&mut self) -> Result<(), FlowError> {
         let topics = topics::discover(&self.source, &self.config).await?;
-        topics::ensure_remote_topics(&self.source, &self.target, &self.config, &topics).await?;
+        let remote_counts =
+            topics::ensure_remote_topics(&self.source, &self.target, &self.config, &topics).await?;
         for t in &topics {
-            for p in 0..t.partitions {
+            let usable = remote_counts
+                .get(&t.remote)
+                .copied()
+                .unwrap_or(0)
+                .min(t.partitions);
+            for p in 0..usable {
                 let tp = TopicPartition::new(&t.source, p);
                 if self.partitions.contains_key(&tp) {
                     continue;

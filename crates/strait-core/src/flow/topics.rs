@@ -72,11 +72,23 @@ pub async fn ensure_remote_topics(
         match existing.topics.get(&t.remote) {
             Some(remote) => {
                 let have = remote.partitions.len() as i32;
+                let mut now = have;
                 if have < t.partitions {
                     tracing::info!(topic = %t.remote, from = have, to = t.partitions, "growing remote topic");
-                    target.create_partitions(&t.remote, t.partitions).await?;
+                    match target.create_partitions(&t.remote, t.partitions).await {
+                        Ok(()) => now = t.partitions,
+                        // The other partitions keep flowing; these wait for the next refresh.
+                        Err(e) if !e.is_retriable() => tracing::error!(
+                            topic = %t.remote,
+                            error = %e,
+                            "cannot grow the remote topic; source partitions {have}..{} are not \
+                             mirrored until it has them",
+                            t.partitions
+                        ),
+                        Err(e) => return Err(e.into()),
+                    }
                 }
-                counts.insert(t.remote.clone(), have.max(t.partitions));
+                counts.insert(t.remote.clone(), now);
             }
             None => {
                 let configs = replicable_configs(source, flow, &t.source).await?;
