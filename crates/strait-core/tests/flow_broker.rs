@@ -380,3 +380,69 @@ async fn a_remote_topic_that_cannot_grow_does_not_stop_the_flow() {
         .partition(&SourcePartition::new("wide", 1))
         .is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mm2_offset_syncs_are_written_and_agree_with_the_map() {
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let src = client(&clusters.source.bootstrap).await;
+    src.create_topic(NewTopic::new("trades", 2)).await.unwrap();
+    for chunk in records(2, 600, "t").chunks(150) {
+        rdk.produce(&clusters.source.bootstrap, "trades", chunk, "snappy");
+    }
+    let mut flow = start(&clusters, "").await;
+    flow.run_until_caught_up().await.unwrap();
+
+    // MM2's default location: the source cluster, named after the target alias.
+    let tp = TopicPartition::new("mm2-offset-syncs.target.internal", 0);
+    let options = strait_kafka::fetch::FetchOptions {
+        max_wait: Duration::from_millis(10),
+        isolation: IsolationLevel::ReadUncommitted,
+        ..Default::default()
+    };
+    let data = src
+        .fetch(
+            &[strait_kafka::fetch::FetchPosition::new(tp.clone(), 0)],
+            &options,
+        )
+        .await
+        .remove(&tp)
+        .unwrap()
+        .unwrap();
+    let mut syncs = Vec::new();
+    for batch in strait_wire::BatchScanner::new(data.records) {
+        let batch = batch.unwrap();
+        for record in strait_wire::records::batch_records(&batch).unwrap() {
+            let sync = strait_wire::mm2::OffsetSync::decode(
+                record.key.as_deref().unwrap(),
+                record.value.as_deref().unwrap(),
+            )
+            .unwrap();
+            syncs.push(sync);
+        }
+    }
+    assert!(!syncs.is_empty());
+    for p in 0..2 {
+        let mine: Vec<_> = syncs.iter().filter(|s| s.partition == p).collect();
+        assert!(mine.iter().all(|s| s.topic == "trades"));
+        // Syncs that fire within one round are coalesced to the partition's latest, as MM2's
+        // pending map does under load; the held-back one for the last record comes at the end.
+        assert!(!mine.is_empty(), "partition {p}: {syncs:?}");
+        assert!(mine
+            .windows(2)
+            .all(|w| w[0].upstream_offset < w[1].upstream_offset));
+        assert_eq!(mine.last().unwrap().upstream_offset, 299, "{mine:?}");
+        for s in mine {
+            let exact = flow
+                .map()
+                .translate(&SourcePartition::new("trades", p), s.upstream_offset);
+            assert_eq!(
+                exact,
+                Translation::Exact {
+                    target: s.downstream_offset
+                },
+                "{s:?}"
+            );
+        }
+    }
+}

@@ -17,6 +17,7 @@
 
 pub mod classify;
 pub mod map_store;
+pub mod offset_syncs;
 pub mod topics;
 
 use std::collections::BTreeMap;
@@ -31,9 +32,10 @@ use strait_wire::offset_map::{MapEntry, OffsetMap, SourcePartition};
 use strait_wire::{BatchScanner, RawBatch};
 use tokio::time::Instant;
 
-use crate::config::FlowConfig;
+use crate::config::{FlowConfig, Side};
 use classify::{AbortTracker, Action, SkipReason};
 use map_store::MapStore;
+use offset_syncs::{OffsetSyncWriter, DELAYED_SYNC_INTERVAL};
 use topics::MirroredTopic;
 
 /// Errors that stop a flow.
@@ -137,6 +139,9 @@ pub struct Flow {
     producer: RawProducer,
     map: OffsetMap,
     store: MapStore,
+    /// MM2's offset-syncs topic, written for MM2 tooling (`emit.offset-syncs.enabled`).
+    offset_syncs: Option<OffsetSyncWriter>,
+    next_delayed_syncs: Instant,
     partitions: BTreeMap<TopicPartition, PartitionState>,
     topics: Vec<MirroredTopic>,
     next_refresh: Instant,
@@ -166,6 +171,24 @@ impl Flow {
             config.checkpoints_topic_replication_factor,
         )
         .await?;
+        let offset_syncs = if config.emit_offset_syncs {
+            let (topic, side) = config.offset_syncs_topic();
+            let client = match side {
+                Side::Source => source.clone(),
+                Side::Target => target.clone(),
+            };
+            Some(
+                OffsetSyncWriter::open(
+                    client,
+                    topic,
+                    config.offset_syncs_topic_replication_factor,
+                    config.offset_lag_max,
+                )
+                .await?,
+            )
+        } else {
+            None
+        };
         let mut flow = Self {
             config,
             options,
@@ -174,6 +197,8 @@ impl Flow {
             producer,
             map,
             store,
+            offset_syncs,
+            next_delayed_syncs: Instant::now() + DELAYED_SYNC_INTERVAL,
             partitions: BTreeMap::new(),
             topics: Vec::new(),
             next_refresh: Instant::now(),
@@ -388,6 +413,7 @@ impl Flow {
             self.resilient_round(&mut backoff).await?;
         }
         self.store.flush(&self.producer).await?;
+        self.flush_offset_syncs(true).await?;
         Ok(())
     }
 
@@ -416,6 +442,7 @@ impl Flow {
             self.resilient_round(&mut backoff).await?;
         }
         self.store.flush(&self.producer).await?;
+        self.flush_offset_syncs(true).await?;
         Ok(())
     }
 
@@ -593,13 +620,18 @@ impl Flow {
             match ack {
                 Ok(ack) if !failed => {
                     let mut dst = ack.base_offset;
+                    let mut sync_runs = Vec::with_capacity(runs.len());
                     for (src, n) in runs {
                         let segment = self
                             .map
                             .record(&sp, src, dst, n)
                             .map_err(|e| FlowError::Map(format!("{tp}: {e}")))?;
                         self.store.note(&sp, MapEntry::Segment(segment));
+                        sync_runs.push((src, dst, n));
                         dst += n;
+                    }
+                    if let Some(w) = &mut self.offset_syncs {
+                        w.on_batch(&tp.topic, tp.partition, &sync_runs);
                     }
                     records += ack.record_count as u64;
                     self.stats.bytes += batch.bytes.len() as u64;
@@ -613,6 +645,7 @@ impl Flow {
         }
         self.stats.records += records;
         self.store.flush(&self.producer).await?;
+        self.flush_offset_syncs(false).await?;
         if failed {
             self.needs_reset = true;
             self.reset_after_failure().await?;
@@ -620,6 +653,20 @@ impl Flow {
             caught_up = false;
         }
         Ok(RoundStats { records, caught_up })
+    }
+
+    /// Writes MM2 offset syncs: those that fired now, and every `offset.flush.interval.ms`
+    /// (60 s) or when `all`, the held-back ones too (KAFKA-15906).
+    async fn flush_offset_syncs(&mut self, all: bool) -> Result<(), FlowError> {
+        let Some(w) = &mut self.offset_syncs else {
+            return Ok(());
+        };
+        let delayed = all || Instant::now() >= self.next_delayed_syncs;
+        w.flush(delayed).await?;
+        if delayed {
+            self.next_delayed_syncs = Instant::now() + DELAYED_SYNC_INTERVAL;
+        }
+        Ok(())
     }
 
     /// After a produce failure the producer's sequences have a hole: start a new producer and

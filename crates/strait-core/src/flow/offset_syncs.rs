@@ -1,0 +1,481 @@
+//! MM2's offset-syncs topic, written as MirrorMaker 2 writes it (`reference/mm2.md` §1.2), so
+//! that MM2's own tooling (`MirrorCheckpointTask`'s `OffsetSyncStore`,
+//! `RemoteClusterUtils.translateOffsets`, the `OffsetSyncFormatter`) works on a cluster strait
+//! mirrors into.
+//!
+//! # The topic
+//!
+//! `mm2-offset-syncs.<other alias>.internal` (the separator follows the replication policy,
+//! KIP-690), on the **source** cluster by default, or on the target with
+//! `offset-syncs.topic.location=target` (KIP-716, Kafka 3.0): see
+//! [`FlowConfig::offset_syncs_topic`](crate::config::FlowConfig::offset_syncs_topic). One
+//! partition, `cleanup.policy=compact`, replication factor
+//! `offset-syncs.topic.replication.factor`; every record goes to partition 0. Key
+//! `topic:STRING partition:INT32` (the **upstream** topic), value
+//! `upstreamOffset:INT64 offset:INT64`, no version header ([`OffsetSync`]).
+//!
+//! # When a sync is written (`OffsetSyncWriter.PartitionState.update`)
+//!
+//! MM2 calls `update(upstream, downstream)` for every record once the target acknowledged it
+//! (`MirrorSourceTask.commitRecord`). The record's sync is queued for sending **at once** when:
+//!
+//! - it is the partition's first record of the task's lifetime;
+//! - `downstream - (lastSyncDownstream + 1) >= offset.lag.max`: MM2 translates a group one past
+//!   the last sync (the "+1 rule"), so this bounds how stale a translation near the live end gets
+//!   (KAFKA-14797);
+//! - the upstream offsets skip (`upstream - previousUpstream != 1`: compaction holes,
+//!   transaction markers, aborted batches, SMT filtering), since MM2 cannot extrapolate across a
+//!   gap;
+//! - the downstream offset went backwards (`downstream < previousDownstream`: the target
+//!   partition was truncated or re-created).
+//!
+//! Otherwise the sync is held back as *delayed* and sent at the next `SourceTask.commit()`, every
+//! `offset.flush.interval.ms` (60 s by default, [`DELAYED_SYNC_INTERVAL`]). That is KAFKA-15906
+//! (Kafka 3.7): before it, a partition that stopped receiving records kept its last sync up to
+//! `offset.lag.max` records behind its end, and groups at the end never translated to it.
+//!
+//! A sync sent at once discards the partition's delayed one. Both queues keep only the latest
+//! sync per partition (MM2's `pendingOffsetSyncs` and `delayedOffsetSyncs` maps): MM2 sends at
+//! most 10 syncs at a time and a newer sync replaces a queued one of its partition, and strait
+//! writes its queue once per round, so of the syncs that fired for a partition since the last
+//! write only the latest is written. Translation is unaffected in correctness (MM2's store only
+//! ever translates conservatively); it is as precise as MM2 under load.
+//!
+//! # Computing it per batch
+//!
+//! strait learns offsets per written batch, as runs of consecutive records (`upstream`,
+//! `downstream`, `count`). Within a run both offsets advance by exactly one, so only its first
+//! record can be a gap or a truncation (or the first of the lifetime), and for the others only
+//! the lag rule can fire: at run index `i` when `downstream + i >= lastSyncDownstream + 1 +
+//! offset.lag.max`, then every `offset.lag.max + 1` records after that. [`OffsetSyncQueue`]
+//! computes where it fires arithmetically, in constant time per run, and ends in exactly the
+//! state MM2's record-by-record rule reaches (`strait_wire::offset_map::mm2_model::SyncEmitter`
+//! is the reference the tests compare against).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use indexmap::IndexMap;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use strait_kafka::admin::NewTopic;
+use strait_kafka::produce::{ProducerConfig, RawProducer};
+use strait_kafka::{Client, TopicPartition};
+use strait_wire::mm2::OffsetSync;
+use strait_wire::BatchScanner;
+
+use super::FlowError;
+
+/// How often MM2 sends the delayed syncs: Connect's `offset.flush.interval.ms` default, at which
+/// `SourceTask.commit()` promotes them (KAFKA-15906). Call
+/// [`OffsetSyncWriter::flush`]`(true)` this often.
+pub const DELAYED_SYNC_INTERVAL: Duration = Duration::from_secs(60);
+
+/// A source partition, as the queues key it.
+type Key = (String, i32);
+
+/// `OffsetSyncWriter.PartitionState` for one source partition. `-1` means "none yet", as in
+/// MM2.
+#[derive(Debug, Clone, Copy)]
+struct PartitionState {
+    previous_upstream: i64,
+    previous_downstream: i64,
+    last_sync_downstream: i64,
+}
+
+impl PartitionState {
+    const NEW: Self = Self {
+        previous_upstream: -1,
+        previous_downstream: -1,
+        last_sync_downstream: -1,
+    };
+}
+
+/// Which records of one run had their sync queued at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct RunSyncs {
+    /// How many records of the run fired at once.
+    immediate: u64,
+    /// The index in the run of the last one that did.
+    last: Option<i64>,
+}
+
+/// MM2's rule for a run of `count` records, `upstream + i` written at `downstream + i`, applied
+/// to `state` as `count` calls of `PartitionState.update` would.
+///
+/// Offsets are those of real records (`0 <= offset`, far from `i64::MAX`); the first record's
+/// tests use Java's wrapping `long` arithmetic, the lag rule inside the run exact arithmetic,
+/// which agree there.
+fn apply_run(
+    state: &mut PartitionState,
+    offset_lag_max: i64,
+    upstream: i64,
+    downstream: i64,
+    count: i64,
+) -> RunSyncs {
+    let mut out = RunSyncs {
+        immediate: 0,
+        last: None,
+    };
+    if count <= 0 {
+        return out;
+    }
+    // The run's first record: every condition can hold.
+    let first_this_lifetime = state.last_sync_downstream == -1;
+    let translation_too_stale =
+        downstream.wrapping_sub(state.last_sync_downstream.wrapping_add(1)) >= offset_lag_max;
+    let upstream_gap = upstream.wrapping_sub(state.previous_upstream) != 1;
+    let downstream_truncated = downstream < state.previous_downstream;
+    if first_this_lifetime || translation_too_stale || upstream_gap || downstream_truncated {
+        state.last_sync_downstream = downstream;
+        out.immediate = 1;
+        out.last = Some(0);
+    }
+    // Records 1..count: upstream and downstream each advance by one, so only the lag rule can
+    // fire, at i >= lastSyncDownstream + 1 + lag - downstream, then every lag + 1 records.
+    let lag = i128::from(offset_lag_max);
+    let threshold = i128::from(state.last_sync_downstream) + 1 + lag - i128::from(downstream);
+    let first_fire = threshold.max(1);
+    let end = i128::from(count) - 1;
+    if first_fire <= end {
+        let step = (lag + 1).max(1);
+        let more = (end - first_fire) / step;
+        let last = first_fire + more * step;
+        // Both are in 1..count, so they fit.
+        out.immediate += (more + 1) as u64;
+        let last = last as i64;
+        out.last = Some(last);
+        state.last_sync_downstream = downstream.wrapping_add(last);
+    }
+    state.previous_upstream = upstream.wrapping_add(count - 1);
+    state.previous_downstream = downstream.wrapping_add(count - 1);
+    out
+}
+
+/// The offset syncs of one flow waiting to be written: MM2's `PartitionState` per source
+/// partition and its two queues, `pendingOffsetSyncs` (sent at once) and `delayedOffsetSyncs`
+/// (sent at the next commit, KAFKA-15906). No I/O; [`OffsetSyncWriter`] writes what it holds.
+#[derive(Debug, Clone)]
+pub struct OffsetSyncQueue {
+    offset_lag_max: i64,
+    states: HashMap<String, HashMap<i32, PartitionState>>,
+    /// Latest sync to send at once per partition, in MM2's `LinkedHashMap` order.
+    pending: IndexMap<Key, (i64, i64)>,
+    /// Latest held-back sync per partition.
+    delayed: IndexMap<Key, (i64, i64)>,
+    immediate: u64,
+}
+
+impl OffsetSyncQueue {
+    /// A queue at the start of a task's lifetime, with `offset.lag.max` = `offset_lag_max`
+    /// (values past `i64::MAX` act as `i64::MAX`, as a Java `long` would hold them).
+    pub fn new(offset_lag_max: u64) -> Self {
+        Self {
+            offset_lag_max: i64::try_from(offset_lag_max).unwrap_or(i64::MAX),
+            states: HashMap::new(),
+            pending: IndexMap::new(),
+            delayed: IndexMap::new(),
+            immediate: 0,
+        }
+    }
+
+    /// Notes one written batch of source partition `source_topic`/`partition` as runs of
+    /// `(upstream offset, downstream offset, record count)`: record `upstream + i` was written at
+    /// `downstream + i` for `0 <= i < count`. Runs come in the order their records were written;
+    /// empty runs are ignored. Equivalent to MM2's `maybeQueueOffsetSyncs` for each record.
+    pub fn on_batch(&mut self, source_topic: &str, partition: i32, runs: &[(i64, i64, i64)]) {
+        if runs.iter().all(|&(_, _, count)| count <= 0) {
+            return;
+        }
+        if !self.states.contains_key(source_topic) {
+            self.states.insert(source_topic.to_owned(), HashMap::new());
+        }
+        let Some(partitions) = self.states.get_mut(source_topic) else {
+            return;
+        };
+        let state = partitions.entry(partition).or_insert(PartitionState::NEW);
+        let key: Key = (source_topic.to_owned(), partition);
+        for &(upstream, downstream, count) in runs {
+            if count <= 0 {
+                continue;
+            }
+            let syncs = apply_run(state, self.offset_lag_max, upstream, downstream, count);
+            self.immediate += syncs.immediate;
+            if let Some(i) = syncs.last {
+                // `delayedOffsetSyncs.remove(tp); pendingOffsetSyncs.put(tp, sync)`.
+                self.delayed.shift_remove(&key);
+                self.pending.insert(
+                    key.clone(),
+                    (upstream.wrapping_add(i), downstream.wrapping_add(i)),
+                );
+            }
+            let last = count - 1;
+            if syncs.last != Some(last) {
+                // The records after the last immediate one: `delayedOffsetSyncs.put(tp, sync)`,
+                // the latest wins.
+                self.delayed.insert(
+                    key.clone(),
+                    (upstream.wrapping_add(last), downstream.wrapping_add(last)),
+                );
+            }
+        }
+    }
+
+    /// What a flush would write now, in order: the syncs queued to send at once and, with
+    /// `include_delayed`, the held-back ones too (MM2's `promoteDelayedOffsetSyncs`, which
+    /// replaces a partition's pending sync with its newer delayed one). At most one per
+    /// partition.
+    pub fn pending(&self, include_delayed: bool) -> Vec<OffsetSync> {
+        let mut all = self.pending.clone();
+        if include_delayed {
+            for (key, sync) in &self.delayed {
+                all.insert(key.clone(), *sync);
+            }
+        }
+        all.into_iter()
+            .map(|((topic, partition), (upstream, downstream))| OffsetSync {
+                topic,
+                partition,
+                upstream_offset: upstream,
+                downstream_offset: downstream,
+            })
+            .collect()
+    }
+
+    /// [`pending`](Self::pending), and forgets what it returns (the caller wrote it).
+    pub fn take(&mut self, include_delayed: bool) -> Vec<OffsetSync> {
+        let out = self.pending(include_delayed);
+        self.pending.clear();
+        if include_delayed {
+            self.delayed.clear();
+        }
+        out
+    }
+
+    /// Partitions with a sync queued to send at once.
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Partitions with a held-back sync.
+    pub fn delayed_len(&self) -> usize {
+        self.delayed.len()
+    }
+
+    /// How many records so far fired a sync at once under MM2's rule, before only the latest per
+    /// partition was kept: how many syncs MM2 would send if none were ever superseded in its
+    /// queue.
+    pub fn immediate_syncs(&self) -> u64 {
+        self.immediate
+    }
+
+    /// `offset.lag.max` in effect.
+    pub fn offset_lag_max(&self) -> i64 {
+        self.offset_lag_max
+    }
+}
+
+/// Writes one flow's offset syncs to MM2's offset-syncs topic (module docs).
+#[derive(Debug)]
+pub struct OffsetSyncWriter {
+    client: Client,
+    topic: String,
+    /// `None` after a failed write: the producer's sequence has a hole, so the next flush makes
+    /// a new one.
+    producer: Option<RawProducer>,
+    queue: OffsetSyncQueue,
+    written: u64,
+}
+
+impl OffsetSyncWriter {
+    /// Opens the writer of `topic` on `client`'s cluster (the source by default, the target with
+    /// `offset-syncs.topic.location=target`): creates the topic if missing (one partition,
+    /// `cleanup.policy=compact`, `replication_factor`, as MM2's
+    /// `createSinglePartitionCompactedTopic`) and an idempotent producer of its own on that
+    /// cluster.
+    pub async fn open(
+        client: Client,
+        topic: String,
+        replication_factor: i16,
+        offset_lag_max: u64,
+    ) -> Result<Self, FlowError> {
+        if !client.metadata().await?.topics.contains_key(&topic) {
+            let created = client
+                .create_topic(
+                    NewTopic::new(&topic, 1)
+                        .replication_factor(replication_factor)
+                        .config("cleanup.policy", "compact"),
+                )
+                .await;
+            match created {
+                Ok(()) => tracing::info!(topic = %topic, "created the offset-syncs topic"),
+                Err(e)
+                    if e.code()
+                        == Some(kafka_protocol::error::ResponseError::TopicAlreadyExists) => {}
+                Err(source) => return Err(FlowError::Topic { topic, source }),
+            }
+        }
+        let producer = RawProducer::new(client.clone(), ProducerConfig::default()).await?;
+        Ok(Self {
+            client,
+            topic,
+            producer: Some(producer),
+            queue: OffsetSyncQueue::new(offset_lag_max),
+            written: 0,
+        })
+    }
+
+    /// The offset-syncs topic.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The syncs waiting to be written.
+    pub fn queue(&self) -> &OffsetSyncQueue {
+        &self.queue
+    }
+
+    /// Sync records written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Notes one batch written to the target, as runs of `(upstream offset, downstream offset,
+    /// record count)`; see [`OffsetSyncQueue::on_batch`]. Call it for every acknowledged batch,
+    /// in the order of each partition's writes.
+    pub fn on_batch(&mut self, source_topic: &str, partition: i32, runs: &[(i64, i64, i64)]) {
+        self.queue.on_batch(source_topic, partition, runs);
+    }
+
+    /// Writes the syncs queued to send at once and, with `include_delayed`, the held-back ones
+    /// (MM2 does that at every commit, every `offset.flush.interval.ms`: KAFKA-15906), in one
+    /// batch to partition 0. Returns the number of records written. On failure nothing is
+    /// forgotten: the next flush writes the same syncs or newer ones.
+    pub async fn flush(&mut self, include_delayed: bool) -> Result<usize, FlowError> {
+        let syncs = self.queue.pending(include_delayed);
+        if syncs.is_empty() {
+            return Ok(0);
+        }
+        let batch = encode(&syncs)?;
+        let producer = match self.producer.take() {
+            Some(p) => p,
+            None => RawProducer::new(self.client.clone(), ProducerConfig::default()).await?,
+        };
+        let sent = producer
+            .send(&TopicPartition::new(&self.topic, 0), &batch)
+            .await;
+        if let Err(e) = sent {
+            // Leave `producer` unset: a failed batch breaks its partition's sequence.
+            return Err(e.into());
+        }
+        self.producer = Some(producer);
+        self.queue.take(include_delayed);
+        self.written += syncs.len() as u64;
+        Ok(syncs.len())
+    }
+}
+
+/// Encodes syncs as one uncompressed batch, timestamped now (MM2's producer stamps its sends).
+fn encode(syncs: &[OffsetSync]) -> Result<strait_wire::RawBatch, FlowError> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    let mut records = Vec::with_capacity(syncs.len());
+    for (i, sync) in syncs.iter().enumerate() {
+        let key = sync
+            .encode_key()
+            .map_err(|e| FlowError::Map(format!("cannot encode offset sync {sync:?}: {e}")))?;
+        records.push(Record {
+            transactional: false,
+            control: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // kafka-protocol's encoder starts a new batch whenever offset - sequence changes;
+            // one batch it must be (the producer sets the real sequence).
+            sequence: i as i32,
+            timestamp: now,
+            key: Some(Bytes::from(key)),
+            value: Some(Bytes::from(sync.encode_value())),
+            headers: Default::default(),
+            delete_horizon: false,
+        });
+    }
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, records.iter(), &options)
+        .map_err(|e| FlowError::Map(format!("cannot encode offset syncs: {e}")))?;
+    let mut batches = BatchScanner::new(buf.freeze());
+    let batch = batches
+        .next()
+        .ok_or_else(|| FlowError::Map("encoded offset-sync batch is empty".into()))?
+        .map_err(|e| FlowError::Map(format!("encoded offset-sync batch: {e}")))?;
+    if batch.header.record_count as usize != syncs.len() || batches.next().is_some() {
+        return Err(FlowError::Map(format!(
+            "encoded {} offset syncs into more than one batch",
+            syncs.len()
+        )));
+    }
+    Ok(batch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lag rule fires at 0, 101, 202, ... for a dense feed from scratch (mm2_model's doc).
+    #[test]
+    fn dense_feed_fires_every_lag_plus_one() {
+        let mut state = PartitionState::NEW;
+        let syncs = apply_run(&mut state, 100, 0, 0, 1000);
+        assert_eq!(syncs.immediate, 10);
+        assert_eq!(syncs.last, Some(909));
+        assert_eq!(state.last_sync_downstream, 909);
+        // Split the same feed at odd places: same state.
+        let mut split = PartitionState::NEW;
+        let mut n = 0;
+        for (from, len) in [(0, 1), (1, 100), (101, 1), (102, 457), (559, 441)] {
+            n += apply_run(&mut split, 100, from, from, len).immediate;
+        }
+        assert_eq!(n, 10);
+        assert_eq!(split.last_sync_downstream, 909);
+        assert_eq!(split.previous_upstream, 999);
+    }
+
+    #[test]
+    fn zero_lag_fires_every_record() {
+        let mut state = PartitionState::NEW;
+        let syncs = apply_run(&mut state, 0, 5, 7, 4);
+        assert_eq!((syncs.immediate, syncs.last), (4, Some(3)));
+    }
+
+    #[test]
+    fn queue_keeps_latest_and_promotes_delayed() {
+        let mut q = OffsetSyncQueue::new(100);
+        q.on_batch("t", 0, &[(0, 0, 3)]);
+        assert_eq!((q.pending_len(), q.delayed_len()), (1, 1));
+        let now = q.take(false);
+        assert_eq!(
+            (now.len(), now[0].upstream_offset, now[0].downstream_offset),
+            (1, 0, 0)
+        );
+        let later = q.take(true);
+        assert_eq!(
+            (
+                later.len(),
+                later[0].upstream_offset,
+                later[0].downstream_offset
+            ),
+            (1, 2, 2)
+        );
+        assert!(q.take(true).is_empty());
+    }
+}
