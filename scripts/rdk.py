@@ -17,6 +17,11 @@ Commands:
   committed      --bootstrap B --group G --topic T --partitions 0,1
                  stdout: {"partition": offset or null}
   create-topic   --bootstrap B --topic T --partitions N [--config K=V ...]
+  produce-txn    --bootstrap B --topic T [--compression C] [--transactional-id ID]
+                 stdin: [{"commit": true|false, "records": [record as for produce]}]
+                 one transactional producer runs the transactions in order: begin, produce,
+                 flush, then commit or abort
+                 stdout: [[{"partition", "offset"}] per record] per transaction
 
 Every client sets allow.auto.create.topics=false: the test broker creates a topic for any
 metadata request that allows it.
@@ -114,6 +119,18 @@ def cmd_produce(args):
     producer = Producer(config)
     results = [None] * len(records)
     errors = []
+    produce_records(producer, args.topic, records, results, errors)
+    remaining = producer.flush(30)
+    if errors:
+        fail("delivery failed: " + "; ".join(errors))
+    if remaining:
+        fail(f"{remaining} record(s) not delivered within 30 s")
+    emit(results)
+
+
+def produce_records(producer, topic, records, results, errors):
+    """Produces RECORDS (dicts as produce reads them) in order; delivery reports fill RESULTS
+    and ERRORS."""
 
     def on_delivery(index):
         def callback(err, msg):
@@ -126,7 +143,7 @@ def cmd_produce(args):
 
     for index, record in enumerate(records):
         kwargs = {
-            "topic": args.topic,
+            "topic": topic,
             "partition": record.get("partition", -1),
             "key": unb64(record.get("key")),
             "value": unb64(record.get("value")),
@@ -145,12 +162,44 @@ def cmd_produce(args):
                 producer.poll(0.1)
         producer.poll(0)
 
-    remaining = producer.flush(30)
-    if errors:
-        fail("delivery failed: " + "; ".join(errors))
-    if remaining:
-        fail(f"{remaining} record(s) not delivered within 30 s")
-    emit(results)
+
+def cmd_produce_txn(args):
+    transactions = json.load(sys.stdin)
+    config = base_config(args)
+    config.update(
+        {
+            "linger.ms": 5,
+            "compression.type": args.compression,
+            "transactional.id": args.transactional_id or f"strait-rdk-{uuid.uuid4()}",
+        }
+    )
+    producer = Producer(config)
+    try:
+        producer.init_transactions(30)
+    except KafkaException as e:
+        fail(f"produce-txn: init_transactions: {e}")
+    output = []
+    for number, txn in enumerate(transactions):
+        records = txn.get("records") or []
+        results = [None] * len(records)
+        errors = []
+        try:
+            producer.begin_transaction()
+            produce_records(producer, args.topic, records, results, errors)
+            # Flushed before the outcome, so every record has its offset also when aborted.
+            remaining = producer.flush(30)
+            if remaining:
+                fail(f"produce-txn: transaction {number}: {remaining} record(s) not delivered")
+            if errors:
+                fail(f"produce-txn: transaction {number}: " + "; ".join(errors))
+            if txn.get("commit", True):
+                producer.commit_transaction(30)
+            else:
+                producer.abort_transaction(30)
+        except KafkaException as e:
+            fail(f"produce-txn: transaction {number}: {e}")
+        output.append(results)
+    emit(output)
 
 
 def cmd_consume(args):
@@ -318,6 +367,12 @@ def main():
     p = command("create-topic", cmd_create_topic)
     p.add_argument("--partitions", type=int, required=True)
     p.add_argument("--config", action="append", default=[], help="NAME=VALUE, repeatable")
+
+    p = command("produce-txn", cmd_produce_txn)
+    p.add_argument(
+        "--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"]
+    )
+    p.add_argument("--transactional-id", default=None)
 
     args = parser.parse_args()
     args.func(args)

@@ -1,4 +1,5 @@
-//! Two real brokers on loopback, started by `scripts/test-broker start` and stopped on drop.
+//! Two real brokers on loopback, started by `scripts/test-broker start` and stopped on drop;
+//! either can be stopped and started again (`stop-one`, `start-one`) to show outages.
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -17,7 +18,7 @@ pub struct Broker {
     pub name: String,
     /// `127.0.0.1:PORT`, for `bootstrap.servers`.
     pub bootstrap: String,
-    /// Process id of the broker.
+    /// Process id of the broker (of its latest start: stale while it is stopped).
     pub pid: u32,
     /// The broker's log file (stdout and stderr).
     pub log: PathBuf,
@@ -71,7 +72,49 @@ impl Broker {
     }
 }
 
-/// Two independent single-broker clusters, "source" and "target", each with in-memory storage.
+/// Where the brokers keep their data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Storage {
+    /// In RAM (fast); a broker stopped and started again comes back empty.
+    #[default]
+    Memory,
+    /// In a sqlite file in the broker's working directory: survives a restart, several times
+    /// slower. When it starts, the broker applies time retention (`retention.ms`, 7 days by
+    /// default) to the records' timestamps: records stamped older than that are gone after a
+    /// restart, so tests that restart must use recent timestamps (or set `retention.ms`).
+    Sqlite,
+}
+
+impl Storage {
+    fn as_arg(self) -> &'static str {
+        match self {
+            Storage::Memory => "memory",
+            Storage::Sqlite => "sqlite",
+        }
+    }
+}
+
+/// One of the two brokers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Which {
+    /// The cluster strait replicates from.
+    Source,
+    /// The cluster strait replicates to.
+    Target,
+}
+
+impl Which {
+    fn as_arg(self) -> &'static str {
+        match self {
+            Which::Source => "source",
+            Which::Target => "target",
+        }
+    }
+}
+
+/// Two independent single-broker clusters, "source" and "target", with in-memory storage
+/// ([`Clusters::start`]) or sqlite storage that survives a broker restart
+/// ([`Clusters::start_with`]).
 ///
 /// Dropping it stops both brokers and removes their directory. If the test is panicking, the
 /// directory is kept and the tails of both logs are printed. A watchdog started with the brokers
@@ -83,16 +126,26 @@ pub struct Clusters {
     /// The cluster strait replicates to.
     pub target: Broker,
     dir: PathBuf,
+    storage: Storage,
 }
 
 impl Clusters {
-    /// Starts both brokers and waits until each answers ApiVersions.
+    /// Starts both brokers with in-memory storage and waits until each answers ApiVersions.
     ///
     /// # Panics
     ///
     /// If the broker binary is not installed (run `scripts/test-broker install`), or if the
     /// brokers do not start; the message carries the script's output.
     pub fn start() -> Clusters {
+        Clusters::start_with(Storage::Memory)
+    }
+
+    /// Starts both brokers with `storage` and waits until each answers ApiVersions.
+    ///
+    /// # Panics
+    ///
+    /// As [`Clusters::start`].
+    pub fn start_with(storage: Storage) -> Clusters {
         let bin = env::broker_bin();
         if !bin.is_file() {
             panic!(
@@ -109,6 +162,8 @@ impl Clusters {
             .arg(&dir)
             .arg("--parent")
             .arg(std::process::id().to_string())
+            .arg("--storage")
+            .arg(storage.as_arg())
             .env("STRAIT_TEST_BROKER_BIN", &bin)
             .output()
             .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
@@ -122,12 +177,8 @@ impl Clusters {
             );
         }
         let env_file = dir.join("clusters.env");
-        let text = std::fs::read_to_string(&env_file)
-            .unwrap_or_else(|e| panic!("cannot read {}: {e}", env_file.display()));
-        let vars: HashMap<&str, &str> = text
-            .lines()
-            .filter_map(|line| line.split_once('='))
-            .collect();
+        let text = read_env_file(&env_file);
+        let vars = parse_env(&text);
         let broker = |name: &str, prefix: &str| {
             let get = |key: &str| {
                 vars.get(format!("{prefix}_{key}").as_str())
@@ -149,6 +200,111 @@ impl Clusters {
             source,
             target,
             dir,
+            storage,
+        }
+    }
+
+    /// Where the brokers keep their data.
+    pub fn storage(&self) -> Storage {
+        self.storage
+    }
+
+    /// One broker.
+    pub fn broker(&self, which: Which) -> &Broker {
+        match which {
+            Which::Source => &self.source,
+            Which::Target => &self.target,
+        }
+    }
+
+    /// Stops one broker (TERM, then KILL after 5 s) and returns once its process is gone.
+    /// Clients of it then see refused connections until [`Clusters::start_broker`]. Note that
+    /// nisshi goes on serving for up to 5 s after TERM while clients are connected, so this
+    /// takes that long; [`Clusters::kill_broker`] is immediate. It blocks: from async code, call
+    /// it inside `tokio::task::block_in_place` or `spawn_blocking`.
+    ///
+    /// # Panics
+    ///
+    /// If the script fails.
+    pub fn stop_broker(&mut self, which: Which) {
+        self.run_one("stop-one", which, &[]);
+    }
+
+    /// Kills one broker at once (SIGKILL: a crash, no graceful shutdown) and returns once its
+    /// process is gone. What it acknowledged stays in [`Storage::Sqlite`]. Blocks, as
+    /// [`Clusters::stop_broker`].
+    ///
+    /// # Panics
+    ///
+    /// If the script fails.
+    pub fn kill_broker(&mut self, which: Which) {
+        self.run_one("stop-one", which, &["--grace", "0"]);
+    }
+
+    /// Starts a broker stopped by [`Clusters::stop_broker`] again, on the same port with the same
+    /// storage (with [`Storage::Sqlite`] it has its data back; in memory it comes back empty),
+    /// and returns once it answers ApiVersions. Updates its [`Broker::pid`]. Blocks, as
+    /// [`Clusters::stop_broker`].
+    ///
+    /// # Panics
+    ///
+    /// If the broker is running, or does not come back; the message carries its log's tail.
+    pub fn start_broker(&mut self, which: Which) {
+        self.run_one("start-one", which, &[]);
+        self.reload_pid(which);
+    }
+
+    /// [`Clusters::stop_broker`], a wait of `down`, then [`Clusters::start_broker`] (a graceful
+    /// stop: see [`Clusters::kill_broker`] for a crash).
+    ///
+    /// # Panics
+    ///
+    /// As those.
+    pub fn restart_broker(&mut self, which: Which, down: Duration) {
+        let down = format!("{:.3}", down.as_secs_f64());
+        self.run_one("restart", which, &["--down-seconds", &down]);
+        self.reload_pid(which);
+    }
+
+    fn run_one(&self, command: &str, which: Which, extra: &[&str]) {
+        let script = env::scripts_dir().join("test-broker");
+        let output = Command::new("bash")
+            .arg(&script)
+            .arg(command)
+            .arg("--dir")
+            .arg(&self.dir)
+            .arg("--which")
+            .arg(which.as_arg())
+            .args(extra)
+            .env("STRAIT_TEST_BROKER_BIN", env::broker_bin())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+        if !output.status.success() {
+            panic!(
+                "{} {command} --which {} failed ({}):\n{}{}",
+                script.display(),
+                which.as_arg(),
+                output.status,
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+    }
+
+    fn reload_pid(&mut self, which: Which) {
+        let env_file = self.dir.join("clusters.env");
+        let text = read_env_file(&env_file);
+        let key = match which {
+            Which::Source => "SOURCE_PID",
+            Which::Target => "TARGET_PID",
+        };
+        let pid = parse_env(&text)
+            .get(key)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{} has no {key} after start-one", env_file.display()));
+        match which {
+            Which::Source => self.source.pid = pid,
+            Which::Target => self.target.pid = pid,
         }
     }
 
@@ -191,6 +347,17 @@ impl Drop for Clusters {
             eprintln!("strait-testkit: cannot remove {}: {e}", self.dir.display());
         }
     }
+}
+
+fn read_env_file(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+/// `KEY=VALUE` lines; a later line wins.
+fn parse_env(text: &str) -> HashMap<&str, &str> {
+    text.lines()
+        .filter_map(|line| line.split_once('='))
+        .collect()
 }
 
 /// A new, empty directory under the system temp dir, unique across processes and threads.

@@ -1,7 +1,9 @@
 //! Test fixtures for strait's integration tests.
 //!
 //! [`Clusters`] starts two independent real Kafka-protocol brokers ("source" and "target", nisshi
-//! on loopback, see `scripts/test-broker`) and stops them on drop. [`Rdk`] is a client that shares
+//! on loopback, see `scripts/test-broker`) and stops them on drop; with [`Storage::Sqlite`] either
+//! can be stopped and started again with its data ([`Clusters::stop_broker`],
+//! [`Clusters::start_broker`]). [`Rdk`] is a client that shares
 //! no code with strait (librdkafka through `scripts/rdk.py`), for writing test data at one end and
 //! reading it back at the other.
 //!
@@ -12,7 +14,9 @@ mod clusters;
 mod env;
 mod rdk;
 mod record;
+mod txn;
 
-pub use clusters::{Broker, Clusters};
+pub use clusters::{Broker, Clusters, Storage, Which};
 pub use rdk::{GroupMember, Rdk};
 pub use record::TestRecord;
+pub use txn::TxnBroker;

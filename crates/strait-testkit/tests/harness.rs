@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use strait_testkit::{Clusters, Rdk, TestRecord};
+use strait_testkit::{Clusters, Rdk, Storage, TestRecord, Which};
 
 /// Whether `pid` is a live process (a zombie counts as gone: nothing may reap a reparented
 /// broker).
@@ -103,4 +103,63 @@ fn group_offsets_commit_only_while_group_is_empty() {
         rdk.committed(bootstrap, "g2", "orders", &[0]).get(&0),
         Some(&1)
     );
+}
+
+#[test]
+fn a_sqlite_broker_restarts_on_its_port_with_its_data() {
+    let mut clusters = Clusters::start_with(Storage::Sqlite);
+    assert_eq!(clusters.storage(), Storage::Sqlite);
+    let rdk = Rdk::new();
+    let bootstrap = clusters.target.bootstrap.clone();
+    rdk.create_topic(&bootstrap, "kept", 1);
+    let records: Vec<TestRecord> = (0..5)
+        .map(|i| TestRecord::new(0, None, Some(format!("v{i}").as_bytes())))
+        .collect();
+    rdk.produce(&bootstrap, "kept", &records, "none");
+
+    let old_pid = clusters.target.pid;
+    clusters.stop_broker(Which::Target);
+    assert!(!running(old_pid), "target pid {old_pid} still running");
+    assert!(
+        clusters.target.check_api_versions().is_err(),
+        "a stopped broker must not answer"
+    );
+    // The other broker is untouched.
+    clusters.source.check_api_versions().unwrap();
+
+    clusters.start_broker(Which::Target);
+    assert_ne!(clusters.target.pid, old_pid);
+    assert!(running(clusters.target.pid));
+    assert_eq!(clusters.target.bootstrap, bootstrap, "same port");
+    clusters.target.check_api_versions().unwrap();
+    let got = rdk.consume(&bootstrap, "kept", 5, Duration::from_secs(30));
+    assert_eq!(got.len(), 5);
+    for (g, w) in got.iter().zip(&records) {
+        assert!(g.same_payload(w), "{g:?} vs {w:?}");
+    }
+
+    let before = clusters.source.pid;
+    clusters.restart_broker(Which::Source, Duration::from_millis(200));
+    assert!(!running(before));
+    clusters.source.check_api_versions().unwrap();
+
+    // A crash (SIGKILL) keeps what the broker acknowledged.
+    let before = clusters.target.pid;
+    clusters.kill_broker(Which::Target);
+    assert!(!running(before));
+    clusters.start_broker(Which::Target);
+    assert_eq!(
+        rdk.consume(&bootstrap, "kept", 5, Duration::from_secs(30))
+            .len(),
+        5
+    );
+
+    let pids = [clusters.source.pid, clusters.target.pid];
+    drop(clusters);
+    for pid in pids {
+        assert!(
+            !running(pid),
+            "restarted broker pid {pid} still running after drop"
+        );
+    }
 }

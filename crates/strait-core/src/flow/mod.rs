@@ -111,6 +111,15 @@ struct PartitionState {
     source_end: i64,
 }
 
+/// A planned change to a partition's map, applied after the round's writes are acknowledged.
+#[derive(Debug)]
+enum Step {
+    /// Source offsets `from..to` not mirrored (markers, aborted transactions).
+    Skip { from: i64, to: i64 },
+    /// `sends[send]` carries the source runs `(offset, count)`, in order.
+    Write { send: usize, runs: Vec<(i64, i64)> },
+}
+
 /// Tuning of a flow beyond its MM2 config.
 #[derive(Debug, Clone)]
 pub struct FlowOptions {
@@ -457,7 +466,7 @@ impl Flow {
             if self.needs_reset {
                 self.reset_after_failure().await?;
                 self.needs_reset = false;
-                tracing::info!(flow = %self.name(), "flow resumed");
+                tracing::info!(flow = %self.name(), "producer re-established; resuming from the offset map");
             }
             self.round().await
         }
@@ -509,10 +518,28 @@ impl Flow {
             ..FetchOptions::default()
         };
         let results = self.source.fetch(&positions, &options).await;
+        // Every partition failing the same way (the source unreachable) is an outage: let the
+        // caller log it and back off, rather than spin quietly.
+        let mut errors = results.values().filter_map(|r| r.as_ref().err());
+        if let Some(first) = errors.next() {
+            let all_failed = results.values().all(Result::is_err);
+            if all_failed
+                && matches!(
+                    first,
+                    strait_kafka::Error::Io { .. }
+                        | strait_kafka::Error::NoBootstrap { .. }
+                        | strait_kafka::Error::Timeout { .. }
+                )
+            {
+                return Err(FlowError::Kafka(first.clone()));
+            }
+        }
 
         // What to produce, and how each written batch maps back to source offsets.
         let mut sends: Vec<(TopicPartition, RawBatch)> = Vec::new();
-        let mut plans: Vec<(TopicPartition, Vec<(i64, i64)>)> = Vec::new();
+        // Per partition, in source order: what to record once the writes are acknowledged.
+        // Skips are recorded in the same order as the writes around them, never ahead of them.
+        let mut plans: Vec<(TopicPartition, Step)> = Vec::new();
         let mut caught_up = true;
         for (tp, result) in results {
             let data = match result {
@@ -571,16 +598,24 @@ impl Flow {
                             SkipReason::ControlBatch => self.stats.control_batches_skipped += 1,
                             SkipReason::Aborted => self.stats.aborted_batches_skipped += 1,
                         }
-                        let extent = self
-                            .map
-                            .record_skipped(&sp, from.max(state.position), to)
-                            .map_err(|e| FlowError::Map(e.to_string()))?;
-                        self.store.note(&sp, MapEntry::Extent(extent));
+                        plans.push((
+                            tp.clone(),
+                            Step::Skip {
+                                from: from.max(state.position),
+                                to,
+                            },
+                        ));
                         state.position = to;
                     }
                     Action::Forward(b) if !straddles => {
                         let n = i64::from(b.header.record_count);
-                        plans.push((tp.clone(), vec![(b.header.base_offset, n)]));
+                        plans.push((
+                            tp.clone(),
+                            Step::Write {
+                                send: sends.len(),
+                                runs: vec![(b.header.base_offset, n)],
+                            },
+                        ));
                         state.position = b.header.next_offset();
                         sends.push((state.remote.clone(), b));
                         self.stats.batches_forwarded += 1;
@@ -591,7 +626,13 @@ impl Flow {
                             Ok(Some(rebuilt)) => {
                                 let runs =
                                     rebuilt.runs.iter().map(|r| (r.src_offset, r.len)).collect();
-                                plans.push((tp.clone(), runs));
+                                plans.push((
+                                    tp.clone(),
+                                    Step::Write {
+                                        send: sends.len(),
+                                        runs,
+                                    },
+                                ));
                                 sends.push((state.remote.clone(), rebuilt.batch));
                                 self.stats.batches_rebuilt += 1;
                             }
@@ -612,37 +653,59 @@ impl Flow {
             }
         }
 
-        let acks = self.producer.send_all(sends.clone()).await;
+        let mut acks: Vec<Option<strait_kafka::Result<strait_kafka::produce::ProduceAck>>> = self
+            .producer
+            .send_all(sends.clone())
+            .await
+            .into_iter()
+            .map(Some)
+            .collect();
         let mut records = 0u64;
-        let mut failed = false;
-        for (((tp, runs), (_, batch)), ack) in plans.into_iter().zip(&sends).zip(acks) {
+        let mut failed: std::collections::BTreeSet<TopicPartition> = Default::default();
+        for (tp, step) in plans {
+            if failed.contains(&tp) {
+                // Everything after a failed write waits for the map-driven restart.
+                continue;
+            }
             let sp = source_partition(&tp);
-            match ack {
-                Ok(ack) if !failed => {
-                    let mut dst = ack.base_offset;
-                    let mut sync_runs = Vec::with_capacity(runs.len());
-                    for (src, n) in runs {
-                        let segment = self
-                            .map
-                            .record(&sp, src, dst, n)
-                            .map_err(|e| FlowError::Map(format!("{tp}: {e}")))?;
-                        self.store.note(&sp, MapEntry::Segment(segment));
-                        sync_runs.push((src, dst, n));
-                        dst += n;
-                    }
-                    if let Some(w) = &mut self.offset_syncs {
-                        w.on_batch(&tp.topic, tp.partition, &sync_runs);
-                    }
-                    records += ack.record_count as u64;
-                    self.stats.bytes += batch.bytes.len() as u64;
+            match step {
+                Step::Skip { from, to } => {
+                    let extent = self
+                        .map
+                        .record_skipped(&sp, from, to)
+                        .map_err(|e| FlowError::Map(format!("{tp}: {e}")))?;
+                    self.store.note(&sp, MapEntry::Extent(extent));
                 }
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(partition = %tp, error = %e, "produce failed; resuming from the offset map");
-                    failed = true;
-                }
+                Step::Write { send, runs } => match acks.get_mut(send).and_then(Option::take) {
+                    Some(Ok(ack)) => {
+                        let mut dst = ack.base_offset;
+                        let mut sync_runs = Vec::with_capacity(runs.len());
+                        for (src, n) in runs {
+                            let segment = self
+                                .map
+                                .record(&sp, src, dst, n)
+                                .map_err(|e| FlowError::Map(format!("{tp}: {e}")))?;
+                            self.store.note(&sp, MapEntry::Segment(segment));
+                            sync_runs.push((src, dst, n));
+                            dst += n;
+                        }
+                        if let Some(w) = &mut self.offset_syncs {
+                            w.on_batch(&tp.topic, tp.partition, &sync_runs);
+                        }
+                        records += ack.record_count as u64;
+                        self.stats.bytes += sends[send].1.bytes.len() as u64;
+                    }
+                    Some(Err(e)) => {
+                        tracing::warn!(partition = %tp, error = %e, "produce failed; resuming from the offset map");
+                        failed.insert(tp);
+                    }
+                    None => {
+                        failed.insert(tp);
+                    }
+                },
             }
         }
+        let failed = !failed.is_empty();
         self.stats.records += records;
         self.store.flush(&self.producer).await?;
         self.flush_offset_syncs(false).await?;
