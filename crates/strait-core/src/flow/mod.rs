@@ -391,7 +391,8 @@ impl Flow {
         }
         let unmatched = (target_end - dst).max(0);
         self.stats.recovered_records += matched as u64;
-        self.stats.duplicate_records += unmatched as u64;
+        // Duplicates are counted when the records are written again (a target gap in the map),
+        // not here: a run stopped before that would otherwise count them twice.
         if matched > 0 || unmatched > 0 {
             tracing::warn!(
                 partition = %tp,
@@ -678,6 +679,13 @@ impl Flow {
                 }
                 Step::Write { send, runs } => match acks.get_mut(send).and_then(Option::take) {
                     Some(Ok(ack)) => {
+                        // Target records between the map's end and this write are copies of
+                        // source records the map could not account for (an earlier run wrote
+                        // them and stopped before recording them).
+                        let mapped_end = self.map.partition(&sp).and_then(|m| m.dst_end());
+                        if let Some(end) = mapped_end.filter(|e| ack.base_offset > *e) {
+                            self.stats.duplicate_records += (ack.base_offset - end) as u64;
+                        }
                         let mut dst = ack.base_offset;
                         let mut sync_runs = Vec::with_capacity(runs.len());
                         for (src, n) in runs {
