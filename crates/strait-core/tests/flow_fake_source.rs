@@ -1,0 +1,583 @@
+//! A flow whose source is the scripted fake broker (one broker, Kafka's answers) and whose target
+//! is a real cluster: the fake serves source logs a real broker cannot be made to show on demand
+//! (aborted transactions with their fetch list, compacted batches with holes, a log start inside
+//! a batch), and the target shows what was really written.
+
+#![allow(unreachable_pub, dead_code, missing_docs)]
+
+#[path = "../../strait-kafka/tests/fake/mod.rs"]
+mod fake;
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::{
+    ApiKey, DescribeConfigsResponse, FetchResponse, ListOffsetsResponse, ProducerId,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use strait_core::config::{FlowConfig, StraitConfig};
+use strait_core::flow::{Flow, FlowOptions};
+use strait_kafka::{Client, ClientConfig};
+use strait_testkit::{Clusters, Rdk, TestRecord};
+use strait_wire::offset_map::{SourcePartition, Translation};
+
+use fake::{script, Action, Body, FakeCluster, Received};
+
+const TOPIC: &str = "t";
+const REMOTE: &str = "source.t";
+
+/// Fails the test instead of hanging it.
+async fn within<T>(fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(30), fut)
+        .await
+        .expect("test took more than 30 s")
+}
+
+/// The source partition `t-0` as the fake serves it.
+#[derive(Debug, Default)]
+struct SourceLog {
+    /// Encoded v2 batches, in offset order: (base offset, next offset, bytes).
+    batches: Vec<(i64, i64, Bytes)>,
+    log_start: i64,
+    /// High watermark; also the last stable offset (no open transaction).
+    end: i64,
+    /// Aborted transactions: (producer id, first offset).
+    aborted: Vec<(i64, i64)>,
+}
+
+impl SourceLog {
+    fn push(&mut self, batch: Bytes) {
+        let base = i64::from_be_bytes(batch[0..8].try_into().unwrap());
+        let last_delta = i32::from_be_bytes(batch[23..27].try_into().unwrap());
+        let next = base + i64::from(last_delta) + 1;
+        self.batches.push((base, next, batch));
+    }
+}
+
+type Shared = Arc<Mutex<SourceLog>>;
+
+/// Answers a Fetch as Kafka does: OFFSET_OUT_OF_RANGE outside `log_start..=end`, else every
+/// batch ending after the fetch offset (the first may start before it), up to the end; under
+/// read_committed, the aborted transactions starting within the returned range.
+fn fetch_answer(log: &SourceLog, req: &Received) -> Action {
+    let Body::Fetch(f) = &req.body else {
+        unreachable!()
+    };
+    let read_committed = f.isolation_level == 1;
+    let mut any_data = false;
+    let responses = f
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let offset = p.fetch_offset;
+                    let out = PartitionData::default().with_partition_index(p.partition);
+                    if offset < log.log_start || offset > log.end {
+                        return out
+                            .with_error_code(ResponseError::OffsetOutOfRange.code())
+                            .with_high_watermark(-1)
+                            .with_last_stable_offset(-1)
+                            .with_log_start_offset(-1);
+                    }
+                    let mut records = BytesMut::new();
+                    let mut upper = offset;
+                    for (_, next, bytes) in &log.batches {
+                        if *next > offset && *next <= log.end {
+                            records.extend_from_slice(bytes);
+                            upper = *next;
+                        }
+                    }
+                    any_data |= !records.is_empty();
+                    let aborted = read_committed.then(|| {
+                        log.aborted
+                            .iter()
+                            .filter(|(_, first)| *first < upper)
+                            .map(|(pid, first)| {
+                                AbortedTransaction::default()
+                                    .with_producer_id(ProducerId(*pid))
+                                    .with_first_offset(*first)
+                            })
+                            .collect()
+                    });
+                    out.with_high_watermark(log.end)
+                        .with_last_stable_offset(log.end)
+                        .with_log_start_offset(log.log_start)
+                        .with_aborted_transactions(aborted)
+                        .with_records(Some(records.freeze()))
+                })
+                .collect();
+            FetchableTopicResponse::default()
+                .with_topic(t.topic.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    let reply = req.reply(&FetchResponse::default().with_responses(responses));
+    if any_data {
+        reply
+    } else {
+        // Nothing to read: a broker waits (part of) max_wait before answering.
+        Action::After(Duration::from_millis(20), Box::new(reply))
+    }
+}
+
+fn list_offsets_answer(log: &SourceLog, req: &Received) -> Action {
+    let Body::ListOffsets(l) = &req.body else {
+        unreachable!()
+    };
+    let topics = l
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let offset = if p.timestamp == -2 {
+                        log.log_start
+                    } else {
+                        log.end
+                    };
+                    ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_offset(offset)
+                        .with_timestamp(-1)
+                        .with_leader_epoch(0)
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    req.reply(&ListOffsetsResponse::default().with_topics(topics))
+}
+
+/// DescribeConfigs of the topic: no config set on it.
+fn describe_configs_answer(req: &Received) -> Action {
+    req.reply(&DescribeConfigsResponse::default().with_results(
+        vec![DescribeConfigsResult::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_static_str(TOPIC))
+            .with_configs(vec![])],
+    ))
+}
+
+/// A one-broker fake source holding topic `t` with one partition, served from `log`.
+async fn fake_source(log: Shared) -> FakeCluster {
+    let fake = FakeCluster::start(
+        &[1],
+        script(move |_, req| {
+            let log = log.lock().unwrap();
+            match (&req.body, req.api) {
+                (Body::Fetch(_), _) => fetch_answer(&log, req),
+                (Body::ListOffsets(_), _) => list_offsets_answer(&log, req),
+                (_, ApiKey::DescribeConfigs) => describe_configs_answer(req),
+                _ => Action::Default,
+            }
+        }),
+    )
+    .await;
+    fake.spec()
+        .api_versions
+        .push((ApiKey::DescribeConfigs, 0, 4));
+    fake.set_topic(TOPIC, &[1]);
+    fake
+}
+
+async fn client(bootstrap: &str) -> Client {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let mut config = ClientConfig::new([bootstrap]);
+    config.operation_timeout = Duration::from_secs(10);
+    Client::connect(config).await.expect("connect")
+}
+
+fn flow_config(source: &str, target: &str) -> FlowConfig {
+    let text = format!(
+        "clusters = source, target\n\
+         source.bootstrap.servers = {source}\n\
+         target.bootstrap.servers = {target}\n\
+         source->target.enabled = true\n\
+         replication.factor = 1\n\
+         checkpoints.topic.replication.factor = 1\n\
+         offset-syncs.topic.replication.factor = 1\n\
+         heartbeats.topic.replication.factor = 1\n\
+         emit.offset-syncs.enabled = false\n"
+    );
+    let config = StraitConfig::parse(&text, "test.properties").expect("valid config");
+    config
+        .flows
+        .into_iter()
+        .find(|f| f.source.as_str() == "source")
+        .expect("source->target flow")
+}
+
+async fn start_flow(fake: &FakeCluster, clusters: &Clusters) -> Flow {
+    let options = FlowOptions {
+        fetch_max_wait: Duration::from_millis(50),
+        ..FlowOptions::default()
+    };
+    let source = fake.addr(1);
+    Flow::start(
+        flow_config(&source, &clusters.target.bootstrap),
+        options,
+        client(&source).await,
+        client(&clusters.target.bootstrap).await,
+    )
+    .await
+    .expect("flow starts")
+}
+
+/// A record as the fake's batches carry it and as the target should return it.
+#[derive(Debug, Clone)]
+struct Rec {
+    offset: i64,
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+    headers: Vec<(String, Option<Vec<u8>>)>,
+    timestamp: i64,
+}
+
+impl Rec {
+    fn plain(offset: i64) -> Self {
+        Self {
+            offset,
+            key: Some(format!("k{offset}").into_bytes()),
+            value: Some(format!("v{offset}").into_bytes()),
+            headers: Vec::new(),
+            timestamp: 1_720_000_000_000 + offset,
+        }
+    }
+
+    fn test_record(&self) -> TestRecord {
+        let mut r = TestRecord::new(0, self.key.as_deref(), self.value.as_deref())
+            .with_timestamp(self.timestamp);
+        for (k, v) in &self.headers {
+            r = r.with_header(k, v.as_deref());
+        }
+        r
+    }
+}
+
+/// How a batch is written by its producer.
+#[derive(Debug, Clone, Copy)]
+struct Producer {
+    id: i64,
+    transactional: bool,
+}
+
+const PLAIN: Producer = Producer {
+    id: -1,
+    transactional: false,
+};
+
+/// One v2 batch of `records` (their offsets may have holes: a compacted batch).
+fn batch(records: &[Rec], producer: Producer, compression: Compression) -> Bytes {
+    let base = records[0].offset;
+    let records: Vec<Record> = records
+        .iter()
+        .map(|r| Record {
+            transactional: producer.transactional,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: producer.id,
+            producer_epoch: if producer.id < 0 { -1 } else { 0 },
+            timestamp_type: TimestampType::Creation,
+            offset: r.offset,
+            // offset - sequence constant, or the encoder starts a new batch.
+            sequence: (r.offset - base) as i32,
+            timestamp: r.timestamp,
+            key: r.key.clone().map(Bytes::from),
+            value: r.value.clone().map(Bytes::from),
+            headers: r
+                .headers
+                .iter()
+                .map(|(k, v)| (StrBytes::from_string(k.clone()), v.clone().map(Bytes::from)))
+                .collect(),
+        })
+        .collect();
+    encode(&records, compression)
+}
+
+/// A transaction marker of `producer` at `offset`: kind 0 abort, 1 commit.
+fn marker(offset: i64, producer: i64, kind: i16) -> Bytes {
+    let mut key = vec![0u8, 0];
+    key.extend_from_slice(&kind.to_be_bytes());
+    let mut value = vec![0u8, 0];
+    value.extend_from_slice(&0i32.to_be_bytes());
+    let record = Record {
+        transactional: true,
+        control: true,
+        delete_horizon: false,
+        partition_leader_epoch: 0,
+        producer_id: producer,
+        producer_epoch: 0,
+        timestamp_type: TimestampType::Creation,
+        offset,
+        sequence: -1,
+        timestamp: 1_720_000_000_000 + offset,
+        key: Some(Bytes::from(key)),
+        value: Some(Bytes::from(value)),
+        headers: Default::default(),
+    };
+    encode(&[record], Compression::None)
+}
+
+fn encode(records: &[Record], compression: Compression) -> Bytes {
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression,
+        },
+    )
+    .expect("encode batch");
+    let bytes = buf.freeze();
+    assert_eq!(
+        strait_wire::BatchScanner::new(bytes.clone()).count(),
+        1,
+        "one batch"
+    );
+    bytes
+}
+
+/// Reads the remote topic and checks it holds exactly `expected`, in order, with the same
+/// keys, values, headers and timestamps.
+fn assert_target_holds(rdk: &Rdk, clusters: &Clusters, expected: &[Rec]) {
+    let got = rdk.consume(
+        &clusters.target.bootstrap,
+        REMOTE,
+        expected.len(),
+        Duration::from_secs(20),
+    );
+    assert_eq!(got.len(), expected.len(), "record count: {got:?}");
+    for (i, (want, have)) in expected.iter().zip(&got).enumerate() {
+        let want = want.test_record();
+        assert_eq!(have.offset, Some(i as i64), "target offsets are dense");
+        assert!(want.same_payload(have), "record {i}: {want:?} vs {have:?}");
+        assert_eq!(
+            want.timestamp_ms, have.timestamp_ms,
+            "record {i}: timestamp"
+        );
+    }
+}
+
+fn assert_exact(flow: &Flow, cases: &[(i64, i64)]) {
+    let sp = SourcePartition::new(TOPIC, 0);
+    for &(source, target) in cases {
+        assert_eq!(
+            flow.map().translate(&sp, source),
+            Translation::Exact { target },
+            "source offset {source}"
+        );
+    }
+}
+
+/// Aborted transaction batches are recognised from the fetch response's aborted list, not
+/// mirrored, and neither are the markers; the map sends every skipped position to the next
+/// mirrored record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aborted_transactions_are_skipped_using_the_fetch_aborted_list() {
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let recs: Vec<Rec> = (0..10).map(Rec::plain).collect();
+    let aborted = Producer {
+        id: 7,
+        transactional: true,
+    };
+    let committed = Producer {
+        id: 8,
+        transactional: true,
+    };
+    let log: Shared = Arc::default();
+    {
+        let mut l = log.lock().unwrap();
+        l.push(batch(&recs[0..3], aborted, Compression::None));
+        l.push(batch(&recs[3..5], committed, Compression::None));
+        l.push(marker(5, 7, 0));
+        l.push(marker(6, 8, 1));
+        l.push(batch(&recs[7..10], PLAIN, Compression::None));
+        l.end = 10;
+        l.aborted = vec![(7, 0)];
+    }
+    let fake = fake_source(Arc::clone(&log)).await;
+    let mut flow = within(start_flow(&fake, &clusters)).await;
+    within(flow.run_until_caught_up()).await.unwrap();
+
+    let stats = flow.stats();
+    assert_eq!(stats.records, 5, "{stats:?}");
+    assert_eq!(stats.aborted_batches_skipped, 1, "{stats:?}");
+    assert_eq!(stats.control_batches_skipped, 2, "{stats:?}");
+    assert_eq!(stats.batches_forwarded, 2, "{stats:?}");
+    assert_eq!(stats.batches_rebuilt, 0, "{stats:?}");
+    assert_eq!(stats.lost_records, 0, "{stats:?}");
+    // The flow fetched read_committed.
+    assert!(fake.requests(ApiKey::Fetch).iter().all(|r| matches!(
+        &r.body,
+        Body::Fetch(f) if f.isolation_level == 1
+    )));
+    let expected: Vec<Rec> = [3, 4, 7, 8, 9]
+        .iter()
+        .map(|&o| recs[o as usize].clone())
+        .collect();
+    assert_target_holds(&rdk, &clusters, &expected);
+    assert_exact(
+        &flow,
+        &[
+            (0, 0),
+            (1, 0),
+            (3, 0),
+            (4, 1),
+            (5, 2),
+            (6, 2),
+            (7, 2),
+            (9, 4),
+            (10, 5),
+        ],
+    );
+}
+
+/// A compacted batch (offsets 10, 11, 14, 17: holes, lastOffsetDelta 7, 4 records, gzip) is
+/// rebuilt dense; its records arrive identical and the map is exact for survivors and holes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compacted_batch_with_holes_is_rebuilt_and_the_map_stays_exact() {
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let mut survivors: Vec<Rec> = [10, 11, 14, 17, 18, 19].map(Rec::plain).to_vec();
+    // Headers with order, repeats-free names, a null value; a null key and a tombstone.
+    survivors[0].headers = vec![("a".into(), Some(b"1".to_vec())), ("b".into(), None)];
+    survivors[1].key = None;
+    survivors[2].value = None;
+    survivors[3].headers = vec![("z".into(), Some(Vec::new()))];
+    survivors[4].headers = vec![("h".into(), Some(b"x".to_vec()))];
+    let log: Shared = Arc::default();
+    {
+        let mut l = log.lock().unwrap();
+        l.push(batch(&survivors[..4], PLAIN, Compression::Gzip));
+        l.push(batch(&survivors[4..], PLAIN, Compression::None));
+        l.log_start = 10;
+        l.end = 20;
+        let (base, next, bytes) = &l.batches[0];
+        let count = i32::from_be_bytes(bytes[57..61].try_into().unwrap());
+        assert_eq!((*base, *next, count), (10, 18, 4), "a batch with holes");
+    }
+    let fake = fake_source(Arc::clone(&log)).await;
+    let mut flow = within(start_flow(&fake, &clusters)).await;
+    within(flow.run_until_caught_up()).await.unwrap();
+
+    let stats = flow.stats();
+    assert_eq!(stats.records, 6, "{stats:?}");
+    assert_eq!(stats.batches_rebuilt, 1, "{stats:?}");
+    assert_eq!(stats.batches_forwarded, 1, "{stats:?}");
+    assert_eq!(stats.lost_records, 0, "{stats:?}");
+    assert_target_holds(&rdk, &clusters, &survivors);
+    assert_exact(
+        &flow,
+        &[
+            (10, 0),
+            (11, 1),
+            (12, 2),
+            (13, 2),
+            (14, 2),
+            (15, 3),
+            (16, 3),
+            (17, 3),
+            (18, 4),
+            (19, 5),
+            (20, 6),
+        ],
+    );
+}
+
+/// The source's log start moves into the middle of a batch not mirrored yet: the fetch below it
+/// is OFFSET_OUT_OF_RANGE, the flow records `5..8` as lost, and the batch served from 8 (still
+/// starting at 5, as Kafka serves it) is rebuilt keeping only 8..13.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_cut_by_the_log_start_is_rebuilt_from_the_position() {
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let recs: Vec<Rec> = (0..13).map(Rec::plain).collect();
+    let log: Shared = Arc::default();
+    {
+        let mut l = log.lock().unwrap();
+        l.push(batch(&recs[0..5], PLAIN, Compression::None));
+        l.end = 5;
+    }
+    let fake = fake_source(Arc::clone(&log)).await;
+    let mut flow = within(start_flow(&fake, &clusters)).await;
+    within(flow.run_until_caught_up()).await.unwrap();
+    assert_eq!(flow.stats().records, 5, "{:?}", flow.stats());
+
+    // Records 5..13 arrive in one batch, and the log start moves to 8 before the flow reads it.
+    {
+        let mut l = log.lock().unwrap();
+        l.batches.clear();
+        l.push(batch(&recs[5..13], PLAIN, Compression::Lz4));
+        l.log_start = 8;
+        l.end = 13;
+    }
+    within(flow.run_until_caught_up()).await.unwrap();
+
+    // The flow asked for 5, was told it is out of range, and went on from the log start.
+    let fetched: Vec<i64> = fake
+        .requests(ApiKey::Fetch)
+        .iter()
+        .filter_map(|r| match &r.body {
+            Body::Fetch(f) => Some(f.topics[0].partitions[0].fetch_offset),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        fetched.windows(2).any(|w| w == [5, 8]),
+        "fetch offsets: {fetched:?}"
+    );
+    let stats = flow.stats();
+    assert_eq!(stats.records, 10, "{stats:?}");
+    assert_eq!(stats.lost_records, 3, "{stats:?}");
+    assert_eq!(stats.batches_rebuilt, 1, "{stats:?}");
+    assert_eq!(stats.batches_forwarded, 1, "{stats:?}");
+    let mut expected = recs[0..5].to_vec();
+    expected.extend_from_slice(&recs[8..13]);
+    assert_target_holds(&rdk, &clusters, &expected);
+
+    let sp = SourcePartition::new(TOPIC, 0);
+    let pm = flow.map().partition(&sp).expect("mapped");
+    let lost: Vec<(i64, i64)> = pm
+        .lost_ranges()
+        .iter()
+        .map(|r| (r.src_from, r.src_to))
+        .collect();
+    assert_eq!(lost, [(5, 8)]);
+    assert_exact(&flow, &[(0, 0), (4, 4), (8, 5), (12, 9), (13, 10)]);
+    for p in 5..8 {
+        assert_eq!(
+            flow.map().translate(&sp, p),
+            Translation::InLostRange {
+                target: 5,
+                lost: 8 - p
+            },
+            "source offset {p}"
+        );
+    }
+}
