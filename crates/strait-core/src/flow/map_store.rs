@@ -6,11 +6,7 @@
 //! it made or grew, the flow notes it here, and a flush writes the newest entry per key.
 //! Compaction keeps the newest record per key, so the topic holds one record per segment.
 
-use bytes::{Bytes, BytesMut};
 use indexmap::IndexMap;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 use strait_kafka::admin::NewTopic;
 use strait_kafka::produce::RawProducer;
 use strait_kafka::{Client, TopicPartition};
@@ -175,50 +171,12 @@ impl MapStore {
 }
 
 fn encode(records: &[MapRecord]) -> Result<strait_wire::RawBatch, FlowError> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0);
-    let mut out = Vec::with_capacity(records.len());
-    for (i, r) in records.iter().enumerate() {
+    let mut kvs = Vec::with_capacity(records.len());
+    for r in records {
         let key = r
             .encode_key()
             .map_err(|e| FlowError::Map(format!("cannot encode map key: {e}")))?;
-        out.push(Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // kafka-protocol's encoder starts a new batch whenever offset - sequence changes;
-            // one batch it must be (the rewrite sets our real sequence).
-            sequence: i as i32,
-            timestamp: now,
-            key: Some(Bytes::from(key)),
-            value: Some(Bytes::from(r.encode_value())),
-            headers: Default::default(),
-            delete_horizon: false,
-        });
+        kvs.push((key, r.encode_value()));
     }
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, out.iter(), &options)
-        .map_err(|e| FlowError::Map(format!("cannot encode map batch: {e}")))?;
-    let mut batches = BatchScanner::new(buf.freeze());
-    let batch = batches
-        .next()
-        .ok_or_else(|| FlowError::Map("encoded map batch is empty".into()))?
-        .map_err(|e| FlowError::Map(format!("encoded map batch: {e}")))?;
-    if batch.header.record_count as usize != records.len() || batches.next().is_some() {
-        return Err(FlowError::Map(format!(
-            "encoded {} map records into more than one batch",
-            records.len()
-        )));
-    }
-    Ok(batch)
+    super::batch::key_value_batch("offset-map records", kvs)
 }

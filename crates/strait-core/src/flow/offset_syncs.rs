@@ -55,16 +55,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use indexmap::IndexMap;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 use strait_kafka::admin::NewTopic;
 use strait_kafka::produce::{ProducerConfig, RawProducer};
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::mm2::OffsetSync;
-use strait_wire::BatchScanner;
 
 use super::FlowError;
 
@@ -379,52 +374,14 @@ impl OffsetSyncWriter {
 
 /// Encodes syncs as one uncompressed batch, timestamped now (MM2's producer stamps its sends).
 fn encode(syncs: &[OffsetSync]) -> Result<strait_wire::RawBatch, FlowError> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0);
-    let mut records = Vec::with_capacity(syncs.len());
-    for (i, sync) in syncs.iter().enumerate() {
+    let mut kvs = Vec::with_capacity(syncs.len());
+    for sync in syncs {
         let key = sync
             .encode_key()
             .map_err(|e| FlowError::Map(format!("cannot encode offset sync {sync:?}: {e}")))?;
-        records.push(Record {
-            transactional: false,
-            control: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // kafka-protocol's encoder starts a new batch whenever offset - sequence changes;
-            // one batch it must be (the producer sets the real sequence).
-            sequence: i as i32,
-            timestamp: now,
-            key: Some(Bytes::from(key)),
-            value: Some(Bytes::from(sync.encode_value())),
-            headers: Default::default(),
-            delete_horizon: false,
-        });
+        kvs.push((key, sync.encode_value()));
     }
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, records.iter(), &options)
-        .map_err(|e| FlowError::Map(format!("cannot encode offset syncs: {e}")))?;
-    let mut batches = BatchScanner::new(buf.freeze());
-    let batch = batches
-        .next()
-        .ok_or_else(|| FlowError::Map("encoded offset-sync batch is empty".into()))?
-        .map_err(|e| FlowError::Map(format!("encoded offset-sync batch: {e}")))?;
-    if batch.header.record_count as usize != syncs.len() || batches.next().is_some() {
-        return Err(FlowError::Map(format!(
-            "encoded {} offset syncs into more than one batch",
-            syncs.len()
-        )));
-    }
-    Ok(batch)
+    super::batch::key_value_batch("offset syncs", kvs)
 }
 
 #[cfg(test)]
