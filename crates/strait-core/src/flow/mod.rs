@@ -128,6 +128,8 @@ pub struct FlowOptions {
     pub fetch_max_wait: Duration,
     /// Bytes asked per partition per fetch.
     pub partition_max_bytes: i32,
+    /// The target producer's settings (`T.producer.delivery.timeout.ms`, `request.timeout.ms`).
+    pub producer: ProducerConfig,
 }
 
 impl Default for FlowOptions {
@@ -135,6 +137,7 @@ impl Default for FlowOptions {
         Self {
             fetch_max_wait: Duration::from_millis(500),
             partition_max_bytes: 1024 * 1024,
+            producer: ProducerConfig::default(),
         }
     }
 }
@@ -174,7 +177,15 @@ impl Flow {
         source: Client,
         target: Client,
     ) -> Result<Self, FlowError> {
-        let producer = RawProducer::new(target.clone(), ProducerConfig::default()).await?;
+        if config.use_defaults_from == crate::config::UseDefaultsFrom::Source {
+            tracing::warn!(
+                flow = %config.name(),
+                "use.defaults.from=source is not supported yet: topic config sync behaves as \
+                 use.defaults.from=target (keys at their default on the source are removed on \
+                 the target, so the target's defaults apply)"
+            );
+        }
+        let producer = RawProducer::new(target.clone(), options.producer.clone()).await?;
         let (store, map) = MapStore::open(
             &target,
             config.source_alias.as_str(),
@@ -744,7 +755,8 @@ impl Flow {
     /// After a produce failure the producer's sequences have a hole: start a new producer and
     /// put every partition back where its map ends, matching what the target already holds.
     async fn reset_after_failure(&mut self) -> Result<(), FlowError> {
-        self.producer = RawProducer::new(self.target.clone(), ProducerConfig::default()).await?;
+        self.producer =
+            RawProducer::new(self.target.clone(), self.options.producer.clone()).await?;
         let parts: Vec<(TopicPartition, TopicPartition)> = self
             .partitions
             .iter()
