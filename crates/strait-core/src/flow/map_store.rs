@@ -7,7 +7,6 @@
 //! Compaction keeps the newest record per key, so the topic holds one record per segment.
 
 use indexmap::IndexMap;
-use strait_kafka::admin::NewTopic;
 use strait_kafka::produce::RawProducer;
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::offset_map::{MapEntry, MapKey, MapLoader, MapRecord, OffsetMap, SourcePartition};
@@ -39,22 +38,7 @@ impl MapStore {
         replication_factor: i16,
     ) -> Result<(Self, OffsetMap), FlowError> {
         let topic = Self::topic_name(source_alias);
-        if !target.metadata().await?.topics.contains_key(&topic) {
-            let created = target
-                .create_topic(
-                    NewTopic::new(&topic, 1)
-                        .replication_factor(replication_factor)
-                        .config("cleanup.policy", "compact"),
-                )
-                .await;
-            match created {
-                Ok(()) => tracing::info!(topic = %topic, "created the offset-map topic"),
-                Err(e)
-                    if e.code()
-                        == Some(kafka_protocol::error::ResponseError::TopicAlreadyExists) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        super::topics::ensure_compacted_topic(target, &topic, replication_factor).await?;
         let map = Self::load(target, &topic).await?;
         let store = Self {
             topic,

@@ -56,7 +56,6 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use indexmap::IndexMap;
-use strait_kafka::admin::NewTopic;
 use strait_kafka::produce::{ProducerConfig, RawProducer};
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::mm2::OffsetSync;
@@ -296,22 +295,7 @@ impl OffsetSyncWriter {
         replication_factor: i16,
         offset_lag_max: u64,
     ) -> Result<Self, FlowError> {
-        if !client.metadata().await?.topics.contains_key(&topic) {
-            let created = client
-                .create_topic(
-                    NewTopic::new(&topic, 1)
-                        .replication_factor(replication_factor)
-                        .config("cleanup.policy", "compact"),
-                )
-                .await;
-            match created {
-                Ok(()) => tracing::info!(topic = %topic, "created the offset-syncs topic"),
-                Err(e)
-                    if e.code()
-                        == Some(kafka_protocol::error::ResponseError::TopicAlreadyExists) => {}
-                Err(source) => return Err(FlowError::Topic { topic, source }),
-            }
-        }
+        super::topics::ensure_compacted_topic(&client, &topic, replication_factor).await?;
         let producer = RawProducer::new(client.clone(), ProducerConfig::default()).await?;
         Ok(Self {
             client,

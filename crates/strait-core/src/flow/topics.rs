@@ -161,3 +161,35 @@ pub async fn sync_configs(
     }
     Ok(changed)
 }
+
+/// Creates one of strait's single-partition compacted topics (the offset map, MM2's
+/// offset-syncs; MM2's `createSinglePartitionCompactedTopic`) unless it exists.
+pub async fn ensure_compacted_topic(
+    client: &Client,
+    topic: &str,
+    replication_factor: i16,
+) -> Result<(), FlowError> {
+    if client.metadata().await?.topics.contains_key(topic) {
+        return Ok(());
+    }
+    let created = client
+        .create_topic(
+            NewTopic::new(topic, 1)
+                .replication_factor(replication_factor)
+                .config("cleanup.policy", "compact"),
+        )
+        .await;
+    match created {
+        Ok(()) => {
+            tracing::info!(topic = %topic, "created internal topic");
+            Ok(())
+        }
+        Err(e) if e.code() == Some(kafka_protocol::error::ResponseError::TopicAlreadyExists) => {
+            Ok(())
+        }
+        Err(source) => Err(FlowError::Topic {
+            topic: topic.to_owned(),
+            source,
+        }),
+    }
+}
