@@ -2,59 +2,24 @@
 //! order, the map exact, a restart resumes without duplicates, a crash's unrecorded tail is
 //! matched instead of written twice, and records deleted before mirroring are recorded as lost.
 
+mod common;
+
+use common::client;
 use std::time::Duration;
 
-use strait_core::config::StraitConfig;
-use strait_core::flow::{Flow, FlowOptions};
+use strait_core::flow::Flow;
 use strait_kafka::admin::{IsolationLevel, NewTopic, OffsetSpec};
-use strait_kafka::{Client, ClientConfig, TopicPartition};
+use strait_kafka::TopicPartition;
 use strait_testkit::{Clusters, Rdk, TestRecord};
 use strait_wire::offset_map::{SourcePartition, Translation};
 
-async fn client(bootstrap: &str) -> Client {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-    let mut config = ClientConfig::new([bootstrap]);
-    config.operation_timeout = Duration::from_secs(20);
-    Client::connect(config).await.expect("connect")
-}
-
-fn flow_config(clusters: &Clusters, extra: &str) -> strait_core::config::FlowConfig {
-    let text = format!(
-        "clusters = source, target\n\
-         source.bootstrap.servers = {}\n\
-         target.bootstrap.servers = {}\n\
-         source->target.enabled = true\n\
-         replication.factor = 1\n\
-         checkpoints.topic.replication.factor = 1\n\
-         offset-syncs.topic.replication.factor = 1\n\
-         heartbeats.topic.replication.factor = 1\n\
-         {extra}\n",
-        clusters.source.bootstrap, clusters.target.bootstrap
-    );
-    let config = StraitConfig::parse(&text, "test.properties").expect("valid config");
-    config
-        .flows
-        .into_iter()
-        .find(|f| f.source.as_str() == "source")
-        .expect("source->target flow")
-}
-
 async fn start(clusters: &Clusters, extra: &str) -> Flow {
-    let options = FlowOptions {
-        fetch_max_wait: Duration::from_millis(50),
-        ..FlowOptions::default()
-    };
-    Flow::start(
-        flow_config(clusters, extra),
-        options,
-        client(&clusters.source.bootstrap).await,
-        client(&clusters.target.bootstrap).await,
+    common::start_flow(
+        &clusters.source.bootstrap,
+        &clusters.target.bootstrap,
+        extra,
     )
     .await
-    .expect("flow starts")
 }
 
 fn records(partitions: i32, n: usize, tag: &str) -> Vec<TestRecord> {

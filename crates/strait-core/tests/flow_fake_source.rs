@@ -5,6 +5,7 @@
 
 #![allow(unreachable_pub, dead_code, missing_docs)]
 
+mod common;
 #[path = "../../strait-kafka/tests/fake/mod.rs"]
 mod fake;
 
@@ -28,9 +29,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
-use strait_core::config::{FlowConfig, StraitConfig};
-use strait_core::flow::{Flow, FlowOptions};
-use strait_kafka::{Client, ClientConfig};
+use strait_core::flow::Flow;
 use strait_testkit::{Clusters, Rdk, TestRecord};
 use strait_wire::offset_map::{SourcePartition, Translation};
 
@@ -200,50 +199,14 @@ async fn fake_source(log: Shared) -> FakeCluster {
     fake
 }
 
-async fn client(bootstrap: &str) -> Client {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-    let mut config = ClientConfig::new([bootstrap]);
-    config.operation_timeout = Duration::from_secs(10);
-    Client::connect(config).await.expect("connect")
-}
-
-fn flow_config(source: &str, target: &str) -> FlowConfig {
-    let text = format!(
-        "clusters = source, target\n\
-         source.bootstrap.servers = {source}\n\
-         target.bootstrap.servers = {target}\n\
-         source->target.enabled = true\n\
-         replication.factor = 1\n\
-         checkpoints.topic.replication.factor = 1\n\
-         offset-syncs.topic.replication.factor = 1\n\
-         heartbeats.topic.replication.factor = 1\n\
-         emit.offset-syncs.enabled = false\n"
-    );
-    let config = StraitConfig::parse(&text, "test.properties").expect("valid config");
-    config
-        .flows
-        .into_iter()
-        .find(|f| f.source.as_str() == "source")
-        .expect("source->target flow")
-}
-
 async fn start_flow(fake: &FakeCluster, clusters: &Clusters) -> Flow {
-    let options = FlowOptions {
-        fetch_max_wait: Duration::from_millis(50),
-        ..FlowOptions::default()
-    };
-    let source = fake.addr(1);
-    Flow::start(
-        flow_config(&source, &clusters.target.bootstrap),
-        options,
-        client(&source).await,
-        client(&clusters.target.bootstrap).await,
+    // The fake answers no offset-syncs traffic: keep MM2's offset-syncs topic off the source.
+    common::start_flow(
+        &fake.addr(1),
+        &clusters.target.bootstrap,
+        "emit.offset-syncs.enabled = false",
     )
     .await
-    .expect("flow starts")
 }
 
 /// A record as the fake's batches carry it and as the target should return it.

@@ -6,63 +6,25 @@
 //! tansu build of `scripts/txn-broker` (`strait_testkit::TxnBroker`); the target is the nisshi
 //! target of `strait_testkit::Clusters` (its source is not used).
 
+mod common;
+
+use common::client;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use strait_core::config::StraitConfig;
-use strait_core::flow::{Flow, FlowOptions};
+use strait_core::flow::Flow;
 use strait_kafka::admin::{IsolationLevel, OffsetSpec};
 use strait_kafka::fetch::{FetchOptions, FetchPosition};
-use strait_kafka::{Client, ClientConfig, TopicPartition};
+use strait_kafka::{Client, TopicPartition};
 use strait_testkit::{Clusters, Rdk, TestRecord, TxnBroker};
 use strait_wire::offset_map::{SourcePartition, Translation};
 
 /// How long mirroring may take before a test gives up.
 const MIRROR_TIMEOUT: Duration = Duration::from_secs(30);
 
-async fn client(bootstrap: &str) -> Client {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-    let mut config = ClientConfig::new([bootstrap]);
-    config.operation_timeout = Duration::from_secs(20);
-    Client::connect(config).await.expect("connect")
-}
-
-/// The `source->target` flow, with the tansu broker as source.
-fn flow_config(source: &str, target: &str) -> strait_core::config::FlowConfig {
-    let text = format!(
-        "clusters = source, target\n\
-         source.bootstrap.servers = {source}\n\
-         target.bootstrap.servers = {target}\n\
-         source->target.enabled = true\n\
-         replication.factor = 1\n\
-         checkpoints.topic.replication.factor = 1\n\
-         offset-syncs.topic.replication.factor = 1\n\
-         heartbeats.topic.replication.factor = 1\n"
-    );
-    let config = StraitConfig::parse(&text, "test.properties").expect("valid config");
-    config
-        .flows
-        .into_iter()
-        .find(|f| f.source.as_str() == "source")
-        .expect("source->target flow")
-}
-
+/// The `source->target` flow with the tansu broker as source.
 async fn start(source: &TxnBroker, clusters: &Clusters) -> Flow {
-    let options = FlowOptions {
-        fetch_max_wait: Duration::from_millis(50),
-        ..FlowOptions::default()
-    };
-    Flow::start(
-        flow_config(&source.bootstrap, &clusters.target.bootstrap),
-        options,
-        client(&source.bootstrap).await,
-        client(&clusters.target.bootstrap).await,
-    )
-    .await
-    .expect("flow starts")
+    common::start_flow(&source.bootstrap, &clusters.target.bootstrap, "").await
 }
 
 /// Mirrors with `run_until_caught_up`, then runs more rounds until `expected` records were

@@ -6,8 +6,7 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use crate::env;
 
@@ -153,7 +152,7 @@ impl Clusters {
                 bin.display()
             );
         }
-        let dir = unique_dir();
+        let dir = env::unique_dir("strait-test");
         let script = env::scripts_dir().join("test-broker");
         let output = Command::new("bash")
             .arg(&script)
@@ -316,23 +315,7 @@ impl Clusters {
 
 impl Drop for Clusters {
     fn drop(&mut self) {
-        let script = env::scripts_dir().join("test-broker");
-        match Command::new("bash")
-            .arg(&script)
-            .arg("stop")
-            .arg("--dir")
-            .arg(&self.dir)
-            .output()
-        {
-            Ok(output) if output.status.success() => {}
-            Ok(output) => eprintln!(
-                "strait-testkit: {} stop failed ({}): {}",
-                script.display(),
-                output.status,
-                String::from_utf8_lossy(&output.stderr)
-            ),
-            Err(e) => eprintln!("strait-testkit: cannot run {}: {e}", script.display()),
-        }
+        env::stop_with_script("test-broker", &self.dir);
         if std::thread::panicking() {
             for broker in [&self.source, &self.target] {
                 eprintln!(
@@ -358,23 +341,4 @@ fn parse_env(text: &str) -> HashMap<&str, &str> {
     text.lines()
         .filter_map(|line| line.split_once('='))
         .collect()
-}
-
-/// A new, empty directory under the system temp dir, unique across processes and threads.
-fn unique_dir() -> PathBuf {
-    static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let base = std::env::temp_dir();
-    loop {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let dir = base.join(format!("strait-test-{}-{n}-{nanos:09}", std::process::id()));
-        match std::fs::create_dir(&dir) {
-            Ok(()) => return dir,
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => panic!("cannot create {}: {e}", dir.display()),
-        }
-    }
 }

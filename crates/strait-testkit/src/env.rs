@@ -12,7 +12,7 @@ pub(crate) fn scripts_dir() -> PathBuf {
 }
 
 /// `$STRAIT_CACHE`, by default `$HOME/.cache/strait` (the same rule as `scripts/test-broker`).
-fn cache_dir() -> PathBuf {
+pub(crate) fn cache_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("STRAIT_CACHE").filter(|d| !d.is_empty()) {
         return PathBuf::from(dir);
     }
@@ -33,5 +33,49 @@ pub(crate) fn python() -> PathBuf {
     match std::env::var_os("STRAIT_TEST_PYTHON").filter(|p| !p.is_empty()) {
         Some(python) => PathBuf::from(python),
         None => cache_dir().join("venv").join("bin").join("python"),
+    }
+}
+
+/// A new, empty directory `<temp>/<prefix>-<pid>-<n>-<nanos>`, unique across processes and
+/// threads.
+pub(crate) fn unique_dir(prefix: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::{SystemTime, UNIX_EPOCH};
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let base = std::env::temp_dir();
+    loop {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let dir = base.join(format!("{prefix}-{}-{n}-{nanos:09}", std::process::id()));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return dir,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => panic!("cannot create {}: {e}", dir.display()),
+        }
+    }
+}
+
+/// Runs `scripts/<script> stop --dir DIR`, for a fixture's `Drop`: failures are printed, not
+/// raised, since a drop must not panic.
+pub(crate) fn stop_with_script(script: &str, dir: &std::path::Path) {
+    let script = scripts_dir().join(script);
+    match std::process::Command::new("bash")
+        .arg(&script)
+        .arg("stop")
+        .arg("--dir")
+        .arg(dir)
+        .output()
+    {
+        Ok(output) if output.status.success() => {}
+        Ok(output) => eprintln!(
+            "strait-testkit: {} stop failed ({}): {}",
+            script.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ),
+        Err(e) => eprintln!("strait-testkit: cannot run {}: {e}", script.display()),
     }
 }

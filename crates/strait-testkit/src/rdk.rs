@@ -274,7 +274,11 @@ impl Rdk {
         output.stdout
     }
 
-    fn run_json<T: for<'de> Deserialize<'de>>(&self, args: &[String], stdin: Option<Vec<u8>>) -> T {
+    pub(crate) fn run_json<T: for<'de> Deserialize<'de>>(
+        &self,
+        args: &[String],
+        stdin: Option<Vec<u8>>,
+    ) -> T {
         let stdout = self.run(args, stdin);
         serde_json::from_slice(&stdout).unwrap_or_else(|e| {
             panic!(
@@ -397,9 +401,9 @@ impl Drop for GroupMember {
     }
 }
 
-/// A record as `rdk.py produce` reads it.
+/// A record as `rdk.py produce` and `produce-txn` read it.
 #[derive(Serialize)]
-struct WireRecordIn<'a> {
+pub(crate) struct WireRecordIn<'a> {
     partition: i32,
     key: Option<String>,
     value: Option<String>,
@@ -423,11 +427,11 @@ impl<'a> From<&'a TestRecord> for WireRecordIn<'a> {
     }
 }
 
-/// One `rdk.py produce` result.
+/// One `rdk.py produce` or `produce-txn` result.
 #[derive(Deserialize)]
-struct Delivery {
-    partition: i32,
-    offset: i64,
+pub(crate) struct Delivery {
+    pub(crate) partition: i32,
+    pub(crate) offset: i64,
 }
 
 /// A record as `rdk.py consume` prints it.

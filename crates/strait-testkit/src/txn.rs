@@ -8,33 +8,21 @@
 //! READ_COMMITTED fetch returns aborted records and an empty aborted-transactions list, and
 //! ListOffsets(latest) is wrong for multi-record batches.
 
-use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
-use base64::engine::general_purpose::STANDARD as BASE64;
-use base64::Engine as _;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::env;
-use crate::rdk::Rdk;
+use crate::rdk::{Delivery, Rdk, WireRecordIn};
 use crate::record::TestRecord;
 
 /// The tansu binary: `$STRAIT_TXN_BROKER_BIN`, else the one `scripts/txn-broker install` caches.
 fn txn_broker_bin() -> PathBuf {
-    if let Some(bin) = std::env::var_os("STRAIT_TXN_BROKER_BIN").filter(|p| !p.is_empty()) {
-        return PathBuf::from(bin);
+    match std::env::var_os("STRAIT_TXN_BROKER_BIN").filter(|p| !p.is_empty()) {
+        Some(bin) => PathBuf::from(bin),
+        None => env::cache_dir().join("tansu-calfkit-0.1.2").join("tansu"),
     }
-    let cache = match std::env::var_os("STRAIT_CACHE").filter(|d| !d.is_empty()) {
-        Some(dir) => PathBuf::from(dir),
-        None => {
-            let home = std::env::var_os("HOME").unwrap_or_else(|| panic!("HOME is not set"));
-            PathBuf::from(home).join(".cache").join("strait")
-        }
-    };
-    cache.join("tansu-calfkit-0.1.2").join("tansu")
 }
 
 /// One tansu broker on loopback (cluster id "txn", in-memory storage) that accepts
@@ -67,7 +55,7 @@ impl TxnBroker {
                 bin.display()
             );
         }
-        let dir = unique_dir();
+        let dir = env::unique_dir("strait-txn-test");
         let script = env::scripts_dir().join("txn-broker");
         let output = Command::new("bash")
             .arg(&script)
@@ -124,23 +112,7 @@ impl TxnBroker {
 
 impl Drop for TxnBroker {
     fn drop(&mut self) {
-        let script = env::scripts_dir().join("txn-broker");
-        match Command::new("bash")
-            .arg(&script)
-            .arg("stop")
-            .arg("--dir")
-            .arg(&self.dir)
-            .output()
-        {
-            Ok(output) if output.status.success() => {}
-            Ok(output) => eprintln!(
-                "strait-testkit: {} stop failed ({}): {}",
-                script.display(),
-                output.status,
-                String::from_utf8_lossy(&output.stderr)
-            ),
-            Err(e) => eprintln!("strait-testkit: cannot run {}: {e}", script.display()),
-        }
+        env::stop_with_script("txn-broker", &self.dir);
         if std::thread::panicking() {
             eprintln!(
                 "strait-testkit: last lines of {} (txn):\n{}",
@@ -175,43 +147,15 @@ impl Rdk {
             .iter()
             .map(|(records, commit)| WireTxn {
                 commit: *commit,
-                records: records.iter().map(WireRecord::from).collect(),
+                records: records.iter().map(WireRecordIn::from).collect(),
             })
             .collect();
         let input = serde_json::to_vec(&input).expect("transactions serialize to JSON");
-        let args = ["produce-txn", "--bootstrap", bootstrap, "--topic", topic];
-        let describe = format!("rdk.py {}", args.join(" "));
-        let mut child = Command::new(env::python())
-            .arg(env::scripts_dir().join("rdk.py"))
-            .args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", env::python().display()));
-        let mut pipe = child.stdin.take().expect("stdin is piped");
-        let writer = std::thread::spawn(move || {
-            // An early exit of the script shows up in its status and stderr.
-            let _ = io::Write::write_all(&mut pipe, &input);
-        });
-        let output = child
-            .wait_with_output()
-            .unwrap_or_else(|e| panic!("waiting for {describe}: {e}"));
-        let _ = writer.join();
-        if !output.status.success() {
-            panic!(
-                "{describe} failed ({}):\n{}",
-                output.status,
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
-        let deliveries: Vec<Vec<Delivery>> =
-            serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-                panic!(
-                    "{describe} printed unexpected output ({e}):\n{}",
-                    String::from_utf8_lossy(&output.stdout)
-                )
-            });
+        let args: Vec<String> = ["produce-txn", "--bootstrap", bootstrap, "--topic", topic]
+            .iter()
+            .map(|a| (*a).to_owned())
+            .collect();
+        let deliveries: Vec<Vec<Delivery>> = self.run_json(&args, Some(input));
         deliveries
             .into_iter()
             .map(|txn| txn.into_iter().map(|d| (d.partition, d.offset)).collect())
@@ -223,60 +167,5 @@ impl Rdk {
 #[derive(Serialize)]
 struct WireTxn<'a> {
     commit: bool,
-    records: Vec<WireRecord<'a>>,
-}
-
-/// A record as `rdk.py produce` and `produce-txn` read it.
-#[derive(Serialize)]
-struct WireRecord<'a> {
-    partition: i32,
-    key: Option<String>,
-    value: Option<String>,
-    headers: Vec<(&'a str, Option<String>)>,
-    timestamp: Option<i64>,
-}
-
-impl<'a> From<&'a TestRecord> for WireRecord<'a> {
-    fn from(record: &'a TestRecord) -> Self {
-        WireRecord {
-            partition: record.partition,
-            key: record.key.as_deref().map(|k| BASE64.encode(k)),
-            value: record.value.as_deref().map(|v| BASE64.encode(v)),
-            headers: record
-                .headers
-                .iter()
-                .map(|(name, value)| (name.as_str(), value.as_deref().map(|v| BASE64.encode(v))))
-                .collect(),
-            timestamp: record.timestamp_ms,
-        }
-    }
-}
-
-/// One record's result.
-#[derive(Deserialize)]
-struct Delivery {
-    partition: i32,
-    offset: i64,
-}
-
-/// A new, empty directory under the system temp dir, unique across processes and threads.
-fn unique_dir() -> PathBuf {
-    static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let base = std::env::temp_dir();
-    loop {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let dir = base.join(format!(
-            "strait-txn-test-{}-{n}-{nanos:09}",
-            std::process::id()
-        ));
-        match std::fs::create_dir(&dir) {
-            Ok(()) => return dir,
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => panic!("cannot create {}: {e}", dir.display()),
-        }
-    }
+    records: Vec<WireRecordIn<'a>>,
 }
