@@ -5,8 +5,10 @@
 //! - [`config`]: an MM2 `.properties` file read into typed clusters and flows; [`policy`]: MM2's
 //!   remote-topic naming and cycle rules; [`filter`]: MM2's topic and group filters.
 //! - [`flow`]: one `A->B` flow: remote topics, the data path, the offset map and its topic.
+//! - [`offsets`]: consumer-group offsets translated through the map, both ways.
 
 pub mod config;
 pub mod filter;
 pub mod flow;
+pub mod offsets;
 pub mod policy;

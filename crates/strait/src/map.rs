@@ -78,7 +78,6 @@ pub(crate) async fn translate(
     topic: Option<&str>,
     json: bool,
 ) -> anyhow::Result<()> {
-    use strait_wire::offset_map::{SourcePartition, Translation};
     let config = StraitConfig::load(path)?;
     let mut rows = Vec::new();
     for flow in &config.flows {
@@ -95,51 +94,17 @@ pub(crate) async fn translate(
             .await
             .with_context(|| format!("cannot reach target {}", flow.target))?;
         let map = MapStore::read(&target, flow.source_alias.as_str()).await?;
-        // Ask for the mapped partitions by name: every broker answers that form.
-        let partitions: Vec<strait_kafka::TopicPartition> = map
-            .iter()
-            .filter(|(p, _)| topic.is_none_or(|t| t == p.topic))
-            .map(|(p, _)| strait_kafka::TopicPartition::new(p.topic.clone(), p.partition))
-            .collect();
-        if partitions.is_empty() {
-            continue;
-        }
-        let committed = source.offset_fetch(group, Some(&partitions)).await?;
-        for (tp, offset) in committed {
-            let sp = SourcePartition::new(tp.topic.clone(), tp.partition);
-            let t = map.translate(&sp, offset.offset);
-            let (target_offset, exact, note) = match t {
-                Translation::Exact { target } => (Some(target), true, String::new()),
-                Translation::PastMappedEnd {
-                    target,
-                    unreplicated,
-                } => (
-                    Some(target),
-                    false,
-                    format!("{unreplicated} records consumed on the source are not mirrored yet"),
-                ),
-                Translation::BeforeMappedStart { target, skipped } => (
-                    Some(target),
-                    false,
-                    format!("{skipped} unread records were never mirrored"),
-                ),
-                Translation::InLostRange { target, lost } => (
-                    Some(target),
-                    false,
-                    format!("{lost} records were lost on the source before mirroring"),
-                ),
-                Translation::Unmapped => (None, false, "partition not mirrored yet".into()),
-            };
+        for t in strait_core::offsets::translate_group(&source, flow, &map, group, topic).await? {
             rows.push(serde_json::json!({
                 "flow": flow.name(),
                 "group": group,
-                "topic": tp.topic,
-                "partition": tp.partition,
-                "remote_topic": flow.remote_topic(&tp.topic),
-                "source_offset": offset.offset,
-                "target_offset": target_offset,
-                "exact": exact,
-                "note": note,
+                "topic": t.topic,
+                "partition": t.partition,
+                "remote_topic": t.remote_topic,
+                "source_offset": t.source_offset,
+                "target_offset": t.target_offset(),
+                "exact": t.is_exact(),
+                "note": t.note(),
             }));
         }
     }

@@ -162,6 +162,8 @@ pub struct Flow {
     /// Set after a failure: the producer and positions must be re-established first.
     needs_reset: bool,
     stats: FlowStats,
+    /// The map as last persisted, for readers beside the flow (checkpoints, the HTTP API).
+    published: tokio::sync::watch::Sender<std::sync::Arc<OffsetMap>>,
 }
 
 fn source_partition(tp: &TopicPartition) -> SourcePartition {
@@ -210,6 +212,7 @@ impl Flow {
         } else {
             None
         };
+        let published = tokio::sync::watch::Sender::new(std::sync::Arc::new(map.clone()));
         let mut flow = Self {
             config,
             options,
@@ -226,6 +229,7 @@ impl Flow {
             next_config_sync: Instant::now(),
             needs_reset: false,
             stats: FlowStats::default(),
+            published,
         };
         flow.refresh_topics().await?;
         Ok(flow)
@@ -234,6 +238,22 @@ impl Flow {
     /// The flow's name, `A->B`.
     pub fn name(&self) -> String {
         self.config.name()
+    }
+
+    /// The offset map as last persisted to its topic, updated after every flush that changed
+    /// it. What a reader sees here is on the target already, so it survives a crash.
+    pub fn map_updates(&self) -> tokio::sync::watch::Receiver<std::sync::Arc<OffsetMap>> {
+        self.published.subscribe()
+    }
+
+    /// Writes the map's changes to its topic and publishes the new map to
+    /// [`Flow::map_updates`] readers.
+    async fn persist_map(&mut self) -> Result<(), FlowError> {
+        if self.store.flush(&self.producer).await? > 0 {
+            self.published
+                .send_replace(std::sync::Arc::new(self.map.clone()));
+        }
+        Ok(())
     }
 
     /// Counters since start.
@@ -415,7 +435,7 @@ impl Flow {
                  recording them): matched ones are kept, the rest will be written again"
             );
         }
-        self.store.flush(&self.producer).await?;
+        self.persist_map().await?;
         Ok(src)
     }
 
@@ -434,7 +454,7 @@ impl Flow {
         while futures::FutureExt::now_or_never(&mut stop).is_none() {
             self.resilient_round(&mut backoff).await?;
         }
-        self.store.flush(&self.producer).await?;
+        self.persist_map().await?;
         self.flush_offset_syncs(true).await?;
         Ok(())
     }
@@ -463,7 +483,7 @@ impl Flow {
             }
             self.resilient_round(&mut backoff).await?;
         }
-        self.store.flush(&self.producer).await?;
+        self.persist_map().await?;
         self.flush_offset_syncs(true).await?;
         Ok(())
     }
@@ -727,7 +747,7 @@ impl Flow {
         }
         let failed = !failed.is_empty();
         self.stats.records += records;
-        self.store.flush(&self.producer).await?;
+        self.persist_map().await?;
         self.flush_offset_syncs(false).await?;
         if failed {
             self.needs_reset = true;

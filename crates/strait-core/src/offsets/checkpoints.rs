@@ -1,0 +1,1 @@
+//! MM2 checkpoints: being written (see the offsets issue).

@@ -1,0 +1,1 @@
+//! Group sync (`sync.group.offsets.enabled`): being written (see the offsets issue).

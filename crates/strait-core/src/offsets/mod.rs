@@ -1,0 +1,185 @@
+//! Consumer-group offsets across clusters (`DESIGN.md` §5): a group's committed offsets on the
+//! source, translated through a flow's exact offset map to where the group continues on the
+//! target, and back.
+//!
+//! Everything that moves a group between clusters (checkpoints, group sync, failover and
+//! failback plans, export and import, the HTTP API) starts from [`translate_group`] or
+//! [`translate_offsets`], so they all agree on every number.
+
+pub mod checkpoints;
+pub mod group_sync;
+pub mod plan;
+
+use std::collections::BTreeMap;
+
+use strait_kafka::groups::CommittedOffset;
+use strait_kafka::{Client, TopicPartition};
+use strait_wire::offset_map::{OffsetMap, ReverseTranslation, SourcePartition, Translation};
+
+use crate::config::FlowConfig;
+
+/// One partition of a group's committed offsets, translated to the target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TranslatedOffset {
+    /// The source topic.
+    pub topic: String,
+    /// The partition (the same on both clusters).
+    pub partition: i32,
+    /// The topic's name on the target.
+    pub remote_topic: String,
+    /// The group's committed offset on the source: the next offset it reads there.
+    pub source_offset: i64,
+    /// The commit's metadata string, kept when the offset is written elsewhere.
+    pub metadata: Option<String>,
+    /// Where that position lands on the target.
+    pub translation: Translation,
+}
+
+impl TranslatedOffset {
+    /// The source partition.
+    pub fn source_partition(&self) -> TopicPartition {
+        TopicPartition::new(self.topic.clone(), self.partition)
+    }
+
+    /// The partition on the target.
+    pub fn remote_partition(&self) -> TopicPartition {
+        TopicPartition::new(self.remote_topic.clone(), self.partition)
+    }
+
+    /// The target offset a consumer continues from, if the partition is mapped at all.
+    pub fn target_offset(&self) -> Option<i64> {
+        self.translation.target()
+    }
+
+    /// Whether the target offset is exact: nothing skipped, nothing read twice.
+    pub fn is_exact(&self) -> bool {
+        self.translation.is_exact()
+    }
+
+    /// Records the group consumed on the source that are not on the target yet (the
+    /// recovery-point gap), 0 when none.
+    pub fn unreplicated(&self) -> i64 {
+        match self.translation {
+            Translation::PastMappedEnd { unreplicated, .. } => unreplicated,
+            _ => 0,
+        }
+    }
+
+    /// One line for an operator: why the translation is not exact, empty when it is.
+    pub fn note(&self) -> String {
+        describe(&self.translation)
+    }
+}
+
+/// Why a translation is not exact, in words; empty when it is.
+pub fn describe(translation: &Translation) -> String {
+    match *translation {
+        Translation::Exact { .. } => String::new(),
+        Translation::PastMappedEnd { unreplicated, .. } => {
+            format!("{unreplicated} records consumed on the source are not mirrored yet")
+        }
+        Translation::BeforeMappedStart { skipped, .. } => {
+            format!("{skipped} unread records were never mirrored")
+        }
+        Translation::InLostRange { lost, .. } => {
+            format!("{lost} records were lost on the source before mirroring")
+        }
+        Translation::Unmapped => "partition not mirrored yet".into(),
+    }
+}
+
+/// Why a reverse (failback) translation is not exact, in words; empty when it is.
+pub fn describe_back(translation: &ReverseTranslation) -> String {
+    match *translation {
+        ReverseTranslation::Exact { .. } => String::new(),
+        ReverseTranslation::InTargetGap { foreign, .. } => {
+            format!("{foreign} target records ahead did not come from the source")
+        }
+        ReverseTranslation::PastMappedEnd { unmapped, .. } => format!(
+            "{unmapped} records read on the target were never on the source \
+             (written there after the failover; a reverse flow is needed to copy them back)"
+        ),
+        ReverseTranslation::Unmapped => "partition not mirrored".into(),
+    }
+}
+
+/// The source partitions `map` has entries for, in order; only `topic`'s when given.
+pub fn mapped_partitions(map: &OffsetMap, topic: Option<&str>) -> Vec<TopicPartition> {
+    map.iter()
+        .filter(|(p, _)| topic.is_none_or(|t| t == p.topic))
+        .map(|(p, _)| TopicPartition::new(p.topic.clone(), p.partition))
+        .collect()
+}
+
+/// Translates committed source offsets of `flow` through `map`, in partition order.
+pub fn translate_offsets(
+    flow: &FlowConfig,
+    map: &OffsetMap,
+    committed: impl IntoIterator<Item = (TopicPartition, CommittedOffset)>,
+) -> Vec<TranslatedOffset> {
+    let mut out: Vec<TranslatedOffset> = committed
+        .into_iter()
+        .map(|(tp, offset)| {
+            let sp = SourcePartition::new(tp.topic.clone(), tp.partition);
+            TranslatedOffset {
+                remote_topic: flow.remote_topic(&tp.topic),
+                translation: map.translate(&sp, offset.offset),
+                topic: tp.topic,
+                partition: tp.partition,
+                source_offset: offset.offset,
+                metadata: offset.metadata,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+    out
+}
+
+/// `group`'s committed offsets on `source` for every partition `map` covers (only `topic`'s
+/// when given), translated. Partitions the group never committed are left out.
+///
+/// The partitions are asked for by name, which every broker answers (some answer nothing to the
+/// "all topics" form).
+pub async fn translate_group(
+    source: &Client,
+    flow: &FlowConfig,
+    map: &OffsetMap,
+    group: &str,
+    topic: Option<&str>,
+) -> Result<Vec<TranslatedOffset>, strait_kafka::Error> {
+    let partitions = mapped_partitions(map, topic);
+    if partitions.is_empty() {
+        return Ok(Vec::new());
+    }
+    let committed = source.offset_fetch(group, Some(&partitions)).await?;
+    Ok(translate_offsets(flow, map, committed))
+}
+
+/// The consumer groups on `client` that `flow` carries across (`groups` / `groups.exclude`),
+/// sorted: groups of the consumer protocol, and groups that only store offsets (an empty
+/// protocol type), as MM2's `listConsumerGroups`.
+pub async fn consumer_groups(
+    client: &Client,
+    flow: &FlowConfig,
+) -> Result<Vec<String>, strait_kafka::Error> {
+    Ok(client
+        .list_groups()
+        .await?
+        .into_iter()
+        .filter(|g| g.protocol_type.is_empty() || g.protocol_type == "consumer")
+        .map(|g| g.group_id)
+        .filter(|g| flow.should_replicate_group(g))
+        .collect())
+}
+
+/// The committed offsets of `group` on `client` for `partitions`, by partition.
+pub async fn committed(
+    client: &Client,
+    group: &str,
+    partitions: &[TopicPartition],
+) -> Result<BTreeMap<TopicPartition, CommittedOffset>, strait_kafka::Error> {
+    if partitions.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    client.offset_fetch(group, Some(partitions)).await
+}

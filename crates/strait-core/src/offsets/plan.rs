@@ -1,0 +1,1 @@
+//! Failover and failback plans: being written (see the offsets issue).
