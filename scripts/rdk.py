@@ -241,6 +241,60 @@ def cmd_consume(args):
     emit(records)
 
 
+def cmd_group_consume(args):
+    """Joins --group on --topic, reads at most --max records (all there are when omitted) from
+    the group's committed offsets (earliest where none), commits what it read, leaves."""
+    config = consumer_config(args, args.group)
+    config["enable.partition.eof"] = True
+    consumer = Consumer(config)
+    assigned = set()
+    at_eof = set()
+
+    def on_assign(consumer, partitions):
+        assigned.update(p.partition for p in partitions)
+
+    consumer.subscribe([args.topic], on_assign=on_assign)
+    records = []
+    deadline = time.monotonic() + args.timeout
+    while args.max is None or len(records) < args.max:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            fail(f"group-consume: got {len(records)} records, not at the end within {args.timeout} s")
+        msg = consumer.poll(min(left, 0.5))
+        if msg is None:
+            continue
+        if msg.error() is not None:
+            err = msg.error()
+            if err.code() == KafkaError._PARTITION_EOF:
+                at_eof.add(msg.partition())
+                if assigned and at_eof >= assigned:
+                    break
+                continue
+            if err.fatal():
+                fail(f"group-consume: {err}")
+            print(f"rdk: group-consume: {err}", file=sys.stderr, flush=True)
+            continue
+        at_eof.discard(msg.partition())
+        ts_type, ts = msg.timestamp()
+        records.append(
+            {
+                "partition": msg.partition(),
+                "offset": msg.offset(),
+                "key": b64(msg.key()),
+                "value": b64(msg.value()),
+                "headers": [[name, b64(value)] for name, value in (msg.headers() or [])],
+                "timestamp": [ts_type, ts],
+            }
+        )
+    if records:
+        try:
+            consumer.commit(asynchronous=False)
+        except KafkaException as e:
+            fail(f"group-consume: commit: {e}")
+    consumer.close()
+    emit(records)
+
+
 def cmd_group_member(args):
     stop = threading.Event()
     assigned = threading.Event()
@@ -357,6 +411,10 @@ def main():
     p.add_argument("--timeout", type=float, default=30.0)
 
     command("group-member", cmd_group_member, group=True)
+
+    p = command("group-consume", cmd_group_consume, group=True)
+    p.add_argument("--max", type=int, default=None)
+    p.add_argument("--timeout", type=float, default=60.0)
 
     p = command("commit", cmd_commit, group=True)
     p.add_argument("--offsets", required=True, help="P:O,P:O")

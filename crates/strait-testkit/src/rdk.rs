@@ -169,6 +169,39 @@ impl Rdk {
         records.into_iter().map(TestRecord::from).collect()
     }
 
+    /// A consumer in `group` subscribed to `topic` reads from the group's committed offsets
+    /// (the earliest where it has none) at most `max` records (`None`: up to the end of every
+    /// partition), commits what it read, and leaves. Records come in the order read.
+    ///
+    /// # Panics
+    ///
+    /// If the end is not reached (`max` = `None`) or the commit fails within `timeout`.
+    pub fn group_consume(
+        &self,
+        bootstrap: &str,
+        group: &str,
+        topic: &str,
+        max: Option<usize>,
+        timeout: Duration,
+    ) -> Vec<TestRecord> {
+        let mut args = vec![
+            "group-consume".to_owned(),
+            "--bootstrap".to_owned(),
+            bootstrap.to_owned(),
+            "--group".to_owned(),
+            group.to_owned(),
+            "--topic".to_owned(),
+            topic.to_owned(),
+            "--timeout".to_owned(),
+            timeout.as_secs_f64().to_string(),
+        ];
+        if let Some(max) = max {
+            args.extend(["--max".to_owned(), max.to_string()]);
+        }
+        let records: Vec<WireRecordOut> = self.run_json(&args, None);
+        records.into_iter().map(TestRecord::from).collect()
+    }
+
     /// Starts a consumer that joins `group` subscribed to `topic` and returns once it has an
     /// assignment, so the group is active (Stable). It stays in the group until dropped.
     pub fn group_member(&self, bootstrap: &str, group: &str, topic: &str) -> GroupMember {
