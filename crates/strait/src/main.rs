@@ -7,6 +7,9 @@ use clap::{Parser, Subcommand};
 use kafka_protocol::messages::ApiKey;
 use strait_kafka::{Client, ClientConfig};
 
+mod export;
+mod failover;
+mod http;
 mod map;
 mod run;
 
@@ -22,8 +25,9 @@ struct Cli {
 enum Command {
     /// Mirror the enabled flows (`A->B.enabled = true`) of an MirrorMaker 2 `.properties` file:
     /// remote topics are created, batches are forwarded unopened, and the exact offset map is kept
-    /// in `strait-offset-map.<source>.internal` on each target. Stops cleanly on Ctrl-C or
-    /// SIGTERM, after writing the map.
+    /// in `strait-offset-map.<source>.internal` on each target. Checkpoints (and group offset
+    /// sync when enabled) run beside each flow; an HTTP API translates offsets. Stops cleanly on
+    /// Ctrl-C or SIGTERM, after writing the map.
     Run {
         /// The MM2 properties file (`connect-mirror-maker.properties` style).
         #[arg(long, value_name = "FILE")]
@@ -32,6 +36,10 @@ enum Command {
         /// instead of mirroring until stopped.
         #[arg(long)]
         until_caught_up: bool,
+        /// Where the HTTP API listens (`/healthz`, `/v1/translate`, `/v1/groups/GROUP`; see
+        /// docs/http-api.md), or `off`.
+        #[arg(long, value_name = "HOST:PORT|off", default_value = "127.0.0.1:9876", value_parser = parse_listen)]
+        listen: Listen,
     },
     /// Show the exact offset map of each flow, as persisted on its target: per source
     /// partition, the mapped segments (source start, target start, length), lost ranges and
@@ -48,6 +56,19 @@ enum Command {
     Offsets {
         #[command(subcommand)]
         command: OffsetsCommand,
+    },
+    /// Move consumer groups from a flow's source cluster to its target (after A is lost, or
+    /// for a planned switch): `plan` shows, per group and partition, where each continues on
+    /// the target, exactly, and what stands in the way; `apply` commits that plan.
+    Failover {
+        #[command(subcommand)]
+        command: failover::FailoverCommand,
+    },
+    /// Move consumer groups back from a flow's target cluster to its source: `plan` reads the
+    /// offset map backwards and reports records the source lacks; `apply` commits that plan.
+    Failback {
+        #[command(subcommand)]
+        command: failover::FailbackCommand,
     },
     /// Connect to a cluster and show its id, brokers, and the API versions strait would use
     /// with it, so a reachability or compatibility problem shows before a mirror is started.
@@ -80,6 +101,13 @@ enum OffsetsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Export group offsets and their translations to the target (a failover plan): JSON in
+    /// the plan format, or CSV with one row per group partition (group, topic, partition,
+    /// remote topic, source offset, target offset, exact, unreplicated, metadata, ...).
+    Export(export::ExportArgs),
+    /// Apply an exported offsets file (JSON or CSV) to its destination, with the checks of
+    /// `failover apply`: never into an active group, never moving a group back.
+    Import(export::ImportArgs),
 }
 
 /// The APIs strait's runtime uses, in the order shown by `probe`.
@@ -106,6 +134,21 @@ const APIS: &[ApiKey] = &[
     ApiKey::DeleteRecords,
 ];
 
+/// `--listen`: an address, or `None` for `off`.
+#[derive(Debug, Clone, Copy)]
+struct Listen(Option<std::net::SocketAddr>);
+
+fn parse_listen(value: &str) -> Result<Listen, String> {
+    if value.eq_ignore_ascii_case("off") {
+        return Ok(Listen(None));
+    }
+    value.parse().map(|addr| Listen(Some(addr))).map_err(|e| {
+        format!(
+            "{e}: give HOST:PORT with an IP address (e.g. 127.0.0.1:9876 or 0.0.0.0:9876), or off"
+        )
+    })
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
@@ -120,7 +163,8 @@ async fn main() -> anyhow::Result<()> {
         Command::Run {
             config,
             until_caught_up,
-        } => run::run(&config, until_caught_up).await,
+            listen,
+        } => run::run(&config, until_caught_up, listen.0).await,
         Command::Map { config, json } => map::show(&config, json).await,
         Command::Offsets {
             command:
@@ -131,6 +175,14 @@ async fn main() -> anyhow::Result<()> {
                     json,
                 },
         } => map::translate(&config, &group, topic.as_deref(), json).await,
+        Command::Offsets {
+            command: OffsetsCommand::Export(args),
+        } => export::export(args).await,
+        Command::Offsets {
+            command: OffsetsCommand::Import(args),
+        } => export::import(args).await,
+        Command::Failover { command } => failover::failover(command).await,
+        Command::Failback { command } => failover::failback(command).await,
         Command::Probe {
             bootstrap,
             timeout_secs,

@@ -1,18 +1,31 @@
-//! `strait run`: every enabled flow of the config, concurrently, until stopped.
+//! `strait run`: every enabled flow of the config, concurrently, until stopped; beside each
+//! flow, its checkpoints and group sync (`strait_core::offsets::checkpoints`).
 
 use std::path::Path;
 
 use anyhow::{bail, Context as _};
+use futures::FutureExt as _;
 use strait_core::config::{Role, SecurityProtocol, Side, StraitConfig};
 use strait_core::flow::{Flow, FlowOptions};
+use strait_core::offsets::checkpoints::CheckpointTask;
 use strait_kafka::{Client, ClientConfig};
 
-pub(crate) async fn run(path: &Path, until_caught_up: bool) -> anyhow::Result<()> {
+pub(crate) async fn run(
+    path: &Path,
+    until_caught_up: bool,
+    listen: Option<std::net::SocketAddr>,
+) -> anyhow::Result<()> {
     let config = StraitConfig::load(path)?;
     for warning in &config.warnings {
         tracing::warn!("{}: {warning}", path.display());
     }
+    // Bound first, so a taken port stops start-up before anything is mirrored.
+    let listener = match listen {
+        Some(addr) => Some(crate::http::bind(addr).await?),
+        None => None,
+    };
     let mut flows = Vec::new();
+    let mut api = Vec::new();
     for flow in &config.flows {
         for side in [Side::Source, Side::Target] {
             let props = config.client_props(flow, side, Role::Admin);
@@ -46,7 +59,8 @@ pub(crate) async fn run(path: &Path, until_caught_up: bool) -> anyhow::Result<()
                 .with_context(|| format!("flow {}", flow.name()))?,
             ..FlowOptions::default()
         };
-        let started = Flow::start(flow.clone(), options, source, target)
+        let producer = options.producer.clone();
+        let started = Flow::start(flow.clone(), options, source.clone(), target.clone())
             .await
             .with_context(|| format!("flow {} cannot start", flow.name()))?;
         tracing::info!(
@@ -54,22 +68,91 @@ pub(crate) async fn run(path: &Path, until_caught_up: bool) -> anyhow::Result<()
             topics = started.topics().len(),
             "flow started"
         );
-        flows.push(started);
+        api.push(crate::http::ApiFlow {
+            config: flow.clone(),
+            source: source.clone(),
+            map: started.map_updates(),
+        });
+        let checkpoints = CheckpointTask::is_enabled(flow).then(|| {
+            CheckpointTask::new(flow.clone(), source, target, started.map_updates())
+                .with_producer_config(producer)
+        });
+        flows.push((started, checkpoints));
     }
-    let runs = flows.into_iter().map(|mut flow| async move {
-        let result = if until_caught_up {
-            flow.run_until_caught_up().await
-        } else {
-            flow.run(shutdown_signal()).await
-        };
-        let stats = flow.stats();
-        tracing::info!(flow = %flow.name(), ?stats, "flow stopped");
-        result.with_context(|| format!("flow {} failed", flow.name()))
+    let stop = shutdown_signal().boxed().shared();
+    let http = listener.map(|listener| {
+        if let Ok(addr) = listener.local_addr() {
+            tracing::info!(%addr, "HTTP API listening (/healthz, /v1/translate, /v1/groups/GROUP)");
+        }
+        tokio::spawn(crate::http::serve(listener, api, stop.clone()))
     });
-    for result in futures::future::join_all(runs).await {
+    let runs = flows.into_iter().map(|(mut flow, mut checkpoints)| {
+        let stop = stop.clone();
+        async move {
+            let result = if until_caught_up {
+                let result = flow.run_until_caught_up().await;
+                if let (Ok(()), Some(task)) = (&result, &mut checkpoints) {
+                    final_checkpoint_passes(task, &flow.name()).await;
+                }
+                result
+            } else if let Some(task) = &mut checkpoints {
+                // The task stops with the flow, whether on the signal or on a flow failure.
+                let (flow_done, flow_done_rx) = tokio::sync::oneshot::channel::<()>();
+                let task_stop = futures::future::select(stop.clone(), flow_done_rx).map(|_| ());
+                let run_flow = async {
+                    let result = flow.run(stop).await;
+                    let _ = flow_done.send(());
+                    result
+                };
+                tokio::join!(run_flow, task.run(task_stop)).0
+            } else {
+                flow.run(stop).await
+            };
+            let stats = flow.stats();
+            tracing::info!(flow = %flow.name(), ?stats, "flow stopped");
+            result.with_context(|| format!("flow {} failed", flow.name()))
+        }
+    });
+    let results = futures::future::join_all(runs).await;
+    if let Some(http) = http {
+        // With --until-caught-up no signal comes: the API ends with the flows.
+        http.abort();
+    }
+    for result in results {
         result?;
     }
     Ok(())
+}
+
+/// With `--until-caught-up`: one checkpoint pass (and a group-sync pass when enabled) once the
+/// flow has caught up, so the checkpoints match the data just mirrored. A failure is logged,
+/// not fatal: the data is mirrored, and the next run writes the checkpoints.
+async fn final_checkpoint_passes(task: &mut CheckpointTask, flow: &str) {
+    if task.emits_checkpoints() {
+        match task.emit_once().await {
+            Ok(summary) => tracing::info!(
+                flow,
+                topic = task.topic(),
+                groups = summary.groups.len(),
+                written = summary.emitted.len(),
+                unchanged = summary.unchanged,
+                "checkpoints written"
+            ),
+            Err(e) => tracing::error!(flow, error = %e, "cannot write checkpoints"),
+        }
+    }
+    if task.syncs_groups() {
+        match task.sync_once().await {
+            Ok(summary) => tracing::info!(
+                flow,
+                synced_groups = summary.synced_groups.len(),
+                written = summary.written.len(),
+                skipped = summary.skipped.len(),
+                "group offsets synced"
+            ),
+            Err(e) => tracing::error!(flow, error = %e, "cannot sync group offsets"),
+        }
+    }
 }
 
 /// Ctrl-C or SIGTERM.

@@ -128,7 +128,11 @@ fn spawn_strait(config: &Path, log: &Path, until_caught_up: bool) -> Strait {
     let out = File::create(log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
     let err = out.try_clone().expect("log file handle");
     let mut command = Command::new(env!("CARGO_BIN_EXE_strait"));
-    command.arg("run").arg("--config").arg(config);
+    command
+        .arg("run")
+        .arg("--config")
+        .arg(config)
+        .args(["--listen", "off"]);
     if until_caught_up {
         command.arg("--until-caught-up");
     }

@@ -14,10 +14,26 @@ pub(crate) fn key_value_batch(
     what: &str,
     records: Vec<(Vec<u8>, Vec<u8>)>,
 ) -> Result<RawBatch, FlowError> {
-    let now = std::time::SystemTime::now()
+    key_value_batch_at(what, records, now_ms())
+}
+
+/// Milliseconds since the Unix epoch, as the records strait writes are stamped (0 if the clock
+/// is before 1970).
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0);
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// [`key_value_batch`] with every record stamped `timestamp_ms` (a heartbeat's record carries
+/// the heartbeat's own timestamp, as MM2's `MirrorHeartbeatTask` writes it).
+pub(crate) fn key_value_batch_at(
+    what: &str,
+    records: Vec<(Vec<u8>, Vec<u8>)>,
+    timestamp_ms: i64,
+) -> Result<RawBatch, FlowError> {
+    let now = timestamp_ms;
     let count = records.len();
     let records: Vec<Record> = records
         .into_iter()

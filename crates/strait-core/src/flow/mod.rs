@@ -15,7 +15,7 @@
 //! Records deleted on the source before they were mirrored (OFFSET_OUT_OF_RANGE, or a log start
 //! past our position) are recorded as a lost range, logged and counted (`DESIGN.md` §3.4).
 
-mod batch;
+pub(crate) mod batch;
 pub mod classify;
 pub mod map_store;
 pub mod offset_syncs;

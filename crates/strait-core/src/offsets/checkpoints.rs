@@ -1,1 +1,672 @@
-//! MM2 checkpoints: being written (see the offsets issue).
+//! MM2's checkpoints topic, written as MirrorMaker 2's `MirrorCheckpointTask` writes it
+//! (`reference/mm2.md` §1.3, §2.2), but with strait's exact translations instead of MM2's
+//! offset-sync estimates, so `RemoteClusterUtils.translateOffsets` and the
+//! `CheckpointFormatter` read our exact offsets.
+//!
+//! # The topic
+//!
+//! `<source alias>.checkpoints.internal` on the **target**
+//! ([`FlowConfig::checkpoints_topic`]): one partition, `cleanup.policy=compact`, replication
+//! factor `checkpoints.topic.replication.factor`. Key `group:STRING topic:STRING
+//! partition:INT32`, where the topic is the **remote** (downstream) name; value
+//! `version:INT16=0 upstreamOffset:INT64 offset:INT64 metadata:STRING` ([`Checkpoint`]).
+//!
+//! # One pass, every `emit.checkpoints.interval.seconds`
+//!
+//! For every consumer group on the source that passes `groups` / `groups.exclude`, its committed
+//! offsets on the partitions the flow's offset map covers are translated through the map
+//! ([`translate_group`](super::translate_group)). Partitions of topics the flow no longer
+//! mirrors and partitions without a target position are left out; a group left with nothing is
+//! not checkpointed at all (KAFKA-14837).
+//!
+//! A checkpoint is written only when it is "more recent" than the last one written for that
+//! group and partition (MM2's `checkpointIsMoreRecent`, [`CheckpointStore::decide`]): the
+//! downstream offset advanced, or the source group was rewound (its committed offset went
+//! below the last checkpoint's upstream offset), the only case a checkpoint moves backwards.
+//! An unchanged checkpoint is not written again.
+//!
+//! The last checkpoint per (group, topic, partition) is read back from the topic before the
+//! first pass, as MM2's `CheckpointStore` does since Kafka 3.8 (KAFKA-15905), so that rule holds
+//! across restarts and a restart writes nothing that is already there.
+//!
+//! # Group sync
+//!
+//! The same task commits the last checkpoints into idle target groups every
+//! `sync.group.offsets.interval.seconds` when `sync.group.offsets.enabled`: see
+//! [`group_sync`](super::group_sync).
+//!
+//! A failing pass (a cluster down) is logged and tried again at the next interval; it never
+//! stops the flow.
+
+mod store;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use strait_kafka::admin::{IsolationLevel, OffsetSpec};
+use strait_kafka::fetch::{FetchOptions, FetchPosition};
+use strait_kafka::produce::{ProducerConfig, RawProducer};
+use strait_kafka::{Client, TopicPartition};
+use strait_wire::mm2::Checkpoint;
+use strait_wire::offset_map::OffsetMap;
+use strait_wire::BatchScanner;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::group_sync::{GroupSync, GroupSyncSummary};
+use crate::config::FlowConfig;
+use crate::flow::FlowError;
+pub use store::{checkpoint_for, CheckpointStore, Decision};
+
+/// Most bytes of checkpoint keys and values put in one batch, well under a broker's default
+/// `max.message.bytes` (1 MiB).
+const MAX_BATCH_BYTES: usize = 256 * 1024;
+
+/// Shortest interval the loop honours, so a zero from a hand-built config cannot spin.
+const MIN_INTERVAL: Duration = Duration::from_millis(10);
+
+/// Why a checkpoint or group-sync pass failed. The task logs it and tries again at the next
+/// interval.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckpointError {
+    /// A Kafka operation failed.
+    #[error("{what}: {source}")]
+    Kafka {
+        /// What was being done, naming the topic or group.
+        what: String,
+        /// Why.
+        #[source]
+        source: strait_kafka::Error,
+    },
+    /// The checkpoints topic could not be created, or a batch could not be built.
+    #[error(transparent)]
+    Flow(#[from] FlowError),
+    /// The checkpoints topic could not be read back.
+    #[error("checkpoints topic {topic}: {message}")]
+    Topic {
+        /// The checkpoints topic.
+        topic: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl CheckpointError {
+    /// Whether the next pass may succeed without anyone doing anything (a cluster back up, a
+    /// leader elected).
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            CheckpointError::Kafka { source, .. } => source.is_retriable(),
+            CheckpointError::Flow(e) => e.is_retriable(),
+            CheckpointError::Topic { .. } => false,
+        }
+    }
+
+    fn kafka(what: impl Into<String>) -> impl FnOnce(strait_kafka::Error) -> Self {
+        let what = what.into();
+        move |source| CheckpointError::Kafka { what, source }
+    }
+}
+
+/// A group, or one checkpoint of it, that a pass could not handle; tried again next pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupFailure {
+    /// The consumer group.
+    pub group: String,
+    /// The remote partition, when the failure is about one.
+    pub partition: Option<TopicPartition>,
+    /// What went wrong.
+    pub error: String,
+}
+
+/// What one checkpoint pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckpointSummary {
+    /// Groups with committed offsets on mirrored partitions, in order: the groups checkpointed.
+    pub groups: Vec<String>,
+    /// Checkpoints written to the topic this pass, in order (with checkpoint emission
+    /// disabled, recorded for group sync only).
+    pub emitted: Vec<Checkpoint>,
+    /// Checkpoints equal to the last one written: not written again.
+    pub unchanged: usize,
+    /// Checkpoints that would have moved backwards without a rewind of the source group: not
+    /// written, the last one stands.
+    pub held_back: Vec<Checkpoint>,
+    /// Groups or checkpoints that could not be handled this pass.
+    pub failures: Vec<GroupFailure>,
+}
+
+/// A flow's checkpoints and group sync, run beside the flow (module docs).
+#[derive(Debug)]
+pub struct CheckpointTask {
+    flow: FlowConfig,
+    source: Client,
+    target: Client,
+    map: watch::Receiver<Arc<OffsetMap>>,
+    topic: String,
+    producer_config: ProducerConfig,
+    /// `None` until the first write, and after a failed one (its sequence has a hole).
+    producer: Option<RawProducer>,
+    store: CheckpointStore,
+    topic_ready: bool,
+    loaded: bool,
+    group_sync: GroupSync,
+}
+
+impl CheckpointTask {
+    /// The task of `flow`: reads groups on `source`, translates them through the map published
+    /// by the flow (`Flow::map_updates`), writes checkpoints and syncs groups on `target`.
+    /// Nothing is done until the first pass.
+    pub fn new(
+        flow: FlowConfig,
+        source: Client,
+        target: Client,
+        map: watch::Receiver<Arc<OffsetMap>>,
+    ) -> Self {
+        Self {
+            topic: flow.checkpoints_topic(),
+            flow,
+            source,
+            target,
+            map,
+            producer_config: ProducerConfig::default(),
+            producer: None,
+            store: CheckpointStore::new(),
+            topic_ready: false,
+            loaded: false,
+            group_sync: GroupSync::new(),
+        }
+    }
+
+    /// Uses `config` for the checkpoints producer (the target's `producer.*` timeouts).
+    pub fn with_producer_config(mut self, config: ProducerConfig) -> Self {
+        self.producer_config = config;
+        self
+    }
+
+    /// Whether the flow's config asks for anything this task does: checkpoints
+    /// (`emit.checkpoints.enabled`) or group sync (`sync.group.offsets.enabled`).
+    pub fn is_enabled(flow: &FlowConfig) -> bool {
+        flow.emit_checkpoints.is_some() || flow.sync_group_offsets.is_some()
+    }
+
+    /// Whether the flow writes checkpoints (`emit.checkpoints.enabled`).
+    pub fn emits_checkpoints(&self) -> bool {
+        self.flow.emit_checkpoints.is_some()
+    }
+
+    /// Whether the flow syncs group offsets (`sync.group.offsets.enabled`).
+    pub fn syncs_groups(&self) -> bool {
+        self.flow.sync_group_offsets.is_some()
+    }
+
+    /// The checkpoints topic.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// The last checkpoint per group and remote partition.
+    pub fn store(&self) -> &CheckpointStore {
+        &self.store
+    }
+
+    /// One checkpoint pass: translates every group's committed offsets through the current
+    /// map and writes the checkpoints that changed (module docs). Creates the topic and reads
+    /// its last checkpoints first, once.
+    pub async fn emit_once(&mut self) -> Result<CheckpointSummary, CheckpointError> {
+        self.prepare(true).await?;
+        let mut summary = self.translate_groups().await?;
+        let pending = std::mem::take(&mut summary.emitted);
+        self.write(pending, &mut summary).await?;
+        Ok(summary)
+    }
+
+    /// One group-sync pass ([`group_sync`](super::group_sync)): commits the last checkpoints
+    /// into target groups that have no active members, never moving a group backwards. With
+    /// checkpoint emission disabled, the groups are translated first (nothing is written to
+    /// the checkpoints topic).
+    pub async fn sync_once(&mut self) -> Result<GroupSyncSummary, CheckpointError> {
+        if self.flow.emit_checkpoints.is_none() {
+            self.prepare(false).await?;
+            let summary = self.translate_groups().await?;
+            for checkpoint in summary.emitted {
+                self.store.update(checkpoint);
+            }
+        } else {
+            self.prepare(true).await?;
+        }
+        self.group_sync.sync_once(&self.target, &self.store).await
+    }
+
+    /// Runs passes on the flow's intervals (`emit.checkpoints.interval.seconds`,
+    /// `sync.group.offsets.interval.seconds`) until `stop` resolves; the first of each comes
+    /// one interval after the start, as in MM2. A failing pass is logged and tried again at the
+    /// next interval. Returns at once on `stop`, even mid-pass: what was written stays written,
+    /// and the store is read back at the next start.
+    pub async fn run(&mut self, stop: impl Future<Output = ()>) {
+        tokio::pin!(stop);
+        let emit_every = self.flow.emit_checkpoints.map(|d| d.max(MIN_INTERVAL));
+        let sync_every = self.flow.sync_group_offsets.map(|d| d.max(MIN_INTERVAL));
+        if emit_every.is_none() && sync_every.is_none() {
+            return;
+        }
+        if emit_every.is_none() {
+            tracing::info!(
+                flow = %self.flow.name(),
+                "sync.group.offsets.enabled without emit.checkpoints.enabled: groups are \
+                 translated for group sync, no checkpoints are written"
+            );
+        }
+        let mut next_emit = emit_every.map(|d| Instant::now() + d);
+        let mut next_sync = sync_every.map(|d| Instant::now() + d);
+        loop {
+            let Some(wake) = next_emit.into_iter().chain(next_sync).min() else {
+                return;
+            };
+            tokio::select! {
+                () = &mut stop => return,
+                () = tokio::time::sleep_until(wake) => {}
+            }
+            if let (Some(at), Some(every)) = (next_emit, emit_every) {
+                if Instant::now() >= at {
+                    tokio::select! {
+                        () = &mut stop => return,
+                        result = self.emit_once() => self.log_emit(result),
+                    }
+                    next_emit = Some(Instant::now() + every);
+                }
+            }
+            if let (Some(at), Some(every)) = (next_sync, sync_every) {
+                if Instant::now() >= at {
+                    tokio::select! {
+                        () = &mut stop => return,
+                        result = self.sync_once() => self.log_sync(result),
+                    }
+                    next_sync = Some(Instant::now() + every);
+                }
+            }
+        }
+    }
+
+    fn log_emit(&self, result: Result<CheckpointSummary, CheckpointError>) {
+        match result {
+            Ok(s) if !s.emitted.is_empty() => tracing::info!(
+                flow = %self.flow.name(),
+                topic = %self.topic,
+                groups = s.groups.len(),
+                written = s.emitted.len(),
+                unchanged = s.unchanged,
+                held_back = s.held_back.len(),
+                failed = s.failures.len(),
+                "checkpoints written"
+            ),
+            Ok(s) => tracing::debug!(
+                flow = %self.flow.name(),
+                groups = s.groups.len(),
+                unchanged = s.unchanged,
+                held_back = s.held_back.len(),
+                failed = s.failures.len(),
+                "no checkpoint changed"
+            ),
+            Err(e) => tracing::warn!(
+                flow = %self.flow.name(),
+                topic = %self.topic,
+                error = %e,
+                "checkpoint pass failed; trying again at the next interval"
+            ),
+        }
+    }
+
+    fn log_sync(&self, result: Result<GroupSyncSummary, CheckpointError>) {
+        match result {
+            Ok(s) => tracing::debug!(
+                flow = %self.flow.name(),
+                synced_groups = s.synced_groups.len(),
+                written = s.written.len(),
+                skipped = s.skipped.len(),
+                "group sync pass done"
+            ),
+            Err(e) => tracing::warn!(
+                flow = %self.flow.name(),
+                error = %e,
+                "group sync pass failed; trying again at the next interval"
+            ),
+        }
+    }
+
+    /// Creates the topic (when `create`) and reads the last checkpoints back, each once.
+    async fn prepare(&mut self, create: bool) -> Result<(), CheckpointError> {
+        if create && !self.topic_ready {
+            crate::flow::topics::ensure_compacted_topic(
+                &self.target,
+                &self.topic,
+                self.flow.checkpoints_topic_replication_factor,
+            )
+            .await?;
+            self.topic_ready = true;
+        }
+        if !self.loaded {
+            self.store = self.read_back().await?;
+            self.loaded = true;
+            tracing::debug!(
+                flow = %self.flow.name(),
+                topic = %self.topic,
+                checkpoints = self.store.len(),
+                "last checkpoints read back"
+            );
+        }
+        Ok(())
+    }
+
+    /// Translates every group and sorts the checkpoints: those to write are returned in
+    /// `emitted` (not yet written, the store unchanged).
+    async fn translate_groups(&self) -> Result<CheckpointSummary, CheckpointError> {
+        let map = Arc::clone(&self.map.borrow());
+        let groups = super::consumer_groups(&self.source, &self.flow)
+            .await
+            .map_err(CheckpointError::kafka(
+                "listing the source's consumer groups",
+            ))?;
+        let mut summary = CheckpointSummary::default();
+        for group in groups {
+            let translated =
+                match super::translate_group(&self.source, &self.flow, &map, &group, None).await {
+                    Ok(t) => t,
+                    Err(e) => {
+                        tracing::warn!(
+                            flow = %self.flow.name(),
+                            group = %group,
+                            error = %e,
+                            "cannot read the group's committed offsets on the source; \
+                             trying again at the next interval"
+                        );
+                        summary.failures.push(GroupFailure {
+                            group,
+                            partition: None,
+                            error: e.to_string(),
+                        });
+                        continue;
+                    }
+                };
+            let checkpoints: Vec<Checkpoint> = translated
+                .iter()
+                .filter(|t| self.flow.should_replicate_topic(&t.topic))
+                .filter_map(|t| checkpoint_for(&group, t))
+                .collect();
+            if checkpoints.is_empty() {
+                // No offsets on mirrored partitions (KAFKA-14837).
+                continue;
+            }
+            summary.groups.push(group);
+            for checkpoint in checkpoints {
+                match self.store.decide(&checkpoint) {
+                    d if d.emits() => summary.emitted.push(checkpoint),
+                    Decision::Unchanged => summary.unchanged += 1,
+                    _ => {
+                        tracing::debug!(
+                            group = %checkpoint.group,
+                            topic = %checkpoint.topic,
+                            partition = checkpoint.partition,
+                            upstream = checkpoint.upstream_offset,
+                            downstream = checkpoint.downstream_offset,
+                            "checkpoint held back: it would move backwards without a rewind \
+                             of the source group"
+                        );
+                        summary.held_back.push(checkpoint);
+                    }
+                }
+            }
+        }
+        Ok(summary)
+    }
+
+    /// Writes `checkpoints` to partition 0, in batches, and records each acknowledged one in
+    /// the store and in `summary.emitted`. On failure the rest stays unwritten and unrecorded,
+    /// so the next pass writes it.
+    async fn write(
+        &mut self,
+        checkpoints: Vec<Checkpoint>,
+        summary: &mut CheckpointSummary,
+    ) -> Result<(), CheckpointError> {
+        let mut encoded = Vec::with_capacity(checkpoints.len());
+        for checkpoint in checkpoints {
+            match checkpoint
+                .encode_key()
+                .and_then(|k| Ok((k, checkpoint.encode_value()?)))
+            {
+                Ok((key, value)) => encoded.push(Encoded {
+                    checkpoint,
+                    key,
+                    value,
+                }),
+                Err(e) => {
+                    tracing::warn!(
+                        group = %checkpoint.group,
+                        topic = %checkpoint.topic,
+                        partition = checkpoint.partition,
+                        error = %e,
+                        "cannot encode the checkpoint; skipped"
+                    );
+                    summary.failures.push(GroupFailure {
+                        partition: Some(TopicPartition::new(
+                            checkpoint.topic.clone(),
+                            checkpoint.partition,
+                        )),
+                        group: checkpoint.group,
+                        error: e.to_string(),
+                    });
+                }
+            }
+        }
+        let tp = TopicPartition::new(self.topic.clone(), 0);
+        for chunk in chunks(encoded) {
+            let kvs = chunk
+                .iter()
+                .map(|e| (e.key.clone(), e.value.clone()))
+                .collect();
+            let batch = crate::flow::batch::key_value_batch("checkpoints", kvs)?;
+            let producer = match self.producer.take() {
+                Some(p) => p,
+                None => RawProducer::new(self.target.clone(), self.producer_config.clone())
+                    .await
+                    .map_err(CheckpointError::kafka(format!(
+                        "starting the producer of {}",
+                        self.topic
+                    )))?,
+            };
+            // On failure `producer` is dropped: a failed batch breaks its sequence.
+            producer
+                .send(&tp, &batch)
+                .await
+                .map_err(CheckpointError::kafka(format!("writing to {}", self.topic)))?;
+            self.producer = Some(producer);
+            for Encoded { checkpoint, .. } in chunk {
+                tracing::debug!(
+                    group = %checkpoint.group,
+                    topic = %checkpoint.topic,
+                    partition = checkpoint.partition,
+                    upstream = checkpoint.upstream_offset,
+                    downstream = checkpoint.downstream_offset,
+                    "checkpoint written"
+                );
+                self.store.update(checkpoint.clone());
+                summary.emitted.push(checkpoint);
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the checkpoints topic from its start and keeps the last checkpoint per key, for
+    /// groups this flow checkpoints. A missing topic is an empty store. Records that are not
+    /// v0 checkpoints are skipped and logged, never guessed at.
+    async fn read_back(&self) -> Result<CheckpointStore, CheckpointError> {
+        let topic = &self.topic;
+        let reading = || format!("reading {topic}");
+        let mut store = CheckpointStore::new();
+        let metadata = self
+            .target
+            .refresh_metadata()
+            .await
+            .map_err(CheckpointError::kafka(reading()))?;
+        if !metadata.topics.contains_key(topic) {
+            return Ok(store);
+        }
+        let tp = TopicPartition::new(topic.clone(), 0);
+        let end = self
+            .target
+            .list_offset(&tp, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
+            .await
+            .map_err(CheckpointError::kafka(reading()))?
+            .offset;
+        let options = FetchOptions {
+            max_wait: Duration::from_millis(10),
+            isolation: IsolationLevel::ReadUncommitted,
+            ..FetchOptions::default()
+        };
+        let mut position = 0;
+        while position < end {
+            let data = self
+                .target
+                .fetch(&[FetchPosition::new(tp.clone(), position)], &options)
+                .await
+                .remove(&tp)
+                .unwrap_or(Err(strait_kafka::Error::Closed))
+                .map_err(CheckpointError::kafka(reading()))?;
+            position = position.max(data.log_start_offset);
+            let before = position;
+            for batch in BatchScanner::new(data.records) {
+                let batch = batch.map_err(|e| CheckpointError::Topic {
+                    topic: topic.clone(),
+                    message: format!("bad batch at offset {position}: {e}"),
+                })?;
+                if batch.header.next_offset() <= position {
+                    continue;
+                }
+                if batch.header.attributes.is_control() {
+                    position = batch.header.next_offset();
+                    continue;
+                }
+                let records = strait_wire::records::batch_records(&batch).map_err(|e| {
+                    CheckpointError::Topic {
+                        topic: topic.clone(),
+                        message: format!(
+                            "cannot decode the batch at offset {}: {e}",
+                            batch.header.base_offset
+                        ),
+                    }
+                })?;
+                for record in records {
+                    let offset = batch.header.base_offset + i64::from(record.offset_delta);
+                    if offset >= position {
+                        self.read_record(&mut store, offset, record.key, record.value);
+                    }
+                }
+                position = batch.header.next_offset();
+            }
+            if position == before {
+                return Err(CheckpointError::Topic {
+                    topic: topic.clone(),
+                    message: format!("no progress reading at offset {position} of {end}"),
+                });
+            }
+        }
+        Ok(store)
+    }
+
+    /// Applies one record of the checkpoints topic to `store`.
+    fn read_record(
+        &self,
+        store: &mut CheckpointStore,
+        offset: i64,
+        key: Option<bytes::Bytes>,
+        value: Option<bytes::Bytes>,
+    ) {
+        let Some(key) = key else {
+            tracing::warn!(topic = %self.topic, offset, "checkpoint record without a key; skipped");
+            return;
+        };
+        let Some(value) = value else {
+            // A tombstone: the key's checkpoint is gone. `Checkpoint::decode` reads key and
+            // value together, so the key is paired with an all-zero v0 value (20 bytes: version,
+            // two offsets, empty metadata) to read it alone.
+            if let Ok(c) = Checkpoint::decode(&key, &[0u8; 20]) {
+                store.remove(&c.group, &c.topic, c.partition);
+            }
+            return;
+        };
+        match Checkpoint::decode(&key, &value) {
+            Ok(c) if self.flow.should_replicate_group(&c.group) => store.update(c),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(
+                topic = %self.topic,
+                offset,
+                error = %e,
+                "record is not an MM2 v0 checkpoint; skipped"
+            ),
+        }
+    }
+}
+
+/// A checkpoint with its key and value bytes.
+#[derive(Debug)]
+struct Encoded {
+    checkpoint: Checkpoint,
+    key: Vec<u8>,
+    value: Vec<u8>,
+}
+
+/// Splits encoded checkpoints into runs of at most [`MAX_BATCH_BYTES`] (at least one each).
+fn chunks(encoded: Vec<Encoded>) -> Vec<Vec<Encoded>> {
+    let mut out = Vec::new();
+    let mut current = Vec::new();
+    let mut bytes = 0;
+    for item in encoded {
+        // Key, value, and a record's own overhead (lengths, deltas, attributes).
+        let size = item.key.len() + item.value.len() + 24;
+        if !current.is_empty() && bytes + size > MAX_BATCH_BYTES {
+            out.push(std::mem::take(&mut current));
+            bytes = 0;
+        }
+        bytes += size;
+        current.push(item);
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cp(group: &str, partition: i32, upstream: i64, downstream: i64) -> Checkpoint {
+        Checkpoint {
+            group: group.into(),
+            topic: "A.orders".into(),
+            partition,
+            upstream_offset: upstream,
+            downstream_offset: downstream,
+            metadata: String::new(),
+        }
+    }
+
+    #[test]
+    fn batches_stay_under_the_byte_limit() {
+        let item = |n: usize| Encoded {
+            checkpoint: cp("g", n as i32, 0, 0),
+            key: vec![0u8; 1000],
+            value: vec![0u8; 1000],
+        };
+        let encoded: Vec<_> = (0..300).map(item).collect();
+        let out = chunks(encoded);
+        assert!(out.len() > 1);
+        assert_eq!(out.iter().map(Vec::len).sum::<usize>(), 300);
+        for c in &out {
+            assert!(c.len() * 2024 <= MAX_BATCH_BYTES, "{}", c.len());
+        }
+        assert!(chunks(Vec::new()).is_empty());
+    }
+}

@@ -1,1 +1,367 @@
-//! Group sync (`sync.group.offsets.enabled`): being written (see the offsets issue).
+//! Group offset sync (`sync.group.offsets.enabled`, KIP-545; `reference/mm2.md` §2.4): the last
+//! checkpoint of each group is committed into the group of the same name on the target, so
+//! consumers moved there continue where they stopped on the source, exactly.
+//!
+//! The rules are MM2's (`MirrorCheckpointTask.syncGroupOffset`):
+//!
+//! - A group with members on the target (any state but `Empty` or `Dead`) is never written: its
+//!   consumers own their positions. A group that gets members between the check and the commit
+//!   is refused by the broker (`Error::GroupActive`, MM2's KAFKA-14095 warning) and reported the
+//!   same way.
+//! - Per partition, the checkpoint's offset is committed only when the target group has no
+//!   offset there or a lower one: a target group never moves backwards (KAFKA-12468).
+//! - The source group's commit metadata goes with the offset.
+//!
+//! Every partition or group left alone is reported with its reason, in the pass's
+//! [`GroupSyncSummary`] and in the log (at info when the reason is new, at debug while it
+//! stays the same, so a long-running active group does not fill the log).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use strait_kafka::groups::{CommittedOffset, OffsetToCommit};
+use strait_kafka::{Client, TopicPartition};
+use strait_wire::mm2::Checkpoint;
+
+use super::checkpoints::{CheckpointError, CheckpointStore};
+
+/// Why a group, or one partition of it, was not written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SkipReason {
+    /// The group has active members on the target (`state` as DescribeGroups gives it).
+    GroupActive {
+        /// The group's state on the target, e.g. `Stable`.
+        state: String,
+    },
+    /// The target group is already past the translated offset: moving it back would make its
+    /// consumers read records again.
+    TargetAhead {
+        /// The target group's committed offset.
+        target: i64,
+        /// The translated offset from the last checkpoint.
+        translated: i64,
+    },
+    /// The group could not be read or written this pass; tried again next pass.
+    Failed {
+        /// What went wrong.
+        error: String,
+    },
+}
+
+impl std::fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SkipReason::GroupActive { state } => write!(
+                f,
+                "the group has active members on the target (state {state}); offsets are only \
+                 written while it is empty"
+            ),
+            SkipReason::TargetAhead { target, translated } => write!(
+                f,
+                "the target group is at {target}, ahead of the translated offset {translated}; \
+                 it is never moved backwards"
+            ),
+            SkipReason::Failed { error } => write!(f, "failed: {error}"),
+        }
+    }
+}
+
+/// A group, or one partition of it, left alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedSync {
+    /// The consumer group.
+    pub group: String,
+    /// The remote partition, or `None` when the whole group was skipped.
+    pub partition: Option<TopicPartition>,
+    /// Why.
+    pub reason: SkipReason,
+}
+
+/// One offset committed into a target group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncedOffset {
+    /// The consumer group.
+    pub group: String,
+    /// The remote partition.
+    pub partition: TopicPartition,
+    /// The offset committed: the last checkpoint's downstream offset.
+    pub offset: i64,
+    /// The group's offset there before, if it had one.
+    pub previous: Option<i64>,
+    /// The commit metadata, the source group's.
+    pub metadata: String,
+}
+
+/// What one group-sync pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupSyncSummary {
+    /// Groups that had offsets written this pass, in order.
+    pub synced_groups: Vec<String>,
+    /// Every offset written.
+    pub written: Vec<SyncedOffset>,
+    /// Partitions whose target offset already equals the translated one.
+    pub up_to_date: usize,
+    /// Groups and partitions left alone, with the reason.
+    pub skipped: Vec<SkippedSync>,
+}
+
+/// What to write into one idle target group: no I/O, the rules of the module docs per
+/// partition.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupPlan {
+    /// Offsets to commit.
+    pub writes: Vec<SyncedOffset>,
+    /// Partitions left alone.
+    pub skipped: Vec<SkippedSync>,
+    /// Partitions already at the translated offset.
+    pub up_to_date: usize,
+}
+
+/// Plans the sync of `group`, from its last checkpoints (by remote partition) and its
+/// committed offsets on the target.
+pub fn plan_group(
+    group: &str,
+    checkpoints: &BTreeMap<TopicPartition, Checkpoint>,
+    target: &BTreeMap<TopicPartition, CommittedOffset>,
+) -> GroupPlan {
+    let mut plan = GroupPlan::default();
+    for (tp, checkpoint) in checkpoints {
+        let translated = checkpoint.downstream_offset;
+        let previous = target.get(tp).map(|c| c.offset);
+        match previous {
+            Some(have) if have > translated => plan.skipped.push(SkippedSync {
+                group: group.to_owned(),
+                partition: Some(tp.clone()),
+                reason: SkipReason::TargetAhead {
+                    target: have,
+                    translated,
+                },
+            }),
+            Some(have) if have == translated => plan.up_to_date += 1,
+            _ => plan.writes.push(SyncedOffset {
+                group: group.to_owned(),
+                partition: tp.clone(),
+                offset: translated,
+                previous,
+                metadata: checkpoint.metadata.clone(),
+            }),
+        }
+    }
+    plan
+}
+
+/// Whether `e` means the target cannot be reached at all: the pass stops, rather than time
+/// out once per group.
+fn unreachable(e: &strait_kafka::Error) -> bool {
+    matches!(
+        e,
+        strait_kafka::Error::Io { .. }
+            | strait_kafka::Error::NoBootstrap { .. }
+            | strait_kafka::Error::Timeout { .. }
+    )
+}
+
+/// Group sync passes, remembering what was last reported so a lasting reason is logged once.
+#[derive(Debug, Default)]
+pub struct GroupSync {
+    reported: HashMap<(String, Option<TopicPartition>), SkipReason>,
+}
+
+impl GroupSync {
+    /// Nothing reported yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// One pass over every group of `store` (module docs).
+    pub async fn sync_once(
+        &mut self,
+        target: &Client,
+        store: &CheckpointStore,
+    ) -> Result<GroupSyncSummary, CheckpointError> {
+        let mut summary = GroupSyncSummary::default();
+        for (group, checkpoints) in store.groups() {
+            match sync_group(target, group, checkpoints).await {
+                Ok(plan) => {
+                    if !plan.writes.is_empty() {
+                        summary.synced_groups.push(group.to_owned());
+                        tracing::info!(
+                            group = %group,
+                            partitions = plan.writes.len(),
+                            "group offsets written to the target"
+                        );
+                    }
+                    summary.written.extend(plan.writes);
+                    summary.up_to_date += plan.up_to_date;
+                    summary.skipped.extend(plan.skipped);
+                }
+                Err(e) if unreachable(&e) => {
+                    return Err(CheckpointError::Kafka {
+                        what: format!("syncing group {group} on the target"),
+                        source: e,
+                    })
+                }
+                Err(e) => summary.skipped.push(SkippedSync {
+                    group: group.to_owned(),
+                    partition: None,
+                    reason: SkipReason::Failed {
+                        error: e.to_string(),
+                    },
+                }),
+            }
+        }
+        for w in &summary.written {
+            tracing::debug!(
+                group = %w.group,
+                topic = %w.partition.topic,
+                partition = w.partition.partition,
+                offset = w.offset,
+                previous = ?w.previous,
+                "group offset written"
+            );
+        }
+        let mut seen = HashSet::new();
+        for skip in &summary.skipped {
+            self.report(skip);
+            seen.insert((skip.group.clone(), skip.partition.clone()));
+        }
+        self.reported.retain(|key, _| seen.contains(key));
+        Ok(summary)
+    }
+
+    /// Logs a skip: at info (warn for a failure) when its reason is new, at debug when it is the
+    /// one reported last pass.
+    fn report(&mut self, skip: &SkippedSync) {
+        let key = (skip.group.clone(), skip.partition.clone());
+        let repeated = self.reported.get(&key) == Some(&skip.reason);
+        let (topic, partition) = match &skip.partition {
+            Some(tp) => (tp.topic.as_str(), Some(tp.partition)),
+            None => ("", None),
+        };
+        let reason = &skip.reason;
+        if repeated {
+            tracing::debug!(group = %skip.group, topic, partition, %reason, "group offsets not synced");
+        } else if matches!(reason, SkipReason::Failed { .. }) {
+            tracing::warn!(group = %skip.group, topic, partition, %reason, "group offsets not synced");
+        } else {
+            tracing::info!(group = %skip.group, topic, partition, %reason, "group offsets not synced");
+        }
+        self.reported.insert(key, skip.reason.clone());
+    }
+}
+
+/// Syncs one group: skipped whole when active, else planned and committed.
+async fn sync_group(
+    target: &Client,
+    group: &str,
+    checkpoints: &BTreeMap<TopicPartition, Checkpoint>,
+) -> Result<GroupPlan, strait_kafka::Error> {
+    let skip_active = |state: String| GroupPlan {
+        skipped: vec![SkippedSync {
+            group: group.to_owned(),
+            partition: None,
+            reason: SkipReason::GroupActive { state },
+        }],
+        ..GroupPlan::default()
+    };
+    let description = target.describe_group(group).await?;
+    if description.is_active() {
+        return Ok(skip_active(description.state));
+    }
+    let partitions: Vec<TopicPartition> = checkpoints.keys().cloned().collect();
+    let committed = super::committed(target, group, &partitions).await?;
+    let plan = plan_group(group, checkpoints, &committed);
+    if plan.writes.is_empty() {
+        return Ok(plan);
+    }
+    let offsets: Vec<OffsetToCommit> = plan
+        .writes
+        .iter()
+        .map(|w| OffsetToCommit {
+            tp: w.partition.clone(),
+            offset: w.offset,
+            leader_epoch: -1,
+            metadata: Some(w.metadata.clone()),
+        })
+        .collect();
+    match target.offset_commit(group, &offsets).await {
+        Ok(()) => Ok(plan),
+        // Members joined after the describe: nothing was written.
+        Err(strait_kafka::Error::GroupActive { .. }) => {
+            Ok(skip_active("joined during the sync".to_owned()))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn checkpoint(partition: i32, downstream: i64, metadata: &str) -> Checkpoint {
+        Checkpoint {
+            group: "g".into(),
+            topic: "A.orders".into(),
+            partition,
+            upstream_offset: downstream - 5,
+            downstream_offset: downstream,
+            metadata: metadata.into(),
+        }
+    }
+
+    fn committed(offset: i64) -> CommittedOffset {
+        CommittedOffset {
+            offset,
+            leader_epoch: -1,
+            metadata: None,
+        }
+    }
+
+    #[test]
+    fn writes_only_where_the_target_is_absent_or_behind() {
+        let tp = |p| TopicPartition::new("A.orders", p);
+        let checkpoints: BTreeMap<_, _> = (0..4)
+            .map(|p| (tp(p), checkpoint(p, 100 + i64::from(p), "meta")))
+            .collect();
+        // p0: none on the target; p1: behind; p2: equal; p3: ahead.
+        let target: BTreeMap<_, _> = [
+            (tp(1), committed(50)),
+            (tp(2), committed(102)),
+            (tp(3), committed(200)),
+        ]
+        .into_iter()
+        .collect();
+        let plan = plan_group("g", &checkpoints, &target);
+        assert_eq!(
+            plan.writes,
+            vec![
+                SyncedOffset {
+                    group: "g".into(),
+                    partition: tp(0),
+                    offset: 100,
+                    previous: None,
+                    metadata: "meta".into(),
+                },
+                SyncedOffset {
+                    group: "g".into(),
+                    partition: tp(1),
+                    offset: 101,
+                    previous: Some(50),
+                    metadata: "meta".into(),
+                },
+            ]
+        );
+        assert_eq!(plan.up_to_date, 1);
+        assert_eq!(
+            plan.skipped,
+            vec![SkippedSync {
+                group: "g".into(),
+                partition: Some(tp(3)),
+                reason: SkipReason::TargetAhead {
+                    target: 200,
+                    translated: 103
+                },
+            }]
+        );
+    }
+}

@@ -1,1 +1,0 @@
-//! Failover and failback plans: being written (see the offsets issue).

@@ -1,0 +1,216 @@
+//! Planning a failover: every group consuming on the flow's source cluster (A), and where each
+//! continues on the target (B), from the exact offset map.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use strait_kafka::groups::{CommittedOffset, GroupDescription};
+use strait_kafka::{Client, TopicPartition};
+use strait_wire::offset_map::{SourcePartition, Translation};
+
+use super::{
+    map_extents, now, wanted, Blocker, ClusterRef, Direction, FailoverPlan, GroupPlan,
+    PartitionPlan, PlanError, PLAN_VERSION,
+};
+use crate::config::FlowConfig;
+use crate::filter::PatternList;
+use crate::flow::map_store::MapStore;
+use crate::offsets::{committed, consumer_groups, mapped_partitions, translate_offsets};
+use crate::offsets::{describe, TranslatedOffset};
+
+/// Plans the failover of `flow`'s groups from `source` (A) to `target` (B).
+///
+/// The groups are those on A that the flow carries across (`groups` / `groups.exclude`), and
+/// among them those `narrow` matches (whole names, MM2's list syntax), that have committed
+/// offsets on a topic the flow mirrors. Per partition the plan holds the committed offset on A,
+/// its translation through the map as persisted on B (exact, or why not), the group's committed
+/// offset on B now, and what blocks applying it. A group's committed offsets on topics the flow
+/// does not mirror are listed as blocked ([`Blocker::TopicNotMirrored`]) where the broker lists
+/// them (Kafka's all-topics OffsetFetch).
+pub async fn plan_failover(
+    source: &Client,
+    target: &Client,
+    flow: &FlowConfig,
+    narrow: Option<&PatternList>,
+) -> Result<FailoverPlan, PlanError> {
+    let (a, b) = (flow.source.as_str(), flow.target.as_str());
+    let map = MapStore::read(target, flow.source_alias.as_str())
+        .await
+        .map_err(|source| PlanError::Map {
+            flow: flow.name(),
+            source,
+        })?;
+    let metadata = source
+        .refresh_metadata()
+        .await
+        .map_err(PlanError::kafka(a, "read metadata"))?;
+    let mut mirrored: BTreeSet<String> = map.iter().map(|(p, _)| p.topic.clone()).collect();
+    let mut ask: BTreeSet<TopicPartition> = mapped_partitions(&map, None).into_iter().collect();
+    for t in metadata.topics.values() {
+        if !t.is_internal && flow.should_replicate_topic(&t.name) {
+            mirrored.insert(t.name.clone());
+            ask.extend(
+                t.partitions
+                    .keys()
+                    .map(|p| TopicPartition::new(t.name.clone(), *p)),
+            );
+        }
+    }
+    let ask: Vec<TopicPartition> = ask.into_iter().collect();
+
+    let mut groups = Vec::new();
+    let all = consumer_groups(source, flow)
+        .await
+        .map_err(PlanError::kafka(a, "list groups"))?;
+    for group in all.into_iter().filter(|g| wanted(g, narrow)) {
+        let what = || format!("read the committed offsets of group {group}");
+        // Kafka lists every committed partition for "all topics"; asking by partition as well
+        // covers brokers that answer that form with nothing.
+        let mut offsets = source
+            .offset_fetch(&group, None)
+            .await
+            .map_err(PlanError::kafka(a, what()))?;
+        offsets.extend(
+            committed(source, &group, &ask)
+                .await
+                .map_err(PlanError::kafka(a, what()))?,
+        );
+        let (on_mirrored, elsewhere): (BTreeMap<_, _>, BTreeMap<_, _>) = offsets
+            .into_iter()
+            .partition(|(tp, _)| mirrored.contains(&tp.topic));
+        if on_mirrored.is_empty() {
+            continue;
+        }
+        let translated = translate_offsets(flow, &map, on_mirrored);
+        let remote: Vec<TopicPartition> = translated
+            .iter()
+            .map(TranslatedOffset::remote_partition)
+            .collect();
+        let on_target = committed(target, &group, &remote)
+            .await
+            .map_err(PlanError::kafka(
+                b,
+                format!("read the committed offsets of group {group}"),
+            ))?;
+        let source_state = describe_group(source, a, &group).await?;
+        let target_state = describe_group(target, b, &group).await?;
+
+        let mut partitions: Vec<PartitionPlan> = translated
+            .into_iter()
+            .map(|t| {
+                let now = on_target.get(&t.remote_partition()).map(|c| c.offset);
+                partition_plan(t, now)
+            })
+            .collect();
+        partitions.extend(elsewhere.into_iter().map(|(tp, c)| unmirrored(flow, tp, c)));
+        partitions.sort_by(|x, y| (&x.topic, x.partition).cmp(&(&y.topic, y.partition)));
+        groups.push(GroupPlan {
+            blocker: target_state.is_active().then(|| Blocker::GroupActive {
+                cluster: b.to_owned(),
+                state: target_state.state.clone(),
+            }),
+            group,
+            source_state: Some(source_state.state),
+            target_state: Some(target_state.state),
+            partitions,
+        });
+    }
+
+    let used: BTreeSet<SourcePartition> = groups
+        .iter()
+        .flat_map(|g| &g.partitions)
+        .map(|p| SourcePartition::new(p.topic.clone(), p.partition))
+        .collect();
+    let (created_at, created_at_ms) = now();
+    Ok(FailoverPlan {
+        version: PLAN_VERSION,
+        direction: Direction::Failover,
+        flow: flow.name(),
+        source: ClusterRef {
+            alias: a.to_owned(),
+            bootstrap_servers: source.config().bootstrap.clone(),
+        },
+        target: ClusterRef {
+            alias: b.to_owned(),
+            bootstrap_servers: target.config().bootstrap.clone(),
+        },
+        source_alias: flow.source_alias.to_string(),
+        created_at,
+        created_at_ms,
+        map: map_extents(&map, &used),
+        groups,
+    })
+}
+
+/// One translated partition; `on_target` is the group's committed offset on the remote
+/// partition now.
+fn partition_plan(t: TranslatedOffset, on_target: Option<i64>) -> PartitionPlan {
+    let planned = t.target_offset();
+    let missing_ahead = match t.translation {
+        Translation::BeforeMappedStart { skipped, .. } => skipped,
+        Translation::InLostRange { lost, .. } => lost,
+        _ => 0,
+    };
+    let (duplicates, blocker) = match (planned, on_target) {
+        (None, _) => (0, Some(Blocker::PartitionUnmapped)),
+        (Some(planned), Some(committed)) if committed > planned => (
+            committed - planned,
+            Some(Blocker::WouldMoveBack { committed, planned }),
+        ),
+        _ => (0, None),
+    };
+    let mut note = describe(&t.translation);
+    if t.unreplicated() > 0 {
+        // The gap closes if the flow still runs; a plan applied before it does would have the
+        // group read those records twice once they arrive.
+        note.push_str(
+            ": let the flow catch up and plan again, or the group reads them twice once they \
+             are mirrored (if the source is lost, so are they)",
+        );
+    }
+    PartitionPlan {
+        exact: t.is_exact(),
+        unreplicated: t.unreplicated(),
+        note,
+        source_offset: Some(t.source_offset),
+        target_offset: planned,
+        duplicates,
+        missing_ahead,
+        committed_at_plan: on_target,
+        blocker,
+        topic: t.topic,
+        partition: t.partition,
+        remote_topic: t.remote_topic,
+        metadata: t.metadata,
+    }
+}
+
+/// A committed partition of a topic the flow does not mirror.
+fn unmirrored(flow: &FlowConfig, tp: TopicPartition, c: CommittedOffset) -> PartitionPlan {
+    PartitionPlan {
+        remote_topic: flow.remote_topic(&tp.topic),
+        topic: tp.topic,
+        partition: tp.partition,
+        source_offset: Some(c.offset),
+        target_offset: None,
+        exact: false,
+        duplicates: 0,
+        unreplicated: 0,
+        missing_ahead: 0,
+        committed_at_plan: None,
+        metadata: c.metadata,
+        blocker: Some(Blocker::TopicNotMirrored),
+        note: String::new(),
+    }
+}
+
+/// `group` as `cluster` describes it.
+pub(super) async fn describe_group(
+    client: &Client,
+    cluster: &str,
+    group: &str,
+) -> Result<GroupDescription, PlanError> {
+    client
+        .describe_group(group)
+        .await
+        .map_err(PlanError::kafka(cluster, format!("describe group {group}")))
+}

@@ -1,0 +1,449 @@
+//! MM2 checkpoints as strait writes them (`reference/mm2.md` §1.3, §2.2), against two real
+//! clusters with librdkafka committing the source groups:
+//!
+//! - the checkpoints topic holds MM2's exact bytes (built by hand here, not with the codec under
+//!   test), with the map's exact target offsets, for the groups the filter lets through that
+//!   have offsets on mirrored partitions;
+//! - a checkpoint is written when its group advances or rewinds, never again when nothing
+//!   changed, and a new task reads the last ones back instead of writing them again;
+//! - the loop runs on its intervals and stops when told;
+//! - commit metadata (which the test broker does not keep) travels into the checkpoint and into
+//!   the target group, shown with a scripted fake source and a fake target.
+
+#![allow(unreachable_pub, dead_code, missing_docs)]
+
+mod common;
+#[path = "../../strait-kafka/tests/fake/mod.rs"]
+mod fake;
+mod mirror;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use strait_core::offsets::checkpoints::{CheckpointTask, Decision};
+use strait_kafka::admin::ConfigResource;
+use strait_kafka::{Client, TopicPartition};
+use strait_testkit::Clusters;
+use strait_wire::mm2::Checkpoint;
+use strait_wire::offset_map::{OffsetMap, SourcePartition};
+
+use mirror::{end_offset, mirror, on_partition, read_topic, CHECKPOINTS, REMOTE, TOPIC};
+
+/// A Kafka `STRING`, by hand: int16 length, then the bytes.
+fn string(s: &str) -> Vec<u8> {
+    let mut out = (s.len() as i16).to_be_bytes().to_vec();
+    out.extend_from_slice(s.as_bytes());
+    out
+}
+
+/// MM2's checkpoint key, by hand: group, topic, partition.
+fn key(group: &str, topic: &str, partition: i32) -> Bytes {
+    let mut out = string(group);
+    out.extend(string(topic));
+    out.extend(partition.to_be_bytes());
+    out.into()
+}
+
+/// MM2's checkpoint value, by hand: version 0, upstream, downstream, metadata.
+fn value(upstream: i64, downstream: i64, metadata: &str) -> Bytes {
+    let mut out = vec![0, 0];
+    out.extend(upstream.to_be_bytes());
+    out.extend(downstream.to_be_bytes());
+    out.extend(string(metadata));
+    out.into()
+}
+
+fn cp(group: &str, partition: i32, upstream: i64, downstream: i64) -> Checkpoint {
+    Checkpoint {
+        group: group.into(),
+        topic: REMOTE.into(),
+        partition,
+        upstream_offset: upstream,
+        downstream_offset: downstream,
+        metadata: String::new(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_are_mm2_records_with_the_exact_offsets() {
+    let m = mirror("").await;
+    m.commit_source("billing-app", &[(0, 12), (1, 15)]);
+    m.commit_source("reporting", &[(0, 20)]);
+    // Left out by MM2's default `groups.exclude`.
+    m.commit_source("console-consumer-7", &[(0, 5)]);
+    // Offsets only on a topic the flow does not mirror (KAFKA-14837).
+    m.rdk.commit(
+        &m.clusters.source.bootstrap,
+        "unrelated",
+        "elsewhere",
+        &[(0, 0)],
+    );
+
+    let mut task = m.task();
+    assert_eq!(task.topic(), CHECKPOINTS);
+    let summary = task.emit_once().await.expect("checkpoint pass");
+    assert_eq!(summary.groups, ["billing-app", "reporting"]);
+    assert!(summary.failures.is_empty(), "{:?}", summary.failures);
+
+    let written = read_topic(&m.target, CHECKPOINTS).await;
+    // The first record, spelled out: group "billing-app" (11 bytes), topic "source.orders"
+    // (13 bytes), partition 0; version 0, upstream 12, downstream 17, metadata "".
+    assert_eq!(
+        &written[0].0[..],
+        b"\x00\x0bbilling-app\x00\x0dsource.orders\x00\x00\x00\x00"
+    );
+    assert_eq!(
+        &written[0].1[..],
+        &[0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 0, 0, 0, 0, 0, 0, 0, 17, 0, 0][..]
+    );
+    assert_eq!(
+        written,
+        vec![
+            // orders-0 at 12 is target 17 (5 foreign records came first).
+            (key("billing-app", REMOTE, 0), value(12, 17, "")),
+            // orders-1 at 15 is target 18: the 3 foreign records lie between 14 and 15.
+            (key("billing-app", REMOTE, 1), value(15, 18, "")),
+            (key("reporting", REMOTE, 0), value(20, 25, "")),
+        ]
+    );
+    // The downstream offsets are the map's, and what the pass reports.
+    for (k, v) in &written {
+        let c = Checkpoint::decode(k, v).expect("a v0 checkpoint");
+        let sp = SourcePartition::new(TOPIC, c.partition);
+        assert_eq!(
+            m.flow.map().translate(&sp, c.upstream_offset).target(),
+            Some(c.downstream_offset)
+        );
+    }
+    assert_eq!(
+        summary.emitted,
+        vec![
+            cp("billing-app", 0, 12, 17),
+            cp("billing-app", 1, 15, 18),
+            cp("reporting", 0, 20, 25),
+        ]
+    );
+
+    // The topic is made as MM2 makes it: one partition, compacted.
+    let metadata = m.target.refresh_metadata().await.unwrap();
+    assert_eq!(metadata.topics[CHECKPOINTS].partitions.len(), 1);
+    let configs = m
+        .target
+        .describe_configs(&ConfigResource::Topic(CHECKPOINTS.to_owned()))
+        .await
+        .unwrap();
+    assert!(
+        configs
+            .iter()
+            .any(|c| c.name == "cleanup.policy" && c.value.as_deref() == Some("compact")),
+        "{configs:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_move_with_the_group_and_survive_a_restart() {
+    let m = mirror("").await;
+    m.commit_source("billing-app", &[(0, 12), (1, 15)]);
+    m.commit_source("reporting", &[(0, 20)]);
+    let mut task = m.task();
+    assert_eq!(task.emit_once().await.unwrap().emitted.len(), 3);
+    assert_eq!(m.checkpoints_end().await, 3);
+
+    // Nothing changed: nothing written.
+    let summary = task.emit_once().await.unwrap();
+    assert!(summary.emitted.is_empty(), "{summary:?}");
+    assert_eq!(summary.unchanged, 3);
+    assert_eq!(m.checkpoints_end().await, 3);
+
+    // The group advances: one new checkpoint.
+    m.commit_source("billing-app", &[(0, 14)]);
+    let summary = task.emit_once().await.unwrap();
+    assert_eq!(summary.emitted, vec![cp("billing-app", 0, 14, 19)]);
+    assert_eq!(summary.unchanged, 2);
+    assert_eq!(m.checkpoints_end().await, 4);
+
+    // The group is rewound on the source: the checkpoint moves back with it.
+    m.commit_source("billing-app", &[(0, 3)]);
+    let summary = task.emit_once().await.unwrap();
+    assert_eq!(summary.emitted, vec![cp("billing-app", 0, 3, 8)]);
+    assert_eq!(m.checkpoints_end().await, 5);
+
+    // A group past what is mirrored stays at the target end until the records follow.
+    m.rdk.produce(
+        &m.clusters.source.bootstrap,
+        TOPIC,
+        &on_partition(0, 2, "third"),
+        "none",
+    );
+    m.commit_source("reporting", &[(0, 22)]);
+    let summary = task.emit_once().await.unwrap();
+    assert!(summary.emitted.is_empty(), "{summary:?}");
+    assert_eq!(
+        task.store().decide(&cp("reporting", 0, 22, 25)),
+        Decision::Unchanged
+    );
+
+    // A new task reads the last checkpoints back: nothing is written again. The last record
+    // of billing-app orders-0 is the rewound one (3 -> 8), not the highest.
+    let mut restarted = m.task();
+    let summary = restarted.emit_once().await.unwrap();
+    assert!(summary.emitted.is_empty(), "{summary:?}");
+    assert_eq!(summary.unchanged, 3);
+    assert_eq!(m.checkpoints_end().await, 5);
+    assert_eq!(
+        restarted.store().get("billing-app", REMOTE, 0),
+        Some(&cp("billing-app", 0, 3, 8))
+    );
+
+    // The flow mirrors the new records and publishes its map: the restarted task follows.
+    let mut flow = m.flow;
+    flow.run_until_caught_up().await.unwrap();
+    m.rdk.commit(
+        &m.clusters.source.bootstrap,
+        "billing-app",
+        TOPIC,
+        &[(1, 18)],
+    );
+    let summary = restarted.emit_once().await.unwrap();
+    assert_eq!(
+        summary.emitted,
+        vec![cp("billing-app", 1, 18, 21), cp("reporting", 0, 22, 27)]
+    );
+    assert_eq!(end_offset(&m.target, CHECKPOINTS).await, 7);
+    // What is in the topic, last per key, is what the task holds.
+    let mut last = std::collections::BTreeMap::new();
+    for (k, v) in read_topic(&m.target, CHECKPOINTS).await {
+        let c = Checkpoint::decode(&k, &v).unwrap();
+        last.insert((c.group.clone(), c.partition), c);
+    }
+    for ((group, partition), c) in &last {
+        assert_eq!(restarted.store().get(group, REMOTE, *partition), Some(c));
+    }
+    assert_eq!(last.len(), restarted.store().len());
+}
+
+/// Waits until billing-app's offsets on the target's `source.orders` are `want`.
+async fn wait_for_target_group(
+    target: &Client,
+    deadline: tokio::time::Instant,
+    want: &[(i32, i64)],
+) {
+    let tps = [
+        TopicPartition::new(REMOTE, 0),
+        TopicPartition::new(REMOTE, 1),
+    ];
+    loop {
+        let have: Vec<(i32, i64)> = target
+            .offset_fetch("billing-app", Some(&tps))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(tp, c)| (tp.partition, c.offset))
+            .collect();
+        if have == want {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "group not synced: {have:?}, want {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_task_runs_on_its_intervals_until_stopped() {
+    let m = mirror(
+        "emit.checkpoints.interval.seconds = 1\n\
+         sync.group.offsets.enabled = true\n\
+         sync.group.offsets.interval.seconds = 1",
+    )
+    .await;
+    m.commit_source("billing-app", &[(0, 12), (1, 15)]);
+    let mut task = m.task();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(async move {
+        task.run(async {
+            let _ = stopped.await;
+        })
+        .await;
+        task
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    wait_for_target_group(&m.target, deadline, &[(0, 17), (1, 18)]).await;
+    // The group moves on the source; the loop carries it over.
+    m.commit_source("billing-app", &[(0, 14)]);
+    wait_for_target_group(&m.target, deadline, &[(0, 19), (1, 18)]).await;
+    assert_eq!(
+        read_topic(&m.target, CHECKPOINTS).await,
+        vec![
+            (key("billing-app", REMOTE, 0), value(12, 17, "")),
+            (key("billing-app", REMOTE, 1), value(15, 18, "")),
+            (key("billing-app", REMOTE, 0), value(14, 19, "")),
+        ]
+    );
+    stop.send(()).unwrap();
+    let task = tokio::time::timeout(Duration::from_secs(5), running)
+        .await
+        .expect("the loop stops when told")
+        .unwrap();
+    assert_eq!(task.store().len(), 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Commit metadata: the test broker drops it, so a fake source and a fake target show it.
+
+mod metadata {
+    use super::*;
+    use crate::fake::{script, Action, Body, FakeCluster};
+    use kafka_protocol::messages::describe_groups_response::DescribedGroup;
+    use kafka_protocol::messages::list_groups_response::ListedGroup;
+    use kafka_protocol::messages::offset_commit_response::{
+        OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+    };
+    use kafka_protocol::messages::offset_fetch_response::{
+        OffsetFetchResponsePartition, OffsetFetchResponseTopic,
+    };
+    use kafka_protocol::messages::{
+        ApiKey, DescribeGroupsResponse, GroupId, ListGroupsResponse, OffsetCommitResponse,
+        OffsetFetchResponse, TopicName,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    use strait_core::offsets::group_sync::{GroupSync, SyncedOffset};
+
+    const GROUP: &str = "billing-app";
+    const METADATA: &str = "billing;v=2";
+
+    fn s(text: &str) -> StrBytes {
+        StrBytes::from_string(text.to_owned())
+    }
+
+    /// A one-broker cluster holding `orders` (one partition) and group `billing-app`, which
+    /// is empty and has committed `committed` (offset, metadata) on `orders-0`, when given.
+    async fn fake_cluster(topic: &str, committed: Option<(i64, &'static str)>) -> FakeCluster {
+        let topic_name = topic.to_owned();
+        let fake = FakeCluster::start(
+            &[1],
+            script(move |_, req| match (&req.body, req.api) {
+                (_, ApiKey::ListGroups) => req.reply(&ListGroupsResponse::default().with_groups(
+                    vec![ListedGroup::default()
+                        .with_group_id(GroupId(s(GROUP)))
+                        .with_protocol_type(s("consumer"))
+                        .with_group_state(s("Empty"))],
+                )),
+                (_, ApiKey::DescribeGroups) => req.reply(
+                    &DescribeGroupsResponse::default().with_groups(vec![DescribedGroup::default()
+                        .with_group_id(GroupId(s(GROUP)))
+                        .with_group_state(s("Empty"))
+                        .with_protocol_type(s("consumer"))]),
+                ),
+                (Body::OffsetFetch(_), _) => {
+                    let partitions = committed
+                        .iter()
+                        .map(|(offset, metadata)| {
+                            OffsetFetchResponsePartition::default()
+                                .with_partition_index(0)
+                                .with_committed_offset(*offset)
+                                .with_committed_leader_epoch(-1)
+                                .with_metadata(Some(s(metadata)))
+                        })
+                        .collect();
+                    req.reply(&OffsetFetchResponse::default().with_topics(vec![
+                        OffsetFetchResponseTopic::default()
+                            .with_name(TopicName(s(&topic_name)))
+                            .with_partitions(partitions),
+                    ]))
+                }
+                (Body::OffsetCommit(c), _) => req.reply(
+                    &OffsetCommitResponse::default().with_topics(
+                        c.topics
+                            .iter()
+                            .map(|t| {
+                                OffsetCommitResponseTopic::default()
+                                    .with_name(t.name.clone())
+                                    .with_partitions(
+                                        t.partitions
+                                            .iter()
+                                            .map(|p| {
+                                                OffsetCommitResponsePartition::default()
+                                                    .with_partition_index(p.partition_index)
+                                            })
+                                            .collect(),
+                                    )
+                            })
+                            .collect(),
+                    ),
+                ),
+                _ => Action::Default,
+            }),
+        )
+        .await;
+        fake.spec()
+            .api_versions
+            .extend([(ApiKey::ListGroups, 0, 4), (ApiKey::DescribeGroups, 0, 5)]);
+        fake.set_topic(topic, &[1]);
+        fake
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn commit_metadata_goes_into_the_checkpoint_and_the_target_group() {
+        let clusters = Clusters::start();
+        let source = fake_cluster(TOPIC, Some((12, METADATA))).await;
+        let config = common::flow_config(
+            &source.addr(1),
+            &clusters.target.bootstrap,
+            "topics = orders",
+        );
+        // The map a flow would have made: orders-0 [0, 20) at [5, 25).
+        let mut map = OffsetMap::new();
+        map.record(&SourcePartition::new(TOPIC, 0), 0, 5, 20)
+            .unwrap();
+        let (_publish, updates) = tokio::sync::watch::channel(Arc::new(map));
+        let target = common::client(&clusters.target.bootstrap).await;
+        let mut task = CheckpointTask::new(
+            config,
+            common::client(&source.addr(1)).await,
+            target.clone(),
+            updates,
+        );
+        let summary = task.emit_once().await.expect("checkpoint pass");
+        assert_eq!(summary.groups, [GROUP]);
+        assert_eq!(
+            read_topic(&target, CHECKPOINTS).await,
+            vec![(key(GROUP, REMOTE, 0), value(12, 17, METADATA))]
+        );
+
+        // Group sync into an empty target group keeps the metadata in the commit.
+        let fake_target = fake_cluster(REMOTE, None).await;
+        let sync = GroupSync::new()
+            .sync_once(&common::client(&fake_target.addr(1)).await, task.store())
+            .await
+            .expect("sync pass");
+        assert_eq!(sync.synced_groups, [GROUP]);
+        assert_eq!(
+            sync.written,
+            vec![SyncedOffset {
+                group: GROUP.into(),
+                partition: TopicPartition::new(REMOTE, 0),
+                offset: 17,
+                previous: None,
+                metadata: METADATA.into(),
+            }]
+        );
+        let commits = fake_target.requests(ApiKey::OffsetCommit);
+        assert_eq!(commits.len(), 1);
+        let Body::OffsetCommit(commit) = &commits[0].body else {
+            panic!("an OffsetCommit");
+        };
+        assert_eq!(commit.group_id.0.as_str(), GROUP);
+        assert_eq!(commit.generation_id_or_member_epoch, -1);
+        let p = &commit.topics[0].partitions[0];
+        assert_eq!(commit.topics[0].name.0.as_str(), REMOTE);
+        assert_eq!((p.partition_index, p.committed_offset), (0, 17));
+        assert_eq!(
+            p.committed_metadata.as_ref().map(|m| m.as_str()),
+            Some(METADATA)
+        );
+    }
+}

@@ -1,0 +1,164 @@
+//! Group offset sync (`sync.group.offsets.enabled`, `reference/mm2.md` §2.4) against two real
+//! clusters, librdkafka committing on both and holding a target group active:
+//!
+//! - an absent target group gets exactly the translated offsets;
+//! - a target group ahead of the translation is never moved back (a partition behind is moved
+//!   forward);
+//! - a group with an active member on the target is not touched, and the skip is reported;
+//!   once the member leaves, the next pass (a new task, from the checkpoints read back) syncs it;
+//! - with checkpoint emission off, group sync still translates and writes, and no checkpoints
+//!   topic appears.
+
+#![allow(unreachable_pub, dead_code, missing_docs)]
+
+mod common;
+mod mirror;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use strait_core::offsets::group_sync::{SkipReason, SkippedSync, SyncedOffset};
+use strait_kafka::TopicPartition;
+
+use mirror::{mirror, Mirror, CHECKPOINTS, REMOTE};
+
+fn synced(group: &str, partition: i32, offset: i64, previous: Option<i64>) -> SyncedOffset {
+    SyncedOffset {
+        group: group.into(),
+        partition: TopicPartition::new(REMOTE, partition),
+        offset,
+        previous,
+        metadata: String::new(),
+    }
+}
+
+impl Mirror {
+    fn commit_target(&self, group: &str, offsets: &[(i32, i64)]) {
+        self.rdk
+            .commit(&self.clusters.target.bootstrap, group, REMOTE, offsets);
+    }
+
+    /// `group`'s offsets on the target, read by librdkafka.
+    fn target_offsets(&self, group: &str) -> BTreeMap<i32, i64> {
+        self.rdk
+            .committed(&self.clusters.target.bootstrap, group, REMOTE, &[0, 1])
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_sync_writes_idle_groups_and_never_moves_one_back() {
+    let m = mirror("sync.group.offsets.enabled = true").await;
+    // Source positions and their exact target offsets (see `mirror`):
+    m.commit_source("billing-app", &[(0, 12), (1, 15)]); // 17, 18
+    m.commit_source("reporting", &[(0, 20)]); // 25
+    m.commit_source("active-app", &[(0, 10), (1, 10)]); // 15, 10
+    m.commit_source("ahead-app", &[(0, 12), (1, 12)]); // 17, 12
+                                                       // The target side: ahead-app is ahead on orders-0 and behind on orders-1; reporting is
+                                                       // already there; active-app has a member.
+    m.commit_target("ahead-app", &[(0, 30), (1, 5)]);
+    m.commit_target("reporting", &[(0, 25)]);
+    m.commit_target("active-app", &[(0, 2)]);
+    let member = m
+        .rdk
+        .group_member(&m.clusters.target.bootstrap, "active-app", REMOTE);
+
+    let mut task = m.task();
+    task.emit_once().await.expect("checkpoint pass");
+    let summary = task.sync_once().await.expect("sync pass");
+    assert_eq!(summary.synced_groups, ["ahead-app", "billing-app"]);
+    assert_eq!(
+        summary.written,
+        vec![
+            synced("ahead-app", 1, 12, Some(5)),
+            synced("billing-app", 0, 17, None),
+            synced("billing-app", 1, 18, None),
+        ]
+    );
+    assert_eq!(summary.up_to_date, 1, "reporting");
+    assert_eq!(summary.skipped.len(), 2, "{:?}", summary.skipped);
+    assert_eq!(summary.skipped[0].group, "active-app");
+    assert_eq!(summary.skipped[0].partition, None);
+    assert!(
+        matches!(&summary.skipped[0].reason, SkipReason::GroupActive { state } if state != "Empty"),
+        "{:?}",
+        summary.skipped[0]
+    );
+    assert_eq!(
+        summary.skipped[1],
+        SkippedSync {
+            group: "ahead-app".into(),
+            partition: Some(TopicPartition::new(REMOTE, 0)),
+            reason: SkipReason::TargetAhead {
+                target: 30,
+                translated: 17
+            },
+        }
+    );
+    // What the target holds, read by librdkafka.
+    assert_eq!(m.target_offsets("billing-app"), [(0, 17), (1, 18)].into());
+    assert_eq!(m.target_offsets("ahead-app"), [(0, 30), (1, 12)].into());
+    assert_eq!(m.target_offsets("reporting"), [(0, 25)].into());
+    assert_eq!(
+        m.target_offsets("active-app"),
+        [(0, 2)].into(),
+        "an active group is not touched"
+    );
+
+    // The member leaves. A new task syncs from the checkpoints it reads back.
+    drop(member);
+    let mut restarted = m.task();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let summary = loop {
+        let summary = restarted.sync_once().await.expect("sync pass");
+        if summary.synced_groups.iter().any(|g| g == "active-app") {
+            break summary;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "active-app never became idle: {summary:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(summary.synced_groups, ["active-app"]);
+    assert_eq!(
+        summary.written,
+        vec![
+            synced("active-app", 0, 15, Some(2)),
+            synced("active-app", 1, 10, None),
+        ]
+    );
+    assert_eq!(summary.up_to_date, 4);
+    assert_eq!(summary.skipped.len(), 1, "ahead-app orders-0 still ahead");
+    assert_eq!(m.target_offsets("active-app"), [(0, 15), (1, 10)].into());
+    assert_eq!(m.target_offsets("ahead-app"), [(0, 30), (1, 12)].into());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_sync_without_checkpoint_emission_writes_no_checkpoints() {
+    let m = mirror(
+        "emit.checkpoints.enabled = false\n\
+         sync.group.offsets.enabled = true",
+    )
+    .await;
+    m.commit_source("billing-app", &[(0, 12), (1, 15)]);
+    let mut task = m.task();
+    assert!(!task.emits_checkpoints() && task.syncs_groups());
+    let summary = task.sync_once().await.expect("sync pass");
+    assert_eq!(
+        summary.written,
+        vec![
+            synced("billing-app", 0, 17, None),
+            synced("billing-app", 1, 18, None)
+        ]
+    );
+    assert_eq!(m.target_offsets("billing-app"), [(0, 17), (1, 18)].into());
+    let metadata = m.target.refresh_metadata().await.unwrap();
+    assert!(
+        !metadata.topics.contains_key(CHECKPOINTS),
+        "no checkpoints topic"
+    );
+    // Nothing changed: nothing written again.
+    let again = task.sync_once().await.expect("sync pass");
+    assert!(again.written.is_empty(), "{again:?}");
+    assert_eq!(again.up_to_date, 2);
+}

@@ -1,0 +1,274 @@
+//! The HTTP API of `strait run`: health and offset translation over the live, persisted map of
+//! every flow, for services that translate offsets on their own (`DESIGN.md` §5–§6).
+//!
+//! - `GET /healthz`: `200 {"status":"ok","flows":[...]}` while the process runs.
+//! - `GET /v1/translate?topic=T&partition=P&offset=O[&flow=A->B][&direction=reverse]`: where the
+//!   source position `O` of `T`-`P` continues on the target (or, reversed, where the target
+//!   position `O` of the remote topic of `T` continues on the source).
+//! - `GET /v1/groups/{group}[?flow=A->B]`: the group's committed source offsets, translated.
+//!
+//! Answers are JSON. The map read is the one last written to the map topic, so an answer never
+//! rests on a mapping a crash could take back. Errors are `{"error": "..."}` with 400 (bad
+//! query), 404 (unknown flow, partition not mirrored) or 502 (the source cluster did not answer).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use strait_core::config::FlowConfig;
+use strait_core::offsets;
+use strait_kafka::Client;
+use strait_wire::offset_map::{OffsetMap, ReverseTranslation, SourcePartition, Translation};
+use tokio::sync::watch;
+
+/// What the API needs of one running flow.
+#[derive(Debug, Clone)]
+pub(crate) struct ApiFlow {
+    /// The flow's config.
+    pub(crate) config: FlowConfig,
+    /// A client of its source cluster, for group offsets.
+    pub(crate) source: Client,
+    /// The flow's map as last persisted.
+    pub(crate) map: watch::Receiver<Arc<OffsetMap>>,
+}
+
+impl ApiFlow {
+    fn map(&self) -> Arc<OffsetMap> {
+        Arc::clone(&self.map.borrow())
+    }
+}
+
+type Flows = Arc<Vec<ApiFlow>>;
+
+/// The router, separate from the listener so tests can drive it directly.
+pub(crate) fn router(flows: Vec<ApiFlow>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/v1/translate", get(translate))
+        .route("/v1/groups/{group}", get(group))
+        .with_state(Arc::new(flows))
+}
+
+/// Binds `addr` (an error names it, e.g. when the port is taken) and serves until `stop`.
+pub(crate) async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot serve HTTP on {addr}: {e} (choose another with --listen, or --listen off)"
+        )
+    })
+}
+
+/// Serves the API on `listener` until `stop` resolves.
+pub(crate) async fn serve(
+    listener: tokio::net::TcpListener,
+    flows: Vec<ApiFlow>,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(flows))
+        .with_graceful_shutdown(stop)
+        .await
+}
+
+/// An error answer.
+#[derive(Debug)]
+struct ApiError(StatusCode, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({ "error": self.1 }))).into_response()
+    }
+}
+
+fn bad_request(message: impl Into<String>) -> ApiError {
+    ApiError(StatusCode::BAD_REQUEST, message.into())
+}
+
+fn not_found(message: impl Into<String>) -> ApiError {
+    ApiError(StatusCode::NOT_FOUND, message.into())
+}
+
+async fn healthz(State(flows): State<Flows>) -> Json<Value> {
+    let names: Vec<String> = flows.iter().map(|f| f.config.name()).collect();
+    Json(json!({ "status": "ok", "flows": names }))
+}
+
+/// The flows a request is about: the one named by `flow=`, else every flow.
+fn pick<'a>(flows: &'a [ApiFlow], name: Option<&str>) -> Result<Vec<&'a ApiFlow>, ApiError> {
+    match name {
+        None => Ok(flows.iter().collect()),
+        Some(name) => {
+            let found: Vec<&ApiFlow> = flows.iter().filter(|f| f.config.name() == name).collect();
+            if found.is_empty() {
+                let known: Vec<String> = flows.iter().map(|f| f.config.name()).collect();
+                return Err(not_found(format!(
+                    "no flow {name}; this instance runs {}",
+                    known.join(", ")
+                )));
+            }
+            Ok(found)
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct TranslateQuery {
+    topic: Option<String>,
+    partition: Option<i32>,
+    offset: Option<i64>,
+    flow: Option<String>,
+    direction: Option<String>,
+}
+
+async fn translate(
+    State(flows): State<Flows>,
+    Query(q): Query<TranslateQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let (Some(topic), Some(partition), Some(offset)) = (q.topic, q.partition, q.offset) else {
+        return Err(bad_request(
+            "give topic (the source topic), partition and offset, e.g. \
+             /v1/translate?topic=orders&partition=0&offset=42",
+        ));
+    };
+    let reverse = match q.direction.as_deref() {
+        None | Some("forward") => false,
+        Some("reverse") => true,
+        Some(other) => {
+            return Err(bad_request(format!(
+                "direction is forward (source to target, the default) or reverse, not {other}"
+            )))
+        }
+    };
+    if offset < 0 {
+        return Err(bad_request("offset must be 0 or more"));
+    }
+    let sp = SourcePartition::new(topic.clone(), partition);
+    let mut answers = Vec::new();
+    for flow in pick(&flows, q.flow.as_deref())? {
+        let map = flow.map();
+        if map.partition(&sp).is_none() {
+            continue;
+        }
+        let mut answer = json!({
+            "flow": flow.config.name(),
+            "topic": topic,
+            "partition": partition,
+            "remote_topic": flow.config.remote_topic(&topic),
+        });
+        if reverse {
+            let t = map.translate_back(&sp, offset);
+            answer["target_offset"] = json!(offset);
+            answer["source_offset"] = json!(t.source());
+            answer["exact"] = json!(t.is_exact());
+            answer["result"] = reverse_json(&t);
+            answer["note"] = json!(offsets::describe_back(&t));
+        } else {
+            let t = map.translate(&sp, offset);
+            answer["source_offset"] = json!(offset);
+            answer["target_offset"] = json!(t.target());
+            answer["exact"] = json!(t.is_exact());
+            answer["result"] = translation_json(&t);
+            answer["note"] = json!(offsets::describe(&t));
+        }
+        answers.push(answer);
+    }
+    match answers.len() {
+        0 => Err(not_found(format!(
+            "{topic}-{partition} is not mirrored by {}",
+            q.flow.as_deref().unwrap_or("any flow of this instance")
+        ))),
+        1 => Ok(Json(answers.remove(0))),
+        _ => Err(bad_request(format!(
+            "{topic}-{partition} is mirrored by several flows ({}); say which with flow=",
+            answers
+                .iter()
+                .filter_map(|a| a["flow"].as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct GroupQuery {
+    flow: Option<String>,
+    topic: Option<String>,
+}
+
+async fn group(
+    State(flows): State<Flows>,
+    Path(group): Path<String>,
+    Query(q): Query<GroupQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let mut out = Vec::new();
+    for flow in pick(&flows, q.flow.as_deref())? {
+        let map = flow.map();
+        let rows =
+            offsets::translate_group(&flow.source, &flow.config, &map, &group, q.topic.as_deref())
+                .await
+                .map_err(|e| {
+                    ApiError(
+                        StatusCode::BAD_GATEWAY,
+                        format!(
+                            "flow {}: cannot read group {group} on the source: {e}",
+                            flow.config.name()
+                        ),
+                    )
+                })?;
+        let partitions: Vec<Value> = rows
+            .iter()
+            .map(|t| {
+                json!({
+                    "topic": t.topic,
+                    "partition": t.partition,
+                    "remote_topic": t.remote_topic,
+                    "source_offset": t.source_offset,
+                    "target_offset": t.target_offset(),
+                    "exact": t.is_exact(),
+                    "result": translation_json(&t.translation),
+                    "metadata": t.metadata,
+                    "note": t.note(),
+                })
+            })
+            .collect();
+        out.push(json!({ "flow": flow.config.name(), "partitions": partitions }));
+    }
+    Ok(Json(json!({ "group": group, "flows": out })))
+}
+
+/// A translation as JSON: `{"kind": ..., and its numbers}`.
+pub(crate) fn translation_json(t: &Translation) -> Value {
+    match *t {
+        Translation::Exact { target } => json!({ "kind": "exact", "target": target }),
+        Translation::PastMappedEnd {
+            target,
+            unreplicated,
+        } => json!({ "kind": "past_mapped_end", "target": target, "unreplicated": unreplicated }),
+        Translation::BeforeMappedStart { target, skipped } => {
+            json!({ "kind": "before_mapped_start", "target": target, "skipped": skipped })
+        }
+        Translation::InLostRange { target, lost } => {
+            json!({ "kind": "in_lost_range", "target": target, "lost": lost })
+        }
+        Translation::Unmapped => json!({ "kind": "unmapped" }),
+    }
+}
+
+/// A reverse translation as JSON.
+pub(crate) fn reverse_json(t: &ReverseTranslation) -> Value {
+    match *t {
+        ReverseTranslation::Exact { source } => json!({ "kind": "exact", "source": source }),
+        ReverseTranslation::InTargetGap { source, foreign } => {
+            json!({ "kind": "in_target_gap", "source": source, "foreign": foreign })
+        }
+        ReverseTranslation::PastMappedEnd { source, unmapped } => {
+            json!({ "kind": "past_mapped_end", "source": source, "unmapped": unmapped })
+        }
+        ReverseTranslation::Unmapped => json!({ "kind": "unmapped" }),
+    }
+}

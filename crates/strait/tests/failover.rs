@@ -1,0 +1,761 @@
+//! `strait failover|failback plan|apply` and `strait offsets export|import`, run as the binary
+//! against two real brokers, with librdkafka committing and reading the groups' offsets.
+//!
+//! Every planned offset is checked against a translation worked out here from the records
+//! themselves (librdkafka reads both topics; a record's target offset is where its payload
+//! landed), and every applied offset is read back on the other cluster by librdkafka.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use strait_core::offsets::plan::{Direction, FailoverPlan, GroupPlan, PartitionPlan};
+use strait_testkit::{Clusters, Rdk, TestRecord, Which};
+
+const TOPIC: &str = "orders";
+const REMOTE: &str = "source.orders";
+/// Records produced to each partition before mirroring.
+const SIZES: [i64; 2] = [60, 40];
+const FLOW: &str = "source->target";
+
+/// One test's clusters, client and files.
+struct Setup {
+    clusters: Clusters,
+    rdk: Rdk,
+    config: PathBuf,
+}
+
+impl Setup {
+    /// Both clusters up, `orders` (2 partitions) on the source with `SIZES` records, mirrored.
+    fn mirrored() -> Setup {
+        let clusters = Clusters::start();
+        let rdk = Rdk::new();
+        rdk.create_topic(&clusters.source.bootstrap, TOPIC, 2);
+        let config = clusters.dir().join("mm2.properties");
+        std::fs::write(
+            &config,
+            format!(
+                "clusters = source, target\n\
+                 source.bootstrap.servers = {}\n\
+                 target.bootstrap.servers = {}\n\
+                 source->target.enabled = true\n\
+                 source->target.topics = {TOPIC}\n\
+                 replication.factor = 1\n\
+                 checkpoints.topic.replication.factor = 1\n\
+                 heartbeats.topic.replication.factor = 1\n\
+                 offset-syncs.topic.replication.factor = 1\n\
+                 emit.checkpoints.enabled = false\n\
+                 sync.group.offsets.enabled = false\n",
+                clusters.source.bootstrap, clusters.target.bootstrap
+            ),
+        )
+        .expect("write config");
+        let setup = Setup {
+            clusters,
+            rdk,
+            config,
+        };
+        for (partition, n) in SIZES.iter().enumerate() {
+            setup.produce_source(partition as i32, 0, *n);
+        }
+        setup.mirror();
+        setup
+    }
+
+    fn source(&self) -> &str {
+        &self.clusters.source.bootstrap
+    }
+
+    fn target(&self) -> &str {
+        &self.clusters.target.bootstrap
+    }
+
+    fn dir(&self) -> &Path {
+        self.clusters.dir()
+    }
+
+    fn config(&self) -> &str {
+        self.config.to_str().expect("utf-8 path")
+    }
+
+    /// Produces records `first..first + n` of `partition` to the source topic.
+    fn produce_source(&self, partition: i32, first: i64, n: i64) {
+        let records: Vec<TestRecord> = (first..first + n)
+            .map(|i| record(partition, &format!("a-{partition}-{i}")))
+            .collect();
+        let acks = self.rdk.produce(self.source(), TOPIC, &records, "lz4");
+        assert_eq!(acks.len(), records.len());
+    }
+
+    /// `strait run --until-caught-up`.
+    fn mirror(&self) {
+        let out = self.strait(&[
+            "run",
+            "--config",
+            self.config(),
+            "--until-caught-up",
+            "--listen",
+            "off",
+        ]);
+        assert!(out.ok, "strait run failed:\n{}", out.stderr);
+    }
+
+    /// Runs the strait binary with `args` (killed after 2 minutes).
+    fn strait(&self, args: &[&str]) -> Output {
+        static RUNS: AtomicUsize = AtomicUsize::new(0);
+        run_strait(self.dir(), RUNS.fetch_add(1, Ordering::Relaxed), args)
+    }
+
+    /// Commits `offsets` of `topic` for `group` on `bootstrap`.
+    fn commit(&self, bootstrap: &str, group: &str, topic: &str, offsets: &[(i32, i64)]) {
+        self.rdk.commit(bootstrap, group, topic, offsets);
+    }
+
+    /// `group`'s committed offsets of `topic` partitions 0 and 1 on `bootstrap`.
+    fn committed(&self, bootstrap: &str, group: &str, topic: &str) -> BTreeMap<i32, i64> {
+        self.rdk.committed(bootstrap, group, topic, &[0, 1])
+    }
+
+    /// The translation worked out from the records: librdkafka reads `source_total` records
+    /// of the source topic and `target_total` of the remote topic.
+    fn positions(&self, source_total: usize, target_total: usize) -> Positions {
+        let timeout = Duration::from_secs(30);
+        let source = self
+            .rdk
+            .consume(self.source(), TOPIC, source_total, timeout);
+        let target = self
+            .rdk
+            .consume(self.target(), REMOTE, target_total, timeout);
+        let mut positions = Positions::default();
+        for r in &target {
+            let offset = r.offset.expect("consumed records have offsets");
+            let value = r.value.clone().expect("every test record has a value");
+            positions.target_at.insert((r.partition, offset), value);
+            let end = positions.target_end.entry(r.partition).or_default();
+            *end = (*end).max(offset + 1);
+        }
+        for r in &source {
+            let offset = r.offset.expect("consumed records have offsets");
+            let value = r.value.clone().expect("every test record has a value");
+            positions
+                .source_at
+                .insert((r.partition, offset), value.clone());
+            positions.source_of.insert((r.partition, value), offset);
+        }
+        for ((p, t), v) in &positions.target_at {
+            if let Some(o) = positions.source_of.get(&(*p, v.clone())) {
+                positions.landed.insert((*p, *o), *t);
+            }
+        }
+        positions
+    }
+}
+
+/// A record with `value` as key and value.
+fn record(partition: i32, value: &str) -> TestRecord {
+    TestRecord::new(partition, Some(value.as_bytes()), Some(value.as_bytes()))
+}
+
+/// What a run of the binary printed.
+struct Output {
+    ok: bool,
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn run_strait(dir: &Path, n: usize, args: &[&str]) -> Output {
+    let stdout_path = dir.join(format!("strait-{n}-{}.out", std::process::id()));
+    let stderr_path = dir.join(format!("strait-{n}-{}.err", std::process::id()));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(File::create(&stdout_path).expect("stdout file"))
+        .stderr(File::create(&stderr_path).expect("stderr file"))
+        .spawn()
+        .expect("spawn strait");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "strait {args:?} did not finish within 2 minutes:\n{}",
+                std::fs::read_to_string(&stderr_path).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        ok: status.success(),
+        code: status.code(),
+        stdout: std::fs::read_to_string(&stdout_path).unwrap_or_default(),
+        stderr: std::fs::read_to_string(&stderr_path).unwrap_or_default(),
+    }
+}
+
+/// The translation worked out from the records, not from strait's map.
+#[derive(Default)]
+struct Positions {
+    /// (partition, source offset) -> payload.
+    source_at: BTreeMap<(i32, i64), Vec<u8>>,
+    /// (partition, payload) -> source offset.
+    source_of: HashMap<(i32, Vec<u8>), i64>,
+    /// (partition, target offset) -> payload.
+    target_at: BTreeMap<(i32, i64), Vec<u8>>,
+    /// (partition, source offset) -> target offset its payload landed at.
+    landed: BTreeMap<(i32, i64), i64>,
+    /// Per partition, one past the last target offset.
+    target_end: BTreeMap<i32, i64>,
+}
+
+impl Positions {
+    /// Where a consumer at source position `p` continues on the target: the target offset of
+    /// the first mirrored record at or after `p`, else the end of what was mirrored.
+    fn target_position(&self, partition: i32, p: i64) -> i64 {
+        self.landed
+            .range((partition, p)..(partition, i64::MAX))
+            .next()
+            .map(|(_, t)| *t)
+            .unwrap_or_else(|| {
+                self.landed
+                    .range((partition, 0)..(partition, i64::MAX))
+                    .next_back()
+                    .map_or(0, |(_, t)| t + 1)
+            })
+    }
+
+    /// Where a consumer at target position `q` continues on the source: the source offset of
+    /// the first record at or after `q` on the target that came from the source, else one past
+    /// the last that did.
+    fn source_position(&self, partition: i32, q: i64) -> i64 {
+        let from_source =
+            |(&(p, _), v): (&(i32, i64), &Vec<u8>)| self.source_of.get(&(p, v.clone())).copied();
+        self.target_at
+            .range((partition, q)..(partition, i64::MAX))
+            .find_map(from_source)
+            .unwrap_or_else(|| {
+                self.target_at
+                    .range((partition, 0)..(partition, q))
+                    .rev()
+                    .find_map(from_source)
+                    .map_or(0, |o| o + 1)
+            })
+    }
+
+    /// Records on the target at or after `q` that did not come from the source.
+    fn foreign_from(&self, partition: i32, q: i64) -> i64 {
+        self.target_at
+            .range((partition, q)..(partition, i64::MAX))
+            .filter(|((p, _), v)| !self.source_of.contains_key(&(*p, (*v).clone())))
+            .count() as i64
+    }
+}
+
+fn group<'a>(plan: &'a FailoverPlan, name: &str) -> &'a GroupPlan {
+    plan.groups
+        .iter()
+        .find(|g| g.group == name)
+        .unwrap_or_else(|| panic!("group {name} not in the plan: {:#?}", plan.groups))
+}
+
+fn partition(group: &GroupPlan, partition: i32) -> &PartitionPlan {
+    group
+        .partitions
+        .iter()
+        .find(|p| p.topic == TOPIC && p.partition == partition)
+        .unwrap_or_else(|| panic!("{TOPIC}-{partition} not in group {}", group.group))
+}
+
+fn read_plan(path: &Path) -> FailoverPlan {
+    let text = std::fs::read_to_string(path).expect("plan file");
+    FailoverPlan::from_json(&text).expect("a valid plan")
+}
+
+/// The outcome of `group` in an apply report (`--json`), and the refusal's kind if refused.
+fn outcome(report: &serde_json::Value, group: &str) -> (String, Option<String>) {
+    let g = report["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .find(|g| g["group"] == group)
+        .unwrap_or_else(|| panic!("group {group} not in the report: {report:#}"));
+    (
+        g["outcome"]["outcome"].as_str().unwrap_or("").to_owned(),
+        g["outcome"]["reason"]["kind"].as_str().map(str::to_owned),
+    )
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\nstderr:\n{}", out.stdout, out.stderr))
+}
+
+fn offsets(pairs: &[(i32, i64)]) -> BTreeMap<i32, i64> {
+    pairs.iter().copied().collect()
+}
+
+#[test]
+fn failover_plan_is_exact_and_apply_writes_it_once_refusing_unsafe_groups() {
+    let s = Setup::mirrored();
+    let (a, b) = (s.source().to_owned(), s.target().to_owned());
+    let groups: [(&str, &[(i32, i64)]); 6] = [
+        ("audit", &[(0, 60)]),
+        ("billing", &[(0, 25), (1, 40)]),
+        ("busy", &[(0, 10)]),
+        ("late", &[(0, 3), (1, 45)]),
+        ("moved", &[(1, 5)]),
+        ("rewound", &[(0, 30)]),
+    ];
+    // 5 more records on A that the flow has not mirrored yet; "late" has read them.
+    s.produce_source(1, SIZES[1], 5);
+    for (name, committed) in groups {
+        s.commit(&a, name, TOPIC, committed);
+    }
+    // "busy" has a running consumer on B.
+    let member = s.rdk.group_member(&b, "busy", REMOTE);
+
+    let positions = s.positions(105, 100);
+    for (p, n) in SIZES.iter().enumerate() {
+        for offset in 0..*n {
+            // No gaps: source offset N landed at target offset N.
+            assert_eq!(positions.landed.get(&(p as i32, offset)), Some(&offset));
+        }
+    }
+
+    let plan_path = s.dir().join("failover.json");
+    let plan_file = plan_path.to_str().expect("utf-8 path");
+    let out = s.strait(&[
+        "failover",
+        "plan",
+        "--config",
+        s.config(),
+        "--flow",
+        FLOW,
+        "--out",
+        plan_file,
+    ]);
+    assert!(out.ok, "failover plan failed:\n{}", out.stderr);
+    eprintln!("--- strait failover plan (table) ---\n{}", out.stdout);
+    let plan = read_plan(&plan_path);
+    assert_eq!(plan.direction, Direction::Failover);
+    assert_eq!(plan.flow, FLOW);
+    assert_eq!(plan.source.alias, "source");
+    assert_eq!(plan.target.bootstrap_servers, vec![b.clone()]);
+    let names: Vec<&str> = plan.groups.iter().map(|g| g.group.as_str()).collect();
+    assert_eq!(names, groups.map(|(n, _)| n));
+    for (name, committed) in groups {
+        let g = group(&plan, name);
+        assert_eq!(g.partitions.len(), committed.len(), "{name}: {g:#?}");
+        for &(p, offset) in committed {
+            let pp = partition(g, p);
+            assert_eq!(pp.remote_topic, REMOTE);
+            assert_eq!(pp.source_offset, Some(offset), "{name} p{p}");
+            assert_eq!(
+                pp.target_offset,
+                Some(positions.target_position(p, offset)),
+                "{name} p{p}"
+            );
+            assert_eq!(pp.duplicates, 0, "{name} p{p}");
+            assert_eq!(pp.missing_ahead, 0, "{name} p{p}");
+            assert_eq!(pp.committed_at_plan, None, "{name} p{p}");
+            assert_eq!(pp.blocker, None, "{name} p{p}");
+            if (name, p) == ("late", 1) {
+                // Read on A up to 45, mirrored up to 40: B continues at 40, 5 records short.
+                assert_eq!(pp.target_offset, Some(40));
+                assert!(!pp.exact);
+                assert_eq!(pp.unreplicated, 5);
+            } else {
+                assert!(pp.exact, "{name} p{p}: {pp:#?}");
+                assert_eq!(pp.unreplicated, 0, "{name} p{p}");
+                assert_eq!(pp.target_offset, Some(offset), "{name} p{p}");
+            }
+        }
+        let blocked = g.blocker.is_some();
+        assert_eq!(blocked, name == "busy", "{name}: {:?}", g.blocker);
+    }
+    assert_eq!(
+        plan.map
+            .iter()
+            .map(|m| (m.partition, m.source_end, m.target_end))
+            .collect::<Vec<_>>(),
+        vec![(0, 60, 60), (1, 40, 40)]
+    );
+    assert!(out
+        .stdout
+        .contains("5 records consumed on the source are not mirrored yet"));
+    assert!(out.stdout.contains("blocked: group is active on target"));
+
+    // --groups narrows; --json prints the same numbers.
+    let out = s.strait(&[
+        "failover",
+        "plan",
+        "--config",
+        s.config(),
+        "--flow",
+        FLOW,
+        "--groups",
+        "billing|audit",
+        "--json",
+    ]);
+    assert!(out.ok, "{}", out.stderr);
+    eprintln!(
+        "--- strait failover plan --groups 'billing|audit' --json ---\n{}",
+        out.stdout
+    );
+    let narrowed = FailoverPlan::from_json(&out.stdout).expect("plan JSON");
+    let names: Vec<&str> = narrowed.groups.iter().map(|g| g.group.as_str()).collect();
+    assert_eq!(names, ["audit", "billing"]);
+    assert_eq!(
+        group(&narrowed, "billing").partitions,
+        group(&plan, "billing").partitions
+    );
+    // A flow the config does not have is named with the ones it has.
+    let out = s.strait(&[
+        "failover",
+        "plan",
+        "--config",
+        s.config(),
+        "--flow",
+        "target->source",
+    ]);
+    assert!(!out.ok);
+    assert!(
+        out.stderr.contains("its flows are: source->target"),
+        "{}",
+        out.stderr
+    );
+
+    // Between plan and apply: "moved" gets an offset on B, "rewound" reads on on A, and the
+    // flow mirrors the 5 records "late" had read.
+    s.commit(&b, "moved", REMOTE, &[(1, 3)]);
+    s.commit(&a, "rewound", TOPIC, &[(0, 35)]);
+    s.mirror();
+
+    let out = s.strait(&["failover", "apply", plan_file, "--dry-run"]);
+    assert_eq!(out.code, Some(1), "{}\n{}", out.stdout, out.stderr);
+    eprintln!("--- strait failover apply --dry-run ---\n{}", out.stdout);
+    assert!(out.stdout.contains("group billing: would apply (dry run)"));
+    assert!(
+        s.committed(&b, "billing", REMOTE).is_empty(),
+        "a dry run writes nothing"
+    );
+
+    // Without --config: the plan's bootstrap servers.
+    let out = s.strait(&["failover", "apply", plan_file, "--json"]);
+    assert_eq!(out.code, Some(1), "{}\n{}", out.stdout, out.stderr);
+    let report = json(&out);
+    let refused = |kind: &str| ("refused".to_owned(), Some(kind.to_owned()));
+    assert_eq!(outcome(&report, "audit"), ("applied".into(), None));
+    assert_eq!(outcome(&report, "billing"), ("applied".into(), None));
+    assert_eq!(outcome(&report, "busy"), refused("active_on_destination"));
+    assert_eq!(outcome(&report, "late"), refused("stale_plan"));
+    assert_eq!(outcome(&report, "moved"), refused("moved_since_plan"));
+    assert_eq!(outcome(&report, "rewound"), refused("origin_moved"));
+    assert_eq!(s.committed(&b, "audit", REMOTE), offsets(&[(0, 60)]));
+    assert_eq!(
+        s.committed(&b, "billing", REMOTE),
+        offsets(&[(0, 25), (1, 40)])
+    );
+    assert_eq!(s.committed(&b, "moved", REMOTE), offsets(&[(1, 3)]));
+    assert!(s.committed(&b, "late", REMOTE).is_empty());
+    assert!(s.committed(&b, "rewound", REMOTE).is_empty());
+    assert!(s.committed(&b, "busy", REMOTE).is_empty());
+
+    // Twice is once: applied groups are already applied and nothing moves.
+    drop(member);
+    let out = s.strait(&["failover", "apply", plan_file, "--config", s.config()]);
+    eprintln!("--- strait failover apply (second run) ---\n{}", out.stdout);
+    assert_eq!(out.code, Some(1), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("group billing: already applied"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("group audit: already applied"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("group late: refused: stale plan"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stderr.contains("3 of 6 groups refused"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        s.committed(&b, "billing", REMOTE),
+        offsets(&[(0, 25), (1, 40)])
+    );
+    assert_eq!(s.committed(&b, "audit", REMOTE), offsets(&[(0, 60)]));
+    // "busy" stopped on B, so it went this time, to its planned offsets.
+    assert_eq!(s.committed(&b, "busy", REMOTE), offsets(&[(0, 10)]));
+
+    // Planned again, "late" is exact now that its records are mirrored.
+    let out = s.strait(&[
+        "failover",
+        "plan",
+        "--config",
+        s.config(),
+        "--flow",
+        FLOW,
+        "--groups",
+        "late",
+        "--json",
+    ]);
+    assert!(out.ok, "{}", out.stderr);
+    let again = FailoverPlan::from_json(&out.stdout).expect("plan JSON");
+    let late = partition(group(&again, "late"), 1);
+    assert_eq!(
+        (late.target_offset, late.exact, late.unreplicated),
+        (Some(45), true, 0)
+    );
+}
+
+#[test]
+fn failback_plan_reads_the_map_backwards_and_counts_what_the_source_lacks() {
+    let s = Setup::mirrored();
+    let (a, b) = (s.source().to_owned(), s.target().to_owned());
+    // A takes 5 more records on partition 1 that it has no time to send: A is lost.
+    s.produce_source(1, SIZES[1], 5);
+    s.commit(&a, "app", TOPIC, &[(0, 30), (1, 40)]);
+    let failover = s.dir().join("failover.json");
+    let failover_file = failover.to_str().expect("utf-8 path");
+    let out = s.strait(&[
+        "failover",
+        "plan",
+        "--config",
+        s.config(),
+        "--flow",
+        FLOW,
+        "--out",
+        failover_file,
+    ]);
+    assert!(out.ok, "{}", out.stderr);
+    let out = s.strait(&["failover", "apply", failover_file]);
+    assert!(out.ok, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(s.committed(&b, "app", REMOTE), offsets(&[(0, 30), (1, 40)]));
+
+    // After the failover, producers write to B directly and the group reads on there.
+    let written_on_b: Vec<TestRecord> = (0..3)
+        .map(|i| record(0, &format!("b-0-{i}")))
+        .chain((0..7).map(|i| record(1, &format!("b-1-{i}"))))
+        .collect();
+    s.rdk.produce(&b, REMOTE, &written_on_b, "none");
+    s.commit(&b, "app", REMOTE, &[(0, 50), (1, 44)]);
+    // A comes back and the flow sends its 5 late records, after B's own.
+    s.mirror();
+    let positions = s.positions(105, 115);
+    assert_eq!(
+        (40..45)
+            .map(|o| positions.landed[&(1, o)])
+            .collect::<Vec<_>>(),
+        (47..52).collect::<Vec<_>>()
+    );
+
+    let plan_path = s.dir().join("failback.json");
+    let plan_file = plan_path.to_str().expect("utf-8 path");
+    let out = s.strait(&[
+        "failback",
+        "plan",
+        "--config",
+        s.config(),
+        "--flow",
+        FLOW,
+        "--out",
+        plan_file,
+    ]);
+    assert!(out.ok, "failback plan failed:\n{}", out.stderr);
+    eprintln!("--- strait failback plan (table) ---\n{}", out.stdout);
+    let plan = read_plan(&plan_path);
+    assert_eq!(plan.direction, Direction::Failback);
+    let app = group(&plan, "app");
+    assert_eq!(app.blocker, None);
+    let p0 = partition(app, 0);
+    assert_eq!(p0.target_offset, Some(50));
+    assert_eq!(p0.source_offset, Some(positions.source_position(0, 50)));
+    assert_eq!(p0.source_offset, Some(50));
+    assert!(p0.exact);
+    assert_eq!(p0.unreplicated, 0);
+    // The 3 records written on B are ahead of the group, and A lacks them.
+    assert_eq!(p0.missing_ahead, positions.foreign_from(0, 50));
+    assert_eq!(p0.missing_ahead, 3);
+    assert_eq!(p0.committed_at_plan, Some(30));
+    let p1 = partition(app, 1);
+    assert_eq!(p1.target_offset, Some(44));
+    // Everything from A up to 40 was read, and 4 of the 7 records written on B; A's 5 late
+    // records, mirrored after B's, are next on A.
+    assert_eq!(p1.source_offset, Some(positions.source_position(1, 44)));
+    assert_eq!(p1.source_offset, Some(40));
+    assert!(!p1.exact);
+    assert_eq!(p1.unreplicated, 4);
+    assert_eq!(p1.missing_ahead, positions.foreign_from(1, 44));
+    assert_eq!(p1.missing_ahead, 3);
+    assert_eq!(p1.committed_at_plan, Some(40));
+    assert!(
+        p1.note.contains("a target->source flow is needed"),
+        "{}",
+        p1.note
+    );
+    assert!(out.stdout.contains("a target->source flow is needed"));
+
+    let out = s.strait(&["failover", "apply", plan_file]);
+    assert!(!out.ok);
+    assert!(
+        out.stderr.contains("strait failback apply"),
+        "{}",
+        out.stderr
+    );
+
+    let out = s.strait(&["failback", "apply", plan_file, "--config", s.config()]);
+    eprintln!("--- strait failback apply ---\n{}", out.stdout);
+    assert!(out.ok, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("group app: applied"), "{}", out.stdout);
+    assert_eq!(s.committed(&a, "app", TOPIC), offsets(&[(0, 50), (1, 40)]));
+
+    let out = s.strait(&["failback", "apply", plan_file, "--json"]);
+    assert!(out.ok, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(
+        outcome(&json(&out), "app"),
+        ("already_applied".into(), None)
+    );
+    assert_eq!(s.committed(&a, "app", TOPIC), offsets(&[(0, 50), (1, 40)]));
+}
+
+#[test]
+fn failover_apply_goes_ahead_when_the_source_cluster_is_lost() {
+    let mut s = Setup::mirrored();
+    let (a, b) = (s.source().to_owned(), s.target().to_owned());
+    s.commit(&a, "app", TOPIC, &[(0, 17), (1, 40)]);
+    let plan_path = s.dir().join("failover.json");
+    let plan_file = plan_path.to_str().expect("utf-8 path");
+    let out = s.strait(&[
+        "failover",
+        "plan",
+        "--config",
+        s.config(),
+        "--flow",
+        FLOW,
+        "--out",
+        plan_file,
+    ]);
+    assert!(out.ok, "{}", out.stderr);
+
+    s.clusters.kill_broker(Which::Source);
+    let started = Instant::now();
+    let out = s.strait(&["failover", "apply", plan_file]);
+    assert!(out.ok, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "a lost source must not hold the failover up: {:?}",
+        started.elapsed()
+    );
+    assert!(
+        out.stdout.contains("origin cluster source did not answer"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("group app: applied"), "{}", out.stdout);
+    assert_eq!(s.committed(&b, "app", REMOTE), offsets(&[(0, 17), (1, 40)]));
+}
+
+#[test]
+fn offsets_exported_to_csv_import_to_the_same_offsets() {
+    let s = Setup::mirrored();
+    let (a, b) = (s.source().to_owned(), s.target().to_owned());
+    s.commit(&a, "g1", TOPIC, &[(0, 12), (1, 7)]);
+    s.commit(&a, "g2", TOPIC, &[(0, 60)]);
+    s.commit(&a, "g3", TOPIC, &[(0, 20)]);
+    // g3 is further on B already: importing would move it back.
+    s.commit(&b, "g3", REMOTE, &[(0, 55)]);
+    let positions = s.positions(100, 100);
+
+    let csv_path = s.dir().join("offsets.csv");
+    let csv_file = csv_path.to_str().expect("utf-8 path");
+    let out = s.strait(&[
+        "offsets",
+        "export",
+        "--config",
+        s.config(),
+        "--flow",
+        FLOW,
+        "--format",
+        "csv",
+        "--out",
+        csv_file,
+    ]);
+    assert!(out.ok, "{}", out.stderr);
+    let text = std::fs::read_to_string(&csv_path).expect("csv");
+    eprintln!("--- strait offsets export --format csv ---\n{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5, "header and 4 rows:\n{text}");
+    assert!(lines[0].starts_with(
+        "flow,direction,group,topic,partition,remote_topic,source_offset,target_offset,exact"
+    ));
+    let out = s.strait(&["offsets", "export", "--config", s.config(), "--flow", FLOW]);
+    assert!(out.ok, "{}", out.stderr);
+    let exported = FailoverPlan::from_json(&out.stdout).expect("JSON export is a plan");
+    let json_path = s.dir().join("offsets.json");
+    std::fs::write(&json_path, &out.stdout).expect("write json");
+
+    let out = s.strait(&[
+        "offsets",
+        "import",
+        csv_file,
+        "--config",
+        s.config(),
+        "--json",
+    ]);
+    assert_eq!(out.code, Some(1), "{}\n{}", out.stdout, out.stderr);
+    let report = json(&out);
+    assert_eq!(outcome(&report, "g1"), ("applied".into(), None));
+    assert_eq!(outcome(&report, "g2"), ("applied".into(), None));
+    assert_eq!(
+        outcome(&report, "g3"),
+        ("refused".into(), Some("would_move_back".into()))
+    );
+    for (name, committed) in [("g1", &[(0, 12), (1, 7)][..]), ("g2", &[(0, 60)])] {
+        let expected: BTreeMap<i32, i64> = committed
+            .iter()
+            .map(|&(p, o)| (p, positions.target_position(p, o)))
+            .collect();
+        assert_eq!(s.committed(&b, name, REMOTE), expected, "{name}");
+        // The same offsets as the JSON export (a failover plan) has.
+        let planned: BTreeMap<i32, i64> = group(&exported, name)
+            .partitions
+            .iter()
+            .map(|p| (p.partition, p.target_offset.expect("planned")))
+            .collect();
+        assert_eq!(planned, expected, "{name}");
+    }
+    assert_eq!(s.committed(&b, "g3", REMOTE), offsets(&[(0, 55)]));
+
+    // Importing again, from either file, changes nothing.
+    for file in [csv_file, json_path.to_str().expect("utf-8 path")] {
+        let out = s.strait(&["offsets", "import", file, "--config", s.config(), "--json"]);
+        let report = json(&out);
+        assert_eq!(
+            outcome(&report, "g1"),
+            ("already_applied".into(), None),
+            "{file}"
+        );
+        assert_eq!(
+            outcome(&report, "g2"),
+            ("already_applied".into(), None),
+            "{file}"
+        );
+    }
+    assert_eq!(s.committed(&b, "g1", REMOTE), offsets(&[(0, 12), (1, 7)]));
+}
