@@ -91,7 +91,10 @@ async fn compacted_topic_with_holes_is_mirrored_and_mapped_exactly() {
     rdk.produce(&source, TOPIC, &records()[RECORDS / 2..], "lz4");
     let surviving = wait_for_compaction(&rdk, &source);
     let holes = RECORDS - surviving.len();
-    eprintln!("source after compaction: {} records, {holes} holes", surviving.len());
+    eprintln!(
+        "source after compaction: {} records, {holes} holes",
+        surviving.len()
+    );
 
     let mut flow = common::start_flow(&source, &target, "").await;
     tokio::time::timeout(Duration::from_secs(60), flow.run_until_caught_up())
@@ -103,7 +106,11 @@ async fn compacted_topic_with_holes_is_mirrored_and_mapped_exactly() {
 
     let remote = format!("source.{TOPIC}");
     let mirrored = rdk.consume(&target, &remote, surviving.len(), Duration::from_secs(30));
-    assert_eq!(mirrored.len(), surviving.len(), "every surviving record arrives");
+    assert_eq!(
+        mirrored.len(),
+        surviving.len(),
+        "every surviving record arrives"
+    );
     let mut by_partition: BTreeMap<i32, Vec<(&TestRecord, &TestRecord)>> = BTreeMap::new();
     for (s, t) in surviving.iter().zip(&mirrored) {
         assert_eq!(s.partition, t.partition);
@@ -134,7 +141,10 @@ async fn compacted_topic_with_holes_is_mirrored_and_mapped_exactly() {
         }
         let mut previous_end = first;
         for (s, t) in pairs {
-            let (src, dst) = (s.offset.expect("read offset"), t.offset.expect("read offset"));
+            let (src, dst) = (
+                s.offset.expect("read offset"),
+                t.offset.expect("read offset"),
+            );
             assert_eq!(
                 map.translate(&sp, src),
                 Translation::Exact { target: dst },
