@@ -139,10 +139,35 @@ async fn plan(direction: Direction, args: PlanArgs) -> anyhow::Result<()> {
     let config = StraitConfig::load(&args.config)?;
     let flow = find_flow(&config, &args.flow)?;
     let narrow = narrowing(args.groups.as_deref())?;
-    let (source, target) = connect_both(&config, flow).await?;
     let plan = match direction {
-        Direction::Failover => plan::plan_failover(&source, &target, flow, narrow.as_ref()).await?,
-        Direction::Failback => plan::plan_failback(&source, &target, flow, narrow.as_ref()).await?,
+        Direction::Failover => {
+            let target = connect(bootstrap(&config, flow.target.as_str())?, None)
+                .await
+                .with_context(|| format!("cannot reach target {}", flow.target))?;
+            let source_bootstrap = bootstrap(&config, flow.source.as_str())?;
+            // A lost source is what a failover is for: then the checkpoints on the target say
+            // where each group was.
+            match connect(source_bootstrap.clone(), Some(SOURCE_PATIENCE)).await {
+                Ok(source) => plan::plan_failover(&source, &target, flow, narrow.as_ref()).await?,
+                Err(e) => {
+                    eprintln!(
+                        "source {} does not answer ({e:#}): planning from the checkpoints on {}",
+                        flow.source, flow.target
+                    );
+                    plan::plan_failover_from_checkpoints(
+                        &target,
+                        flow,
+                        source_bootstrap,
+                        narrow.as_ref(),
+                    )
+                    .await?
+                }
+            }
+        }
+        Direction::Failback => {
+            let (source, target) = connect_both(&config, flow).await?;
+            plan::plan_failback(&source, &target, flow, narrow.as_ref()).await?
+        }
     };
     if let Some(out) = &args.out {
         write_file(out, &plan.to_json())?;
@@ -297,6 +322,9 @@ pub(crate) async fn connect_both(
     Ok((source, target))
 }
 
+/// How long `failover plan` waits for the source before planning from checkpoints.
+const SOURCE_PATIENCE: Duration = Duration::from_secs(5);
+
 /// A client; with `quick`, giving up after that long.
 async fn connect(bootstrap: Vec<String>, quick: Option<Duration>) -> anyhow::Result<Client> {
     let mut config = ClientConfig::new(bootstrap);
@@ -340,6 +368,9 @@ fn print_plan(plan: &FailoverPlan, out: Option<&Path>) {
         plan.destination().alias,
         plan.created_at
     );
+    for note in &plan.notes {
+        println!("note: {note}");
+    }
     let mut table = Table::new(if failover {
         &[
             "GROUP",

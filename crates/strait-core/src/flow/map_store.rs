@@ -10,7 +10,6 @@ use indexmap::IndexMap;
 use strait_kafka::produce::RawProducer;
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::offset_map::{MapEntry, MapKey, MapLoader, MapRecord, OffsetMap, SourcePartition};
-use strait_wire::BatchScanner;
 
 use super::FlowError;
 
@@ -58,65 +57,13 @@ impl MapStore {
     }
 
     async fn load(target: &Client, topic: &str) -> Result<OffsetMap, FlowError> {
-        let tp = TopicPartition::new(topic, 0);
-        let end = target
-            .list_offset(
-                &tp,
-                strait_kafka::admin::OffsetSpec::Latest,
-                strait_kafka::admin::IsolationLevel::ReadUncommitted,
-            )
-            .await?
-            .offset;
         let mut loader = MapLoader::new();
-        let mut position = 0;
-        let options = strait_kafka::fetch::FetchOptions {
-            max_wait: std::time::Duration::from_millis(10),
-            isolation: strait_kafka::admin::IsolationLevel::ReadUncommitted,
-            ..Default::default()
-        };
-        while position < end {
-            let mut results = target
-                .fetch(
-                    &[strait_kafka::fetch::FetchPosition::new(
-                        tp.clone(),
-                        position,
-                    )],
-                    &options,
-                )
-                .await;
-            let data = results
-                .remove(&tp)
-                .unwrap_or(Err(strait_kafka::Error::Closed))?;
-            if data.log_start_offset > position {
-                position = data.log_start_offset;
-            }
-            let before = position;
-            for batch in BatchScanner::new(data.records) {
-                let batch = batch.map_err(|e| FlowError::Map(format!("{topic}: {e}")))?;
-                if batch.header.next_offset() <= position {
-                    continue;
-                }
-                // Our own record reader: bounded decompression, nothing merged.
-                let records = strait_wire::records::batch_records(&batch)
-                    .map_err(|e| FlowError::Map(format!("{topic}: cannot decode: {e}")))?;
-                for record in records {
-                    let offset = batch.header.base_offset + i64::from(record.offset_delta);
-                    if offset < position {
-                        continue;
-                    }
-                    let key = record.key.unwrap_or_default();
-                    loader
-                        .apply(&key, record.value.as_deref())
-                        .map_err(|e| FlowError::Map(format!("{topic} offset {offset}: {e}")))?;
-                }
-                position = batch.header.next_offset();
-            }
-            if position == before {
-                return Err(FlowError::Map(format!(
-                    "{topic}: no progress reading the map at offset {position} of {end}"
-                )));
-            }
-        }
+        super::topics::read_whole_topic(target, topic, |_, key, value| {
+            loader
+                .apply(&key.unwrap_or_default(), value.as_deref())
+                .map_err(|e| e.to_string())
+        })
+        .await?;
         loader
             .finish()
             .map_err(|e| FlowError::Map(format!("{topic}: {e}")))

@@ -44,13 +44,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use strait_kafka::admin::{IsolationLevel, OffsetSpec};
-use strait_kafka::fetch::{FetchOptions, FetchPosition};
 use strait_kafka::produce::{ProducerConfig, RawProducer};
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::mm2::Checkpoint;
 use strait_wire::offset_map::OffsetMap;
-use strait_wire::BatchScanner;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -498,114 +495,64 @@ impl CheckpointTask {
         Ok(())
     }
 
-    /// Reads the checkpoints topic from its start and keeps the last checkpoint per key, for
-    /// groups this flow checkpoints. A missing topic is an empty store. Records that are not
-    /// v0 checkpoints are skipped and logged, never guessed at.
+    /// Reads the checkpoints topic back: [`read_checkpoints`].
     async fn read_back(&self) -> Result<CheckpointStore, CheckpointError> {
-        let topic = &self.topic;
-        let reading = || format!("reading {topic}");
-        let mut store = CheckpointStore::new();
-        let metadata = self
-            .target
-            .refresh_metadata()
-            .await
-            .map_err(CheckpointError::kafka(reading()))?;
-        if !metadata.topics.contains_key(topic) {
-            return Ok(store);
-        }
-        let tp = TopicPartition::new(topic.clone(), 0);
-        let end = self
-            .target
-            .list_offset(&tp, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
-            .await
-            .map_err(CheckpointError::kafka(reading()))?
-            .offset;
-        let options = FetchOptions {
-            max_wait: Duration::from_millis(10),
-            isolation: IsolationLevel::ReadUncommitted,
-            ..FetchOptions::default()
-        };
-        let mut position = 0;
-        while position < end {
-            let data = self
-                .target
-                .fetch(&[FetchPosition::new(tp.clone(), position)], &options)
-                .await
-                .remove(&tp)
-                .unwrap_or(Err(strait_kafka::Error::Closed))
-                .map_err(CheckpointError::kafka(reading()))?;
-            position = position.max(data.log_start_offset);
-            let before = position;
-            for batch in BatchScanner::new(data.records) {
-                let batch = batch.map_err(|e| CheckpointError::Topic {
-                    topic: topic.clone(),
-                    message: format!("bad batch at offset {position}: {e}"),
-                })?;
-                if batch.header.next_offset() <= position {
-                    continue;
-                }
-                if batch.header.attributes.is_control() {
-                    position = batch.header.next_offset();
-                    continue;
-                }
-                let records = strait_wire::records::batch_records(&batch).map_err(|e| {
-                    CheckpointError::Topic {
-                        topic: topic.clone(),
-                        message: format!(
-                            "cannot decode the batch at offset {}: {e}",
-                            batch.header.base_offset
-                        ),
-                    }
-                })?;
-                for record in records {
-                    let offset = batch.header.base_offset + i64::from(record.offset_delta);
-                    if offset >= position {
-                        self.read_record(&mut store, offset, record.key, record.value);
-                    }
-                }
-                position = batch.header.next_offset();
-            }
-            if position == before {
-                return Err(CheckpointError::Topic {
-                    topic: topic.clone(),
-                    message: format!("no progress reading at offset {position} of {end}"),
-                });
-            }
-        }
-        Ok(store)
+        read_checkpoints(&self.target, &self.flow).await
     }
+}
 
-    /// Applies one record of the checkpoints topic to `store`.
-    fn read_record(
-        &self,
-        store: &mut CheckpointStore,
-        offset: i64,
-        key: Option<bytes::Bytes>,
-        value: Option<bytes::Bytes>,
-    ) {
-        let Some(key) = key else {
-            tracing::warn!(topic = %self.topic, offset, "checkpoint record without a key; skipped");
-            return;
-        };
-        let Some(value) = value else {
-            // A tombstone: the key's checkpoint is gone. `Checkpoint::decode` reads key and
-            // value together, so the key is paired with an all-zero v0 value (20 bytes: version,
-            // two offsets, empty metadata) to read it alone.
-            if let Ok(c) = Checkpoint::decode(&key, &[0u8; 20]) {
-                store.remove(&c.group, &c.topic, c.partition);
-            }
-            return;
-        };
-        match Checkpoint::decode(&key, &value) {
-            Ok(c) if self.flow.should_replicate_group(&c.group) => store.update(c),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(
-                topic = %self.topic,
-                offset,
-                error = %e,
-                "record is not an MM2 v0 checkpoint; skipped"
-            ),
+/// Reads `flow`'s checkpoints topic on `target` from its start and keeps the last checkpoint
+/// per key, for groups the flow checkpoints. A missing topic is an empty store. Records that
+/// are not v0 checkpoints are skipped and logged, never guessed at.
+///
+/// This is also where the last known source positions of every group come from when the
+/// source cluster is gone (a failover plan made from checkpoints).
+pub async fn read_checkpoints(
+    target: &Client,
+    flow: &FlowConfig,
+) -> Result<CheckpointStore, CheckpointError> {
+    let topic = flow.checkpoints_topic();
+    let mut store = CheckpointStore::new();
+    crate::flow::topics::read_whole_topic(target, &topic, |offset, key, value| {
+        read_record(&topic, flow, &mut store, offset, key, value);
+        Ok(())
+    })
+    .await
+    .map_err(CheckpointError::Flow)?;
+    Ok(store)
+}
+
+/// Applies one record of the checkpoints topic to `store`.
+fn read_record(
+    topic: &str,
+    flow: &FlowConfig,
+    store: &mut CheckpointStore,
+    offset: i64,
+    key: Option<bytes::Bytes>,
+    value: Option<bytes::Bytes>,
+) {
+    let Some(key) = key else {
+        tracing::warn!(topic, offset, "checkpoint record without a key; skipped");
+        return;
+    };
+    let Some(value) = value else {
+        // A tombstone: the key's checkpoint is gone. `Checkpoint::decode` reads key and
+        // value together, so the key is paired with an all-zero v0 value (20 bytes: version,
+        // two offsets, empty metadata) to read it alone.
+        if let Ok(c) = Checkpoint::decode(&key, &[0u8; 20]) {
+            store.remove(&c.group, &c.topic, c.partition);
         }
+        return;
+    };
+    match Checkpoint::decode(&key, &value) {
+        Ok(c) if flow.should_replicate_group(&c.group) => store.update(c),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(
+            topic,
+            offset,
+            error = %e,
+            "record is not an MM2 v0 checkpoint; skipped"
+        ),
     }
 }
 

@@ -165,6 +165,7 @@ pub async fn plan_failback(
         created_at_ms,
         map: map_extents(&map, &used),
         groups,
+        notes: Vec::new(),
     })
 }
 

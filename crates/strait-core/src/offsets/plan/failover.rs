@@ -65,10 +65,22 @@ pub async fn plan_failover(
         let what = || format!("read the committed offsets of group {group}");
         // Kafka lists every committed partition for "all topics"; asking by partition as well
         // covers brokers that answer that form with nothing.
-        let mut offsets = source
-            .offset_fetch(&group, None)
-            .await
-            .map_err(PlanError::kafka(a, what()))?;
+        // The all-topics form only adds topics the flow does not mirror (listed as blocked);
+        // a broker that cannot answer it leaves the plan complete for the mirrored ones.
+        let mut offsets = match source.offset_fetch(&group, None).await {
+            Ok(offsets) => offsets,
+            Err(e) if !e.is_retriable() => {
+                tracing::warn!(
+                    cluster = a,
+                    group = %group,
+                    error = %e,
+                    "cannot list the group's offsets on all topics; planning the mirrored \
+                     topics only"
+                );
+                BTreeMap::new()
+            }
+            Err(e) => return Err(PlanError::kafka(a, what())(e)),
+        };
         offsets.extend(
             committed(source, &group, &ask)
                 .await
@@ -137,6 +149,137 @@ pub async fn plan_failover(
         created_at,
         created_at_ms,
         map: map_extents(&map, &used),
+        groups,
+        notes: Vec::new(),
+    })
+}
+
+/// Plans the failover of `flow`'s groups when the source cluster (A) cannot be reached: each
+/// group's source positions are its last checkpoints in `<A>.checkpoints.internal` on B (the
+/// upstream offsets strait wrote there every `emit.checkpoints.interval.seconds`), translated
+/// through the map as persisted on B. `source_bootstrap` is recorded in the plan so `apply` can
+/// still check A if it comes back.
+///
+/// What a group consumed on A after its last checkpoint is not known here; it will be read
+/// again on B. The plan says so in its notes and on every partition.
+pub async fn plan_failover_from_checkpoints(
+    target: &Client,
+    flow: &FlowConfig,
+    source_bootstrap: Vec<String>,
+    narrow: Option<&PatternList>,
+) -> Result<FailoverPlan, PlanError> {
+    let (a, b) = (flow.source.as_str(), flow.target.as_str());
+    let map = MapStore::read(target, flow.source_alias.as_str())
+        .await
+        .map_err(|source| PlanError::Map {
+            flow: flow.name(),
+            source,
+        })?;
+    let checkpoints = crate::offsets::checkpoints::read_checkpoints(target, flow)
+        .await
+        .map_err(|e| PlanError::Map {
+            flow: flow.name(),
+            source: match e {
+                crate::offsets::checkpoints::CheckpointError::Flow(f) => f,
+                other => crate::flow::FlowError::Map(other.to_string()),
+            },
+        })?;
+    // Checkpoints name the remote topic; the map knows which source topic each came from.
+    let source_topic: BTreeMap<String, String> = map
+        .iter()
+        .map(|(p, _)| (flow.remote_topic(&p.topic), p.topic.clone()))
+        .collect();
+    let mut groups = Vec::new();
+    for (group, by_partition) in checkpoints.groups() {
+        if !wanted(group, narrow) {
+            continue;
+        }
+        let positions: Vec<(TopicPartition, CommittedOffset)> = by_partition
+            .values()
+            .filter_map(|c| {
+                let topic = source_topic.get(&c.topic)?;
+                Some((
+                    TopicPartition::new(topic.clone(), c.partition),
+                    CommittedOffset {
+                        offset: c.upstream_offset,
+                        leader_epoch: -1,
+                        metadata: Some(c.metadata.clone()),
+                    },
+                ))
+            })
+            .collect();
+        if positions.is_empty() {
+            continue;
+        }
+        let translated = translate_offsets(flow, &map, positions);
+        let remote: Vec<TopicPartition> = translated
+            .iter()
+            .map(TranslatedOffset::remote_partition)
+            .collect();
+        let on_target = committed(target, group, &remote)
+            .await
+            .map_err(PlanError::kafka(
+                b,
+                format!("read the committed offsets of group {group}"),
+            ))?;
+        let target_state = describe_group(target, b, group).await?;
+        let partitions = translated
+            .into_iter()
+            .map(|t| {
+                let now = on_target.get(&t.remote_partition()).map(|c| c.offset);
+                let mut p = partition_plan(t, now);
+                let from = "source offset from the group's last checkpoint";
+                p.note = if p.note.is_empty() {
+                    from.to_owned()
+                } else {
+                    format!("{from}; {}", p.note)
+                };
+                p
+            })
+            .collect();
+        groups.push(GroupPlan {
+            blocker: target_state.is_active().then(|| Blocker::GroupActive {
+                cluster: b.to_owned(),
+                state: target_state.state.clone(),
+            }),
+            group: group.to_owned(),
+            source_state: None,
+            target_state: Some(target_state.state),
+            partitions,
+        });
+    }
+    let used: BTreeSet<SourcePartition> = groups
+        .iter()
+        .flat_map(|g| &g.partitions)
+        .map(|p| SourcePartition::new(p.topic.clone(), p.partition))
+        .collect();
+    let interval = flow.emit_checkpoints.map_or_else(
+        || "never: emit.checkpoints.enabled=false".to_owned(),
+        |d| format!("every {} s", d.as_secs()),
+    );
+    let (created_at, created_at_ms) = now();
+    Ok(FailoverPlan {
+        version: PLAN_VERSION,
+        direction: Direction::Failover,
+        flow: flow.name(),
+        source: ClusterRef {
+            alias: a.to_owned(),
+            bootstrap_servers: source_bootstrap,
+        },
+        target: ClusterRef {
+            alias: b.to_owned(),
+            bootstrap_servers: target.config().bootstrap.clone(),
+        },
+        source_alias: flow.source_alias.to_string(),
+        created_at,
+        created_at_ms,
+        map: map_extents(&map, &used),
+        notes: vec![format!(
+            "cluster {a} did not answer: each group's source offsets are its last checkpoint in \
+             {} on {b} (written {interval}); what a group consumed on {a} after its last \
+             checkpoint it will read again on {b}",
+            flow.checkpoints_topic()
+        )],
         groups,
     })
 }

@@ -6,7 +6,8 @@
 //! *moves to* the other (its **destination**):
 //! - [`plan_failover`]: groups consuming on A move to B. Their committed offsets on A are read and
 //!   translated through the map ([`super::translate_offsets`], the same numbers as `offsets
-//!   translate`, checkpoints and the HTTP API).
+//!   translate`, checkpoints and the HTTP API). When A does not answer,
+//!   [`plan_failover_from_checkpoints`] takes each group's last checkpoint on B instead.
 //! - [`plan_failback`]: groups consuming B's remote topics move back to A, through the map read
 //!   backwards ([`strait_wire::offset_map::OffsetMap::translate_back`]). Records B received
 //!   after the failover are not on A: the plan counts them, and says a `B->A` flow is needed.
@@ -38,7 +39,7 @@ pub use apply::{
     apply_plan, ApplyOptions, ApplyReport, GroupReport, Outcome, PartitionApply, Refusal,
 };
 pub use failback::plan_failback;
-pub use failover::plan_failover;
+pub use failover::{plan_failover, plan_failover_from_checkpoints};
 pub use rows::OffsetRow;
 
 /// The format version of plans this strait writes and reads. A plan with a higher version is
@@ -108,6 +109,10 @@ pub struct FailoverPlan {
     pub map: Vec<MapExtent>,
     /// The groups, by name.
     pub groups: Vec<GroupPlan>,
+    /// What the reader must know about the whole plan, e.g. that the source offsets come from
+    /// checkpoints because the source cluster did not answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// What the offset map held for one source partition when the plan was made.

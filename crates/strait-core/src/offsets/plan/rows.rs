@@ -178,6 +178,7 @@ impl FailoverPlan {
                     partitions,
                 })
                 .collect(),
+            notes: Vec::new(),
         })
     }
 }
