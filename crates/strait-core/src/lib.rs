@@ -6,9 +6,12 @@
 //!   remote-topic naming and cycle rules; [`filter`]: MM2's topic and group filters.
 //! - [`flow`]: one `A->B` flow: remote topics, the data path, the offset map and its topic.
 //! - [`offsets`]: consumer-group offsets translated through the map, both ways.
+//! - [`heartbeats`]: MM2's heartbeats; [`acls`]: MM2's topic ACL sync.
 
+pub mod acls;
 pub mod config;
 pub mod filter;
 pub mod flow;
+pub mod heartbeats;
 pub mod offsets;
 pub mod policy;

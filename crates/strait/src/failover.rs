@@ -23,7 +23,9 @@ pub(crate) enum FailoverCommand {
     /// Plan moving the consumer groups of a flow `A->B` from A to B.
     ///
     /// Every group on A that the flow carries across (`groups` / `groups.exclude`, narrowed by
-    /// --groups) with committed offsets on a mirrored topic; per partition:
+    /// --groups) with committed offsets on a mirrored topic. When A does not answer within 5 s
+    /// (it is lost), each group's last checkpoint on B stands in for its committed offset on A
+    /// (what it read after that checkpoint it reads again). Per partition:
     ///
     ///   SOURCE OFFSET   the group's committed offset on A (the next offset it reads there)
     ///   TARGET OFFSET   where it continues on B: the translation through the exact offset map
@@ -151,7 +153,7 @@ async fn plan(direction: Direction, args: PlanArgs) -> anyhow::Result<()> {
                 Ok(source) => plan::plan_failover(&source, &target, flow, narrow.as_ref()).await?,
                 Err(e) => {
                     eprintln!(
-                        "source {} does not answer ({e:#}): planning from the checkpoints on {}",
+                        "source cluster {} does not answer ({e:#}): planning from the checkpoints on {}",
                         flow.source, flow.target
                     );
                     plan::plan_failover_from_checkpoints(
@@ -236,7 +238,7 @@ pub(crate) async fn apply_with(
     let origin = match connect(origin.clone(), Some(ORIGIN_TIMEOUT)).await {
         Ok(c) => Some(c),
         Err(e) => {
-            tracing::warn!(
+            tracing::debug!(
                 cluster = %plan.origin().alias,
                 error = format!("{e:#}"),
                 "origin cluster does not answer; going ahead without checking it"

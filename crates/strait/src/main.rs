@@ -151,14 +151,21 @@ fn parse_listen(value: &str) -> Result<Listen, String> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    // `run` logs what it does; the one-shot commands print their answer and log only what
+    // went wrong, without the runtime's reconnect attempts (a lost cluster is expected there,
+    // and the command says so itself). RUST_LOG overrides both.
+    let default_filter = match cli.command {
+        Command::Run { .. } => "info",
+        _ => "warn,strait_kafka::cluster=error",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     match cli.command {
         Command::Run {
             config,

@@ -5,8 +5,10 @@ use std::path::Path;
 
 use anyhow::{bail, Context as _};
 use futures::FutureExt as _;
+use strait_core::acls::AclSyncTask;
 use strait_core::config::{Role, SecurityProtocol, Side, StraitConfig};
 use strait_core::flow::{Flow, FlowOptions};
+use strait_core::heartbeats::HeartbeatTask;
 use strait_core::offsets::checkpoints::CheckpointTask;
 use strait_kafka::{Client, ClientConfig};
 
@@ -26,6 +28,7 @@ pub(crate) async fn run(
     };
     let mut flows = Vec::new();
     let mut api = Vec::new();
+    let mut acl_tasks = Vec::new();
     for flow in &config.flows {
         for side in [Side::Source, Side::Target] {
             let props = config.client_props(flow, side, Role::Admin);
@@ -73,6 +76,13 @@ pub(crate) async fn run(
             source: source.clone(),
             map: started.map_updates(),
         });
+        if AclSyncTask::is_enabled(flow) {
+            acl_tasks.push(AclSyncTask::new(
+                flow.clone(),
+                source.clone(),
+                target.clone(),
+            ));
+        }
         let checkpoints = CheckpointTask::is_enabled(flow).then(|| {
             CheckpointTask::new(flow.clone(), source, target, started.map_updates())
                 .with_producer_config(producer)
@@ -80,6 +90,39 @@ pub(crate) async fn run(
         flows.push((started, checkpoints));
     }
     let stop = shutdown_signal().boxed().shared();
+    // Beside the flows: topic ACL sync per flow, and MM2's heartbeats per cluster pair (not for
+    // a one-shot copy, which has no liveness to show).
+    let mut side_tasks: Vec<futures::future::BoxFuture<'static, ()>> = Vec::new();
+    for mut task in acl_tasks {
+        if until_caught_up {
+            if let Err(e) = task.sync_once().await {
+                tracing::warn!(error = %e, "cannot sync topic ACLs");
+            }
+        } else {
+            let stop = stop.clone();
+            side_tasks.push(async move { task.run(stop).await }.boxed());
+        }
+    }
+    if !until_caught_up {
+        for emitter in &config.heartbeats {
+            let Some(cluster) = config.cluster(emitter.target.as_str()) else {
+                continue;
+            };
+            match Client::connect(ClientConfig::new(cluster.bootstrap_servers.clone())).await {
+                Ok(client) => {
+                    let mut task = HeartbeatTask::new(emitter.clone(), client);
+                    let stop = stop.clone();
+                    side_tasks.push(async move { task.run(stop).await }.boxed());
+                }
+                Err(e) => tracing::warn!(
+                    cluster = %emitter.target,
+                    error = %e,
+                    "cannot reach the cluster: no heartbeats written into it"
+                ),
+            }
+        }
+    }
+    let side_tasks = tokio::spawn(futures::future::join_all(side_tasks));
     let http = listener.map(|listener| {
         if let Ok(addr) = listener.local_addr() {
             tracing::info!(%addr, "HTTP API listening (/healthz, /v1/translate, /v1/groups/GROUP)");
@@ -114,6 +157,8 @@ pub(crate) async fn run(
         }
     });
     let results = futures::future::join_all(runs).await;
+    // On a signal they stop with the flows; after a one-shot copy or a failed flow, at once.
+    side_tasks.abort();
     if let Some(http) = http {
         // With --until-caught-up no signal comes: the API ends with the flows.
         http.abort();

@@ -24,11 +24,12 @@ use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, CreatePartitionsRequest,
-    CreateTopicsRequest, DescribeClusterRequest, FetchRequest, FindCoordinatorRequest,
-    FindCoordinatorResponse, InitProducerIdRequest, InitProducerIdResponse, ListOffsetsRequest,
-    MetadataRequest, MetadataResponse, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest,
-    ProducerId, RequestHeader, ResponseHeader, TopicName,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, BrokerId, CreateAclsRequest,
+    CreatePartitionsRequest, CreateTopicsRequest, DescribeAclsRequest, DescribeClusterRequest,
+    FetchRequest, FindCoordinatorRequest, FindCoordinatorResponse, InitProducerIdRequest,
+    InitProducerIdResponse, ListOffsetsRequest, MetadataRequest, MetadataResponse,
+    OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, ProducerId, RequestHeader,
+    ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{decode_request_header_from_buffer, Decodable, Encodable, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -111,6 +112,10 @@ bodies!(
     OffsetFetch(OffsetFetchRequest),
     InitProducerId(InitProducerIdRequest),
     DescribeCluster(DescribeClusterRequest),
+    DescribeAcls(DescribeAclsRequest),
+    CreateAcls(CreateAclsRequest),
+    SaslHandshake(kafka_protocol::messages::SaslHandshakeRequest),
+    SaslAuthenticate(kafka_protocol::messages::SaslAuthenticateRequest),
 );
 
 /// A request as a fake broker read it.

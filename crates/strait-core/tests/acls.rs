@@ -1,0 +1,477 @@
+//! MM2's topic ACL sync (`reference/mm2.md` §1.9) at the request level. The test broker has no
+//! authorizer (DescribeAcls and CreateAcls answer SECURITY_DISABLED), so:
+//!
+//! - **real broker as source**: the pass is skipped with [`AclSyncOutcome::SourceHasNoAuthorizer`],
+//!   said once in the log however many passes run, and nothing is asked of the target (a
+//!   scripted fake, which records every request);
+//! - **scripted fake source and target**: for a scripted DescribeAcls answer, the exact
+//!   DescribeAcls filters and CreateAcls creations sent, only the missing ACLs created, a refused
+//!   one retried, one deleted on the target created again, nothing sent when nothing changed;
+//! - **scripted fake source, real broker as target**: the copies are worked out but cannot be
+//!   created ([`AclSyncOutcome::TargetHasNoAuthorizer`]), warned once.
+//!
+//! The rules themselves (which ACLs, renamed how) are unit tests of `acls::remote_acl`.
+
+#![allow(unreachable_pub, dead_code, missing_docs)]
+
+mod common;
+#[path = "../../strait-kafka/tests/fake/mod.rs"]
+mod fake;
+
+use std::collections::BTreeSet;
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_acls_response::AclCreationResult;
+use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeAclsResource};
+use kafka_protocol::messages::{ApiKey, CreateAclsResponse, DescribeAclsResponse};
+use kafka_protocol::protocol::StrBytes;
+use strait_core::acls::{AclSkip, AclSyncOutcome, AclSyncTask};
+use strait_kafka::admin::{AclOperation, AclPermission};
+use strait_testkit::Clusters;
+
+use fake::{script, Action, Body, FakeCluster};
+
+/// An ACL as the wire carries it: resource type, name, pattern type, principal, host,
+/// operation, permission. Codes: resource TOPIC 2, GROUP 3; pattern LITERAL 3, PREFIXED 4;
+/// operation ALL 2, READ 3, WRITE 4, DESCRIBE 8, DESCRIBE_CONFIGS 10; permission DENY 2,
+/// ALLOW 3.
+type WireAcl = (i8, String, i8, String, String, i8, i8);
+
+fn wire(
+    resource: i8,
+    name: &str,
+    pattern: i8,
+    principal: &str,
+    host: &str,
+    op: i8,
+    perm: i8,
+) -> WireAcl {
+    (
+        resource,
+        name.into(),
+        pattern,
+        principal.into(),
+        host.into(),
+        op,
+        perm,
+    )
+}
+
+fn s(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_owned())
+}
+
+/// A DescribeAcls answer listing `acls`, one resource entry per ACL (Kafka groups them by
+/// resource; either is valid).
+fn describe_answer(acls: &[WireAcl]) -> DescribeAclsResponse {
+    DescribeAclsResponse::default().with_resources(
+        acls.iter()
+            .map(|(resource, name, pattern, principal, host, op, perm)| {
+                DescribeAclsResource::default()
+                    .with_resource_type(*resource)
+                    .with_resource_name(s(name))
+                    .with_pattern_type(*pattern)
+                    .with_acls(vec![AclDescription::default()
+                        .with_principal(s(principal))
+                        .with_host(s(host))
+                        .with_operation(*op)
+                        .with_permission_type(*perm)])
+            })
+            .collect(),
+    )
+}
+
+/// A one-broker fake cluster offering the ACL APIs, answering with `answer` (or the built-in
+/// answers).
+async fn fake_cluster(
+    answer: impl Fn(&Body) -> Option<DescribeOrCreate> + Send + Sync + 'static,
+) -> FakeCluster {
+    let fake = FakeCluster::start(
+        &[1],
+        script(move |_, req| match answer(&req.body) {
+            Some(DescribeOrCreate::Describe(r)) => req.reply(&r),
+            Some(DescribeOrCreate::Create(r)) => req.reply(&r),
+            None => Action::Default,
+        }),
+    )
+    .await;
+    {
+        let mut spec = fake.spec();
+        spec.api_versions.push((ApiKey::DescribeAcls, 0, 3));
+        spec.api_versions.push((ApiKey::CreateAcls, 0, 3));
+    }
+    fake
+}
+
+enum DescribeOrCreate {
+    Describe(DescribeAclsResponse),
+    Create(CreateAclsResponse),
+}
+
+/// What the fake target holds: its ACLs, and a topic whose next creation it refuses.
+#[derive(Debug, Default)]
+struct TargetAcls {
+    acls: BTreeSet<WireAcl>,
+    refuse_once: Option<String>,
+}
+
+/// A fake target that keeps the ACLs it is asked to create and lists them back.
+async fn fake_target(state: Arc<Mutex<TargetAcls>>) -> FakeCluster {
+    fake_cluster(move |body| {
+        let mut state = state.lock().unwrap();
+        match body {
+            Body::DescribeAcls(_) => {
+                let acls: Vec<WireAcl> = state.acls.iter().cloned().collect();
+                Some(DescribeOrCreate::Describe(describe_answer(&acls)))
+            }
+            Body::CreateAcls(c) => {
+                let mut results = Vec::new();
+                for a in &c.creations {
+                    let name = a.resource_name.to_string();
+                    if state.refuse_once.as_deref() == Some(name.as_str()) {
+                        state.refuse_once = None;
+                        results.push(
+                            AclCreationResult::default()
+                                .with_error_code(ResponseError::InvalidRequest.code())
+                                .with_error_message(Some(s("scripted refusal"))),
+                        );
+                        continue;
+                    }
+                    state.acls.insert((
+                        a.resource_type,
+                        name,
+                        a.resource_pattern_type,
+                        a.principal.to_string(),
+                        a.host.to_string(),
+                        a.operation,
+                        a.permission_type,
+                    ));
+                    results.push(AclCreationResult::default());
+                }
+                Some(DescribeOrCreate::Create(
+                    CreateAclsResponse::default().with_results(results),
+                ))
+            }
+            _ => None,
+        }
+    })
+    .await
+}
+
+/// A fake source whose DescribeAcls answers `acls`.
+async fn fake_source(acls: Vec<WireAcl>) -> FakeCluster {
+    fake_cluster(move |body| match body {
+        Body::DescribeAcls(_) => Some(DescribeOrCreate::Describe(describe_answer(&acls))),
+        _ => None,
+    })
+    .await
+}
+
+/// The ACLs of the CreateAcls requests `fake` received, one list per request, sorted.
+fn created(fake: &FakeCluster) -> Vec<Vec<WireAcl>> {
+    fake.requests(ApiKey::CreateAcls)
+        .iter()
+        .map(|r| {
+            let Body::CreateAcls(c) = &r.body else {
+                unreachable!()
+            };
+            let mut acls: Vec<WireAcl> = c
+                .creations
+                .iter()
+                .map(|a| {
+                    (
+                        a.resource_type,
+                        a.resource_name.to_string(),
+                        a.resource_pattern_type,
+                        a.principal.to_string(),
+                        a.host.to_string(),
+                        a.operation,
+                        a.permission_type,
+                    )
+                })
+                .collect();
+            acls.sort();
+            acls
+        })
+        .collect()
+}
+
+/// The log lines written while the guard lives, on this thread.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    /// Captures this thread's events (DEBUG and up) until the guard is dropped. Tests that use
+    /// it run on a current-thread runtime, so every task logs on this thread.
+    fn capture() -> (Self, tracing::subscriber::DefaultGuard) {
+        let logs = Logs::default();
+        let writer = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::DEBUG)
+            .finish();
+        (logs, tracing::subscriber::set_default(subscriber))
+    }
+
+    /// Lines at `level` (`INFO`, `WARN`, `DEBUG`) containing `text`.
+    fn count(&self, level: &str, text: &str) -> usize {
+        let bytes = self.0.lock().unwrap().clone();
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter(|l| l.contains(level) && l.contains(text))
+            .count()
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn without_an_authorizer_on_the_source_the_sync_is_skipped_and_said_once() {
+    let (logs, _guard) = Logs::capture();
+    let clusters = Clusters::start();
+    let target = fake_cluster(|_| None).await;
+    let flow = common::flow_config(
+        &clusters.source.bootstrap,
+        &target.addr(1),
+        "sync.topic.acls.interval.seconds = 1",
+    );
+    assert_eq!(flow.sync_topic_acls, Some(Duration::from_secs(1)));
+    let source_client = common::client(&clusters.source.bootstrap).await;
+    let target_client = common::client(&target.addr(1)).await;
+    let mut task = AclSyncTask::new(flow.clone(), source_client.clone(), target_client.clone());
+    for pass in 0..3 {
+        let summary = task
+            .sync_once()
+            .await
+            .expect("a skipped pass is not an error");
+        assert_eq!(
+            summary.outcome,
+            AclSyncOutcome::SourceHasNoAuthorizer,
+            "pass {pass}"
+        );
+        assert_eq!(
+            (
+                summary.source_acls,
+                summary.wanted.len(),
+                summary.created.len()
+            ),
+            (0, 0, 0)
+        );
+    }
+    // One line for three passes (the rest at debug).
+    assert_eq!(
+        logs.count("INFO", "the source cluster has no ACL authorizer"),
+        1
+    );
+    assert_eq!(logs.count("DEBUG", "source still has no ACL authorizer"), 2);
+    // The target was never asked anything about ACLs.
+    assert!(target.requests(ApiKey::DescribeAcls).is_empty());
+    assert!(target.requests(ApiKey::CreateAcls).is_empty());
+
+    // The loop: a pass at once, then one a second, stopping when told.
+    let mut task = AclSyncTask::new(flow, source_client, target_client);
+    let started = Instant::now();
+    task.run(tokio::time::sleep(Duration::from_millis(2500)))
+        .await;
+    assert!(
+        started.elapsed() < Duration::from_millis(3500),
+        "stops when told"
+    );
+    let passes = logs.count("DEBUG", "topic ACL sync pass done");
+    assert!((2..=3).contains(&passes), "{passes} passes in 2.5 s");
+    assert_eq!(
+        logs.count("INFO", "the source cluster has no ACL authorizer"),
+        2,
+        "once more, for the new task"
+    );
+    assert!(target.requests(ApiKey::CreateAcls).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_acls_created_on_the_target_follow_mm2s_rules() {
+    // pattern LITERAL 3 / PREFIXED 4; op ALL 2, READ 3, WRITE 4, DESCRIBE 8, DESCRIBE_CONFIGS 10;
+    // permission DENY 2, ALLOW 3; resource TOPIC 2, GROUP 3.
+    let source_acls = vec![
+        wire(2, "orders", 3, "User:alice", "*", 3, 3),
+        // The same target ACL once ALL becomes READ: created once.
+        wire(2, "orders", 3, "User:alice", "*", 2, 3),
+        // ALLOW WRITE: not copied.
+        wire(2, "orders", 3, "User:bob", "*", 4, 3),
+        // ALLOW ALL: READ on the target, which already has it.
+        wire(2, "orders", 3, "User:bob", "*", 2, 3),
+        // DENY: copied unchanged, host included.
+        wire(2, "orders", 3, "User:eve", "10.0.0.9", 3, 2),
+        // PREFIXED: not copied.
+        wire(2, "orders", 4, "User:carol", "*", 3, 3),
+        // The wildcard topic: not copied.
+        wire(2, "*", 3, "User:ops", "*", 8, 3),
+        // Not in `topics`, internal, or from the target (a cycle): not copied.
+        wire(2, "customers", 3, "User:alice", "*", 3, 3),
+        wire(2, "__consumer_offsets", 3, "User:alice", "*", 3, 3),
+        wire(2, "target.orders", 3, "User:alice", "*", 3, 3),
+        // Other operations are kept.
+        wire(2, "payments", 3, "User:alice", "*", 10, 3),
+        // Heartbeats are mirrored whatever `topics` says; so are their ACLs.
+        wire(2, "heartbeats", 3, "User:monitor", "*", 3, 3),
+        // A group ACL in a topic answer (a broken source): not copied.
+        wire(3, "billing", 3, "User:alice", "*", 3, 3),
+    ];
+    let source = fake_source(source_acls).await;
+    let state = Arc::new(Mutex::new(TargetAcls {
+        acls: [wire(2, "source.orders", 3, "User:bob", "*", 3, 3)].into(),
+        refuse_once: Some("source.payments".into()),
+    }));
+    let target = fake_target(Arc::clone(&state)).await;
+    let flow = common::flow_config(
+        &source.addr(1),
+        &target.addr(1),
+        "topics = orders, payments",
+    );
+    let mut task = AclSyncTask::new(
+        flow,
+        common::client(&source.addr(1)).await,
+        common::client(&target.addr(1)).await,
+    );
+
+    let summary = task.sync_once().await.expect("pass");
+    assert_eq!(summary.outcome, AclSyncOutcome::Synced);
+    assert_eq!(summary.source_acls, 13);
+    let skipped: Vec<(String, AclSkip)> = summary
+        .skipped
+        .iter()
+        .map(|s| (s.acl.resource_name.clone(), s.why))
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            ("orders".into(), AclSkip::AllowsWrite),
+            ("orders".into(), AclSkip::NotLiteral),
+            ("*".into(), AclSkip::Wildcard),
+            ("customers".into(), AclSkip::TopicNotMirrored),
+            ("__consumer_offsets".into(), AclSkip::TopicNotMirrored),
+            ("target.orders".into(), AclSkip::TopicNotMirrored),
+            ("billing".into(), AclSkip::NotTopic),
+        ]
+    );
+    assert_eq!(summary.wanted.len(), 5);
+    assert_eq!(summary.already_present, 1);
+    assert_eq!(summary.created.len(), 3);
+    assert_eq!(summary.failures.len(), 1);
+    assert_eq!(summary.failures[0].acl.resource_name, "source.payments");
+    assert!(
+        summary.failures[0].error.contains("source.payments"),
+        "the error names the topic: {}",
+        summary.failures[0].error
+    );
+    assert!(summary
+        .created
+        .iter()
+        .any(|a| a.operation == AclOperation::Read && a.permission == AclPermission::Deny));
+
+    // The exact requests. To the source: TOPIC ACLs of any pattern, principal, host,
+    // operation and permission (MM2's `ANY_TOPIC_ACL`).
+    let described = source.requests(ApiKey::DescribeAcls);
+    assert_eq!(described.len(), 1);
+    let Body::DescribeAcls(d) = &described[0].body else {
+        unreachable!()
+    };
+    assert_eq!(
+        (
+            d.resource_type_filter,
+            d.resource_name_filter.is_none(),
+            d.pattern_type_filter,
+            d.principal_filter.is_none(),
+            d.host_filter.is_none(),
+            d.operation,
+            d.permission_type
+        ),
+        (2, true, 1, true, true, 1, 1)
+    );
+    // To the target: its LITERAL TOPIC ACLs, then one CreateAcls with the missing copies.
+    let Body::DescribeAcls(d) = &target.requests(ApiKey::DescribeAcls)[0].body else {
+        unreachable!()
+    };
+    assert_eq!((d.resource_type_filter, d.pattern_type_filter), (2, 3));
+    assert!(source.requests(ApiKey::CreateAcls).is_empty());
+    assert_eq!(
+        created(&target),
+        vec![vec![
+            wire(2, "source.heartbeats", 3, "User:monitor", "*", 3, 3),
+            wire(2, "source.orders", 3, "User:alice", "*", 3, 3),
+            wire(2, "source.orders", 3, "User:eve", "10.0.0.9", 3, 2),
+            wire(2, "source.payments", 3, "User:alice", "*", 10, 3),
+        ]]
+    );
+
+    // The refused one is asked for again, alone.
+    let summary = task.sync_once().await.expect("pass");
+    assert_eq!((summary.already_present, summary.created.len()), (4, 1));
+    assert!(summary.failures.is_empty());
+    assert_eq!(
+        created(&target)[1],
+        [wire(2, "source.payments", 3, "User:alice", "*", 10, 3)]
+    );
+
+    // Nothing changed: nothing sent.
+    let summary = task.sync_once().await.expect("pass");
+    assert_eq!((summary.already_present, summary.created.len()), (5, 0));
+    assert_eq!(created(&target).len(), 2);
+
+    // Deleted on the target: created again. Never deleted by strait: the target's own ACL
+    // stays.
+    let own = wire(2, "source.orders", 3, "User:auditor", "*", 8, 3);
+    {
+        let mut s = state.lock().unwrap();
+        s.acls
+            .remove(&wire(2, "source.orders", 3, "User:alice", "*", 3, 3));
+        s.acls.insert(own.clone());
+    }
+    let summary = task.sync_once().await.expect("pass");
+    assert_eq!(summary.created.len(), 1);
+    assert_eq!(
+        created(&target)[2],
+        [wire(2, "source.orders", 3, "User:alice", "*", 3, 3)]
+    );
+    assert!(state.lock().unwrap().acls.contains(&own));
+    assert_eq!(state.lock().unwrap().acls.len(), 6);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn without_an_authorizer_on_the_target_the_copies_are_not_created_and_warned_once() {
+    let (logs, _guard) = Logs::capture();
+    let clusters = Clusters::start();
+    let source = fake_source(vec![wire(2, "orders", 3, "User:alice", "*", 3, 3)]).await;
+    let flow = common::flow_config(&source.addr(1), &clusters.target.bootstrap, "");
+    let mut task = AclSyncTask::new(
+        flow,
+        common::client(&source.addr(1)).await,
+        common::client(&clusters.target.bootstrap).await,
+    );
+    for _ in 0..2 {
+        let summary = task
+            .sync_once()
+            .await
+            .expect("a skipped pass is not an error");
+        assert_eq!(summary.outcome, AclSyncOutcome::TargetHasNoAuthorizer);
+        assert_eq!(summary.wanted.len(), 1);
+        assert_eq!(summary.wanted[0].resource_name, "source.orders");
+        assert!(summary.created.is_empty() && summary.failures.is_empty());
+    }
+    assert_eq!(
+        logs.count("WARN", "the target cluster has no ACL authorizer"),
+        1
+    );
+    assert_eq!(logs.count("DEBUG", "target still has no ACL authorizer"), 1);
+}

@@ -1,0 +1,394 @@
+//! MM2 heartbeats as strait writes them (`reference/mm2.md` §1.4), against real clusters:
+//!
+//! - the `heartbeats` topic (one partition, compacted) holds MM2's exact bytes, built by hand
+//!   here (not with the codec under test), stamped now, in increasing order, the record
+//!   timestamp equal to the heartbeat's;
+//! - a flow mirrors them like data, even when `topics` leaves them out: `source.heartbeats`
+//!   on the target holds the same records; through two flows A->B->C they arrive on C as
+//!   `B.A.heartbeats` (three clusters: two pairs of test brokers);
+//! - the loop writes one per interval and stops when told;
+//! - after the cluster lost everything (a restart of an in-memory broker) the next attempts
+//!   create the topic again and heartbeats resume.
+
+#![allow(unreachable_pub, dead_code, missing_docs)]
+
+mod common;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use strait_core::config::{FlowConfig, HeartbeatEmitter, StraitConfig};
+use strait_core::flow::{Flow, FlowOptions};
+use strait_core::heartbeats::HeartbeatTask;
+use strait_kafka::admin::{ConfigResource, IsolationLevel, OffsetSpec};
+use strait_kafka::fetch::{FetchOptions, FetchPosition};
+use strait_kafka::produce::ProducerConfig;
+use strait_kafka::{Client, ClientConfig, TopicPartition};
+use strait_testkit::{Clusters, Which};
+use strait_wire::BatchScanner;
+
+/// One record as read back: key, value, timestamp.
+type Rec = (Bytes, Bytes, i64);
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// A Kafka `STRING`, by hand: int16 length, then the bytes.
+fn string(s: &str) -> Vec<u8> {
+    let mut out = (s.len() as i16).to_be_bytes().to_vec();
+    out.extend_from_slice(s.as_bytes());
+    out
+}
+
+/// MM2's heartbeat key, by hand: source alias, target alias.
+fn key(source_alias: &str, target_alias: &str) -> Bytes {
+    let mut out = string(source_alias);
+    out.extend(string(target_alias));
+    out.into()
+}
+
+/// MM2's heartbeat value, by hand: version 0 (int16), timestamp (int64).
+fn value(timestamp_ms: i64) -> Bytes {
+    let mut out = vec![0, 0];
+    out.extend(timestamp_ms.to_be_bytes());
+    out.into()
+}
+
+/// An MM2 config of `clusters` (alias, bootstrap) with the `flows` (`A->B`) enabled and every
+/// internal topic at replication factor 1.
+fn config(clusters: &[(&str, &str)], flows: &[&str], extra: &str) -> StraitConfig {
+    let mut text = format!(
+        "clusters = {}\n",
+        clusters.iter().map(|c| c.0).collect::<Vec<_>>().join(", ")
+    );
+    for (alias, bootstrap) in clusters {
+        text.push_str(&format!("{alias}.bootstrap.servers = {bootstrap}\n"));
+    }
+    for flow in flows {
+        text.push_str(&format!("{flow}.enabled = true\n"));
+    }
+    text.push_str(
+        "replication.factor = 1\n\
+         checkpoints.topic.replication.factor = 1\n\
+         offset-syncs.topic.replication.factor = 1\n\
+         heartbeats.topic.replication.factor = 1\n",
+    );
+    text.push_str(extra);
+    StraitConfig::parse(&text, "test.properties").expect("valid config")
+}
+
+/// The emitter of pair `source->target` (writing into `target`).
+fn emitter(config: &StraitConfig, source: &str, target: &str) -> HeartbeatEmitter {
+    config
+        .heartbeats
+        .iter()
+        .find(|e| e.source_alias.as_str() == source && e.target.as_str() == target)
+        .unwrap_or_else(|| panic!("emitter {source}->{target}: {:?}", config.heartbeats))
+        .clone()
+}
+
+fn flow(config: &StraitConfig, name: &str) -> FlowConfig {
+    config
+        .flows
+        .iter()
+        .find(|f| f.name() == name)
+        .unwrap_or_else(|| panic!("flow {name}"))
+        .clone()
+}
+
+async fn start_flow(config: FlowConfig, source: &str, target: &str) -> Flow {
+    let options = FlowOptions {
+        fetch_max_wait: Duration::from_millis(50),
+        ..FlowOptions::default()
+    };
+    Flow::start(
+        config,
+        options,
+        common::client(source).await,
+        common::client(target).await,
+    )
+    .await
+    .expect("flow starts")
+}
+
+/// A client whose operations give up after `timeout`.
+async fn client_with_timeout(bootstrap: &str, timeout: Duration) -> Client {
+    let mut config = ClientConfig::new([bootstrap]);
+    config.operation_timeout = timeout;
+    Client::connect(config).await.expect("connect")
+}
+
+/// Every record of partition 0 of `topic`, raw key, value and timestamp, in order.
+async fn read_topic(client: &Client, topic: &str) -> Vec<Rec> {
+    let tp = TopicPartition::new(topic, 0);
+    let end = client
+        .list_offset(&tp, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
+        .await
+        .expect("end offset")
+        .offset;
+    let options = FetchOptions {
+        max_wait: Duration::from_millis(10),
+        isolation: IsolationLevel::ReadUncommitted,
+        ..Default::default()
+    };
+    let mut position = 0;
+    let mut out = Vec::new();
+    while position < end {
+        let data = client
+            .fetch(&[FetchPosition::new(tp.clone(), position)], &options)
+            .await
+            .remove(&tp)
+            .expect("asked")
+            .expect("fetch");
+        let before = position;
+        for batch in BatchScanner::new(data.records) {
+            let batch = batch.expect("well-formed batch");
+            if batch.header.next_offset() <= position {
+                continue;
+            }
+            assert_eq!(batch.header.base_offset, position, "no holes, no overlap");
+            for r in strait_wire::records::batch_records(&batch).expect("records decode") {
+                assert!(r.headers.is_empty(), "MM2 writes no headers");
+                out.push((
+                    r.key.expect("key"),
+                    r.value.expect("value"),
+                    batch.header.base_timestamp + r.timestamp_delta,
+                ));
+            }
+            position = batch.header.next_offset();
+        }
+        assert!(position > before, "no progress reading {topic}");
+    }
+    out
+}
+
+async fn assert_compacted_single_partition(client: &Client, topic: &str) {
+    let m = client.refresh_metadata().await.unwrap();
+    assert_eq!(
+        m.topics[topic].partitions.len(),
+        1,
+        "{topic}: one partition"
+    );
+    let configs = client
+        .describe_configs(&ConfigResource::Topic(topic.to_owned()))
+        .await
+        .unwrap();
+    assert!(
+        configs
+            .iter()
+            .any(|c| c.name == "cleanup.policy" && c.value.as_deref() == Some("compact")),
+        "{topic}: cleanup.policy=compact; {configs:?}"
+    );
+}
+
+/// Checks `records` are heartbeats keyed (`source_alias`, `target_alias`), byte for byte,
+/// stamped in `[from, to]` in increasing order, each record's timestamp its heartbeat's.
+fn assert_heartbeats(records: &[Rec], source_alias: &str, target_alias: &str, from: i64, to: i64) {
+    let mut last = i64::MIN;
+    for (i, (k, v, ts)) in records.iter().enumerate() {
+        assert_eq!(k, &key(source_alias, target_alias), "record {i}: key");
+        assert_eq!(
+            v,
+            &value(*ts),
+            "record {i}: value carries the record timestamp"
+        );
+        assert!(
+            (from..=to).contains(ts),
+            "record {i}: timestamp {ts} not within [{from}, {to}]"
+        );
+        assert!(*ts > last, "record {i}: timestamps increase");
+        last = *ts;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_are_mm2_records_and_are_mirrored_like_data() {
+    let clusters = Clusters::start();
+    let (s, t) = (&clusters.source.bootstrap, &clusters.target.bootstrap);
+    // `topics = orders` leaves heartbeats out of the filter; they are mirrored all the same.
+    let cfg = config(
+        &[("source", s), ("target", t)],
+        &["source->target"],
+        "topics = orders\n",
+    );
+    // For the flow source->target, the pair target->source writes `heartbeats` into source.
+    let e = emitter(&cfg, "target", "source");
+    assert_eq!(e.interval, Duration::from_secs(1), "MM2's default interval");
+    let source = common::client(s).await;
+    let mut task = HeartbeatTask::new(e, source.clone());
+    assert_eq!(task.topic(), "heartbeats");
+
+    let from = now_ms();
+    let mut offsets = Vec::new();
+    for _ in 0..3 {
+        let summary = task.emit_once().await.expect("heartbeat written");
+        offsets.push(summary.offset);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let to = now_ms();
+    assert_eq!(offsets, [0, 1, 2]);
+    assert_eq!(task.written(), 3);
+    assert_compacted_single_partition(&source, "heartbeats").await;
+
+    let written = read_topic(&source, "heartbeats").await;
+    assert_eq!(written.len(), 3);
+    // The first record, spelled out: key "target" (6 bytes), "source" (6 bytes); value
+    // version 0 then the timestamp.
+    assert_eq!(&written[0].0[..], b"\x00\x06target\x00\x06source");
+    assert_eq!(&written[0].1[..2], &[0, 0]);
+    assert_eq!(written[0].1.len(), 10);
+    assert_heartbeats(&written, "target", "source", from, to);
+
+    // The flow source->target mirrors them to `source.heartbeats`, records unchanged.
+    let mut flow = start_flow(flow(&cfg, "source->target"), s, t).await;
+    flow.run_until_caught_up().await.expect("caught up");
+    let target = common::client(t).await;
+    assert_eq!(read_topic(&target, "source.heartbeats").await, written);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_travel_two_hops_as_b_a_heartbeats() {
+    // Three clusters: A and B from one pair of test brokers, C from another.
+    let ab = Clusters::start();
+    let cd = Clusters::start();
+    let (a, b, c) = (
+        ab.source.bootstrap.as_str(),
+        ab.target.bootstrap.as_str(),
+        cd.source.bootstrap.as_str(),
+    );
+    let cfg = config(&[("A", a), ("B", b), ("C", c)], &["A->B", "B->C"], "");
+    let (a_to_b, b_to_c) = (flow(&cfg, "A->B"), flow(&cfg, "B->C"));
+
+    // The names, from the policy: A's `heartbeats` is `A.heartbeats` on B, `B.A.heartbeats`
+    // on C, and still a heartbeats topic whose original is `heartbeats`.
+    assert_eq!(a_to_b.remote_topic("heartbeats"), "A.heartbeats");
+    assert_eq!(b_to_c.remote_topic("A.heartbeats"), "B.A.heartbeats");
+    assert!(b_to_c.should_replicate_topic("A.heartbeats"));
+    assert!(b_to_c.policy.is_heartbeats_topic("B.A.heartbeats"));
+    assert_eq!(b_to_c.policy.original_topic("B.A.heartbeats"), "heartbeats");
+    // A flow back into A or B would be a cycle: it never copies them again.
+    let back = config(&[("A", a), ("B", b), ("C", c)], &["C->A", "C->B"], "");
+    assert!(!flow(&back, "C->A").should_replicate_topic("B.A.heartbeats"));
+    assert!(!flow(&back, "C->B").should_replicate_topic("B.A.heartbeats"));
+
+    // For the flow A->B, the pair B->A writes `heartbeats` into A.
+    let a_client = common::client(a).await;
+    let mut task = HeartbeatTask::new(emitter(&cfg, "B", "A"), a_client.clone());
+    let from = now_ms();
+    for _ in 0..2 {
+        task.emit_once().await.expect("heartbeat written");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let to = now_ms();
+    let written = read_topic(&a_client, "heartbeats").await;
+    assert_eq!(written.len(), 2);
+    assert_heartbeats(&written, "B", "A", from, to);
+
+    let mut first = start_flow(a_to_b, a, b).await;
+    first.run_until_caught_up().await.expect("A->B caught up");
+    let on_b = read_topic(&common::client(b).await, "A.heartbeats").await;
+    assert_eq!(on_b, written);
+
+    let mut second = start_flow(b_to_c, b, c).await;
+    second.run_until_caught_up().await.expect("B->C caught up");
+    let c_client = common::client(c).await;
+    assert_eq!(read_topic(&c_client, "B.A.heartbeats").await, written);
+    let on_c = c_client.refresh_metadata().await.unwrap();
+    assert!(
+        !on_c.topics.contains_key("B.heartbeats"),
+        "B has no heartbeats of its own here"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_task_writes_one_heartbeat_per_interval_until_stopped() {
+    let clusters = Clusters::start();
+    let s = clusters.source.bootstrap.as_str();
+    let cfg = config(
+        &[("source", s), ("target", &clusters.target.bootstrap)],
+        &["source->target"],
+        "",
+    );
+    let source = common::client(s).await;
+    let mut task = HeartbeatTask::new(emitter(&cfg, "target", "source"), source.clone());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let started = now_ms();
+    let running = tokio::spawn(async move {
+        task.run(async {
+            let _ = stopped.await;
+        })
+        .await;
+        task
+    });
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    stop.send(()).unwrap();
+    let task = tokio::time::timeout(Duration::from_secs(2), running)
+        .await
+        .expect("the loop stops when told")
+        .unwrap();
+    let stopped_at = now_ms();
+
+    let written = read_topic(&source, "heartbeats").await;
+    assert_eq!(written.len() as u64, task.written());
+    // One per second over 3.5 s, the first one second after the start.
+    assert!(
+        (2..=4).contains(&written.len()),
+        "{} heartbeats in 3.5 s",
+        written.len()
+    );
+    assert_heartbeats(&written, "target", "source", started + 990, stopped_at);
+    for pair in written.windows(2) {
+        let gap = pair[1].2 - pair[0].2;
+        assert!(gap >= 990, "heartbeats {gap} ms apart, interval 1 s");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_resume_after_the_cluster_lost_everything() {
+    let mut clusters = Clusters::start();
+    let s = clusters.source.bootstrap.clone();
+    let cfg = config(
+        &[("source", &s), ("target", &clusters.target.bootstrap)],
+        &["source->target"],
+        "",
+    );
+    let client = client_with_timeout(&s, Duration::from_secs(3)).await;
+    // Writes give up after 3 s (the default is delivery.timeout.ms, 120 s).
+    let producer = ProducerConfig {
+        delivery_timeout: Duration::from_secs(3),
+        ..ProducerConfig::default()
+    };
+    let mut task = HeartbeatTask::new(emitter(&cfg, "target", "source"), client.clone())
+        .with_producer_config(producer);
+    task.emit_once().await.expect("first heartbeat");
+    task.emit_once().await.expect("second heartbeat");
+
+    // An in-memory broker comes back empty: no topic, no producer state.
+    tokio::task::block_in_place(|| {
+        clusters.restart_broker(Which::Source, Duration::from_millis(200))
+    });
+    let from = now_ms();
+    let mut attempts = 0;
+    let resumed = loop {
+        attempts += 1;
+        match task.emit_once().await {
+            Ok(summary) => break summary,
+            Err(e) if attempts < 10 => {
+                eprintln!("attempt {attempts}: {e}");
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Err(e) => panic!("heartbeats did not resume after {attempts} attempts: {e}"),
+        }
+    };
+    assert_eq!(resumed.offset, 0, "a new topic");
+    let reader = common::client(&s).await;
+    assert_compacted_single_partition(&reader, "heartbeats").await;
+    let written = read_topic(&reader, "heartbeats").await;
+    assert_eq!(written.len(), 1);
+    assert_heartbeats(&written, "target", "source", from, now_ms());
+    assert_eq!(written[0].2, resumed.heartbeat.timestamp_ms);
+}
