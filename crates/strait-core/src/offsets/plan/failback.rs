@@ -14,8 +14,7 @@ use strait_wire::offset_map::{OffsetMap, PartitionMap, ReverseTranslation, Sourc
 
 use super::failover::describe_group;
 use super::{
-    map_extents, now, wanted, Blocker, ClusterRef, Direction, FailoverPlan, GroupPlan,
-    PartitionPlan, PlanError, PLAN_VERSION,
+    wanted, Blocker, ClusterRef, Direction, FailoverPlan, GroupPlan, PartitionPlan, PlanError,
 };
 use crate::config::FlowConfig;
 use crate::filter::PatternList;
@@ -142,31 +141,17 @@ pub async fn plan_failback(
         });
     }
 
-    let used: BTreeSet<SourcePartition> = groups
-        .iter()
-        .flat_map(|g| &g.partitions)
-        .map(|p| SourcePartition::new(p.topic.clone(), p.partition))
-        .collect();
-    let (created_at, created_at_ms) = now();
-    Ok(FailoverPlan {
-        version: PLAN_VERSION,
-        direction: Direction::Failback,
-        flow: flow.name(),
-        source: ClusterRef {
-            alias: a.to_owned(),
-            bootstrap_servers: source.config().bootstrap.clone(),
-        },
-        target: ClusterRef {
-            alias: b.to_owned(),
-            bootstrap_servers: target.config().bootstrap.clone(),
-        },
-        source_alias: flow.source_alias.to_string(),
-        created_at,
-        created_at_ms,
-        map: map_extents(&map, &used),
+    Ok(FailoverPlan::assemble(
+        Direction::Failback,
+        flow,
+        (
+            ClusterRef::new(a, source.config().bootstrap.clone()),
+            ClusterRef::new(b, target.config().bootstrap.clone()),
+        ),
+        &map,
         groups,
-        notes: Vec::new(),
-    })
+        Vec::new(),
+    ))
 }
 
 /// One remote partition `remote` the group committed `c` on, with B's log end now and the

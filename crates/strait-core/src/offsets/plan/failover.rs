@@ -5,11 +5,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use strait_kafka::groups::{CommittedOffset, GroupDescription};
 use strait_kafka::{Client, TopicPartition};
-use strait_wire::offset_map::{SourcePartition, Translation};
+use strait_wire::offset_map::Translation;
 
 use super::{
-    map_extents, now, wanted, Blocker, ClusterRef, Direction, FailoverPlan, GroupPlan,
-    PartitionPlan, PlanError, PLAN_VERSION,
+    wanted, Blocker, ClusterRef, Direction, FailoverPlan, GroupPlan, PartitionPlan, PlanError,
 };
 use crate::config::FlowConfig;
 use crate::filter::PatternList;
@@ -127,31 +126,17 @@ pub async fn plan_failover(
         });
     }
 
-    let used: BTreeSet<SourcePartition> = groups
-        .iter()
-        .flat_map(|g| &g.partitions)
-        .map(|p| SourcePartition::new(p.topic.clone(), p.partition))
-        .collect();
-    let (created_at, created_at_ms) = now();
-    Ok(FailoverPlan {
-        version: PLAN_VERSION,
-        direction: Direction::Failover,
-        flow: flow.name(),
-        source: ClusterRef {
-            alias: a.to_owned(),
-            bootstrap_servers: source.config().bootstrap.clone(),
-        },
-        target: ClusterRef {
-            alias: b.to_owned(),
-            bootstrap_servers: target.config().bootstrap.clone(),
-        },
-        source_alias: flow.source_alias.to_string(),
-        created_at,
-        created_at_ms,
-        map: map_extents(&map, &used),
+    Ok(FailoverPlan::assemble(
+        Direction::Failover,
+        flow,
+        (
+            ClusterRef::new(a, source.config().bootstrap.clone()),
+            ClusterRef::new(b, target.config().bootstrap.clone()),
+        ),
+        &map,
         groups,
-        notes: Vec::new(),
-    })
+        Vec::new(),
+    ))
 }
 
 /// Plans the failover of `flow`'s groups when the source cluster (A) cannot be reached: each
@@ -248,40 +233,26 @@ pub async fn plan_failover_from_checkpoints(
             partitions,
         });
     }
-    let used: BTreeSet<SourcePartition> = groups
-        .iter()
-        .flat_map(|g| &g.partitions)
-        .map(|p| SourcePartition::new(p.topic.clone(), p.partition))
-        .collect();
     let interval = flow.emit_checkpoints.map_or_else(
         || "never: emit.checkpoints.enabled=false".to_owned(),
         |d| format!("every {} s", d.as_secs()),
     );
-    let (created_at, created_at_ms) = now();
-    Ok(FailoverPlan {
-        version: PLAN_VERSION,
-        direction: Direction::Failover,
-        flow: flow.name(),
-        source: ClusterRef {
-            alias: a.to_owned(),
-            bootstrap_servers: source_bootstrap,
-        },
-        target: ClusterRef {
-            alias: b.to_owned(),
-            bootstrap_servers: target.config().bootstrap.clone(),
-        },
-        source_alias: flow.source_alias.to_string(),
-        created_at,
-        created_at_ms,
-        map: map_extents(&map, &used),
-        notes: vec![format!(
+    Ok(FailoverPlan::assemble(
+        Direction::Failover,
+        flow,
+        (
+            ClusterRef::new(a, source_bootstrap),
+            ClusterRef::new(b, target.config().bootstrap.clone()),
+        ),
+        &map,
+        groups,
+        vec![format!(
             "cluster {a} did not answer: each group's source offsets are its last checkpoint in \
              {} on {b} (written {interval}); what a group consumed on {a} after its last \
              checkpoint it will read again on {b}",
             flow.checkpoints_topic()
         )],
-        groups,
-    })
+    ))
 }
 
 /// One translated partition; `on_target` is the group's committed offset on the remote

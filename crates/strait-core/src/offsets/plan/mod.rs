@@ -426,6 +426,49 @@ impl FailoverPlan {
     }
 }
 
+impl FailoverPlan {
+    /// A plan of `flow` made now from `groups`, with the extent of `map` for the partitions
+    /// the groups use.
+    fn assemble(
+        direction: Direction,
+        flow: &crate::config::FlowConfig,
+        (source, target): (ClusterRef, ClusterRef),
+        map: &OffsetMap,
+        groups: Vec<GroupPlan>,
+        notes: Vec<String>,
+    ) -> Self {
+        let used: std::collections::BTreeSet<SourcePartition> = groups
+            .iter()
+            .flat_map(|g| &g.partitions)
+            .map(|p| SourcePartition::new(p.topic.clone(), p.partition))
+            .collect();
+        let (created_at, created_at_ms) = now();
+        Self {
+            version: PLAN_VERSION,
+            direction,
+            flow: flow.name(),
+            source,
+            target,
+            source_alias: flow.source_alias.to_string(),
+            created_at,
+            created_at_ms,
+            map: map_extents(map, &used),
+            groups,
+            notes,
+        }
+    }
+}
+
+impl ClusterRef {
+    /// Cluster `alias` of a plan, reached at `bootstrap_servers`.
+    fn new(alias: &str, bootstrap_servers: Vec<String>) -> Self {
+        Self {
+            alias: alias.to_owned(),
+            bootstrap_servers,
+        }
+    }
+}
+
 /// The map's extent for `partitions` (those mapped), in order.
 fn map_extents<'a>(
     map: &OffsetMap,
