@@ -295,13 +295,13 @@ fn transforms_are_refused() {
 }
 
 #[test]
-fn config_providers_are_refused() {
+fn config_providers_need_their_class() {
     let e = err_with("config.providers = file\n");
     assert_names(
         &e,
         5,
         "config.providers",
-        &["`config.providers`", "literal text"],
+        &["`config.providers.file.class` is not set"],
     );
 }
 

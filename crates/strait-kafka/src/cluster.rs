@@ -19,7 +19,7 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::backoff::Backoff;
-use crate::connection::{BrokerConnection, ConnectionConfig};
+use crate::connection::{BrokerConnection, ConnectionConfig, Security};
 use crate::error::{check, Context, Error, Result};
 use crate::throttle::ThrottleTime;
 
@@ -70,7 +70,8 @@ impl std::fmt::Display for TopicPartition {
 pub struct ClientConfig {
     /// `bootstrap.servers`: `host:port` entries.
     pub bootstrap: Vec<String>,
-    /// Per-connection settings.
+    /// Per-connection settings, including TLS and SASL ([`ClientConfig::with_security`]), which
+    /// every connection of the client uses.
     pub connection: ConnectionConfig,
     /// `metadata.max.age.ms`: refresh the metadata at least this often (default 5 minutes).
     pub metadata_max_age: Duration,
@@ -97,6 +98,23 @@ impl ClientConfig {
             reconnect_backoff: (Duration::from_millis(50), Duration::from_secs(1)),
             operation_timeout: Duration::from_secs(60),
         }
+    }
+
+    /// The same settings with `security` (TLS, SASL) on every connection.
+    pub fn with_security(mut self, security: Security) -> Self {
+        self.connection.security = security;
+        self
+    }
+
+    /// The same settings, with errors naming the cluster by `alias`.
+    pub fn with_cluster_alias(mut self, alias: impl Into<String>) -> Self {
+        self.connection.cluster = Some(alias.into());
+        self
+    }
+
+    /// TLS and SASL of every connection.
+    pub fn security(&self) -> &Security {
+        &self.connection.security
     }
 }
 
@@ -410,10 +428,14 @@ impl Client {
                 Err(e) => last = Some(e),
             }
         }
-        Err(Error::NoBootstrap {
-            tried: candidates.join(","),
-            last: Box::new(last.unwrap_or(Error::Closed)),
-        })
+        match last {
+            // A TLS or SASL refusal says more than "unreachable": the broker was reached.
+            Some(e @ (Error::Tls { .. } | Error::Authentication { .. })) => Err(e),
+            last => Err(Error::NoBootstrap {
+                tried: candidates.join(","),
+                last: Box::new(last.unwrap_or(Error::Closed)),
+            }),
+        }
     }
 
     /// The connection to an address, made if there is none or it broke. A broker that failed

@@ -7,13 +7,18 @@
 //! (I/O error, a frame that makes no sense, a request that times out), it is *poisoned*: every
 //! waiter gets the same error once, later requests fail at once, and the cluster layer makes a new
 //! connection with backoff.
+//!
+//! Security ([`Security`]): TLS wraps the TCP stream before any Kafka byte is sent
+//! ([`crate::tls`]); SASL runs after ApiVersions and again before the broker's session ends
+//! ([`crate::sasl`]). Errors of either name the cluster (when the config gave its alias) and
+//! the broker address.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Arc, Mutex as StdMutex};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex as StdMutex, Weak};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -22,23 +27,25 @@ use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::{Message, Request, StrBytes};
 use strait_wire::frame::{self, Versions};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, RwLock};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::sasl::{self, SaslConfig};
 use crate::throttle::ThrottleTime;
+use crate::tls::{self, TlsConfig};
 
-/// A byte stream to a broker: TCP now, TLS later.
+/// A byte stream to a broker: TCP, or TLS over TCP.
 pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Stream for T {}
 
 /// A boxed future, for the [`Transport`] seam.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// How to open a byte stream to a broker address. The seam where TLS goes: a TLS transport wraps
-/// the TCP stream before any Kafka byte is sent. SASL, which speaks Kafka frames, goes after the
-/// ApiVersions exchange in [`BrokerConnection::connect`].
+/// How to open a byte stream to a broker address (TCP by default; tests may put something else
+/// here). TLS, when [`Security::tls`] is set, runs on the stream this opens; SASL, which speaks
+/// Kafka frames, goes after the ApiVersions exchange in [`BrokerConnection::connect`].
 pub trait Transport: Send + Sync + fmt::Debug + 'static {
     /// Opens a stream to `addr` (`host:port`).
     fn connect<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, std::io::Result<Box<dyn Stream>>>;
@@ -58,6 +65,28 @@ impl Transport for TcpTransport {
     }
 }
 
+/// How a cluster's connections are secured: Kafka's `security.protocol` and what it needs.
+/// The default is `PLAINTEXT` (neither).
+#[derive(Debug, Clone, Default)]
+pub struct Security {
+    /// TLS (`SSL`, `SASL_SSL`).
+    pub tls: Option<Arc<TlsConfig>>,
+    /// SASL (`SASL_PLAINTEXT`, `SASL_SSL`).
+    pub sasl: Option<Arc<SaslConfig>>,
+}
+
+impl Security {
+    /// `security.protocol` as Kafka spells it.
+    pub fn protocol(&self) -> &'static str {
+        match (self.tls.is_some(), self.sasl.is_some()) {
+            (false, false) => "PLAINTEXT",
+            (true, false) => "SSL",
+            (false, true) => "SASL_PLAINTEXT",
+            (true, true) => "SASL_SSL",
+        }
+    }
+}
+
 /// Settings of a connection.
 #[derive(Debug, Clone)]
 pub struct ConnectionConfig {
@@ -72,6 +101,10 @@ pub struct ConnectionConfig {
     pub max_response_bytes: usize,
     /// How to open the byte stream.
     pub transport: Arc<dyn Transport>,
+    /// TLS and SASL.
+    pub security: Security,
+    /// The alias of the cluster (`A`), for messages; `None` when unknown.
+    pub cluster: Option<String>,
 }
 
 impl Default for ConnectionConfig {
@@ -82,6 +115,48 @@ impl Default for ConnectionConfig {
             connect_timeout: Duration::from_secs(10),
             max_response_bytes: 256 * 1024 * 1024,
             transport: Arc::new(TcpTransport),
+            security: Security::default(),
+            cluster: None,
+        }
+    }
+}
+
+/// Who is at the other end, for errors: the address, the cluster's alias, and the TLS settings
+/// (a broken TLS stream is described as a TLS problem).
+#[derive(Debug, Clone)]
+struct Peer {
+    addr: String,
+    cluster: Option<Arc<str>>,
+    tls: Option<Arc<TlsConfig>>,
+}
+
+impl Peer {
+    fn new(addr: &str, config: &ConnectionConfig) -> Self {
+        Self {
+            addr: addr.to_owned(),
+            cluster: config.cluster.as_deref().map(Arc::from),
+            tls: config.security.tls.clone(),
+        }
+    }
+
+    /// An I/O error of the stream: a TLS error when TLS says what went wrong.
+    fn io_error(&self, e: &std::io::Error, during_handshake: bool) -> Error {
+        if let Some(tls) = &self.tls {
+            let host = self
+                .addr
+                .rsplit_once(':')
+                .map_or(&self.addr[..], |(h, _)| h);
+            if let Some(message) = tls::describe(e, tls, host, during_handshake) {
+                return Error::Tls {
+                    cluster: self.cluster.clone(),
+                    broker: self.addr.clone(),
+                    message: message.into(),
+                };
+            }
+        }
+        Error::Io {
+            broker: self.addr.clone(),
+            message: e.to_string(),
         }
     }
 }
@@ -110,6 +185,7 @@ impl Shared {
 /// A live connection to one broker.
 pub struct BrokerConnection {
     addr: String,
+    peer: Peer,
     config: ConnectionConfig,
     versions: Versions,
     next_correlation: AtomicI32,
@@ -121,12 +197,20 @@ pub struct BrokerConnection {
     throttled_until: StdMutex<Option<Instant>>,
     reader: JoinHandle<()>,
     writer_task: JoinHandle<()>,
+    /// Held for reading while a request is written, for writing during a re-authentication,
+    /// so that nothing else reaches the broker in the middle of a SASL exchange.
+    auth_gate: RwLock<()>,
+    /// The task that authenticates again before the broker's session ends (KIP-368).
+    reauthenticator: StdMutex<Option<JoinHandle<()>>>,
+    /// Re-authentications done.
+    reauthentications: AtomicU64,
 }
 
 impl fmt::Debug for BrokerConnection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BrokerConnection")
             .field("addr", &self.addr)
+            .field("security", &self.config.security.protocol())
             .field("poisoned", &self.is_poisoned())
             .finish_non_exhaustive()
     }
@@ -136,41 +220,53 @@ impl Drop for BrokerConnection {
     fn drop(&mut self) {
         self.reader.abort();
         self.writer_task.abort();
+        if let Some(task) = self.reauthenticator.lock().ok().and_then(|mut t| t.take()) {
+            task.abort();
+        }
     }
 }
 
 impl BrokerConnection {
-    /// Connects and negotiates API versions.
+    /// Connects: TCP, the TLS handshake when [`Security::tls`] is set, ApiVersions, and SASL
+    /// authentication when [`Security::sasl`] is set, all within `connect_timeout`.
     pub async fn connect(addr: &str, config: ConnectionConfig) -> Result<Arc<Self>> {
-        let io_err = |e: std::io::Error| Error::Io {
-            broker: addr.to_owned(),
-            message: e.to_string(),
-        };
+        let peer = Peer::new(addr, &config);
         let timeout = config.connect_timeout;
-        let stream = tokio::time::timeout(timeout, config.transport.connect(addr))
+        let deadline = Instant::now() + timeout;
+        let timed_out = |what: &str| Error::Io {
+            broker: addr.to_owned(),
+            message: format!("{what} timed out after {timeout:?}"),
+        };
+        let stream = tokio::time::timeout_at(deadline, config.transport.connect(addr))
             .await
-            .map_err(|_| Error::Io {
-                broker: addr.to_owned(),
-                message: format!("connect timed out after {timeout:?}"),
-            })?
-            .map_err(io_err)?;
+            .map_err(|_| timed_out("connect"))?
+            .map_err(|e| peer.io_error(&e, false))?;
+        let stream = match &config.security.tls {
+            Some(tls) => tokio::time::timeout_at(deadline, tls.handshake(addr, stream))
+                .await
+                .map_err(|_| timed_out("the TLS handshake"))?
+                .map_err(|e| peer.io_error(&e, true))?,
+            None => stream,
+        };
         let (read_half, write_half) = tokio::io::split(stream);
         let shared = Arc::new(StdMutex::new(Shared::default()));
         let reader = tokio::spawn(read_loop(
-            addr.to_owned(),
+            peer.clone(),
             read_half,
             Arc::clone(&shared),
             config.max_response_bytes,
         ));
         let (writer, frames) = mpsc::unbounded_channel();
         let writer_task = tokio::spawn(write_loop(
-            addr.to_owned(),
+            peer.clone(),
             write_half,
             frames,
             Arc::clone(&shared),
         ));
+        let sasl = config.security.sasl.clone();
         let mut conn = Self {
             addr: addr.to_owned(),
+            peer,
             config,
             versions: Versions::default(),
             next_correlation: AtomicI32::new(0),
@@ -179,16 +275,66 @@ impl BrokerConnection {
             throttled_until: StdMutex::new(None),
             reader,
             writer_task,
+            auth_gate: RwLock::new(()),
+            reauthenticator: StdMutex::new(None),
+            reauthentications: AtomicU64::new(0),
         };
-        conn.versions = tokio::time::timeout(timeout, conn.negotiate())
+        conn.versions = tokio::time::timeout_at(deadline, conn.negotiate())
             .await
             .map_err(|_| Error::Timeout {
                 broker: addr.to_owned(),
                 api: ApiKey::ApiVersions,
                 after: timeout,
             })??;
-        tracing::debug!(broker = addr, "connected");
-        Ok(Arc::new(conn))
+        let session = match &sasl {
+            Some(sasl) => tokio::time::timeout_at(deadline, sasl::authenticate(&conn, sasl))
+                .await
+                .map_err(|_| Error::Timeout {
+                    broker: addr.to_owned(),
+                    api: ApiKey::SaslAuthenticate,
+                    after: timeout,
+                })??,
+            None => None,
+        };
+        let conn = Arc::new(conn);
+        if let (Some(sasl), Some(lifetime)) = (sasl, session) {
+            let task = tokio::spawn(reauthenticate_loop(Arc::downgrade(&conn), sasl, lifetime));
+            if let Ok(mut slot) = conn.reauthenticator.lock() {
+                *slot = Some(task);
+            }
+        }
+        tracing::debug!(
+            broker = addr,
+            security = conn.config.security.protocol(),
+            session = ?session,
+            "connected"
+        );
+        Ok(conn)
+    }
+
+    /// Authenticates again on this connection (KIP-368), holding back other requests until
+    /// done. Returns the new session's lifetime, if the broker limits it.
+    async fn reauthenticate(&self, sasl: &SaslConfig) -> Result<Option<Duration>> {
+        let _exclusive = self.auth_gate.write().await;
+        let session = sasl::authenticate(self, sasl).await?;
+        self.reauthentications.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(broker = %self.addr, session = ?session, "re-authenticated");
+        Ok(session)
+    }
+
+    /// How many times this connection authenticated again since it was made.
+    pub fn reauthentications(&self) -> u64 {
+        self.reauthentications.load(Ordering::Relaxed)
+    }
+
+    /// A failed SASL authentication on this connection.
+    pub(crate) fn authentication_error(&self, mechanism: &'static str, message: String) -> Error {
+        Error::Authentication {
+            cluster: self.peer.cluster.clone(),
+            broker: self.addr.clone(),
+            mechanism,
+            message: message.into(),
+        }
     }
 
     /// ApiVersions at the highest version we speak; a broker that does not know it answers
@@ -272,12 +418,37 @@ impl BrokerConnection {
         request: &R,
         version: i16,
     ) -> Result<R::Response> {
+        self.request(request, version, true).await
+    }
+
+    /// Sends a request of a SASL exchange: not held back by a re-authentication in progress
+    /// (it is part of it).
+    pub(crate) async fn send_during_authentication<R: Request + Sync>(
+        &self,
+        request: &R,
+        version: i16,
+    ) -> Result<R::Response> {
+        self.request(request, version, false).await
+    }
+
+    async fn request<R: Request + Sync>(
+        &self,
+        request: &R,
+        version: i16,
+        gated: bool,
+    ) -> Result<R::Response> {
         let api = frame::api_key_of::<R>().map_err(|e| self.frame_err(e))?;
         self.wait_for_throttle().await;
         let correlation_id = self.next_correlation.fetch_add(1, Ordering::Relaxed);
         let bytes = frame::encode_request(request, version, correlation_id, &self.config.client_id)
             .map_err(|e| Error::Invalid(e.to_string()))?;
         let (tx, rx) = oneshot::channel();
+        // Only a SASL connection is ever re-authenticated.
+        let gate = if gated && self.config.security.sasl.is_some() {
+            Some(self.auth_gate.read().await)
+        } else {
+            None
+        };
         {
             let mut shared = self.shared.lock().map_err(|_| Error::Closed)?;
             if let Some(err) = &shared.poisoned {
@@ -286,7 +457,9 @@ impl BrokerConnection {
             shared.pending.insert(correlation_id, tx);
         }
         let timeout = self.config.request_timeout;
-        if self.writer.send(bytes).is_err() {
+        let sent = self.writer.send(bytes);
+        drop(gate);
+        if sent.is_err() {
             // The writer is gone, so the connection was poisoned and our waiter got the error.
             return Err(rx.await.ok().and_then(Result::err).unwrap_or(Error::Closed));
         }
@@ -346,18 +519,40 @@ impl BrokerConnection {
     }
 }
 
+/// Authenticates `conn` again before each session ends, until the connection is gone or the
+/// broker stops limiting sessions. A failure closes the connection with that error.
+async fn reauthenticate_loop(
+    conn: Weak<BrokerConnection>,
+    sasl: Arc<SaslConfig>,
+    mut lifetime: Duration,
+) {
+    loop {
+        tokio::time::sleep(sasl::reauthentication_delay(lifetime)).await;
+        let Some(conn) = conn.upgrade() else { return };
+        if conn.is_poisoned() {
+            return;
+        }
+        match conn.reauthenticate(&sasl).await {
+            Ok(Some(next)) => lifetime = next,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(broker = %conn.addr, error = %e, "re-authentication failed");
+                conn.poison(e);
+                return;
+            }
+        }
+    }
+}
+
 async fn write_loop(
-    addr: String,
+    peer: Peer,
     mut writer: impl AsyncWrite + Unpin,
     mut frames: mpsc::UnboundedReceiver<Bytes>,
     shared: Arc<StdMutex<Shared>>,
 ) {
     while let Some(frame) = frames.recv().await {
         if let Err(e) = writer.write_all(&frame).await {
-            let err = Error::Io {
-                broker: addr.clone(),
-                message: e.to_string(),
-            };
+            let err = peer.io_error(&e, false);
             if let Ok(mut s) = shared.lock() {
                 s.poison(err);
             }
@@ -368,18 +563,19 @@ async fn write_loop(
 }
 
 async fn read_loop(
-    addr: String,
+    peer: Peer,
     mut reader: impl AsyncRead + Unpin,
     shared: Arc<StdMutex<Shared>>,
     max_frame: usize,
 ) {
+    let addr = &peer.addr;
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let err = loop {
         match frame::split_frame(&mut buf, max_frame) {
             Ok(Some(frame)) => {
                 let id = match frame::peek_correlation_id(&frame) {
                     Ok(id) => id,
-                    Err(e) => break frame_error(&addr, e),
+                    Err(e) => break frame_error(addr, e),
                 };
                 let waiter = match shared.lock() {
                     Ok(mut s) => s.pending.remove(&id),
@@ -399,7 +595,7 @@ async fn read_loop(
                 continue;
             }
             Ok(None) => {}
-            Err(e) => break frame_error(&addr, e),
+            Err(e) => break frame_error(addr, e),
         }
         match reader.read_buf(&mut buf).await {
             Ok(0) => {
@@ -409,12 +605,7 @@ async fn read_loop(
                 }
             }
             Ok(_) => {}
-            Err(e) => {
-                break Error::Io {
-                    broker: addr.clone(),
-                    message: e.to_string(),
-                }
-            }
+            Err(e) => break peer.io_error(&e, false),
         }
     };
     tracing::debug!(broker = %addr, error = %err, "connection closed");

@@ -54,6 +54,32 @@ pub enum Error {
         /// What the OS said.
         message: String,
     },
+    /// TLS with a broker failed: its certificate is not trusted, is for another name or has
+    /// expired, it refused ours, or it does not speak TLS. The message says which and what to
+    /// change. Retrying does not help until the config or the certificates change.
+    #[error("{}TLS with broker {broker} failed: {message}", in_cluster(.cluster))]
+    Tls {
+        /// The cluster's alias, when known.
+        cluster: Option<Arc<str>>,
+        /// `host:port`.
+        broker: String,
+        /// What went wrong and what to change.
+        message: Box<str>,
+    },
+    /// SASL authentication with a broker failed: wrong credentials, a mechanism the broker does
+    /// not enable, a listener without SASL. Never carries a secret. Retrying does not help
+    /// until the config or the broker's users change.
+    #[error("{}SASL {mechanism} authentication with broker {broker} failed: {message}", in_cluster(.cluster))]
+    Authentication {
+        /// The cluster's alias, when known.
+        cluster: Option<Arc<str>>,
+        /// `host:port`.
+        broker: String,
+        /// `PLAIN`, `SCRAM-SHA-256`, ...
+        mechanism: &'static str,
+        /// What went wrong and what to change.
+        message: Box<str>,
+    },
     /// A request got no answer in time. The connection is closed, because a late answer would
     /// otherwise be matched to nothing and a broker that stops answering is not healthy.
     #[error("{api:?} request to {broker} timed out after {after:?}")]
@@ -144,7 +170,9 @@ impl Error {
     /// backoff). Errors that need a human, or a different request, say no.
     pub fn is_retriable(&self) -> bool {
         match self {
-            Error::Io { .. } | Error::Timeout { .. } | Error::NoBootstrap { .. } => true,
+            Error::Io { .. } | Error::Timeout { .. } => true,
+            // Unreachable brokers may come back; a TLS or SASL refusal will not.
+            Error::NoBootstrap { last, .. } => last.is_retriable(),
             Error::Broker { code, .. } => code.is_retriable() || is_coordinator_moved(*code),
             Error::UnknownTopicOrPartition { .. } => true,
             Error::Frame { .. }
@@ -153,6 +181,8 @@ impl Error {
             | Error::Unexpected { .. }
             | Error::DuplicateSequence { .. }
             | Error::Closed
+            | Error::Tls { .. }
+            | Error::Authentication { .. }
             | Error::Invalid(_) => false,
         }
     }
@@ -202,6 +232,14 @@ impl Error {
     }
 }
 
+/// `cluster `A`: ` before a message, when the alias is known.
+fn in_cluster(cluster: &Option<Arc<str>>) -> String {
+    cluster
+        .as_deref()
+        .map(|c| format!("cluster `{c}`: "))
+        .unwrap_or_default()
+}
+
 fn is_coordinator_moved(code: ResponseError) -> bool {
     matches!(
         code,
@@ -229,3 +267,17 @@ pub(crate) fn check(
 
 /// The runtime's result.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    /// Every `Result` of the runtime, and of the layers that wrap its errors, carries this:
+    /// kept small (clippy's `result_large_err` counts the wrappers too).
+    #[test]
+    fn error_stays_small() {
+        assert!(
+            std::mem::size_of::<super::Error>() <= 72,
+            "{}",
+            std::mem::size_of::<super::Error>()
+        );
+    }
+}

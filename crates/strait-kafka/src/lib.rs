@@ -1,7 +1,7 @@
 //! strait's Kafka runtime, on the `kafka-protocol` codec crate.
 //!
 //! - [`connection`]: one broker connection (framing, ApiVersions, pipelining, timeouts, throttling,
-//!   one failure to every waiter); the [`connection::Transport`] seam is where TLS goes.
+//!   one failure to every waiter), secured by [`connection::Security`]: [`tls`] and [`sasl`].
 //! - [`cluster`]: a [`Client`] for one cluster: bootstrap, metadata cache, reconnects with backoff,
 //!   routing to leaders and coordinators, retries.
 //! - [`admin`]: topics, configs, partitions, list offsets, cluster, ACLs, delete records.
@@ -19,7 +19,12 @@ pub mod error;
 pub mod fetch;
 pub mod groups;
 pub mod produce;
+pub mod sasl;
+pub mod secret;
 pub mod throttle;
+pub mod tls;
 
 pub use cluster::{BrokerId, Client, ClientConfig, Metadata, TopicPartition};
+pub use connection::Security;
 pub use error::{Context, Error, Result};
+pub use secret::Secret;

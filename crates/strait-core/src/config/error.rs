@@ -169,6 +169,15 @@ pub enum ConfigErrorReason {
         /// Why strait refuses rather than ignores it.
         why: &'static str,
     },
+    /// A `${provider:path:key}` reference, or a `config.providers` declaration, that cannot be
+    /// resolved. Never quotes a resolved value.
+    #[error("{0}")]
+    ConfigProvider(String),
+    /// TLS or SASL settings that cannot be used: a store that cannot be read, a wrong store
+    /// password, a `sasl.jaas.config` that does not parse, a mechanism strait does not have.
+    /// Never quotes a secret.
+    #[error("{0}")]
+    Security(String),
     /// A `strait.` key strait does not know.
     #[error("unknown strait key; strait's own keys are: {known}")]
     UnknownStraitKey {

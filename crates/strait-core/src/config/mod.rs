@@ -19,12 +19,15 @@
 pub mod client;
 mod error;
 mod flowkey;
+pub mod jaas;
 mod keys;
 mod model;
 mod pair;
 pub mod properties;
+mod providers;
 mod resolve;
 mod secret;
+pub mod security;
 
 use std::path::{Path, PathBuf};
 
@@ -86,7 +89,9 @@ impl StraitConfig {
         props: &properties::Properties,
         path: &Path,
     ) -> Result<Self, ConfigError> {
-        resolve::resolve(props, path)
+        // `${provider:path:key}` references first, as MM2 transforms its raw properties.
+        let props = providers::resolve(props, path)?;
+        resolve::resolve(&props, path)
     }
 
     /// The cluster called `alias`.

@@ -62,6 +62,19 @@ impl Properties {
         self.entries.is_empty()
     }
 
+    /// Replaces the value of `key`, keeping its line (config providers resolve values in
+    /// place). Does nothing when `key` is absent.
+    pub(crate) fn set_value(&mut self, key: &str, value: String) {
+        if let Some(p) = self.entries.get_mut(key) {
+            p.value = value;
+        }
+    }
+
+    /// Removes `key`, keeping the order of the others.
+    pub(crate) fn remove(&mut self, key: &str) {
+        self.entries.shift_remove(key);
+    }
+
     /// Sets `key`, as a later line of the file would.
     pub fn insert(&mut self, key: impl Into<String>, value: impl Into<String>, line: usize) {
         let key = key.into();

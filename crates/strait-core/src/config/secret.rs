@@ -3,33 +3,10 @@
 use std::fmt;
 
 /// A secret config value. `Debug` and `Display` print `[redacted]`; [`Secret::expose`] is the
-/// only way to read it, so every use is visible in the code.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a value.
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The value itself, for the code that hands it to a TLS or SASL implementation.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
+/// only way to read it, so every use is visible in the code. The runtime's own type, so a
+/// password goes from the config file to the TLS or SASL code without ever being a plain
+/// `String` in between.
+pub use strait_kafka::secret::Secret;
 
 /// A client setting's value: plain, or a [`Secret`] when its key says it holds one.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,610 @@
+//! From a client's resolved settings to a ready [`ClientConfig`]: bootstrap servers, and TLS
+//! and SASL as Kafka's `security.protocol`, `ssl.*` and `sasl.*` keys describe them (resolved
+//! per cluster and role as MM2 does, see [`super::client`]).
+//!
+//! | `security.protocol` | TLS | SASL |
+//! |---|---|---|
+//! | `PLAINTEXT` (default) | | |
+//! | `SSL` | yes | |
+//! | `SASL_PLAINTEXT` | | yes |
+//! | `SASL_SSL` | yes | yes |
+//!
+//! TLS keys: `ssl.truststore.location` / `.password` / `.type` (PEM or PKCS12; JKS is refused
+//! with the `keytool` command that converts it) or `ssl.truststore.certificates` (PEM text);
+//! `ssl.keystore.location` / `.password` / `.type` or `ssl.keystore.certificate.chain` and
+//! `ssl.keystore.key` (PEM text), with `ssl.key.password` for an encrypted PEM key;
+//! `ssl.endpoint.identification.algorithm` (`https` by default; empty turns hostname
+//! verification off); `ssl.enabled.protocols` (TLSv1.2, TLSv1.3). Without a truststore, the
+//! system's CAs are trusted.
+//!
+//! SASL keys: `sasl.mechanism` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER; Kafka's
+//! default GSSAPI is refused) and `sasl.jaas.config` (see [`super::jaas`]). OAUTHBEARER takes
+//! its token from the JAAS option `strait.token` (strait's), from a file
+//! (`sasl.login.callback.handler.class` = Kafka's `OAuthBearerLoginCallbackHandler` with
+//! `sasl.oauthbearer.token.endpoint.url = file:/path`, read again at every authentication), or
+//! makes Kafka's unsecured JWT from `unsecuredLogin*` options.
+//!
+//! Errors name the cluster, the client and the key, never a secret's value.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use strait_kafka::sasl::{
+    check_extension, Claim, SaslConfig, ScramHash, TokenSource, UnsecuredToken,
+};
+use strait_kafka::tls::{
+    read_keystore, read_pem_identity, read_truststore, ClientIdentity, StoreError, TlsConfig,
+    TlsOptions, TlsVersion, Trust,
+};
+use strait_kafka::{ClientConfig, Security};
+
+use super::client::{ClientProps, Role, SecurityProtocol, Side};
+use super::error::{ConfigError, ConfigErrorReason};
+use super::jaas::JaasConfig;
+use super::model::FlowConfig;
+use super::secret::Secret;
+use super::StraitConfig;
+
+const PLAIN_MODULE: &str = "org.apache.kafka.common.security.plain.PlainLoginModule";
+const SCRAM_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
+const OAUTH_MODULE: &str = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
+/// Kafka's login callback handler that reads `sasl.oauthbearer.token.endpoint.url` (KIP-768),
+/// under both of the packages it has lived in.
+const OAUTH_HANDLERS: [&str; 2] = [
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
+];
+
+impl StraitConfig {
+    /// Everything a client of `flow`'s `side` cluster in `role` needs: the cluster's bootstrap
+    /// servers and its TLS and SASL settings, resolved as MM2 resolves them
+    /// ([`StraitConfig::client_props`]). Errors name the cluster and the key.
+    pub fn client_config(
+        &self,
+        flow: &FlowConfig,
+        side: Side,
+        role: Role,
+    ) -> Result<ClientConfig, ConfigError> {
+        let alias = match side {
+            Side::Source => &flow.source,
+            Side::Target => &flow.target,
+        };
+        let props = self.client_props(flow, side, role);
+        self.client_config_from(alias.as_str(), role, &props)
+    }
+
+    /// [`StraitConfig::client_config`] for a cluster outside any flow's overrides (a heartbeat
+    /// emitter's target, a command that talks to one cluster): the cluster's own settings for
+    /// `role`.
+    pub fn cluster_client_config(
+        &self,
+        alias: &str,
+        role: Role,
+    ) -> Result<ClientConfig, ConfigError> {
+        let props = self
+            .cluster(alias)
+            .map(|c| c.client.role(role).clone())
+            .unwrap_or_default();
+        self.client_config_from(alias, role, &props)
+    }
+
+    fn client_config_from(
+        &self,
+        alias: &str,
+        role: Role,
+        props: &ClientProps,
+    ) -> Result<ClientConfig, ConfigError> {
+        let cluster = self.cluster(alias).ok_or_else(|| ConfigError {
+            path: self.path.clone(),
+            line: None,
+            key: None,
+            reason: ConfigErrorReason::Security(format!("cluster `{alias}` is not in `clusters`")),
+        })?;
+        let security = security(alias, role, props, &self.path)?;
+        Ok(ClientConfig::new(cluster.bootstrap_servers.iter().cloned())
+            .with_security(security)
+            .with_cluster_alias(alias))
+    }
+}
+
+/// The TLS and SASL settings of cluster `alias`'s `role` client, from its resolved `props`.
+/// `config_path` is the config file, for messages.
+pub fn security(
+    alias: &str,
+    role: Role,
+    props: &ClientProps,
+    config_path: &Path,
+) -> Result<Security, ConfigError> {
+    let reader = Reader {
+        alias,
+        role,
+        props,
+        config_path,
+    };
+    let protocol = props.security_protocol();
+    let tls = match protocol {
+        SecurityProtocol::Ssl | SecurityProtocol::SaslSsl => Some(Arc::new(reader.tls()?)),
+        SecurityProtocol::Plaintext | SecurityProtocol::SaslPlaintext => None,
+    };
+    let sasl = match protocol {
+        SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => {
+            Some(Arc::new(reader.sasl()?))
+        }
+        SecurityProtocol::Plaintext | SecurityProtocol::Ssl => None,
+    };
+    Ok(Security { tls, sasl })
+}
+
+struct Reader<'a> {
+    alias: &'a str,
+    role: Role,
+    props: &'a ClientProps,
+    config_path: &'a Path,
+}
+
+impl Reader<'_> {
+    fn fail(&self, key: &str, problem: impl std::fmt::Display) -> ConfigError {
+        let role = self.role.prefix().trim_end_matches('.');
+        ConfigError {
+            path: self.config_path.to_owned(),
+            line: None,
+            key: Some(key.to_owned()),
+            reason: ConfigErrorReason::Security(format!(
+                "cluster `{}` ({role} client): {problem}",
+                self.alias
+            )),
+        }
+    }
+
+    /// A value, `None` when unset or blank.
+    fn get(&self, key: &str) -> Option<&str> {
+        self.props
+            .get(key)
+            .map(|v| v.expose().trim())
+            .filter(|v| !v.is_empty())
+    }
+
+    fn secret(&self, key: &str) -> Option<Secret> {
+        self.props
+            .get(key)
+            .map(|v| v.expose())
+            .filter(|v| !v.is_empty())
+            .map(Secret::new)
+    }
+
+    fn read_file(&self, key: &str, path: &str) -> Result<Vec<u8>, ConfigError> {
+        std::fs::read(path).map_err(|e| self.fail(key, format!("cannot read {path}: {e}")))
+    }
+
+    /// Checks `ssl.<store>.type`: PEM, PKCS12 or JKS (which the reader refuses with advice);
+    /// the file's content decides between PEM and PKCS#12, as Java's keystores do.
+    fn check_store_type(&self, key: &str) -> Result<(), ConfigError> {
+        match self.get(key).map(str::to_ascii_uppercase).as_deref() {
+            None | Some("PEM" | "PKCS12" | "JKS" | "JCEKS") => Ok(()),
+            Some(_) => Err(self.fail(
+                key,
+                "strait reads PEM and PKCS12 stores (and says how to convert JKS)",
+            )),
+        }
+    }
+
+    fn store_error(&self, key: &str, path: Option<&str>, e: StoreError) -> ConfigError {
+        let what = match (path, e) {
+            (Some(path), StoreError::JavaKeyStore { kind }) => {
+                let shown = StoreError::JavaKeyStore { kind }
+                    .to_string()
+                    .replace("FILE.p12", &format!("{path}.p12"))
+                    .replace("FILE", path);
+                format!("{path}: {shown}")
+            }
+            (Some(path), e) => format!("{path}: {e}"),
+            (None, e) => e.to_string(),
+        };
+        self.fail(key, what)
+    }
+
+    fn tls(&self) -> Result<TlsConfig, ConfigError> {
+        let verify_hostname = match self.props.get("ssl.endpoint.identification.algorithm") {
+            None => true,
+            Some(v) => match v.expose().trim().to_ascii_lowercase().as_str() {
+                "" => false,
+                "https" => true,
+                _ => {
+                    return Err(self.fail(
+                        "ssl.endpoint.identification.algorithm",
+                        "expected `https` (verify the broker's host name, the default) or empty (do not)",
+                    ))
+                }
+            },
+        };
+        let versions = match self.get("ssl.enabled.protocols") {
+            None => Vec::new(),
+            Some(list) => {
+                let mut versions = Vec::new();
+                for v in list.split(',').map(str::trim).filter(|v| !v.is_empty()) {
+                    versions.push(match v {
+                        "TLSv1.2" => TlsVersion::Tls12,
+                        "TLSv1.3" => TlsVersion::Tls13,
+                        _ => {
+                            return Err(self.fail(
+                                "ssl.enabled.protocols",
+                                format!("`{v}` is not offered; strait speaks TLSv1.2 and TLSv1.3"),
+                            ))
+                        }
+                    });
+                }
+                versions
+            }
+        };
+        if self.get("ssl.engine.factory.class").is_some() {
+            return Err(self.fail(
+                "ssl.engine.factory.class",
+                "a custom SSL engine factory is Java code strait cannot run",
+            ));
+        }
+        let (trust, trust_origin) = self.trust()?;
+        let identity = self.identity()?;
+        TlsConfig::new(TlsOptions {
+            trust,
+            trust_origin,
+            identity,
+            verify_hostname,
+            versions,
+        })
+        .map_err(|e| {
+            let key = match e {
+                StoreError::NoSystemCertificates | StoreError::BadCaCertificate(_) => {
+                    "ssl.truststore.location"
+                }
+                StoreError::BadClientCertificate(_)
+                    if self.get("ssl.keystore.location").is_none() =>
+                {
+                    "ssl.keystore.key"
+                }
+                _ => "ssl.keystore.location",
+            };
+            self.store_error(key, None, e)
+        })
+    }
+
+    fn trust(&self) -> Result<(Trust, String), ConfigError> {
+        const LOCATION: &str = "ssl.truststore.location";
+        const CERTIFICATES: &str = "ssl.truststore.certificates";
+        self.check_store_type("ssl.truststore.type")?;
+        match (self.get(LOCATION), self.props.get(CERTIFICATES)) {
+            (Some(_), Some(_)) => Err(self.fail(
+                CERTIFICATES,
+                "set either ssl.truststore.location or ssl.truststore.certificates, not both",
+            )),
+            (Some(path), None) => {
+                let bytes = self.read_file(LOCATION, path)?;
+                let password = self.secret("ssl.truststore.password");
+                let certs = read_truststore(&bytes, password.as_ref())
+                    .map_err(|e| self.store_error(LOCATION, Some(path), e))?;
+                Ok((Trust::Certificates(certs), format!("{LOCATION}={path}")))
+            }
+            (None, Some(pem)) => {
+                let certs = read_truststore(pem.expose().as_bytes(), None)
+                    .map_err(|e| self.store_error(CERTIFICATES, None, e))?;
+                Ok((Trust::Certificates(certs), CERTIFICATES.to_owned()))
+            }
+            (None, None) => Ok((Trust::System, "the system's CA certificates".to_owned())),
+        }
+    }
+
+    fn identity(&self) -> Result<Option<ClientIdentity>, ConfigError> {
+        const LOCATION: &str = "ssl.keystore.location";
+        const CHAIN: &str = "ssl.keystore.certificate.chain";
+        const KEY: &str = "ssl.keystore.key";
+        self.check_store_type("ssl.keystore.type")?;
+        let key_password = self.secret("ssl.key.password");
+        let chain = self
+            .props
+            .get(CHAIN)
+            .filter(|v| !v.expose().trim().is_empty());
+        let key = self
+            .props
+            .get(KEY)
+            .filter(|v| !v.expose().trim().is_empty());
+        match (self.get(LOCATION), chain, key) {
+            (None, None, None) => Ok(None),
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => Err(self.fail(
+                LOCATION,
+                "set either ssl.keystore.location or ssl.keystore.certificate.chain and \
+                 ssl.keystore.key, not both",
+            )),
+            (Some(path), None, None) => {
+                let bytes = self.read_file(LOCATION, path)?;
+                let password = self.secret("ssl.keystore.password");
+                read_keystore(&bytes, password.as_ref(), key_password.as_ref())
+                    .map(Some)
+                    .map_err(|e| self.store_error(LOCATION, Some(path), e))
+            }
+            (None, Some(chain), Some(key)) => read_pem_identity(
+                chain.expose().as_bytes(),
+                key.expose().as_bytes(),
+                key_password.as_ref(),
+            )
+            .map(Some)
+            .map_err(|e| self.store_error(KEY, None, e)),
+            (None, Some(_), None) => {
+                Err(self.fail(KEY, "ssl.keystore.certificate.chain is set, its key is not"))
+            }
+            (None, None, Some(_)) => Err(self.fail(
+                CHAIN,
+                "ssl.keystore.key is set, its certificate chain is not",
+            )),
+        }
+    }
+
+    fn sasl(&self) -> Result<SaslConfig, ConfigError> {
+        const MECHANISM: &str = "sasl.mechanism";
+        const JAAS: &str = "sasl.jaas.config";
+        if self.get("sasl.client.callback.handler.class").is_some() {
+            return Err(self.fail(
+                "sasl.client.callback.handler.class",
+                "a custom SASL client callback handler is Java code strait cannot run",
+            ));
+        }
+        // Kafka's default mechanism is GSSAPI.
+        let mechanism = self.get(MECHANISM).unwrap_or("GSSAPI");
+        let Some(jaas_text) = self
+            .props
+            .get(JAAS)
+            .filter(|v| !v.expose().trim().is_empty())
+        else {
+            return Err(self.fail(
+                JAAS,
+                format!(
+                    "SASL ({mechanism}) needs sasl.jaas.config; strait does not read a JAAS file \
+                     (-Djava.security.auth.login.config)"
+                ),
+            ));
+        };
+        let jaas = JaasConfig::parse(jaas_text.expose()).map_err(|e| self.fail(JAAS, e))?;
+        let required = |option: &str| {
+            jaas.option(option).ok_or_else(|| {
+                self.fail(
+                    JAAS,
+                    format!("{} needs the option `{option}`", jaas.login_module),
+                )
+            })
+        };
+        let hash = match mechanism {
+            "PLAIN" => None,
+            "SCRAM-SHA-256" => Some(ScramHash::Sha256),
+            "SCRAM-SHA-512" => Some(ScramHash::Sha512),
+            "OAUTHBEARER" => return self.oauthbearer(&jaas),
+            "GSSAPI" => {
+                return Err(self.fail(
+                    MECHANISM,
+                    "GSSAPI (Kerberos, Kafka's default mechanism) is not supported; set \
+                     sasl.mechanism to PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER",
+                ))
+            }
+            other => {
+                return Err(self.fail(
+                    MECHANISM,
+                    format!(
+                        "`{other}` is not supported; strait speaks PLAIN, SCRAM-SHA-256, \
+                         SCRAM-SHA-512 and OAUTHBEARER"
+                    ),
+                ))
+            }
+        };
+        // Kafka's PLAIN and SCRAM clients read the user and password the login module leaves,
+        // and both modules leave them: either module works with either mechanism.
+        if jaas.login_module != PLAIN_MODULE && jaas.login_module != SCRAM_MODULE {
+            return Err(self.fail(
+                JAAS,
+                format!(
+                    "{mechanism} takes the user and password from {PLAIN_MODULE} or {SCRAM_MODULE}, \
+                     not {}",
+                    jaas.login_module
+                ),
+            ));
+        }
+        let username = required("username")?.to_owned();
+        let password = Secret::new(required("password")?);
+        Ok(match hash {
+            None => SaslConfig::Plain { username, password },
+            Some(hash) => SaslConfig::Scram {
+                hash,
+                username,
+                password,
+                token_auth: jaas
+                    .option("tokenauth")
+                    .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
+            },
+        })
+    }
+
+    fn oauthbearer(&self, jaas: &JaasConfig) -> Result<SaslConfig, ConfigError> {
+        const JAAS: &str = "sasl.jaas.config";
+        const HANDLER: &str = "sasl.login.callback.handler.class";
+        const URL: &str = "sasl.oauthbearer.token.endpoint.url";
+        if jaas.login_module != OAUTH_MODULE {
+            return Err(self.fail(
+                JAAS,
+                format!(
+                    "OAUTHBEARER needs {OAUTH_MODULE}, not {}",
+                    jaas.login_module
+                ),
+            ));
+        }
+        let mut extensions = Vec::new();
+        for (name, value) in jaas.options() {
+            let ext = name
+                .strip_prefix("extension_")
+                .or_else(|| name.strip_prefix("unsecuredLoginExtension_"));
+            if let Some(ext) = ext {
+                check_extension(ext, value).map_err(|e| self.fail(JAAS, e))?;
+                extensions.push((ext.to_owned(), value.to_owned()));
+            }
+        }
+        let handler = self.get(HANDLER);
+        let token = if let Some(token) = jaas.option("strait.token") {
+            if token.trim().is_empty() {
+                return Err(self.fail(JAAS, "the option `strait.token` is empty"));
+            }
+            TokenSource::Static(Secret::new(token.trim()))
+        } else if let Some(handler) = handler {
+            if !OAUTH_HANDLERS.contains(&handler) {
+                return Err(self.fail(
+                    HANDLER,
+                    format!(
+                        "`{handler}` is Java code strait cannot run; strait reads a token file with \
+                         {} and {URL}=file:/path",
+                        OAUTH_HANDLERS[0]
+                    ),
+                ));
+            }
+            let Some(url) = self.get(URL) else {
+                return Err(self.fail(URL, format!("{HANDLER} needs {URL}=file:/path/to/token")));
+            };
+            TokenSource::File(file_url_path(url).ok_or_else(|| {
+                self.fail(
+                    URL,
+                    "strait reads the token from a file (file:/path); it does not fetch tokens \
+                     from an identity provider over HTTP: let another process write the token to \
+                     a file",
+                )
+            })?)
+        } else {
+            TokenSource::Unsecured(self.unsecured(jaas)?)
+        };
+        Ok(SaslConfig::OAuthBearer { token, extensions })
+    }
+
+    /// Kafka's unsecured token from `unsecuredLogin*` options.
+    fn unsecured(&self, jaas: &JaasConfig) -> Result<UnsecuredToken, ConfigError> {
+        const JAAS: &str = "sasl.jaas.config";
+        let principal_claim = jaas
+            .option("unsecuredLoginPrincipalClaimName")
+            .unwrap_or("sub")
+            .to_owned();
+        let lifetime = match jaas.option("unsecuredLoginLifetimeSeconds") {
+            None => Duration::from_secs(3600),
+            Some(v) => Duration::from_secs(v.trim().parse().map_err(|_| {
+                self.fail(
+                    JAAS,
+                    "unsecuredLoginLifetimeSeconds is not a whole number of seconds",
+                )
+            })?),
+        };
+        let mut principal = None;
+        let mut claims = Vec::new();
+        for (name, value) in jaas.options() {
+            let claim = if let Some(claim) = name.strip_prefix("unsecuredLoginStringClaim_") {
+                (claim, Claim::String(value.to_owned()))
+            } else if let Some(claim) = name.strip_prefix("unsecuredLoginNumberClaim_") {
+                if !value.trim().parse::<f64>().is_ok_and(f64::is_finite) {
+                    return Err(self.fail(JAAS, format!("{name} is not a number")));
+                }
+                (claim, Claim::Number(value.trim().to_owned()))
+            } else if let Some(claim) = name.strip_prefix("unsecuredLoginListClaim_") {
+                // Kafka: the first character is the separator.
+                let mut chars = value.chars();
+                let items = match chars.next() {
+                    Some(sep) => chars
+                        .as_str()
+                        .split(sep)
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_owned)
+                        .collect(),
+                    None => Vec::new(),
+                };
+                (claim, Claim::List(items))
+            } else {
+                continue;
+            };
+            if claim.0 == principal_claim {
+                if let Claim::String(p) = &claim.1 {
+                    principal = Some(p.clone());
+                }
+                continue;
+            }
+            claims.push((claim.0.to_owned(), claim.1));
+        }
+        let Some(principal) = principal else {
+            return Err(self.fail(
+                JAAS,
+                format!(
+                    "OAUTHBEARER has no token: set the option `strait.token`, or \
+                     sasl.login.callback.handler.class={} with \
+                     sasl.oauthbearer.token.endpoint.url=file:/path, or (test clusters) \
+                     unsecuredLoginStringClaim_{principal_claim}",
+                    OAUTH_HANDLERS[0]
+                ),
+            ));
+        };
+        Ok(UnsecuredToken {
+            principal_claim,
+            principal,
+            claims,
+            lifetime,
+        })
+    }
+}
+
+/// The path of a `file:` URL (`file:/p`, `file:///p`, `file://localhost/p`).
+fn file_url_path(url: &str) -> Option<PathBuf> {
+    let rest = url.strip_prefix("file:")?;
+    let path = if let Some(after) = rest.strip_prefix("//") {
+        let slash = after.find('/')?;
+        let host = &after[..slash];
+        if !host.is_empty() && host != "localhost" {
+            return None;
+        }
+        &after[slash..]
+    } else {
+        rest
+    };
+    path.starts_with('/')
+        .then(|| PathBuf::from(percent_decode(path)))
+}
+
+/// `%20` and friends in a URL path.
+fn percent_decode(s: &str) -> String {
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(hi), Some(lo)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push(hi * 16 + lo);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_urls() {
+        assert_eq!(
+            file_url_path("file:/run/token"),
+            Some(PathBuf::from("/run/token"))
+        );
+        assert_eq!(
+            file_url_path("file:///run/token"),
+            Some(PathBuf::from("/run/token"))
+        );
+        assert_eq!(
+            file_url_path("file://localhost/run/my%20token"),
+            Some(PathBuf::from("/run/my token"))
+        );
+        assert_eq!(file_url_path("file://host/run/token"), None);
+        assert_eq!(file_url_path("https://idp/token"), None);
+        assert_eq!(file_url_path("file:relative"), None);
+    }
+}

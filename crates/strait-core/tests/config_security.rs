@@ -1,0 +1,595 @@
+//! Secured clusters from MM2 properties: `StraitConfig::client_config` builds each client's
+//! TLS and SASL from `security.protocol`, `ssl.*`, `sasl.*` as MM2 resolves them per cluster and
+//! role, with secrets from config providers, and the clients connect to real brokers (nisshi
+//! with TLS and SCRAM). OAUTHBEARER, which nisshi does not enable, authenticates against the
+//! scripted fake broker. Broken settings stop start-up with a message naming the cluster and
+//! key; no secret ever shows in a message or in `Debug`.
+
+#![allow(unreachable_pub, dead_code, missing_docs)]
+
+#[path = "../../strait-kafka/tests/fake/mod.rs"]
+mod fake;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kafka_protocol::messages::{ApiKey, SaslAuthenticateResponse, SaslHandshakeResponse};
+use kafka_protocol::protocol::StrBytes;
+use strait_core::config::{ConfigError, Role, Side, StraitConfig};
+use strait_kafka::admin::NewTopic;
+use strait_kafka::sasl::{SaslConfig, ScramHash, TokenSource};
+use strait_kafka::{Client, ClientConfig, Error};
+use strait_testkit::{Scram, SecureBroker, SecureBrokerOptions, TestCa};
+
+use fake::{script, Action, Body, FakeCluster};
+
+const ALICE: &str = "alice-secret-256";
+const BOB: &str = "bob-secret-512";
+
+fn dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "strait-config-security-{name}-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn parse(text: &str) -> StraitConfig {
+    StraitConfig::parse(text, "mm2.properties").unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A config with clusters A (secured by `a_lines`) and B (plain) and the flow A->B.
+fn config(a: &str, b: &str, a_lines: &str) -> StraitConfig {
+    parse(&format!(
+        "clusters = A, B\n\
+         A.bootstrap.servers = {a}\n\
+         B.bootstrap.servers = {b}\n\
+         A->B.enabled = true\n\
+         {a_lines}\n"
+    ))
+}
+
+fn client_config(cfg: &StraitConfig, role: Role) -> Result<ClientConfig, ConfigError> {
+    cfg.client_config(&cfg.flows[0], Side::Source, role)
+}
+
+fn short(mut c: ClientConfig) -> ClientConfig {
+    c.operation_timeout = Duration::from_secs(10);
+    c.connection.connect_timeout = Duration::from_secs(5);
+    c
+}
+
+/// The message of a config that `client_config` refuses; checks it names cluster A and `key`.
+fn refused(cfg: &StraitConfig, key: &str) -> String {
+    let e = client_config(cfg, Role::Admin).expect_err("settings must be refused");
+    let shown = e.to_string();
+    assert_eq!(e.key.as_deref(), Some(key), "{shown}");
+    assert!(shown.contains("cluster `A` (admin client)"), "{shown}");
+    shown
+}
+
+fn users() -> Vec<(String, String, Scram)> {
+    vec![
+        ("alice".into(), ALICE.into(), Scram::Sha256),
+        ("bob".into(), BOB.into(), Scram::Sha512),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sasl_ssl_per_role_with_secrets_from_providers_against_a_real_broker() {
+    let ca = TestCa::new("strait test CA");
+    let a = SecureBroker::start(SecureBrokerOptions {
+        tls: Some(ca.server_cert(&["127.0.0.1"])),
+        users: users(),
+        ..SecureBrokerOptions::default()
+    });
+    let b = SecureBroker::start(SecureBrokerOptions::default());
+    let d = dir("providers");
+    std::fs::write(d.join("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(
+        d.join("secrets.properties"),
+        format!("bob.password = {BOB}\n"),
+    )
+    .unwrap();
+    std::env::set_var("STRAIT_TEST_ALICE_PASSWORD", ALICE);
+    let d = d.display();
+    // The cluster's SASL settings for every client, the consumer's own above them (MM2's
+    // `A.consumer.*`); the passwords come from a file and from the environment.
+    let cfg = config(
+        &a.bootstrap,
+        &b.bootstrap,
+        &format!(
+            "A.security.protocol = SASL_SSL\n\
+             A.ssl.truststore.location = {d}/ca.pem\n\
+             A.sasl.mechanism = SCRAM-SHA-512\n\
+             A.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required \\\n\
+             \x20   username=\"bob\" \\\n\
+             \x20   password=\"${{file:{d}/secrets.properties:bob.password}}\";\n\
+             A.consumer.sasl.mechanism = SCRAM-SHA-256\n\
+             A.consumer.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule \
+             required username='alice' password=\"${{env:STRAIT_TEST_ALICE_PASSWORD}}\" ;\n"
+        ),
+    );
+    for shown in [format!("{cfg:?}"), format!("{:?}", cfg.clusters)] {
+        assert!(
+            !shown.contains(BOB) && !shown.contains(ALICE),
+            "a secret in Debug"
+        );
+    }
+
+    let admin = client_config(&cfg, Role::Admin).unwrap();
+    let consumer = client_config(&cfg, Role::Consumer).unwrap();
+    assert_eq!(admin.bootstrap, vec![a.bootstrap.clone()]);
+    assert_eq!(admin.security().protocol(), "SASL_SSL");
+    let sasl = |c: &ClientConfig| c.security().sasl.clone().expect("SASL");
+    assert_eq!(sasl(&admin).mechanism(), "SCRAM-SHA-512");
+    assert_eq!(sasl(&admin).username(), Some("bob"));
+    assert_eq!(sasl(&consumer).mechanism(), "SCRAM-SHA-256");
+    assert_eq!(sasl(&consumer).username(), Some("alice"));
+    for shown in [format!("{admin:?}"), format!("{consumer:?}")] {
+        assert!(
+            !shown.contains(BOB) && !shown.contains(ALICE),
+            "a secret in Debug: {shown}"
+        );
+    }
+
+    // Both clients really authenticate, each as its own user.
+    let admin = Client::connect(short(admin))
+        .await
+        .expect("admin client (bob)");
+    admin
+        .create_topic(NewTopic::new("secured-orders", 1))
+        .await
+        .unwrap();
+    let consumer = Client::connect(short(consumer))
+        .await
+        .expect("consumer client (alice)");
+    let metadata = consumer.refresh_metadata().await.unwrap();
+    assert!(metadata.topics.contains_key("secured-orders"));
+    // B is plain.
+    let target = cfg
+        .client_config(&cfg.flows[0], Side::Target, Role::Producer)
+        .unwrap();
+    assert_eq!(target.security().protocol(), "PLAINTEXT");
+    Client::connect(short(target)).await.expect("plain target");
+    std::fs::remove_dir_all(d.to_string()).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_from_a_real_broker_name_the_cluster_from_the_config() {
+    let a = SecureBroker::start(SecureBrokerOptions {
+        users: users(),
+        ..SecureBrokerOptions::default()
+    });
+    let wrong = config(
+        &a.bootstrap,
+        "b:9092",
+        "A.security.protocol = SASL_PLAINTEXT\n\
+         A.sasl.mechanism = SCRAM-SHA-256\n\
+         A.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required \
+         username=alice password=not-the-password;\n",
+    );
+    let err = Client::connect(short(client_config(&wrong, Role::Admin).unwrap()))
+        .await
+        .unwrap_err();
+    let shown = err.to_string();
+    assert!(matches!(err, Error::Authentication { .. }), "{shown}");
+    assert!(
+        shown.starts_with(&format!(
+            "cluster `A`: SASL SCRAM-SHA-256 authentication with broker {}",
+            a.bootstrap
+        )),
+        "{shown}"
+    );
+    assert!(shown.contains("wrong user name or password"), "{shown}");
+    assert!(!shown.contains("not-the-password"), "{shown}");
+
+    let plain = config(
+        &a.bootstrap,
+        "b:9092",
+        "A.security.protocol = SASL_PLAINTEXT\n\
+         A.sasl.mechanism = PLAIN\n\
+         A.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required \
+         username=alice password=\"alice-secret-256\";\n",
+    );
+    let err = Client::connect(short(client_config(&plain, Role::Admin).unwrap()))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains(
+            "PLAIN is not enabled on the broker; it enables SCRAM-SHA-512, SCRAM-SHA-256"
+        ),
+        "{err}"
+    );
+}
+
+fn pkcs12_truststore(ca: &TestCa, password: &str) -> Vec<u8> {
+    let mut store = p12_keystore::KeyStore::new();
+    store.add_entry(
+        "ca",
+        p12_keystore::KeyStoreEntry::Certificate(
+            p12_keystore::Certificate::from_der(ca.der()).unwrap(),
+        ),
+    );
+    store.writer(password).write().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ssl_with_a_pkcs12_truststore_and_hostname_verification() {
+    let ca = TestCa::new("strait test CA");
+    // The broker's certificate names another host than the one connected to.
+    let a = SecureBroker::start(SecureBrokerOptions {
+        tls: Some(ca.server_cert(&["kafka.internal.example"])),
+        ..SecureBrokerOptions::default()
+    });
+    let d = dir("pkcs12");
+    std::fs::write(d.join("truststore.p12"), pkcs12_truststore(&ca, "changeit")).unwrap();
+    std::fs::write(d.join("store.password"), "changeit").unwrap();
+    let lines = format!(
+        "A.security.protocol = SSL\n\
+         A.ssl.truststore.type = PKCS12\n\
+         A.ssl.truststore.location = {0}/truststore.p12\n\
+         A.ssl.truststore.password = ${{directory:{0}:store.password}}\n",
+        d.display()
+    );
+    let strict = config(&a.bootstrap, "b:9092", &lines);
+    let err = Client::connect(short(client_config(&strict, Role::Admin).unwrap()))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Tls { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("not valid for `127.0.0.1` (it is for: kafka.internal.example)"),
+        "{err}"
+    );
+
+    let lenient = config(
+        &a.bootstrap,
+        "b:9092",
+        &format!("{lines}A.ssl.endpoint.identification.algorithm =\n"),
+    );
+    let c = client_config(&lenient, Role::Admin).unwrap();
+    assert!(!c.security().tls.as_ref().unwrap().verifies_hostname());
+    let client = Client::connect(short(c))
+        .await
+        .expect("SSL without hostname verification");
+    client
+        .create_topic(NewTopic::new("over-tls", 1))
+        .await
+        .unwrap();
+
+    // The wrong truststore password.
+    std::fs::write(d.join("store.password"), "wrong").unwrap();
+    let cfg = config(&a.bootstrap, "b:9092", &lines);
+    let shown = refused(&cfg, "ssl.truststore.location");
+    assert!(shown.contains("truststore.p12: wrong password"), "{shown}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn pem_in_config_and_encrypted_keys_build_a_client_identity() {
+    let ca = TestCa::new("strait test CA");
+    let client = ca.client_cert("mirror");
+    // PEM in the properties file, folded as people write it: continuation lines, so the value
+    // holds spaces where the line breaks were.
+    let fold = |pem: &str| pem.trim().lines().collect::<Vec<_>>().join(" \\\n    ");
+    let lines = format!(
+        "A.security.protocol = SSL\n\
+         A.ssl.truststore.certificates = {}\n\
+         A.ssl.keystore.certificate.chain = {}\n\
+         A.ssl.keystore.key = {}\n",
+        fold(ca.pem()),
+        fold(&client.chain_pem),
+        fold(&client.key_pem),
+    );
+    let cfg = config("a:9093", "b:9092", &lines);
+    let c = client_config(&cfg, Role::Producer).unwrap();
+    let tls = c.security().tls.clone().unwrap();
+    assert!(tls.has_client_certificate());
+    assert!(tls.verifies_hostname());
+    assert!(
+        !format!("{cfg:?}{c:?}").contains(&client.key_pem[40..80]),
+        "a key in Debug"
+    );
+
+    // The key encrypted (PKCS#8, as `openssl pkcs8 -topk8 -v2 aes-256-cbc` writes it), opened
+    // with ssl.key.password.
+    let encrypted = {
+        use pkcs8::der::EncodePem;
+        let info = pkcs8::PrivateKeyInfo::try_from(client.key_der.as_slice()).unwrap();
+        let params =
+            pkcs8::pkcs5::pbes2::Parameters::pbkdf2_sha256_aes256cbc(2048, &[1; 16], &[2; 16])
+                .unwrap();
+        let doc = info.encrypt_with_params(params, "k3y-pass").unwrap();
+        pkcs8::EncryptedPrivateKeyInfo::try_from(doc.as_bytes())
+            .unwrap()
+            .to_pem(pkcs8::LineEnding::LF)
+            .unwrap()
+    };
+    let with_password = |password: &str| {
+        config(
+            "a:9093",
+            "b:9092",
+            &format!(
+                "A.security.protocol = SSL\n\
+                 A.ssl.keystore.certificate.chain = {}\n\
+                 A.ssl.keystore.key = {}\n\
+                 A.ssl.key.password = {password}\n",
+                fold(&client.chain_pem),
+                fold(&encrypted),
+            ),
+        )
+    };
+    let c = client_config(&with_password("k3y-pass"), Role::Producer).unwrap();
+    assert!(c.security().tls.as_ref().unwrap().has_client_certificate());
+    let shown = refused(&with_password("not-it"), "ssl.keystore.key");
+    assert!(
+        shown.contains("wrong key password (ssl.key.password)"),
+        "{shown}"
+    );
+    assert!(!shown.contains("not-it"), "{shown}");
+
+    // Only one half of the pair.
+    let half = config(
+        "a:9093",
+        "b:9092",
+        &format!(
+            "A.security.protocol = SSL\nA.ssl.truststore.certificates = {}\n\
+             A.ssl.keystore.key = {}\n",
+            fold(ca.pem()),
+            fold(&client.key_pem)
+        ),
+    );
+    let shown = refused(&half, "ssl.keystore.certificate.chain");
+    assert!(shown.contains("its certificate chain is not"), "{shown}");
+}
+
+#[test]
+fn stores_and_settings_that_cannot_be_used_are_named() {
+    let d = dir("refusals");
+    std::fs::write(
+        d.join("truststore.jks"),
+        [0xFE, 0xED, 0xFE, 0xED, 0, 0, 0, 2],
+    )
+    .unwrap();
+    let jks = d.join("truststore.jks");
+    let shown = refused(
+        &config("a:9093", "b:9092", &format!(
+            "A.security.protocol = SSL\nA.ssl.truststore.location = {}\nA.ssl.truststore.password = changeit\n",
+            jks.display()
+        )),
+        "ssl.truststore.location",
+    );
+    assert!(shown.contains("Java KeyStore (JKS)"), "{shown}");
+    assert!(
+        shown.contains(&format!(
+            "keytool -importkeystore -srckeystore {0} -srcstoretype JKS -destkeystore {0}.p12 -deststoretype PKCS12",
+            jks.display()
+        )),
+        "{shown}"
+    );
+    assert!(!shown.contains("changeit"), "{shown}");
+
+    let shown = refused(
+        &config(
+            "a:9093",
+            "b:9092",
+            "A.security.protocol = SSL\nA.ssl.truststore.location = /nonexistent/ca.pem\n",
+        ),
+        "ssl.truststore.location",
+    );
+    assert!(shown.contains("cannot read /nonexistent/ca.pem"), "{shown}");
+
+    let shown = refused(
+        &config(
+            "a:9093",
+            "b:9092",
+            "A.security.protocol = SSL\nA.ssl.endpoint.identification.algorithm = dns\n",
+        ),
+        "ssl.endpoint.identification.algorithm",
+    );
+    assert!(shown.contains("expected `https`"), "{shown}");
+
+    let shown = refused(
+        &config(
+            "a:9093",
+            "b:9092",
+            "A.security.protocol = SSL\nA.ssl.enabled.protocols = TLSv1.1\n",
+        ),
+        "ssl.enabled.protocols",
+    );
+    assert!(shown.contains("TLSv1.2 and TLSv1.3"), "{shown}");
+
+    let sasl = |extra: &str| {
+        config(
+            "a:9092",
+            "b:9092",
+            &format!("A.security.protocol = SASL_PLAINTEXT\n{extra}"),
+        )
+    };
+    let shown = refused(&sasl(""), "sasl.jaas.config");
+    assert!(shown.contains("needs sasl.jaas.config"), "{shown}");
+    let jaas = "A.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required username=u password=\"hunter2\";\n";
+    let shown = refused(&sasl(jaas), "sasl.mechanism");
+    assert!(
+        shown.contains("GSSAPI (Kerberos, Kafka's default mechanism) is not supported"),
+        "{shown}"
+    );
+    let shown = refused(
+        &sasl(&format!("A.sasl.mechanism = AWS_MSK_IAM\n{jaas}")),
+        "sasl.mechanism",
+    );
+    assert!(shown.contains("`AWS_MSK_IAM` is not supported"), "{shown}");
+    let shown = refused(
+        &sasl("A.sasl.mechanism = PLAIN\nA.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required username=u password=\"hunter2\" oops;\n"),
+        "sasl.jaas.config",
+    );
+    assert!(
+        shown.contains("sasl.jaas.config, at character 100: expected `=` after an option name"),
+        "{shown}"
+    );
+    assert!(!shown.contains("hunter2"), "{shown}");
+    let shown = refused(
+        &sasl("A.sasl.mechanism = SCRAM-SHA-256\nA.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required username=u;\n"),
+        "sasl.jaas.config",
+    );
+    assert!(shown.contains("needs the option `password`"), "{shown}");
+    let shown = refused(
+        &sasl("A.sasl.mechanism = OAUTHBEARER\n\
+               A.sasl.login.callback.handler.class = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n\
+               A.sasl.oauthbearer.token.endpoint.url = https://idp.example/token\n\
+               A.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId=x clientSecret=\"s\";\n"),
+        "sasl.oauthbearer.token.endpoint.url",
+    );
+    assert!(
+        shown.contains("does not fetch tokens from an identity provider over HTTP"),
+        "{shown}"
+    );
+    let shown = refused(
+        &sasl("A.sasl.mechanism = OAUTHBEARER\n\
+               A.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;\n"),
+        "sasl.jaas.config",
+    );
+    assert!(shown.contains("OAUTHBEARER has no token"), "{shown}");
+    // SASL settings on a PLAINTEXT cluster are ignored, as Kafka ignores them.
+    let plain = config("a:9092", "b:9092", "A.sasl.mechanism = GSSAPI\n");
+    assert!(client_config(&plain, Role::Admin)
+        .unwrap()
+        .security()
+        .sasl
+        .is_none());
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn plain_scram_and_oauthbearer_settings() {
+    let sasl_of = |lines: &str| -> SaslConfig {
+        let cfg = config(
+            "a:9092",
+            "b:9092",
+            &format!("A.security.protocol = SASL_PLAINTEXT\n{lines}"),
+        );
+        let c = client_config(&cfg, Role::Consumer).unwrap();
+        let sasl = c.security().sasl.clone().unwrap();
+        (*sasl).clone()
+    };
+    match sasl_of(
+        "A.sasl.mechanism = PLAIN\n\
+         A.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required \
+         username=\"ali ce\" password='p;a=s\\\\'s';\n",
+    ) {
+        SaslConfig::Plain { username, password } => {
+            assert_eq!(username, "ali ce");
+            assert_eq!(password.expose(), "p;a=s's");
+        }
+        other => panic!("{other:?}"),
+    }
+    match sasl_of(
+        "A.sasl.mechanism = SCRAM-SHA-512\n\
+         A.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required \
+         username=tok1 password=hmac tokenauth=true;\n",
+    ) {
+        SaslConfig::Scram {
+            hash, token_auth, ..
+        } => {
+            assert_eq!(hash, ScramHash::Sha512);
+            assert!(token_auth);
+        }
+        other => panic!("{other:?}"),
+    }
+    std::env::set_var("STRAIT_TEST_OAUTH_TOKEN", "eyJ.from-env.");
+    match sasl_of(
+        "A.sasl.mechanism = OAUTHBEARER\n\
+         A.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule \
+         required strait.token=\"${env:STRAIT_TEST_OAUTH_TOKEN}\" extension_traceId=abc;\n",
+    ) {
+        SaslConfig::OAuthBearer {
+            token: TokenSource::Static(token),
+            extensions,
+        } => {
+            assert_eq!(token.expose(), "eyJ.from-env.");
+            assert_eq!(extensions, vec![("traceId".to_owned(), "abc".to_owned())]);
+        }
+        other => panic!("{other:?}"),
+    }
+    match sasl_of(
+        "A.sasl.mechanism = OAUTHBEARER\n\
+         A.sasl.login.callback.handler.class = org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler\n\
+         A.sasl.oauthbearer.token.endpoint.url = file:///run/secrets/kafka-token\n\
+         A.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;\n",
+    ) {
+        SaslConfig::OAuthBearer {
+            token: TokenSource::File(path),
+            ..
+        } => assert_eq!(path, Path::new("/run/secrets/kafka-token")),
+        other => panic!("{other:?}"),
+    }
+    match sasl_of(
+        "A.sasl.mechanism = OAUTHBEARER\n\
+         A.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+         unsecuredLoginStringClaim_sub=\"mirror\" unsecuredLoginListClaim_scope=\",read,write\" \
+         unsecuredLoginLifetimeSeconds=60;\n",
+    ) {
+        SaslConfig::OAuthBearer {
+            token: TokenSource::Unsecured(t),
+            ..
+        } => {
+            assert_eq!(t.principal, "mirror");
+            assert_eq!(t.lifetime, Duration::from_secs(60));
+            assert_eq!(t.claims.len(), 1);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// OAUTHBEARER from the config, end to end, against the fake broker (nisshi does not enable
+/// it): the token file named by `sasl.oauthbearer.token.endpoint.url` is what the broker gets.
+#[tokio::test]
+async fn an_oauthbearer_token_file_reaches_the_broker() {
+    let fake = FakeCluster::start(
+        &[1],
+        script(|_, req| match &req.body {
+            Body::SaslHandshake(_) => req.reply(
+                &SaslHandshakeResponse::default()
+                    .with_mechanisms(vec![StrBytes::from_static_str("OAUTHBEARER")]),
+            ),
+            Body::SaslAuthenticate(a) => {
+                if a.auth_bytes.as_ref() == b"n,,\x01auth=Bearer token-from-file\x01\x01" {
+                    req.reply(&SaslAuthenticateResponse::default())
+                } else {
+                    req.reply(&SaslAuthenticateResponse::default().with_error_code(
+                        kafka_protocol::error::ResponseError::SaslAuthenticationFailed.code(),
+                    ))
+                }
+            }
+            _ => Action::Default,
+        }),
+    )
+    .await;
+    {
+        let mut spec = fake.spec();
+        spec.api_versions.push((ApiKey::SaslHandshake, 0, 1));
+        spec.api_versions.push((ApiKey::SaslAuthenticate, 0, 2));
+    }
+    let d = dir("oauth");
+    std::fs::write(d.join("token"), "token-from-file\n").unwrap();
+    let cfg = config(
+        &fake.addr(1),
+        "b:9092",
+        &format!(
+            "A.security.protocol = SASL_PLAINTEXT\n\
+             A.sasl.mechanism = OAUTHBEARER\n\
+             A.sasl.login.callback.handler.class = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n\
+             A.sasl.oauthbearer.token.endpoint.url = file:{}/token\n\
+             A.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;\n",
+            d.display()
+        ),
+    );
+    let client = Client::connect(short(client_config(&cfg, Role::Admin).unwrap()))
+        .await
+        .expect("OAUTHBEARER with a token file");
+    client.refresh_metadata().await.unwrap();
+    assert_eq!(fake.requests(ApiKey::SaslAuthenticate).len(), 1);
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -1,0 +1,301 @@
+//! SASL authentication of a broker connection: PLAIN (RFC 4616), SCRAM-SHA-256/512 (RFC 5802,
+//! RFC 7677) and OAUTHBEARER (RFC 7628), the way Kafka's clients do it.
+//!
+//! After ApiVersions, the client sends `SaslHandshake` v1 naming the mechanism (KIP-43), then
+//! the mechanism's messages inside `SaslAuthenticate` requests (KIP-152) until the broker is
+//! satisfied or says why not. When the broker's last answer sets `session_lifetime_ms`
+//! (KIP-368, `connections.max.reauth.ms`), the connection authenticates again before the
+//! session ends, at a random point between 85% and 95% of it as Kafka's client does; meanwhile
+//! no other request is written, since a broker refuses them in the middle of an exchange.
+
+pub mod oauthbearer;
+pub mod scram;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+};
+use kafka_protocol::protocol::StrBytes;
+
+pub use oauthbearer::{check_extension, Claim, TokenSource, UnsecuredToken};
+pub use scram::{ScramError, ScramHash};
+
+use crate::connection::BrokerConnection;
+use crate::error::Result;
+use crate::secret::Secret;
+
+/// A SASL mechanism and its credentials: Kafka's `sasl.mechanism` and what `sasl.jaas.config`
+/// gives it.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum SaslConfig {
+    /// PLAIN: user name and password in the clear (use it over TLS only).
+    Plain {
+        /// The user.
+        username: String,
+        /// The password.
+        password: Secret,
+    },
+    /// SCRAM-SHA-256 or SCRAM-SHA-512: the password never crosses the wire.
+    Scram {
+        /// Which hash.
+        hash: ScramHash,
+        /// The user (or, with `token_auth`, the delegation token id).
+        username: String,
+        /// The password (or the delegation token's HMAC).
+        password: Secret,
+        /// Kafka's `tokenauth=true`: authenticate with a delegation token.
+        token_auth: bool,
+    },
+    /// OAUTHBEARER: a bearer token.
+    OAuthBearer {
+        /// Where the token comes from.
+        token: TokenSource,
+        /// SASL extensions sent with it (`key=value`), checked by [`check_extension`].
+        extensions: Vec<(String, String)>,
+    },
+}
+
+impl SaslConfig {
+    /// The mechanism's name, as `sasl.mechanism` spells it.
+    pub fn mechanism(&self) -> &'static str {
+        match self {
+            SaslConfig::Plain { .. } => "PLAIN",
+            SaslConfig::Scram { hash, .. } => hash.mechanism(),
+            SaslConfig::OAuthBearer { .. } => "OAUTHBEARER",
+        }
+    }
+
+    /// The user name, for messages, when the mechanism has one.
+    pub fn username(&self) -> Option<&str> {
+        match self {
+            SaslConfig::Plain { username, .. } | SaslConfig::Scram { username, .. } => {
+                Some(username)
+            }
+            SaslConfig::OAuthBearer { .. } => None,
+        }
+    }
+}
+
+/// Where one exchange is.
+enum Exchange {
+    /// PLAIN: one message, then an empty answer.
+    Plain,
+    /// SCRAM: waiting for server-first, then for server-final.
+    ScramFirst(scram::ScramClient),
+    ScramFinal(scram::ScramClient),
+    /// OAUTHBEARER: one message; a non-empty answer is the broker's error (a JSON status),
+    /// which Kafka's protocol wants acknowledged with `\x01` before it fails the exchange.
+    OAuth,
+    OAuthFailed(String),
+}
+
+enum Step {
+    Send(Vec<u8>),
+    Done,
+}
+
+impl Exchange {
+    /// The first client message.
+    fn start(sasl: &SaslConfig) -> std::result::Result<(Exchange, Vec<u8>), String> {
+        match sasl {
+            SaslConfig::Plain { username, password } => {
+                let mut message = Vec::with_capacity(username.len() + password.expose().len() + 2);
+                message.push(0);
+                message.extend_from_slice(username.as_bytes());
+                message.push(0);
+                message.extend_from_slice(password.expose().as_bytes());
+                Ok((Exchange::Plain, message))
+            }
+            SaslConfig::Scram {
+                hash,
+                username,
+                password,
+                token_auth,
+            } => {
+                let client = scram::ScramClient::new(
+                    *hash,
+                    username,
+                    password,
+                    scram::random_nonce(),
+                    *token_auth,
+                );
+                let first = client.client_first();
+                Ok((Exchange::ScramFirst(client), first))
+            }
+            SaslConfig::OAuthBearer { token, extensions } => {
+                let token = token.token()?;
+                Ok((
+                    Exchange::OAuth,
+                    oauthbearer::initial_response(&token, extensions),
+                ))
+            }
+        }
+    }
+
+    /// Reads the broker's answer (it had no error code): the next message, or done.
+    fn step(self, answer: &[u8]) -> std::result::Result<(Exchange, Step), String> {
+        match self {
+            Exchange::Plain => Ok((Exchange::Plain, Step::Done)),
+            Exchange::ScramFirst(mut client) => {
+                let last = client.client_final(answer).map_err(|e| e.to_string())?;
+                Ok((Exchange::ScramFinal(client), Step::Send(last)))
+            }
+            Exchange::ScramFinal(client) => {
+                client
+                    .verify_server_final(answer)
+                    .map_err(|e| e.to_string())?;
+                Ok((Exchange::ScramFinal(client), Step::Done))
+            }
+            Exchange::OAuth if answer.is_empty() => Ok((Exchange::OAuth, Step::Done)),
+            Exchange::OAuth => {
+                let status = String::from_utf8_lossy(answer).into_owned();
+                Ok((Exchange::OAuthFailed(status), Step::Send(vec![0x01])))
+            }
+            Exchange::OAuthFailed(status) => Err(format!("the broker refused the token: {status}")),
+        }
+    }
+
+    /// What to add to the broker's refusal.
+    fn refusal(&self, sasl: &SaslConfig) -> String {
+        match (self, sasl) {
+            (Exchange::OAuthFailed(status), _) => {
+                format!("the broker refused the token ({status})")
+            }
+            (_, SaslConfig::OAuthBearer { .. }) => "the broker refused the token".to_owned(),
+            (_, sasl) => format!(
+                "the broker refused the credentials of user `{}` (wrong user name or password?)",
+                sasl.username().unwrap_or_default()
+            ),
+        }
+    }
+}
+
+/// Authenticates `conn` (ApiVersions done, nothing else sent since). Returns how long the
+/// session lasts when the broker limits it.
+pub(crate) async fn authenticate(
+    conn: &BrokerConnection,
+    sasl: &SaslConfig,
+) -> Result<Option<Duration>> {
+    let mechanism = sasl.mechanism();
+    let fail = |message: String| conn.authentication_error(mechanism, message);
+    let handshake_version = conn.version_of::<SaslHandshakeRequest>().map_err(|_| {
+        fail(
+            "the broker does not offer SASL (no SaslHandshake in its ApiVersions): is this a SASL \
+             listener? (security.protocol SASL_PLAINTEXT and SASL_SSL need one)"
+                .into(),
+        )
+    })?;
+    if handshake_version < 1 {
+        return Err(fail(
+            "the broker speaks only SaslHandshake v0 (Kafka 0.10.0), which strait does not".into(),
+        ));
+    }
+    let request =
+        SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism));
+    let response = conn
+        .send_during_authentication(&request, handshake_version)
+        .await?;
+    match ResponseError::try_from_code(response.error_code) {
+        None => {}
+        Some(ResponseError::UnsupportedSaslMechanism) => {
+            let enabled: Vec<String> = response.mechanisms.iter().map(|m| m.to_string()).collect();
+            return Err(fail(format!(
+                "{mechanism} is not enabled on the broker; it enables {} (sasl.mechanism)",
+                if enabled.is_empty() {
+                    "none".to_owned()
+                } else {
+                    enabled.join(", ")
+                }
+            )));
+        }
+        Some(ResponseError::IllegalSaslState) => {
+            return Err(fail(
+                "the broker's listener does not use SASL (ILLEGAL_SASL_STATE): use \
+                 security.protocol PLAINTEXT or SSL for it"
+                    .into(),
+            ));
+        }
+        Some(code) => {
+            return Err(fail(format!(
+                "the broker answered the SaslHandshake with {code}"
+            )));
+        }
+    }
+    let auth_version = conn
+        .version_of::<SaslAuthenticateRequest>()
+        .map_err(|_| fail("the broker does not offer SaslAuthenticate".into()))?;
+    let (mut exchange, mut message) = Exchange::start(sasl).map_err(&fail)?;
+    // SCRAM takes two round trips, the others one; a broker that wants more is not speaking
+    // the mechanism.
+    for _ in 0..4 {
+        let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(message));
+        let response: SaslAuthenticateResponse = conn
+            .send_during_authentication(&request, auth_version)
+            .await?;
+        if let Some(code) = ResponseError::try_from_code(response.error_code) {
+            let said = response
+                .error_message
+                .as_ref()
+                .map(|m| m.to_string())
+                .filter(|m| !m.is_empty());
+            let said = said
+                .map(|m| format!(": broker says \"{m}\""))
+                .unwrap_or_default();
+            return Err(fail(match code {
+                ResponseError::SaslAuthenticationFailed => {
+                    format!("{}{said}", exchange.refusal(sasl))
+                }
+                code => format!("the broker answered {code}{said}"),
+            }));
+        }
+        let (next, step) = exchange.step(&response.auth_bytes).map_err(&fail)?;
+        exchange = next;
+        match step {
+            Step::Send(next) => message = next,
+            Step::Done => {
+                let lifetime = response.session_lifetime_ms;
+                return Ok((lifetime > 0).then(|| Duration::from_millis(lifetime as u64)));
+            }
+        }
+    }
+    Err(fail("the exchange did not end after 4 messages".into()))
+}
+
+/// When to authenticate again in a session of `lifetime`: at a random point between 85% and
+/// 95% of it (Kafka's client), so many connections do not all do it at once.
+pub(crate) fn reauthentication_delay(lifetime: Duration) -> Duration {
+    let share = 0.85 + rand::random::<f64>() * 0.10;
+    lifetime.mul_f64(share)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_message_is_authzid_user_password() {
+        let sasl = SaslConfig::Plain {
+            username: "alice".into(),
+            password: Secret::new("pw"),
+        };
+        let (_, first) = Exchange::start(&sasl).unwrap();
+        assert_eq!(first, b"\0alice\0pw".to_vec());
+        assert!(!format!("{sasl:?}").contains("pw\""));
+        assert!(format!("{sasl:?}").contains("[redacted]"));
+    }
+
+    #[test]
+    fn reauthentication_between_85_and_95_percent() {
+        for _ in 0..100 {
+            let d = reauthentication_delay(Duration::from_secs(100));
+            assert!(
+                d >= Duration::from_secs(85) && d <= Duration::from_secs(95),
+                "{d:?}"
+            );
+        }
+    }
+}
