@@ -9,7 +9,9 @@ use clap::{Args, ValueEnum};
 use strait_core::config::StraitConfig;
 use strait_core::offsets::plan::{self, ClusterRef, FailoverPlan, OffsetRow};
 
-use crate::failover::{apply_with, bootstrap, connect_both, count, find_flow, finish, narrowing};
+use crate::failover::{
+    apply_with, bootstrap, client_config, connect_both, count, find_flow, finish, narrowing,
+};
 
 /// The columns of the CSV form, in order: the fields of [`OffsetRow`].
 const CSV_HEADER: [&str; 16] = [
@@ -140,8 +142,8 @@ pub(crate) async fn import(args: ImportArgs) -> anyhow::Result<()> {
     let flow = find_flow(&config, &plan.flow)?;
     let report = apply_with(
         &plan,
-        bootstrap(&config, flow.source.as_str())?,
-        bootstrap(&config, flow.target.as_str())?,
+        client_config(&config, flow.source.as_str())?,
+        client_config(&config, flow.target.as_str())?,
         args.dry_run,
         // An offsets file may come from elsewhere and not know the destination's offsets when
         // it was made: only a group ahead of the file is refused.

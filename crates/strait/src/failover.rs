@@ -143,13 +143,14 @@ async fn plan(direction: Direction, args: PlanArgs) -> anyhow::Result<()> {
     let narrow = narrowing(args.groups.as_deref())?;
     let plan = match direction {
         Direction::Failover => {
-            let target = connect(bootstrap(&config, flow.target.as_str())?, None)
+            let target = connect(client_config(&config, flow.target.as_str())?, None)
                 .await
                 .with_context(|| format!("cannot reach target {}", flow.target))?;
-            let source_bootstrap = bootstrap(&config, flow.source.as_str())?;
+            let source_config = client_config(&config, flow.source.as_str())?;
+            let source_bootstrap = source_config.bootstrap.clone();
             // A lost source is what a failover is for: then the checkpoints on the target say
             // where each group was.
-            match connect(source_bootstrap.clone(), Some(SOURCE_PATIENCE)).await {
+            match connect(source_config, Some(SOURCE_PATIENCE)).await {
                 Ok(source) => plan::plan_failover(&source, &target, flow, narrow.as_ref()).await?,
                 Err(e) => {
                     eprintln!(
@@ -194,18 +195,20 @@ async fn apply(direction: Direction, args: ApplyArgs) -> anyhow::Result<()> {
             plan.direction
         );
     }
+    // Without --config the plan's bootstrap servers are used, in PLAINTEXT: a secured cluster
+    // needs the config for its TLS and SASL settings.
     let (source_bootstrap, target_bootstrap) = match &args.config {
         Some(path) => {
             let config = StraitConfig::load(path)?;
             let flow = find_flow(&config, &plan.flow)?;
             (
-                bootstrap(&config, flow.source.as_str())?,
-                bootstrap(&config, flow.target.as_str())?,
+                client_config(&config, flow.source.as_str())?,
+                client_config(&config, flow.target.as_str())?,
             )
         }
         None => (
-            plan.source.bootstrap_servers.clone(),
-            plan.target.bootstrap_servers.clone(),
+            ClientConfig::new(plan.source.bootstrap_servers.clone()),
+            ClientConfig::new(plan.target.bootstrap_servers.clone()),
         ),
     };
     let report = apply_with(
@@ -222,8 +225,8 @@ async fn apply(direction: Direction, args: ApplyArgs) -> anyhow::Result<()> {
 /// Applies `plan`: the destination must answer, the origin may be lost.
 pub(crate) async fn apply_with(
     plan: &FailoverPlan,
-    source_bootstrap: Vec<String>,
-    target_bootstrap: Vec<String>,
+    source_bootstrap: ClientConfig,
+    target_bootstrap: ClientConfig,
     dry_run: bool,
     refuse_moved: bool,
 ) -> anyhow::Result<ApplyReport> {
@@ -310,15 +313,21 @@ pub(crate) fn bootstrap(config: &StraitConfig, alias: &str) -> anyhow::Result<Ve
         .clone())
 }
 
+/// A client config for cluster `alias`: its bootstrap servers, TLS and SASL (`A.admin.*` over
+/// `A.*`), as MM2 resolves them.
+pub(crate) fn client_config(config: &StraitConfig, alias: &str) -> anyhow::Result<ClientConfig> {
+    Ok(config.cluster_client_config(alias, strait_core::config::Role::Admin)?)
+}
+
 /// Clients of both clusters of `flow`.
 pub(crate) async fn connect_both(
     config: &StraitConfig,
     flow: &FlowConfig,
 ) -> anyhow::Result<(Client, Client)> {
-    let source = connect(bootstrap(config, flow.source.as_str())?, None)
+    let source = connect(client_config(config, flow.source.as_str())?, None)
         .await
         .with_context(|| format!("cannot reach source {}", flow.source))?;
-    let target = connect(bootstrap(config, flow.target.as_str())?, None)
+    let target = connect(client_config(config, flow.target.as_str())?, None)
         .await
         .with_context(|| format!("cannot reach target {}", flow.target))?;
     Ok((source, target))
@@ -328,8 +337,7 @@ pub(crate) async fn connect_both(
 const SOURCE_PATIENCE: Duration = Duration::from_secs(5);
 
 /// A client; with `quick`, giving up after that long.
-async fn connect(bootstrap: Vec<String>, quick: Option<Duration>) -> anyhow::Result<Client> {
-    let mut config = ClientConfig::new(bootstrap);
+async fn connect(mut config: ClientConfig, quick: Option<Duration>) -> anyhow::Result<Client> {
     let Some(limit) = quick else {
         return Ok(Client::connect(config).await?);
     };

@@ -3,18 +3,15 @@
 use std::path::Path;
 
 use anyhow::Context as _;
-use strait_core::config::StraitConfig;
+use strait_core::config::{Role, Side, StraitConfig};
 use strait_core::flow::map_store::MapStore;
-use strait_kafka::{Client, ClientConfig};
+use strait_kafka::Client;
 
 pub(crate) async fn show(path: &Path, json: bool) -> anyhow::Result<()> {
     let config = StraitConfig::load(path)?;
     let mut out = Vec::new();
     for flow in &config.flows {
-        let cluster = config
-            .cluster(flow.target.as_str())
-            .with_context(|| format!("cluster {} is not declared", flow.target))?;
-        let target = Client::connect(ClientConfig::new(cluster.bootstrap_servers.clone()))
+        let target = Client::connect(config.client_config(flow, Side::Target, Role::Admin)?)
             .await
             .with_context(|| format!("cannot reach target {}", flow.target))?;
         let map = MapStore::read(&target, flow.source_alias.as_str()).await?;
@@ -81,16 +78,10 @@ pub(crate) async fn translate(
     let config = StraitConfig::load(path)?;
     let mut rows = Vec::new();
     for flow in &config.flows {
-        let connect = |alias: &str| {
-            let cluster = config
-                .cluster(alias)
-                .with_context(|| format!("cluster {alias} is not declared"))?;
-            Ok::<_, anyhow::Error>(ClientConfig::new(cluster.bootstrap_servers.clone()))
-        };
-        let source = Client::connect(connect(flow.source.as_str())?)
+        let source = Client::connect(config.client_config(flow, Side::Source, Role::Admin)?)
             .await
             .with_context(|| format!("cannot reach source {}", flow.source))?;
-        let target = Client::connect(connect(flow.target.as_str())?)
+        let target = Client::connect(config.client_config(flow, Side::Target, Role::Admin)?)
             .await
             .with_context(|| format!("cannot reach target {}", flow.target))?;
         let map = MapStore::read(&target, flow.source_alias.as_str()).await?;
