@@ -23,6 +23,8 @@ Commands:
                  flush, then commit or abort
                  stdout: [[{"partition", "offset"}] per record] per transaction
 
+STRAIT_RDK_CONFIG, a JSON object of librdkafka settings, is added to every client (TLS, SASL).
+
 Every client sets allow.auto.create.topics=false: the test broker creates a topic for any
 metadata request that allows it.
 """
@@ -30,6 +32,7 @@ metadata request that allows it.
 import argparse
 import base64
 import json
+import os
 import signal
 import sys
 import threading
@@ -70,11 +73,14 @@ def emit(value):
 
 
 def base_config(args):
-    return {
+    config = {
         "bootstrap.servers": args.bootstrap,
         "allow.auto.create.topics": False,
         "client.id": "strait-rdk",
     }
+    # Extra librdkafka settings for secured clusters, as a JSON object.
+    config.update(json.loads(os.environ.get("STRAIT_RDK_CONFIG") or "{}"))
+    return config
 
 
 def consumer_config(args, group):

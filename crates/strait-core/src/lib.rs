@@ -7,11 +7,15 @@
 //! - [`flow`]: one `A->B` flow: remote topics, the data path, the offset map and its topic.
 //! - [`offsets`]: consumer-group offsets translated through the map, both ways.
 //! - [`heartbeats`]: MM2's heartbeats; [`acls`]: MM2's topic ACL sync.
+//! - [`metrics`]: what is counted, for `/metrics`; [`status`]: what each flow is doing now,
+//!   for `/v1/status`.
 
 pub mod acls;
 pub mod config;
 pub mod filter;
 pub mod flow;
 pub mod heartbeats;
+pub mod metrics;
 pub mod offsets;
 pub mod policy;
+pub mod status;

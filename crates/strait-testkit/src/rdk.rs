@@ -29,6 +29,8 @@ const LEAVE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Rdk {
     python: PathBuf,
     script: PathBuf,
+    /// librdkafka settings for every client, as JSON (`STRAIT_RDK_CONFIG`).
+    client_config: Option<String>,
 }
 
 impl Default for Rdk {
@@ -55,7 +57,17 @@ impl Rdk {
         Rdk {
             python,
             script: env::scripts_dir().join("rdk.py"),
+            client_config: None,
         }
+    }
+
+    /// The same client with librdkafka `settings` on every client it makes (e.g.
+    /// `security.protocol`, `ssl.ca.location`, `sasl.mechanism`, `sasl.username`,
+    /// `sasl.password`), for secured clusters.
+    pub fn with_client_config(mut self, settings: &[(&str, &str)]) -> Rdk {
+        let map: BTreeMap<&str, &str> = settings.iter().copied().collect();
+        self.client_config = Some(serde_json::to_string(&map).expect("settings serialize"));
+        self
     }
 
     /// Creates `topic` with `partitions` partitions (replication factor 1) and waits until
@@ -265,6 +277,9 @@ impl Rdk {
     fn command(&self, args: &[String]) -> Command {
         let mut command = Command::new(&self.python);
         command.arg(&self.script).args(args);
+        if let Some(settings) = &self.client_config {
+            command.env("STRAIT_RDK_CONFIG", settings);
+        }
         command
     }
 

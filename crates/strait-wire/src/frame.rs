@@ -9,13 +9,16 @@
 //!
 //! The connection reads the correlation id of each response with [`peek_correlation_id`] to find
 //! the waiter, and the waiter, which knows the API and version it asked for, decodes the rest with
-//! [`decode_response`].
+//! [`decode_response`], which refuses lengths the frame cannot hold before the codec allocates
+//! for them (`length_guard`).
 
 use std::collections::BTreeMap;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+
+mod length_guard;
 
 /// Errors of framing: bytes that cannot be a valid frame, or a message that cannot be encoded.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +48,24 @@ pub enum FrameError {
         version: i16,
         /// What the codec said.
         reason: String,
+    },
+    /// The response declares an array, string or bytes field longer than the rest of the frame
+    /// (a misbehaving or hostile peer). Refused before the codec would reserve memory for it.
+    #[error(
+        "{api:?} v{version} response declares a length of {length} at byte {at}, \
+         but only {remaining} bytes follow"
+    )]
+    ImpossibleLength {
+        /// The API.
+        api: ApiKey,
+        /// The version asked for.
+        version: i16,
+        /// Where the length is, in bytes from the start of the frame body.
+        at: usize,
+        /// The length as read.
+        length: u64,
+        /// The bytes left after it.
+        remaining: usize,
     },
     /// The request could not be encoded (a field out of range for that version).
     #[error("cannot encode {api:?} v{version} request: {reason}")]
@@ -256,22 +277,36 @@ pub struct ResponseFrame<T> {
 
 /// Decodes a response frame body (what [`split_frame`] returned) as the response to `R` at
 /// `version`. Bytes after the body are ignored: a broker never sends them for the version asked.
+///
+/// A length that the rest of the frame cannot hold is [`FrameError::ImpossibleLength`], found
+/// before the codec reserves memory for it (a failed reservation would abort the process).
 pub fn decode_response<R: Request>(
     version: i16,
-    mut frame: Bytes,
+    frame: Bytes,
 ) -> Result<ResponseFrame<R::Response>, FrameError> {
     let api = api_key_of::<R>()?;
-    let decode_err = |e: anyhow::Error| FrameError::Decode {
-        api,
-        version,
-        reason: e.to_string(),
-    };
     let header_version = <R::Response as HeaderVersion>::header_version(version);
-    let header = ResponseHeader::decode(&mut frame, header_version).map_err(decode_err)?;
-    let body = R::Response::decode(&mut frame, version).map_err(decode_err)?;
-    Ok(ResponseFrame {
-        correlation_id: header.correlation_id,
-        body,
+    let decoded = length_guard::decode(&frame, |buf| {
+        let header = ResponseHeader::decode(buf, header_version)?;
+        let body = R::Response::decode(buf, version)?;
+        Ok(ResponseFrame {
+            correlation_id: header.correlation_id,
+            body,
+        })
+    });
+    decoded.map_err(|refusal| match refusal {
+        length_guard::Refusal::Codec(e) => FrameError::Decode {
+            api,
+            version,
+            reason: e.to_string(),
+        },
+        length_guard::Refusal::Impossible(l) => FrameError::ImpossibleLength {
+            api,
+            version,
+            at: l.at,
+            length: l.length,
+            remaining: l.remaining,
+        },
     })
 }
 

@@ -6,19 +6,26 @@
 //!   source position `O` of `T`-`P` continues on the target (or, reversed, where the target
 //!   position `O` of the remote topic of `T` continues on the source).
 //! - `GET /v1/groups/{group}[?flow=A->B]`: the group's committed source offsets, translated.
+//! - `GET /v1/status`: per flow, topic and partition, where mirroring stands: source end,
+//!   position, lag, throughput, lost records, last error, groups checkpointed and synced
+//!   ([`strait_core::status`]; what `strait status` shows).
+//! - `GET /metrics`: every metric of `docs/metrics.md` in Prometheus text format, rendered here
+//!   by the recorder [`metrics_handle`] installs (the exporter has no listener of its own).
 //!
 //! Answers are JSON. The map read is the one last written to the map topic, so an answer never
 //! rests on a mapping a crash could take back. Errors are `{"error": "..."}` with 400 (bad
 //! query), 404 (unknown flow, partition not mirrored) or 502 (the source cluster did not answer).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use strait_core::config::FlowConfig;
@@ -48,15 +55,21 @@ type Flows = Arc<Vec<ApiFlow>>;
 
 /// The router, separate from the listener so tests can drive it directly.
 pub(crate) fn router(flows: Vec<ApiFlow>) -> Router {
+    metrics_handle();
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/metrics", get(prometheus))
+        .route("/v1/status", get(status))
         .route("/v1/translate", get(translate))
         .route("/v1/groups/{group}", get(group))
         .with_state(Arc::new(flows))
 }
 
 /// Binds `addr` (an error names it, e.g. when the port is taken) and serves until `stop`.
+///
+/// Installs the metrics recorder too, so the flows started after it count from their start.
 pub(crate) async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    metrics_handle();
     tokio::net::TcpListener::bind(addr).await.map_err(|e| {
         anyhow::anyhow!(
             "cannot serve HTTP on {addr}: {e} (choose another with --listen, or --listen off)"
@@ -73,6 +86,65 @@ pub(crate) async fn serve(
     axum::serve(listener, router(flows))
         .with_graceful_shutdown(stop)
         .await
+}
+
+/// The process's Prometheus recorder, installed as the `metrics` recorder on first call (the
+/// `_ms` histograms get [`strait_core::metrics::LATENCY_BUCKETS_MS`]). Its upkeep runs every
+/// 5 s on the Tokio runtime of the first caller, when there is one, and before every render.
+pub(crate) fn metrics_handle() -> &'static PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| {
+        let builder = PrometheusBuilder::new();
+        let builder = match builder.set_buckets_for_metric(
+            Matcher::Suffix("_ms".into()),
+            strait_core::metrics::LATENCY_BUCKETS_MS,
+        ) {
+            Ok(b) => b,
+            // Only an empty bucket list is refused: histograms render as summaries then.
+            Err(_) => PrometheusBuilder::new(),
+        };
+        let recorder = builder.build_recorder();
+        let handle = recorder.handle();
+        match metrics::set_global_recorder(recorder) {
+            Ok(()) => strait_core::metrics::describe(),
+            Err(e) => tracing::warn!(error = %e, "another metrics recorder is installed: /metrics shows nothing"),
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let upkeep = handle.clone();
+            runtime.spawn(async move {
+                let mut every = tokio::time::interval(Duration::from_secs(5));
+                loop {
+                    every.tick().await;
+                    upkeep.run_upkeep();
+                }
+            });
+        }
+        handle
+    })
+}
+
+/// `GET /metrics`: Prometheus text format.
+async fn prometheus() -> Response {
+    let handle = metrics_handle();
+    strait_core::metrics::refresh();
+    handle.run_upkeep();
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        handle.render(),
+    )
+        .into_response()
+}
+
+/// `GET /v1/status`: the status of this instance's flows ([`strait_core::status`]).
+async fn status(State(flows): State<Flows>) -> Json<strait_core::status::StatusReport> {
+    let mut report = strait_core::status::snapshot();
+    report
+        .flows
+        .retain(|f| flows.iter().any(|a| a.config.name() == f.flow));
+    Json(report)
 }
 
 /// An error answer.

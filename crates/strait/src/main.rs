@@ -10,8 +10,12 @@ use strait_kafka::{Client, ClientConfig};
 mod export;
 mod failover;
 mod http;
+mod logs;
 mod map;
+mod mirror;
+mod progress;
 mod run;
+mod status;
 
 /// Mirror Kafka topics between clusters and carry consumer-group positions across, exactly.
 #[derive(Debug, Parser)]
@@ -19,6 +23,9 @@ mod run;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How log lines (stderr) are written: `human` lines, or one JSON object per line.
+    #[arg(long, global = true, value_enum, default_value_t = logs::LogFormat::Human)]
+    log_format: logs::LogFormat,
 }
 
 #[derive(Debug, Subcommand)]
@@ -41,6 +48,12 @@ enum Command {
         #[arg(long, value_name = "HOST:PORT|off", default_value = "127.0.0.1:9876", value_parser = parse_listen)]
         listen: Listen,
     },
+    /// Copy once: mirror the enabled flows until every partition selected at start has
+    /// reached the source end offset it had at start, then exit with a summary per flow
+    /// (records, bytes, duration, lost, duplicates). Exits non-zero when records were lost on
+    /// the source, a flow failed, or the copy was interrupted. Progress bars in a terminal,
+    /// progress log lines otherwise.
+    Mirror(mirror::MirrorArgs),
     /// Show the exact offset map of each flow, as persisted on its target: per source
     /// partition, the mapped segments (source start, target start, length), lost ranges and
     /// where mirroring stands.
@@ -70,6 +83,10 @@ enum Command {
         #[command(subcommand)]
         command: failover::FailbackCommand,
     },
+    /// One screen on a running `strait run`, from its HTTP API: per flow and topic, the
+    /// partitions, lag (records and seconds), throughput, lost records, the last error, and the
+    /// consumer groups checkpointed and synced. Exits non-zero when no instance answers.
+    Status(status::StatusArgs),
     /// Connect to a cluster and show its id, brokers, and the API versions strait would use
     /// with it, so a reachability or compatibility problem shows before a mirror is started.
     Probe {
@@ -156,22 +173,17 @@ async fn main() -> anyhow::Result<()> {
     // went wrong, without the runtime's reconnect attempts (a lost cluster is expected there,
     // and the command says so itself). RUST_LOG overrides both.
     let default_filter = match cli.command {
-        Command::Run { .. } => "info",
+        Command::Run { .. } | Command::Mirror(_) => "info",
         _ => "warn,strait_kafka::cluster=error",
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    logs::init(cli.log_format, default_filter);
     match cli.command {
         Command::Run {
             config,
             until_caught_up,
             listen,
         } => run::run(&config, until_caught_up, listen.0).await,
+        Command::Mirror(args) => mirror::mirror(args).await,
         Command::Map { config, json } => map::show(&config, json).await,
         Command::Offsets {
             command:
@@ -190,6 +202,7 @@ async fn main() -> anyhow::Result<()> {
         } => export::import(args).await,
         Command::Failover { command } => failover::failover(command).await,
         Command::Failback { command } => failover::failback(command).await,
+        Command::Status(args) => status::status(args).await,
         Command::Probe {
             bootstrap,
             timeout_secs,

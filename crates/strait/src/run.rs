@@ -1,22 +1,101 @@
-//! `strait run`: every enabled flow of the config, concurrently, until stopped; beside each
-//! flow, its checkpoints and group sync (`strait_core::offsets::checkpoints`).
+//! Running the flows of a config, shared by `strait run` (until stopped, or until caught up)
+//! and `strait mirror` (a one-shot copy with progress, `mirror.rs`).
+//!
+//! [`start`] starts every enabled flow and what runs beside it: checkpoints and group sync per
+//! flow (`strait_core::offsets::checkpoints`), topic ACL sync, MM2 heartbeats per cluster pair,
+//! and the HTTP API. [`Mirroring::run`] then runs the flows to their end.
 
 use std::path::Path;
 
-use anyhow::{bail, Context as _};
-use futures::FutureExt as _;
+use anyhow::Context as _;
+use futures::future::{BoxFuture, Shared};
+use futures::{FutureExt as _, StreamExt as _};
 use strait_core::acls::AclSyncTask;
-use strait_core::config::{Role, SecurityProtocol, Side, StraitConfig};
-use strait_core::flow::{Flow, FlowOptions};
+use strait_core::config::{FlowConfig, Role, Side, StraitConfig};
+use strait_core::flow::{Flow, FlowOptions, FlowStats};
 use strait_core::heartbeats::HeartbeatTask;
 use strait_core::offsets::checkpoints::CheckpointTask;
-use strait_kafka::{Client, ClientConfig};
+use strait_kafka::Client;
 
+/// How long the flows run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Until {
+    /// Until Ctrl-C or SIGTERM: `strait run`.
+    Stopped,
+    /// Until every partition has reached the source end it had at start: a one-shot copy
+    /// (`strait run --until-caught-up`, `strait mirror`). No heartbeats (there is no liveness
+    /// to show), topic ACLs synced once, one last checkpoint pass after the copy.
+    CaughtUp,
+}
+
+/// Ctrl-C or SIGTERM, as a future any number of tasks can wait on.
+pub(crate) type Stop = Shared<BoxFuture<'static, ()>>;
+
+/// The `strait run` entry point: start, run, and fail with the first flow that failed.
 pub(crate) async fn run(
     path: &Path,
     until_caught_up: bool,
     listen: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<()> {
+    let until = if until_caught_up {
+        Until::CaughtUp
+    } else {
+        Until::Stopped
+    };
+    let mirroring = start(path, until, listen).await?;
+    for outcome in mirroring.run(|_, _| {}).await {
+        outcome.result?;
+    }
+    Ok(())
+}
+
+/// A started flow and the clients it uses.
+#[derive(Debug)]
+pub(crate) struct StartedFlow {
+    /// The flow, placed where its map ends, not running yet.
+    pub(crate) flow: Flow,
+    /// Its config.
+    pub(crate) config: FlowConfig,
+    /// A client of its source cluster.
+    pub(crate) source: Client,
+    /// A client of its target cluster.
+    pub(crate) target: Client,
+    /// Checkpoints and group sync beside it, when enabled.
+    checkpoints: Option<CheckpointTask>,
+}
+
+/// How a flow's run ended.
+#[derive(Debug)]
+pub(crate) struct FlowOutcome {
+    /// `A->B`.
+    pub(crate) name: String,
+    /// Its counters at the end (for an interrupted copy, as of its last round).
+    pub(crate) stats: FlowStats,
+    /// How long it ran.
+    pub(crate) elapsed: std::time::Duration,
+    /// Whether it ended as asked (caught up, or stopped) or failed or was interrupted.
+    pub(crate) result: anyhow::Result<()>,
+    /// Whether a signal stopped a copy until caught up before this flow got there.
+    pub(crate) interrupted: bool,
+}
+
+/// Every enabled flow started, with the tasks beside them running.
+#[derive(Debug)]
+pub(crate) struct Mirroring {
+    flows: Vec<StartedFlow>,
+    until: Until,
+    stop: Stop,
+    side_tasks: tokio::task::JoinHandle<Vec<()>>,
+    http: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+/// Loads the config and starts every enabled flow, its checkpoints, topic ACL sync, heartbeats
+/// (not for [`Until::CaughtUp`]) and the HTTP API on `listen`.
+pub(crate) async fn start(
+    path: &Path,
+    until: Until,
+    listen: Option<std::net::SocketAddr>,
+) -> anyhow::Result<Mirroring> {
     let config = StraitConfig::load(path)?;
     for warning in &config.warnings {
         tracing::warn!("{}: {warning}", path.display());
@@ -30,33 +109,21 @@ pub(crate) async fn run(
     let mut api = Vec::new();
     let mut acl_tasks = Vec::new();
     for flow in &config.flows {
-        for side in [Side::Source, Side::Target] {
-            let props = config.client_props(flow, side, Role::Admin);
-            let protocol = props.security_protocol();
-            if protocol != SecurityProtocol::Plaintext {
-                bail!(
-                    "flow {}: security.protocol {protocol:?} is not supported yet; only \
-                     PLAINTEXT connections are (TLS and SASL are planned)",
-                    flow.name()
-                );
-            }
-        }
-        let client = |alias: &str| {
-            let cluster = config
-                .cluster(alias)
-                .with_context(|| format!("cluster {alias} is not declared"))?;
-            Ok::<_, anyhow::Error>(ClientConfig::new(cluster.bootstrap_servers.clone()))
-        };
-        let source = Client::connect(client(flow.source.as_str())?)
-            .await
-            .with_context(|| {
-                format!("flow {}: cannot reach source {}", flow.name(), flow.source)
-            })?;
-        let target = Client::connect(client(flow.target.as_str())?)
-            .await
-            .with_context(|| {
-                format!("flow {}: cannot reach target {}", flow.name(), flow.target)
-            })?;
+        // One client per cluster of the flow, secured as its main user: the source as the
+        // flow's consumer (`A.consumer.*`), the target as its producer (`B.producer.*`), each
+        // over the cluster's own settings (`docs/security.md`).
+        let source_config = config
+            .client_config(flow, Side::Source, Role::Consumer)
+            .with_context(|| format!("flow {}", flow.name()))?;
+        let target_config = config
+            .client_config(flow, Side::Target, Role::Producer)
+            .with_context(|| format!("flow {}", flow.name()))?;
+        let source = Client::connect(source_config).await.with_context(|| {
+            format!("flow {}: cannot reach source {}", flow.name(), flow.source)
+        })?;
+        let target = Client::connect(target_config).await.with_context(|| {
+            format!("flow {}: cannot reach target {}", flow.name(), flow.target)
+        })?;
         let options = FlowOptions {
             producer: producer_config(&config.client_props(flow, Side::Target, Role::Producer))
                 .with_context(|| format!("flow {}", flow.name()))?,
@@ -84,17 +151,41 @@ pub(crate) async fn run(
             ));
         }
         let checkpoints = CheckpointTask::is_enabled(flow).then(|| {
-            CheckpointTask::new(flow.clone(), source, target, started.map_updates())
-                .with_producer_config(producer)
+            CheckpointTask::new(
+                flow.clone(),
+                source.clone(),
+                target.clone(),
+                started.map_updates(),
+            )
+            .with_producer_config(producer)
         });
-        flows.push((started, checkpoints));
+        flows.push(StartedFlow {
+            flow: started,
+            config: flow.clone(),
+            source,
+            target,
+            checkpoints,
+        });
     }
-    let stop = shutdown_signal().boxed().shared();
+    let stop: Stop = async move {
+        shutdown_signal().await;
+        match until {
+            Until::Stopped => {
+                tracing::info!("stopping: finishing the current round and writing the offset map")
+            }
+            Until::CaughtUp => tracing::warn!(
+                "interrupted: the copy stops now, mid-round; the next run resumes from the offset \
+                 map and matches what this one wrote beyond it"
+            ),
+        }
+    }
+    .boxed()
+    .shared();
     // Beside the flows: topic ACL sync per flow, and MM2's heartbeats per cluster pair (not for
     // a one-shot copy, which has no liveness to show).
-    let mut side_tasks: Vec<futures::future::BoxFuture<'static, ()>> = Vec::new();
+    let mut side_tasks: Vec<BoxFuture<'static, ()>> = Vec::new();
     for mut task in acl_tasks {
-        if until_caught_up {
+        if until == Until::CaughtUp {
             if let Err(e) = task.sync_once().await {
                 tracing::warn!(error = %e, "cannot sync topic ACLs");
             }
@@ -103,12 +194,18 @@ pub(crate) async fn run(
             side_tasks.push(async move { task.run(stop).await }.boxed());
         }
     }
-    if !until_caught_up {
+    if until == Until::Stopped {
         for emitter in &config.heartbeats {
-            let Some(cluster) = config.cluster(emitter.target.as_str()) else {
-                continue;
+            let client_config = match config
+                .cluster_client_config(emitter.target.as_str(), Role::Producer)
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(cluster = %emitter.target, error = %e, "no heartbeats written into the cluster");
+                    continue;
+                }
             };
-            match Client::connect(ClientConfig::new(cluster.bootstrap_servers.clone())).await {
+            match Client::connect(client_config).await {
                 Ok(client) => {
                     let mut task = HeartbeatTask::new(emitter.clone(), client);
                     let stop = stop.clone();
@@ -129,73 +226,162 @@ pub(crate) async fn run(
         }
         tokio::spawn(crate::http::serve(listener, api, stop.clone()))
     });
-    let runs = flows.into_iter().map(|(mut flow, mut checkpoints)| {
-        let stop = stop.clone();
-        async move {
-            let result = if until_caught_up {
-                let result = flow.run_until_caught_up().await;
-                if let (Ok(()), Some(task)) = (&result, &mut checkpoints) {
-                    final_checkpoint_passes(task, &flow.name()).await;
-                }
-                result
-            } else if let Some(task) = &mut checkpoints {
-                // The task stops with the flow, whether on the signal or on a flow failure.
-                let (flow_done, flow_done_rx) = tokio::sync::oneshot::channel::<()>();
-                let task_stop = futures::future::select(stop.clone(), flow_done_rx).map(|_| ());
-                let run_flow = async {
-                    let result = flow.run(stop).await;
-                    let _ = flow_done.send(());
-                    result
-                };
-                tokio::join!(run_flow, task.run(task_stop)).0
-            } else {
-                flow.run(stop).await
-            };
-            let stats = flow.stats();
-            tracing::info!(flow = %flow.name(), ?stats, "flow stopped");
-            result.with_context(|| format!("flow {} failed", flow.name()))
-        }
-    });
-    let results = futures::future::join_all(runs).await;
-    // On a signal they stop with the flows; after a one-shot copy or a failed flow, at once.
-    side_tasks.abort();
-    if let Some(http) = http {
-        // With --until-caught-up no signal comes: the API ends with the flows.
-        http.abort();
-    }
-    for result in results {
-        result?;
-    }
-    Ok(())
+    Ok(Mirroring {
+        flows,
+        until,
+        stop,
+        side_tasks,
+        http,
+    })
 }
 
-/// With `--until-caught-up`: one checkpoint pass (and a group-sync pass when enabled) once the
-/// flow has caught up, so the checkpoints match the data just mirrored. A failure is logged,
-/// not fatal: the data is mirrored, and the next run writes the checkpoints.
+impl Mirroring {
+    /// The started flows, in config order.
+    pub(crate) fn flows(&self) -> &[StartedFlow] {
+        &self.flows
+    }
+
+    /// Runs every flow to its end, concurrently: until the signal, or until caught up. A
+    /// signal during a copy until caught up interrupts it at once: the flows still running are
+    /// dropped mid-round (what they wrote beyond the map is matched by the next run, as after a
+    /// crash) and end as interrupted. `on_end(i, outcome)` is called as flow `i` ends; the
+    /// outcomes come back in config order.
+    pub(crate) async fn run(self, on_end: impl Fn(usize, &FlowOutcome)) -> Vec<FlowOutcome> {
+        let Mirroring {
+            flows,
+            until,
+            stop,
+            side_tasks,
+            http,
+        } = self;
+        let began = std::time::Instant::now();
+        let watched: Vec<_> = flows
+            .iter()
+            .map(|f| (f.flow.name(), f.flow.stats_updates()))
+            .collect();
+        let mut runs: futures::stream::FuturesUnordered<_> = flows
+            .into_iter()
+            .enumerate()
+            .map(|(i, started)| {
+                let stop = stop.clone();
+                async move { (i, run_flow(started, until, stop).await) }
+            })
+            .collect();
+        let mut interrupted: BoxFuture<'static, ()> = match until {
+            Until::CaughtUp => stop.clone().boxed(),
+            // The flows stop on the signal themselves, between rounds.
+            Until::Stopped => futures::future::pending().boxed(),
+        };
+        let mut outcomes: Vec<Option<FlowOutcome>> = watched.iter().map(|_| None).collect();
+        loop {
+            tokio::select! {
+                next = runs.next() => match next {
+                    Some((i, outcome)) => {
+                        on_end(i, &outcome);
+                        if let Some(slot) = outcomes.get_mut(i) {
+                            *slot = Some(outcome);
+                        }
+                    }
+                    None => break,
+                },
+                () = &mut interrupted => break,
+            }
+        }
+        drop(runs);
+        // On a signal they stop with the flows; after a one-shot copy or a failed flow, at once.
+        side_tasks.abort();
+        if let Some(http) = http {
+            // Caught up, no signal comes: the API ends with the flows.
+            http.abort();
+        }
+        outcomes
+            .into_iter()
+            .zip(watched)
+            .map(|(outcome, (name, stats))| {
+                outcome.unwrap_or_else(|| FlowOutcome {
+                    stats: *stats.borrow(),
+                    elapsed: began.elapsed(),
+                    result: Err(anyhow::anyhow!(
+                        "flow {name} was interrupted before it caught up; the next run \
+                         resumes from the offset map"
+                    )),
+                    interrupted: true,
+                    name,
+                })
+            })
+            .collect()
+    }
+}
+
+/// One flow, with its checkpoints beside it, until `until`.
+async fn run_flow(started: StartedFlow, until: Until, stop: Stop) -> FlowOutcome {
+    let began = std::time::Instant::now();
+    let StartedFlow {
+        mut flow,
+        mut checkpoints,
+        ..
+    } = started;
+    let result = match (until, &mut checkpoints) {
+        (Until::CaughtUp, checkpoints) => {
+            let result = flow.run_until_caught_up().await;
+            if let (Ok(()), Some(task)) = (&result, checkpoints) {
+                final_checkpoint_passes(task, &flow.name()).await;
+            }
+            result
+        }
+        (Until::Stopped, Some(task)) => {
+            // The task stops with the flow, whether on the signal or on a flow failure.
+            let (flow_done, flow_done_rx) = tokio::sync::oneshot::channel::<()>();
+            let task_stop = futures::future::select(stop.clone(), flow_done_rx).map(|_| ());
+            let run_flow = async {
+                let result = flow.run(stop).await;
+                let _ = flow_done.send(());
+                result
+            };
+            tokio::join!(run_flow, task.run(task_stop)).0
+        }
+        (Until::Stopped, None) => flow.run(stop).await,
+    };
+    let name = flow.name();
+    let stats = flow.stats();
+    tracing::info!(flow = %name, ?stats, "flow stopped");
+    let result = result.with_context(|| format!("flow {name} failed"));
+    FlowOutcome {
+        name,
+        stats,
+        elapsed: began.elapsed(),
+        result,
+        interrupted: false,
+    }
+}
+
+/// After a one-shot copy: one checkpoint pass (and a group-sync pass when enabled), so the
+/// checkpoints match the data just mirrored. A failure is logged, not fatal: the data is
+/// mirrored, and the next run writes the checkpoints.
 async fn final_checkpoint_passes(task: &mut CheckpointTask, flow: &str) {
     if task.emits_checkpoints() {
         match task.emit_once().await {
             Ok(summary) => tracing::info!(
-                flow,
-                topic = task.topic(),
+                flow = %flow,
+                topic = %task.topic(),
                 groups = summary.groups.len(),
                 written = summary.emitted.len(),
                 unchanged = summary.unchanged,
                 "checkpoints written"
             ),
-            Err(e) => tracing::error!(flow, error = %e, "cannot write checkpoints"),
+            Err(e) => tracing::error!(flow = %flow, error = %e, "cannot write checkpoints"),
         }
     }
     if task.syncs_groups() {
         match task.sync_once().await {
             Ok(summary) => tracing::info!(
-                flow,
+                flow = %flow,
                 synced_groups = summary.synced_groups.len(),
                 written = summary.written.len(),
                 skipped = summary.skipped.len(),
                 "group offsets synced"
             ),
-            Err(e) => tracing::error!(flow, error = %e, "cannot sync group offsets"),
+            Err(e) => tracing::error!(flow = %flow, error = %e, "cannot sync group offsets"),
         }
     }
 }
@@ -222,7 +408,6 @@ async fn shutdown_signal() {
     {
         let _ = ctrl_c.await;
     }
-    tracing::info!("stopping: finishing the current round and writing the offset map");
 }
 
 /// The producer keys strait honours: `delivery.timeout.ms` and `request.timeout.ms`, resolved

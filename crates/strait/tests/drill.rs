@@ -269,25 +269,27 @@ fn planned_targets(path: &str) -> BTreeMap<(String, i64), i64> {
     out
 }
 
-/// Waits until the broker has compacted the topic: a full read finds fewer records than
-/// written.
+/// Waits until the broker has compacted the topic and compaction has settled: a full read
+/// finds fewer records than written, and the same count again one maintenance pass (2 s) later.
 fn wait_for_compaction(rdk: &Rdk, bootstrap: &str) -> usize {
     let deadline = std::time::Instant::now() + TIMEOUT;
+    let mut previous = None;
     for attempt in 0.. {
         // `console-consumer-*` groups are not carried across (MM2's default `groups.exclude`).
         let group = format!("console-consumer-drill-{attempt}");
         let n = rdk
             .group_consume(bootstrap, &group, TOPIC, None, TIMEOUT)
             .len();
-        if n < MIRRORED as usize {
+        if n < MIRRORED as usize && previous == Some(n) {
             eprintln!("compacted: {n} of {MIRRORED} records left on A");
             return n;
         }
+        previous = Some(n);
         assert!(
             std::time::Instant::now() < deadline,
             "A did not compact {TOPIC} within {TIMEOUT:?}"
         );
-        std::thread::sleep(Duration::from_millis(500));
+        std::thread::sleep(Duration::from_millis(2_500));
     }
     unreachable!()
 }

@@ -34,6 +34,7 @@ use strait_wire::{BatchScanner, RawBatch};
 use tokio::time::Instant;
 
 use crate::config::{FlowConfig, Side};
+use crate::metrics::{FlowMetrics, PartitionMetrics};
 use classify::{AbortTracker, Action, SkipReason};
 use map_store::MapStore;
 use offset_syncs::{OffsetSyncWriter, DELAYED_SYNC_INTERVAL};
@@ -110,6 +111,8 @@ struct PartitionState {
     position: i64,
     /// The source's high watermark (or last stable offset) at the last fetch.
     source_end: i64,
+    /// Where its events are counted (`/metrics`, `/v1/status`).
+    metrics: PartitionMetrics,
 }
 
 /// A planned change to a partition's map, applied after the round's writes are acknowledged.
@@ -164,6 +167,10 @@ pub struct Flow {
     stats: FlowStats,
     /// The map as last persisted, for readers beside the flow (checkpoints, the HTTP API).
     published: tokio::sync::watch::Sender<std::sync::Arc<OffsetMap>>,
+    /// Where the flow's events are counted (`/metrics`, `/v1/status`).
+    metrics: FlowMetrics,
+    /// The counters as of the last map flush, for readers beside the flow (progress).
+    published_stats: tokio::sync::watch::Sender<FlowStats>,
 }
 
 fn source_partition(tp: &TopicPartition) -> SourcePartition {
@@ -213,6 +220,7 @@ impl Flow {
             None
         };
         let published = tokio::sync::watch::Sender::new(std::sync::Arc::new(map.clone()));
+        let metrics = FlowMetrics::start(&config);
         let mut flow = Self {
             config,
             options,
@@ -230,6 +238,8 @@ impl Flow {
             needs_reset: false,
             stats: FlowStats::default(),
             published,
+            metrics,
+            published_stats: tokio::sync::watch::Sender::new(FlowStats::default()),
         };
         flow.refresh_topics().await?;
         Ok(flow)
@@ -246,13 +256,20 @@ impl Flow {
         self.published.subscribe()
     }
 
+    /// [`Flow::stats`] as of the last map flush (after every round), readable while the flow
+    /// runs: what a progress display or a metrics exporter beside the flow reads.
+    pub fn stats_updates(&self) -> tokio::sync::watch::Receiver<FlowStats> {
+        self.published_stats.subscribe()
+    }
+
     /// Writes the map's changes to its topic and publishes the new map to
-    /// [`Flow::map_updates`] readers.
+    /// [`Flow::map_updates`] readers (and the counters to [`Flow::stats_updates`] readers).
     async fn persist_map(&mut self) -> Result<(), FlowError> {
         if self.store.flush(&self.producer).await? > 0 {
             self.published
                 .send_replace(std::sync::Arc::new(self.map.clone()));
         }
+        self.published_stats.send_replace(self.stats);
         Ok(())
     }
 
@@ -290,12 +307,15 @@ impl Flow {
                 }
                 let remote = TopicPartition::new(&t.remote, p);
                 let position = self.initial_position(&tp, &remote).await?;
+                let metrics = self.metrics.partition(&tp, &remote);
+                metrics.placed(position);
                 self.partitions.insert(
                     tp,
                     PartitionState {
                         remote,
                         position,
                         source_end: position,
+                        metrics,
                     },
                 );
             }
@@ -423,10 +443,12 @@ impl Flow {
         }
         let unmatched = (target_end - dst).max(0);
         self.stats.recovered_records += matched as u64;
+        self.metrics.partition(tp, remote).recovered(matched as u64);
         // Duplicates are counted when the records are written again (a target gap in the map),
         // not here: a run stopped before that would otherwise count them twice.
         if matched > 0 || unmatched > 0 {
             tracing::warn!(
+                flow = %self.config.name(),
                 partition = %tp,
                 remote = %remote,
                 recovered = matched,
@@ -506,6 +528,7 @@ impl Flow {
         .await;
         match result {
             Ok(stats) => {
+                self.metrics.running();
                 *backoff = strait_kafka::backoff::Backoff::new(
                     Duration::from_millis(200),
                     Duration::from_secs(10),
@@ -513,13 +536,17 @@ impl Flow {
                 Ok(Some(stats))
             }
             Err(e) if e.is_retriable() => {
+                self.metrics.stalled(&e);
                 let wait = backoff.next_wait();
                 tracing::warn!(flow = %self.name(), error = %e, retry_in = ?wait, "flow stalled; retrying");
                 self.needs_reset = true;
                 tokio::time::sleep(wait).await;
                 Ok(None)
             }
-            Err(e) => Err(e),
+            Err(e) => {
+                self.metrics.failed(&e);
+                Err(e)
+            }
         }
     }
 
@@ -584,6 +611,11 @@ impl Flow {
                 }
                 Err(e) => {
                     tracing::debug!(partition = %tp, error = %e, "fetch error; retried next round");
+                    if let Some(state) = self.partitions.get(&tp) {
+                        state
+                            .metrics
+                            .error(format_args!("fetch from the source: {e}"));
+                    }
                     caught_up = false;
                     continue;
                 }
@@ -600,8 +632,10 @@ impl Flow {
                 data.high_watermark
             };
             state.source_end = committed_end;
+            state.metrics.fetched(committed_end);
             if data.log_start_offset > state.position {
                 let lost = record_loss(
+                    &self.config.name(),
                     &mut self.map,
                     &mut self.store,
                     &sp,
@@ -609,6 +643,7 @@ impl Flow {
                     data.log_start_offset,
                 )?;
                 self.stats.lost_records += lost;
+                state.metrics.lost(state.position, data.log_start_offset);
                 state.position = data.log_start_offset;
             }
             let mut tracker = AbortTracker::new(&data.aborted);
@@ -625,11 +660,18 @@ impl Flow {
                 }
                 let straddles = batch.header.base_offset < state.position;
                 let action = tracker.classify(batch);
+                let holes = matches!(action, Action::Rebuild(_));
                 match action {
                     Action::Skip { from, to, reason } => {
                         match reason {
-                            SkipReason::ControlBatch => self.stats.control_batches_skipped += 1,
-                            SkipReason::Aborted => self.stats.aborted_batches_skipped += 1,
+                            SkipReason::ControlBatch => {
+                                self.stats.control_batches_skipped += 1;
+                                state.metrics.dropped(false);
+                            }
+                            SkipReason::Aborted => {
+                                self.stats.aborted_batches_skipped += 1;
+                                state.metrics.dropped(true);
+                            }
                         }
                         plans.push((
                             tp.clone(),
@@ -641,6 +683,7 @@ impl Flow {
                         state.position = to;
                     }
                     Action::Forward(b) if !straddles => {
+                        state.metrics.read(b.header.max_timestamp);
                         let n = i64::from(b.header.record_count);
                         plans.push((
                             tp.clone(),
@@ -652,11 +695,14 @@ impl Flow {
                         state.position = b.header.next_offset();
                         sends.push((state.remote.clone(), b));
                         self.stats.batches_forwarded += 1;
+                        state.metrics.forwarded();
                     }
                     Action::Forward(b) | Action::Rebuild(b) => {
                         let next = b.header.next_offset();
+                        state.metrics.read(b.header.max_timestamp);
                         match strait_wire::rebuild::rebuild(&b, state.position) {
                             Ok(Some(rebuilt)) => {
+                                log_rebuild(&self.config.name(), &tp, &b, &rebuilt, holes);
                                 let runs =
                                     rebuilt.runs.iter().map(|r| (r.src_offset, r.len)).collect();
                                 plans.push((
@@ -668,6 +714,7 @@ impl Flow {
                                 ));
                                 sends.push((state.remote.clone(), rebuilt.batch));
                                 self.stats.batches_rebuilt += 1;
+                                state.metrics.rebuilt();
                             }
                             Ok(None) => {}
                             Err(e) => {
@@ -686,6 +733,8 @@ impl Flow {
             }
         }
 
+        self.metrics
+            .in_flight(sends.iter().map(|(_, b)| b.bytes.len() as u64).sum());
         let mut acks: Vec<Option<strait_kafka::Result<strait_kafka::produce::ProduceAck>>> = self
             .producer
             .send_all(sends.clone())
@@ -693,6 +742,7 @@ impl Flow {
             .into_iter()
             .map(Some)
             .collect();
+        self.metrics.in_flight(0);
         let mut records = 0u64;
         let mut failed: std::collections::BTreeSet<TopicPartition> = Default::default();
         for (tp, step) in plans {
@@ -717,6 +767,9 @@ impl Flow {
                         let mapped_end = self.map.partition(&sp).and_then(|m| m.dst_end());
                         if let Some(end) = mapped_end.filter(|e| ack.base_offset > *e) {
                             self.stats.duplicate_records += (ack.base_offset - end) as u64;
+                            if let Some(state) = self.partitions.get(&tp) {
+                                state.metrics.duplicates((ack.base_offset - end) as u64);
+                            }
                         }
                         let mut dst = ack.base_offset;
                         let mut sync_runs = Vec::with_capacity(runs.len());
@@ -734,9 +787,22 @@ impl Flow {
                         }
                         records += ack.record_count as u64;
                         self.stats.bytes += sends[send].1.bytes.len() as u64;
+                        if let Some(state) = self.partitions.get(&tp) {
+                            let batch = &sends[send].1;
+                            state.metrics.written(
+                                ack.record_count as u64,
+                                batch.bytes.len() as u64,
+                                batch.header.max_timestamp,
+                            );
+                        }
                     }
                     Some(Err(e)) => {
-                        tracing::warn!(partition = %tp, error = %e, "produce failed; resuming from the offset map");
+                        tracing::warn!(flow = %self.config.name(), partition = %tp, error = %e, "produce failed; resuming from the offset map");
+                        if let Some(state) = self.partitions.get(&tp) {
+                            state
+                                .metrics
+                                .error(format_args!("produce to the target: {e}"));
+                        }
                         failed.insert(tp);
                     }
                     None => {
@@ -754,6 +820,15 @@ impl Flow {
             self.reset_after_failure().await?;
             self.needs_reset = false;
             caught_up = false;
+        }
+        for (tp, state) in &self.partitions {
+            let segments = self
+                .map
+                .partition(&source_partition(tp))
+                .map_or(0, |m| m.segments().len());
+            state
+                .metrics
+                .progress(state.source_end, state.position, segments);
         }
         Ok(RoundStats { records, caught_up })
     }
@@ -786,6 +861,7 @@ impl Flow {
             let position = self.initial_position(&tp, &remote).await?;
             if let Some(p) = self.partitions.get_mut(&tp) {
                 p.position = position;
+                p.metrics.placed(position);
             }
         }
         Ok(())
@@ -811,6 +887,7 @@ impl Flow {
         };
         if earliest > state.position {
             let lost = record_loss(
+                &self.config.name(),
                 &mut self.map,
                 &mut self.store,
                 &sp,
@@ -818,23 +895,31 @@ impl Flow {
                 earliest,
             )?;
             self.stats.lost_records += lost;
+            state.metrics.lost(state.position, earliest);
             state.position = earliest;
         } else if state.position > latest {
             tracing::error!(
+                flow = %self.config.name(),
                 partition = %tp,
                 position = state.position,
                 source_end = latest,
                 "the source partition ends before records strait already mirrored (truncated \
                  by an unclean leader election?); waiting at the source's end"
             );
+            state.metrics.error(format_args!(
+                "the source ends at {latest}, before records already mirrored (up to {})",
+                state.position
+            ));
             state.position = latest;
         }
         Ok(())
     }
 }
 
-/// Records `from..to` as lost, loudly.
+/// Records `from..to` as lost, loudly: one error line naming the flow, topic, partition and
+/// range.
 fn record_loss(
+    flow: &str,
     map: &mut OffsetMap,
     store: &mut MapStore,
     sp: &SourcePartition,
@@ -846,7 +931,9 @@ fn record_loss(
         .map_err(|e| FlowError::Map(e.to_string()))?;
     store.note(sp, MapEntry::Lost(range));
     tracing::error!(
-        partition = %sp,
+        flow = %flow,
+        topic = %sp.topic,
+        partition = sp.partition,
         from,
         to,
         lost = to - from,
@@ -854,6 +941,31 @@ fn record_loss(
          as lost in the offset map and mirroring continues after it"
     );
     Ok((to - from) as u64)
+}
+
+/// One line per rebuilt batch: at debug for compaction holes (routine on a compacted topic),
+/// at info for a batch cut by the partition's position (after a restart or a loss inside it).
+fn log_rebuild(
+    flow: &str,
+    tp: &TopicPartition,
+    batch: &RawBatch,
+    rebuilt: &strait_wire::rebuild::Rebuilt,
+    holes: bool,
+) {
+    let records: i64 = rebuilt.runs.iter().map(|r| r.len).sum();
+    let (topic, partition, offset) = (&tp.topic, tp.partition, batch.header.base_offset);
+    if holes {
+        tracing::debug!(
+            flow = %flow, %topic, partition, offset, records, kind = "compaction holes",
+            "batch rebuilt: its offsets have holes (compaction), so it is re-encoded densely"
+        );
+    } else {
+        tracing::info!(
+            flow = %flow, %topic, partition, offset, records, kind = "cut by position",
+            "batch rebuilt: it starts before the partition's position (a restart or a loss \
+             inside it), so only its records from the position on are written"
+        );
+    }
 }
 
 async fn fetch_data(

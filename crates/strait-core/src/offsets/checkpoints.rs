@@ -40,6 +40,7 @@
 
 mod store;
 
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,13 +48,14 @@ use std::time::Duration;
 use strait_kafka::produce::{ProducerConfig, RawProducer};
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::mm2::Checkpoint;
-use strait_wire::offset_map::OffsetMap;
+use strait_wire::offset_map::{OffsetMap, Translation};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::group_sync::{GroupSync, GroupSyncSummary};
 use crate::config::FlowConfig;
 use crate::flow::FlowError;
+use crate::metrics::GroupMetrics;
 pub use store::{checkpoint_for, CheckpointStore, Decision};
 
 /// Most bytes of checkpoint keys and values put in one batch, well under a broker's default
@@ -150,6 +152,10 @@ pub struct CheckpointTask {
     topic_ready: bool,
     loaded: bool,
     group_sync: GroupSync,
+    /// Where checkpoint latency, translation errors and passes are counted.
+    metrics: GroupMetrics,
+    /// When each group's offsets were last read on the source (checkpoint latency).
+    read_at: HashMap<String, Instant>,
 }
 
 impl CheckpointTask {
@@ -162,6 +168,7 @@ impl CheckpointTask {
         target: Client,
         map: watch::Receiver<Arc<OffsetMap>>,
     ) -> Self {
+        let metrics = GroupMetrics::new(&flow);
         Self {
             topic: flow.checkpoints_topic(),
             flow,
@@ -173,7 +180,9 @@ impl CheckpointTask {
             store: CheckpointStore::new(),
             topic_ready: false,
             loaded: false,
-            group_sync: GroupSync::new(),
+            group_sync: GroupSync::with_metrics(metrics.clone()),
+            metrics,
+            read_at: HashMap::new(),
         }
     }
 
@@ -213,6 +222,19 @@ impl CheckpointTask {
     /// map and writes the checkpoints that changed (module docs). Creates the topic and reads
     /// its last checkpoints first, once.
     pub async fn emit_once(&mut self) -> Result<CheckpointSummary, CheckpointError> {
+        let result = self.emit_pass().await;
+        match &result {
+            Ok(s) => self
+                .metrics
+                .checkpoint_pass(s.groups.len(), s.emitted.len()),
+            Err(e) => self
+                .metrics
+                .pass_failed(&format_args!("checkpoint pass: {e}")),
+        }
+        result
+    }
+
+    async fn emit_pass(&mut self) -> Result<CheckpointSummary, CheckpointError> {
         self.prepare(true).await?;
         let mut summary = self.translate_groups().await?;
         let pending = std::mem::take(&mut summary.emitted);
@@ -225,6 +247,22 @@ impl CheckpointTask {
     /// checkpoint emission disabled, the groups are translated first (nothing is written to
     /// the checkpoints topic).
     pub async fn sync_once(&mut self) -> Result<GroupSyncSummary, CheckpointError> {
+        let result = self.sync_pass().await;
+        match &result {
+            Ok(s) => {
+                let skipped: HashSet<&str> = s.skipped.iter().map(|k| k.group.as_str()).collect();
+                let groups = self.store.groups().count();
+                self.metrics
+                    .sync_pass(groups.saturating_sub(skipped.len()), skipped.len());
+            }
+            Err(e) => self
+                .metrics
+                .pass_failed(&format_args!("group sync pass: {e}")),
+        }
+        result
+    }
+
+    async fn sync_pass(&mut self) -> Result<GroupSyncSummary, CheckpointError> {
         if self.flow.emit_checkpoints.is_none() {
             self.prepare(false).await?;
             let summary = self.translate_groups().await?;
@@ -359,7 +397,7 @@ impl CheckpointTask {
 
     /// Translates every group and sorts the checkpoints: those to write are returned in
     /// `emitted` (not yet written, the store unchanged).
-    async fn translate_groups(&self) -> Result<CheckpointSummary, CheckpointError> {
+    async fn translate_groups(&mut self) -> Result<CheckpointSummary, CheckpointError> {
         let map = Arc::clone(&self.map.borrow());
         let groups = super::consumer_groups(&self.source, &self.flow)
             .await
@@ -368,6 +406,7 @@ impl CheckpointTask {
             ))?;
         let mut summary = CheckpointSummary::default();
         for group in groups {
+            self.read_at.insert(group.clone(), Instant::now());
             let translated =
                 match super::translate_group(&self.source, &self.flow, &map, &group, None).await {
                     Ok(t) => t,
@@ -387,6 +426,15 @@ impl CheckpointTask {
                         continue;
                     }
                 };
+            for t in translated
+                .iter()
+                .filter(|t| self.flow.should_replicate_topic(&t.topic))
+            {
+                if let Some(error) = translation_error(&t.translation) {
+                    self.metrics
+                        .translation_error(&group, &t.topic, t.partition, error);
+                }
+            }
             let checkpoints: Vec<Checkpoint> = translated
                 .iter()
                 .filter(|t| self.flow.should_replicate_topic(&t.topic))
@@ -488,6 +536,10 @@ impl CheckpointTask {
                     downstream = checkpoint.downstream_offset,
                     "checkpoint written"
                 );
+                if let Some(read) = self.read_at.get(&checkpoint.group) {
+                    self.metrics
+                        .checkpoint_written(&checkpoint.group, read.elapsed());
+                }
                 self.store.update(checkpoint.clone());
                 summary.emitted.push(checkpoint);
             }
@@ -553,6 +605,18 @@ fn read_record(
             error = %e,
             "record is not an MM2 v0 checkpoint; skipped"
         ),
+    }
+}
+
+/// How many records a translation could be off: 0 when exact, else the records it could not
+/// place (not mirrored yet, never mirrored, lost); `None` for an unmapped partition.
+fn translation_error(t: &Translation) -> Option<i64> {
+    match *t {
+        Translation::Exact { .. } => Some(0),
+        Translation::PastMappedEnd { unreplicated, .. } => Some(unreplicated),
+        Translation::BeforeMappedStart { skipped, .. } => Some(skipped),
+        Translation::InLostRange { lost, .. } => Some(lost),
+        Translation::Unmapped => None,
     }
 }
 

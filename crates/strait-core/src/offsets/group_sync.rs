@@ -23,6 +23,7 @@ use strait_kafka::{Client, TopicPartition};
 use strait_wire::mm2::Checkpoint;
 
 use super::checkpoints::{CheckpointError, CheckpointStore};
+use crate::metrics::GroupMetrics;
 
 /// Why a group, or one partition of it, was not written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +47,17 @@ pub enum SkipReason {
         /// What went wrong.
         error: String,
     },
+}
+
+impl SkipReason {
+    /// The reason's label in `strait_group_sync_skips_total`.
+    fn label(&self) -> &'static str {
+        match self {
+            SkipReason::GroupActive { .. } => "group_active",
+            SkipReason::TargetAhead { .. } => "target_ahead",
+            SkipReason::Failed { .. } => "failed",
+        }
+    }
 }
 
 impl std::fmt::Display for SkipReason {
@@ -165,12 +177,22 @@ fn unreachable(e: &strait_kafka::Error) -> bool {
 #[derive(Debug, Default)]
 pub struct GroupSync {
     reported: HashMap<(String, Option<TopicPartition>), SkipReason>,
+    /// Where writes and skips are counted, when run for a flow.
+    metrics: Option<GroupMetrics>,
 }
 
 impl GroupSync {
     /// Nothing reported yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Counting writes and skips in `metrics`.
+    pub(crate) fn with_metrics(metrics: GroupMetrics) -> Self {
+        Self {
+            metrics: Some(metrics),
+            ..Self::default()
+        }
     }
 
     /// One pass over every group of `store` (module docs).
@@ -184,6 +206,9 @@ impl GroupSync {
             match sync_group(target, group, checkpoints).await {
                 Ok(plan) => {
                     if !plan.writes.is_empty() {
+                        if let Some(m) = &self.metrics {
+                            m.sync_written(group, plan.writes.len());
+                        }
                         summary.synced_groups.push(group.to_owned());
                         tracing::info!(
                             group = %group,
@@ -239,6 +264,9 @@ impl GroupSync {
             None => ("", None),
         };
         let reason = &skip.reason;
+        if let Some(m) = &self.metrics {
+            m.sync_skipped(&skip.group, reason.label());
+        }
         if repeated {
             tracing::debug!(group = %skip.group, topic, partition, %reason, "group offsets not synced");
         } else if matches!(reason, SkipReason::Failed { .. }) {

@@ -1,0 +1,541 @@
+//! strait's metrics (`docs/metrics.md`), recorded through the [`metrics`] facade where each
+//! event happens; the binary installs the recorder and renders them on `/metrics` in
+//! Prometheus text format. Without a recorder (a library user, `--listen off`) they cost
+//! nothing.
+//!
+//! MirrorMaker 2's metrics keep their meaning under Prometheus-style names
+//! (`reference/mm2.md` §1.12): `record-count` is [`RECORD_COUNT`], `byte-count`
+//! [`BYTE_COUNT`], `record-age-ms` [`RECORD_AGE`], `replication-latency-ms`
+//! [`REPLICATION_LATENCY`], `checkpoint-latency-ms` [`CHECKPOINT_LATENCY`]. MM2's rates and
+//! min/max/avg are what Prometheus computes from counters and histograms (`rate()`,
+//! `histogram_quantile()`, `_sum / _count`).
+//!
+//! Labels: `source` and `target` (the flow's cluster aliases), then `topic` (the **source**
+//! topic) and `partition`, or `group`. Series stay bounded by what the config mirrors:
+//! per-partition series for counts and lag, per-topic series for batch counters and
+//! histograms (buckets times partitions would dominate), per-group series for checkpoints and
+//! group sync, per group and partition only for the translation error.
+//!
+//! Every handle here also feeds the process's [`status`](crate::status) board, so one call
+//! records an event for `/metrics` and `/v1/status` at once.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ::metrics::{Counter, Gauge, Histogram, Unit};
+use strait_kafka::TopicPartition;
+
+use crate::config::FlowConfig;
+use crate::status::{self, FlowEntry, FlowState, Now, PartitionEntry};
+
+/// Records written to the target (MM2 `record-count`); per partition.
+pub const RECORD_COUNT: &str = "strait_record_count_total";
+/// Bytes of record batches written to the target (MM2 `byte-count`, which counts value bytes
+/// only); per partition.
+pub const BYTE_COUNT: &str = "strait_byte_count_total";
+/// Per batch read from the source: now minus the batch's newest record timestamp (MM2
+/// `record-age-ms`, per record there); per topic.
+pub const RECORD_AGE: &str = "strait_record_age_ms";
+/// Per batch acknowledged by the target: now minus the batch's newest record timestamp (MM2
+/// `replication-latency-ms`, per record there); per topic.
+pub const REPLICATION_LATENCY: &str = "strait_replication_latency_ms";
+/// Per checkpoint acknowledged by the target: now minus when its group's offsets were read on
+/// the source (MM2 `checkpoint-latency-ms`); per group.
+pub const CHECKPOINT_LATENCY: &str = "strait_checkpoint_latency_ms";
+/// Source end at the last fetch minus the next offset to mirror; per partition.
+pub const LAG_RECORDS: &str = "strait_lag_records";
+/// How far behind in time (`status` module docs), 0 when caught up; per partition.
+pub const LAG_SECONDS: &str = "strait_lag_seconds";
+/// Bytes of batches sent to the target and not yet acknowledged; per flow.
+pub const BYTES_IN_FLIGHT: &str = "strait_bytes_in_flight";
+/// Batches forwarded unopened; per topic.
+pub const BATCHES_FORWARDED: &str = "strait_batches_forwarded_total";
+/// Batches decoded and re-encoded (compaction holes, a batch cut by a position); per topic.
+pub const BATCHES_REBUILT: &str = "strait_batches_rebuilt_total";
+/// Batches not mirrored, `reason` `control` (transaction markers) or `aborted`; per topic.
+pub const BATCHES_DROPPED: &str = "strait_batches_dropped_total";
+/// Segments of the offset map; per partition.
+pub const MAP_SEGMENTS: &str = "strait_map_segments";
+/// Source records deleted before they were mirrored (`DESIGN.md` §3.4); per partition.
+pub const LOST_RECORDS: &str = "strait_lost_records_total";
+/// Records written twice (a crash left them unrecorded and unmatchable); per partition.
+pub const DUPLICATE_RECORDS: &str = "strait_duplicate_records_total";
+/// Records found on the target after a restart and matched, so not written again; per
+/// partition.
+pub const RECOVERED_RECORDS: &str = "strait_recovered_records_total";
+/// How far a group's translated offset could be off, in records: 0 when exact; per group and
+/// partition.
+pub const TRANSLATION_ERROR: &str = "strait_translation_error_records";
+/// Offsets committed into target groups by group sync; per group.
+pub const GROUP_SYNC_WRITTEN: &str = "strait_group_sync_offsets_written_total";
+/// Groups or partitions group sync left alone, `reason` `group_active`, `target_ahead` or
+/// `failed`; per group.
+pub const GROUP_SYNC_SKIPPED: &str = "strait_group_sync_skips_total";
+/// 1 while the flow is stalled (a cluster unreachable, retrying), else 0; per flow.
+pub const FLOW_STALLED: &str = "strait_flow_stalled";
+/// Times the flow stalled; per flow.
+pub const FLOW_STALLS: &str = "strait_flow_stalls_total";
+/// When the flow's last round finished, in seconds since the Unix epoch; per flow. A flow
+/// waiting on a cluster stops moving it (alert on `time() - strait_flow_last_round_timestamp_seconds`).
+pub const FLOW_LAST_ROUND: &str = "strait_flow_last_round_timestamp_seconds";
+
+/// Bucket bounds, in milliseconds, of the `_ms` histograms: from a millisecond to an hour.
+pub const LATENCY_BUCKETS_MS: &[f64] = &[
+    1.0,
+    5.0,
+    10.0,
+    25.0,
+    50.0,
+    100.0,
+    250.0,
+    500.0,
+    1_000.0,
+    2_500.0,
+    5_000.0,
+    10_000.0,
+    30_000.0,
+    60_000.0,
+    300_000.0,
+    900_000.0,
+    3_600_000.0,
+];
+
+/// Registers the help text and unit of every metric with the installed recorder. Call once,
+/// after installing it.
+pub fn describe() {
+    use ::metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        RECORD_COUNT,
+        Unit::Count,
+        "Records written to the target (MM2 record-count)."
+    );
+    describe_counter!(
+        BYTE_COUNT,
+        Unit::Bytes,
+        "Bytes of record batches written to the target, as on the wire (MM2 byte-count counts value bytes)."
+    );
+    describe_histogram!(
+        RECORD_AGE,
+        Unit::Milliseconds,
+        "Per batch read from the source: now minus its newest record's timestamp (MM2 record-age-ms)."
+    );
+    describe_histogram!(
+        REPLICATION_LATENCY,
+        Unit::Milliseconds,
+        "Per batch acknowledged by the target: now minus its newest record's timestamp (MM2 replication-latency-ms)."
+    );
+    describe_histogram!(
+        CHECKPOINT_LATENCY,
+        Unit::Milliseconds,
+        "Per checkpoint acknowledged by the target: now minus when its group's offsets were read on the source (MM2 checkpoint-latency-ms)."
+    );
+    describe_gauge!(
+        LAG_RECORDS,
+        Unit::Count,
+        "Source end at the last fetch minus the next source offset to mirror."
+    );
+    describe_gauge!(
+        LAG_SECONDS,
+        Unit::Seconds,
+        "0 when caught up, else now minus the later of the last mirrored record's timestamp and the last time the partition was caught up."
+    );
+    describe_gauge!(
+        BYTES_IN_FLIGHT,
+        Unit::Bytes,
+        "Bytes of batches sent to the target and not yet acknowledged."
+    );
+    describe_counter!(
+        BATCHES_FORWARDED,
+        Unit::Count,
+        "Batches forwarded unopened."
+    );
+    describe_counter!(
+        BATCHES_REBUILT,
+        Unit::Count,
+        "Batches decoded and re-encoded (compaction holes, a batch cut by a position)."
+    );
+    describe_counter!(
+        BATCHES_DROPPED,
+        Unit::Count,
+        "Batches not mirrored: transaction markers (reason=control) and aborted transactions (reason=aborted)."
+    );
+    describe_gauge!(
+        MAP_SEGMENTS,
+        Unit::Count,
+        "Segments of the partition's offset map."
+    );
+    describe_counter!(
+        LOST_RECORDS,
+        Unit::Count,
+        "Source records deleted before they were mirrored; each range is in the offset map and the log."
+    );
+    describe_counter!(
+        DUPLICATE_RECORDS,
+        Unit::Count,
+        "Records written to the target twice (a crash left them unrecorded and unmatchable)."
+    );
+    describe_counter!(
+        RECOVERED_RECORDS,
+        Unit::Count,
+        "Records found on the target after a restart and matched, so not written again."
+    );
+    describe_gauge!(
+        TRANSLATION_ERROR,
+        Unit::Count,
+        "How many records a group's translated offset could be off: 0 when exact, else unreplicated, skipped or lost records."
+    );
+    describe_counter!(
+        GROUP_SYNC_WRITTEN,
+        Unit::Count,
+        "Offsets committed into target groups by group sync."
+    );
+    describe_counter!(
+        GROUP_SYNC_SKIPPED,
+        Unit::Count,
+        "Groups or partitions group sync left alone, by reason (group_active, target_ahead, failed)."
+    );
+    describe_gauge!(
+        FLOW_STALLED,
+        Unit::Count,
+        "1 while the flow is stalled (a cluster unreachable, retrying), else 0."
+    );
+    describe_counter!(FLOW_STALLS, Unit::Count, "Times the flow stalled.");
+    describe_gauge!(
+        FLOW_LAST_ROUND,
+        Unit::Seconds,
+        "When the flow's last round finished, in seconds since the Unix epoch."
+    );
+}
+
+/// Brings the gauges that move with time alone up to date (lag in seconds); call before
+/// rendering the metrics.
+pub fn refresh() {
+    status::refresh_lag_gauges();
+}
+
+/// Milliseconds from `timestamp` (ms since the epoch) to now; `None` for a batch without one.
+fn age_ms(timestamp: i64, now: &Now) -> Option<f64> {
+    (timestamp >= 0).then(|| (now.unix_ms - timestamp).max(0) as f64)
+}
+
+/// One flow's handles.
+#[derive(Debug, Clone)]
+pub(crate) struct FlowMetrics {
+    source: String,
+    target: String,
+    bytes_in_flight: Gauge,
+    stalled: Gauge,
+    stalls: Counter,
+    last_round: Gauge,
+    entry: Arc<FlowEntry>,
+    partitions: Arc<Mutex<BTreeMap<TopicPartition, PartitionMetrics>>>,
+}
+
+impl FlowMetrics {
+    /// The handles of `flow`, which (re)starts now.
+    pub(crate) fn start(flow: &FlowConfig) -> Self {
+        let (source, target) = (
+            flow.source.as_str().to_owned(),
+            flow.target.as_str().to_owned(),
+        );
+        let labels = [("source", source.clone()), ("target", target.clone())];
+        let entry = status::flow_entry(flow);
+        entry.restart();
+        let stalled = ::metrics::gauge!(FLOW_STALLED, &labels);
+        stalled.set(0.0);
+        Self {
+            bytes_in_flight: ::metrics::gauge!(BYTES_IN_FLIGHT, &labels),
+            stalls: ::metrics::counter!(FLOW_STALLS, &labels),
+            last_round: ::metrics::gauge!(FLOW_LAST_ROUND, &labels),
+            stalled,
+            source,
+            target,
+            entry,
+            partitions: Arc::default(),
+        }
+    }
+
+    /// The handles of one partition, made on first use.
+    pub(crate) fn partition(
+        &self,
+        tp: &TopicPartition,
+        remote: &TopicPartition,
+    ) -> PartitionMetrics {
+        let mut partitions = self
+            .partitions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        partitions
+            .entry(tp.clone())
+            .or_insert_with(|| {
+                PartitionMetrics::new(&self.source, &self.target, tp, &remote.topic, &self.entry)
+            })
+            .clone()
+    }
+
+    /// Batches of `bytes` are on their way to the target (0: all acknowledged).
+    pub(crate) fn in_flight(&self, bytes: u64) {
+        self.bytes_in_flight.set(bytes as f64);
+    }
+
+    /// A round finished.
+    pub(crate) fn running(&self) {
+        let now = Now::new();
+        self.stalled.set(0.0);
+        self.last_round.set(now.unix_ms as f64 / 1000.0);
+        self.entry.set_state(FlowState::Running, None, &now);
+    }
+
+    /// A round failed in a way time can fix; the flow retries. Lag in seconds keeps growing.
+    pub(crate) fn stalled(&self, error: &dyn std::fmt::Display) {
+        let now = Now::new();
+        self.stalled.set(1.0);
+        self.stalls.increment(1);
+        self.entry
+            .set_state(FlowState::Stalled, Some(error.to_string()), &now);
+    }
+
+    /// The flow stopped on an error that needs a person.
+    pub(crate) fn failed(&self, error: &dyn std::fmt::Display) {
+        self.entry
+            .set_state(FlowState::Failed, Some(error.to_string()), &Now::new());
+    }
+}
+
+/// One partition's handles (cheap to clone: they share the series).
+#[derive(Debug, Clone)]
+pub(crate) struct PartitionMetrics(Arc<PartitionHandles>);
+
+#[derive(Debug)]
+struct PartitionHandles {
+    records: Counter,
+    bytes: Counter,
+    record_age: Histogram,
+    replication_latency: Histogram,
+    lag_records: Gauge,
+    map_segments: Gauge,
+    forwarded: Counter,
+    rebuilt: Counter,
+    dropped_control: Counter,
+    dropped_aborted: Counter,
+    lost: Counter,
+    duplicates: Counter,
+    recovered: Counter,
+    entry: Arc<PartitionEntry>,
+}
+
+impl PartitionMetrics {
+    fn new(
+        source: &str,
+        target: &str,
+        tp: &TopicPartition,
+        remote_topic: &str,
+        flow: &FlowEntry,
+    ) -> Self {
+        let topic = [
+            ("source", source.to_owned()),
+            ("target", target.to_owned()),
+            ("topic", tp.topic.clone()),
+        ];
+        let partition = [
+            ("source", source.to_owned()),
+            ("target", target.to_owned()),
+            ("topic", tp.topic.clone()),
+            ("partition", tp.partition.to_string()),
+        ];
+        let dropped = |reason: &'static str| {
+            let mut labels = topic.to_vec();
+            labels.push(("reason", reason.to_owned()));
+            ::metrics::counter!(BATCHES_DROPPED, &labels)
+        };
+        let lag_seconds = ::metrics::gauge!(LAG_SECONDS, &partition);
+        let entry = flow.partition(tp, remote_topic, lag_seconds);
+        let handles = PartitionHandles {
+            records: ::metrics::counter!(RECORD_COUNT, &partition),
+            bytes: ::metrics::counter!(BYTE_COUNT, &partition),
+            record_age: ::metrics::histogram!(RECORD_AGE, &topic),
+            replication_latency: ::metrics::histogram!(REPLICATION_LATENCY, &topic),
+            lag_records: ::metrics::gauge!(LAG_RECORDS, &partition),
+            map_segments: ::metrics::gauge!(MAP_SEGMENTS, &partition),
+            forwarded: ::metrics::counter!(BATCHES_FORWARDED, &topic),
+            rebuilt: ::metrics::counter!(BATCHES_REBUILT, &topic),
+            dropped_control: dropped("control"),
+            dropped_aborted: dropped("aborted"),
+            lost: ::metrics::counter!(LOST_RECORDS, &partition),
+            duplicates: ::metrics::counter!(DUPLICATE_RECORDS, &partition),
+            recovered: ::metrics::counter!(RECOVERED_RECORDS, &partition),
+            entry,
+        };
+        // Present from the start, so "none lost" reads as 0, not as a missing series.
+        for c in [
+            &handles.records,
+            &handles.bytes,
+            &handles.lost,
+            &handles.duplicates,
+        ] {
+            c.increment(0);
+        }
+        Self(Arc::new(handles))
+    }
+
+    /// A batch to mirror was read from the source; `max_timestamp` is its newest record's.
+    pub(crate) fn read(&self, max_timestamp: i64) {
+        if let Some(ms) = age_ms(max_timestamp, &Now::new()) {
+            self.0.record_age.record(ms);
+        }
+    }
+
+    /// A batch is forwarded unopened.
+    pub(crate) fn forwarded(&self) {
+        self.0.forwarded.increment(1);
+    }
+
+    /// A batch is rebuilt.
+    pub(crate) fn rebuilt(&self) {
+        self.0.rebuilt.increment(1);
+    }
+
+    /// A control batch (`aborted: false`) or a batch of an aborted transaction is dropped.
+    pub(crate) fn dropped(&self, aborted: bool) {
+        if aborted {
+            self.0.dropped_aborted.increment(1);
+        } else {
+            self.0.dropped_control.increment(1);
+        }
+    }
+
+    /// The target acknowledged a batch of `records` records and `bytes` bytes whose newest
+    /// record has `max_timestamp`.
+    pub(crate) fn written(&self, records: u64, bytes: u64, max_timestamp: i64) {
+        self.0.records.increment(records);
+        self.0.bytes.increment(bytes);
+        if let Some(ms) = age_ms(max_timestamp, &Now::new()) {
+            self.0.replication_latency.record(ms);
+        }
+        self.0.entry.written(records, bytes, max_timestamp);
+    }
+
+    /// Source offsets `from..to` were deleted before they were mirrored: counted, and the
+    /// partition's last error says so.
+    pub(crate) fn lost(&self, from: i64, to: i64) {
+        let n = (to - from).max(0) as u64;
+        self.0.lost.increment(n);
+        self.0.entry.lost(n);
+        self.error(format_args!(
+            "{n} records (offsets {from}..{to}) were deleted on the source before they were \
+             mirrored: recorded as lost"
+        ));
+    }
+
+    /// Records written twice.
+    pub(crate) fn duplicates(&self, n: u64) {
+        self.0.duplicates.increment(n);
+        self.0.entry.duplicates(n);
+    }
+
+    /// Records on the target matched after a restart.
+    pub(crate) fn recovered(&self, n: u64) {
+        self.0.recovered.increment(n);
+    }
+
+    /// Something went wrong with this partition (it is retried).
+    pub(crate) fn error(&self, message: impl std::fmt::Display) {
+        self.0.entry.error(message.to_string(), &Now::new());
+    }
+
+    /// The partition resumes at `position`, where its map ends.
+    pub(crate) fn placed(&self, position: i64) {
+        self.0.entry.placed(position);
+    }
+
+    /// A fetch saw the source end at `source_end`; what is mirrored is unchanged until the
+    /// round's writes are acknowledged.
+    pub(crate) fn fetched(&self, source_end: i64) {
+        let lag = self.0.entry.progress(source_end, None, &Now::new());
+        self.0.lag_records.set(lag as f64);
+    }
+
+    /// Where the partition stands after a round: the source end seen by the fetch, the next
+    /// offset to mirror (everything before it on the target), and its map's segment count.
+    pub(crate) fn progress(&self, source_end: i64, position: i64, segments: usize) {
+        let lag = self
+            .0
+            .entry
+            .progress(source_end, Some(position), &Now::new());
+        self.0.lag_records.set(lag as f64);
+        self.0.map_segments.set(segments as f64);
+    }
+}
+
+/// A flow's checkpoint and group-sync handles.
+#[derive(Debug, Clone)]
+pub(crate) struct GroupMetrics {
+    source: String,
+    target: String,
+    entry: Arc<FlowEntry>,
+}
+
+impl GroupMetrics {
+    pub(crate) fn new(flow: &FlowConfig) -> Self {
+        Self {
+            source: flow.source.as_str().to_owned(),
+            target: flow.target.as_str().to_owned(),
+            entry: status::flow_entry(flow),
+        }
+    }
+
+    fn group_labels(&self, group: &str) -> [(&'static str, String); 3] {
+        [
+            ("source", self.source.clone()),
+            ("target", self.target.clone()),
+            ("group", group.to_owned()),
+        ]
+    }
+
+    /// `group`'s translated offset on source `topic`-`partition` could be off by `error`
+    /// records (0: exact).
+    pub(crate) fn translation_error(&self, group: &str, topic: &str, partition: i32, error: i64) {
+        let labels = [
+            ("source", self.source.clone()),
+            ("target", self.target.clone()),
+            ("group", group.to_owned()),
+            ("topic", topic.to_owned()),
+            ("partition", partition.to_string()),
+        ];
+        ::metrics::gauge!(TRANSLATION_ERROR, &labels).set(error as f64);
+    }
+
+    /// A checkpoint of `group` was acknowledged, `latency` after the group's offsets were read.
+    pub(crate) fn checkpoint_written(&self, group: &str, latency: Duration) {
+        ::metrics::histogram!(CHECKPOINT_LATENCY, &self.group_labels(group))
+            .record(latency.as_secs_f64() * 1000.0);
+    }
+
+    /// A checkpoint pass succeeded: `groups` checkpointed, `written` checkpoints written.
+    pub(crate) fn checkpoint_pass(&self, groups: usize, written: usize) {
+        self.entry.checkpoint_pass(groups, written);
+    }
+
+    /// `n` offsets of `group` were committed on the target.
+    pub(crate) fn sync_written(&self, group: &str, n: usize) {
+        ::metrics::counter!(GROUP_SYNC_WRITTEN, &self.group_labels(group)).increment(n as u64);
+    }
+
+    /// Group sync left `group` (or a partition of it) alone for `reason`.
+    pub(crate) fn sync_skipped(&self, group: &str, reason: &'static str) {
+        let mut labels = self.group_labels(group).to_vec();
+        labels.push(("reason", reason.to_owned()));
+        ::metrics::counter!(GROUP_SYNC_SKIPPED, &labels).increment(1);
+    }
+
+    /// A sync pass succeeded: `synced` groups match their checkpoints, `skipped` do not.
+    pub(crate) fn sync_pass(&self, synced: usize, skipped: usize) {
+        self.entry.sync_pass(synced, skipped);
+    }
+
+    /// A checkpoint or sync pass failed.
+    pub(crate) fn pass_failed(&self, error: &dyn std::fmt::Display) {
+        self.entry.groups_error(error.to_string());
+    }
+}

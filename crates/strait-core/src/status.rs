@@ -1,0 +1,690 @@
+//! What each flow of this process is doing now, for `GET /v1/status` and `strait status`: per
+//! flow, topic and partition, the source end, the mirrored position, lag in records and
+//! seconds, throughput, lost records and the last error; per flow, its consumer groups
+//! checkpointed and synced (`docs/http-api.md`).
+//!
+//! The flows and their checkpoint tasks write here through the handles of
+//! [`metrics`](crate::metrics), which count the same events for Prometheus, so `/metrics` and
+//! `/v1/status` never disagree. The board is one per process, keyed by flow name (`A->B`), like
+//! the metrics registry: whoever serves the HTTP API reads [`snapshot`] without being handed
+//! anything by the flows.
+//!
+//! **Lag in seconds** of a partition is 0 when it is caught up (nothing between the mirrored
+//! position and the source end seen by the last fetch). Otherwise it is
+//! `now - max(timestamp of the last record mirrored, last time the partition was caught up)`:
+//! the oldest record not yet mirrored came after both, so this is at least its age (an upper
+//! bound, tight while records keep coming), and it keeps growing while the flow is stalled.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use ::metrics::Gauge;
+use serde::{Deserialize, Serialize};
+use strait_kafka::TopicPartition;
+
+use crate::config::FlowConfig;
+
+/// Throughput is averaged over about this long.
+const RATE_WINDOW: Duration = Duration::from_secs(10);
+
+/// A flow whose round has not finished for this long is shown as [`FlowState::Waiting`].
+const WAITING_AFTER: Duration = Duration::from_secs(30);
+
+/// Everything this process mirrors: the answer of `GET /v1/status`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StatusReport {
+    /// One entry per flow, in name order.
+    pub flows: Vec<FlowStatus>,
+}
+
+/// Whether a flow is moving.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlowState {
+    /// Started, no round finished yet.
+    Starting,
+    /// The last round finished.
+    Running,
+    /// No round has finished for 30 s: a cluster is slow or does not answer, and the fetch or
+    /// the produce is being retried (lag keeps counting from the last fetch).
+    Waiting,
+    /// The last round failed in a way time can fix (a cluster unreachable); retrying.
+    Stalled,
+    /// The flow stopped on an error that needs a person (`last_error` says which).
+    Failed,
+}
+
+/// An error, when it happened, and how long ago (at the time of the snapshot).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorNote {
+    /// The error, naming what it is about.
+    pub message: String,
+    /// When, in milliseconds since the Unix epoch.
+    pub at_ms: i64,
+    /// Seconds between then and the snapshot.
+    pub seconds_ago: f64,
+}
+
+/// One flow (`A->B`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowStatus {
+    /// `A->B`.
+    pub flow: String,
+    /// The source cluster alias.
+    pub source: String,
+    /// The target cluster alias.
+    pub target: String,
+    /// Whether it is moving.
+    pub state: FlowState,
+    /// Seconds since the flow started.
+    pub uptime_seconds: f64,
+    /// Seconds since its last round finished; `null` before the first.
+    pub last_round_seconds_ago: Option<f64>,
+    /// Records written to the target since start.
+    pub records: u64,
+    /// Bytes of record batches written to the target since start.
+    pub bytes: u64,
+    /// Records written per second, over the last 10 s or so.
+    pub records_per_second: f64,
+    /// Bytes written per second, over the last 10 s or so.
+    pub bytes_per_second: f64,
+    /// Records on the source not mirrored yet, summed over the partitions.
+    pub lag_records: i64,
+    /// The largest lag in seconds of any partition (module docs); `null` while unknown.
+    pub lag_seconds: Option<f64>,
+    /// Source records deleted before they were mirrored, since start (`DESIGN.md` §3.4).
+    pub lost_records: u64,
+    /// Records written twice since start (after a crash left them unrecorded).
+    pub duplicate_records: u64,
+    /// The last error of the flow or of any of its partitions.
+    pub last_error: Option<ErrorNote>,
+    /// Consumer groups carried across.
+    pub groups: GroupsStatus,
+    /// The mirrored topics, in name order.
+    pub topics: Vec<TopicStatus>,
+}
+
+/// A flow's consumer groups: checkpoints and group sync.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GroupsStatus {
+    /// Whether checkpoints are written (`emit.checkpoints.enabled`).
+    pub checkpoints_enabled: bool,
+    /// Whether group offsets are synced (`sync.group.offsets.enabled`).
+    pub sync_enabled: bool,
+    /// Groups with committed offsets on mirrored partitions at the last checkpoint pass.
+    pub checkpointed: usize,
+    /// Checkpoints written since start.
+    pub checkpoints_written: u64,
+    /// Seconds since the last checkpoint pass that succeeded.
+    pub last_checkpoint_seconds_ago: Option<f64>,
+    /// Groups whose target offsets equal their last checkpoints after the last sync pass.
+    pub synced: usize,
+    /// Groups left alone (or partly) at the last sync pass: active on the target, ahead
+    /// there, or failed.
+    pub sync_skipped: usize,
+    /// Seconds since the last sync pass that succeeded.
+    pub last_sync_seconds_ago: Option<f64>,
+    /// The last failed checkpoint or sync pass.
+    pub last_error: Option<ErrorNote>,
+}
+
+/// One mirrored topic of a flow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TopicStatus {
+    /// The source topic.
+    pub topic: String,
+    /// Its name on the target.
+    pub remote_topic: String,
+    /// Records not mirrored yet, summed over its partitions.
+    pub lag_records: i64,
+    /// The largest lag in seconds of its partitions.
+    pub lag_seconds: Option<f64>,
+    /// Records written since start.
+    pub records: u64,
+    /// Bytes written since start.
+    pub bytes: u64,
+    /// Records written per second.
+    pub records_per_second: f64,
+    /// Bytes written per second.
+    pub bytes_per_second: f64,
+    /// Records lost since start.
+    pub lost_records: u64,
+    /// Records written twice since start.
+    pub duplicate_records: u64,
+    /// The last error of any of its partitions.
+    pub last_error: Option<ErrorNote>,
+    /// Its partitions, in order.
+    pub partitions: Vec<PartitionStatus>,
+}
+
+/// One mirrored partition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartitionStatus {
+    /// The partition (the same on both clusters).
+    pub partition: i32,
+    /// The source's end at the last fetch: its high watermark, or its last stable offset
+    /// under `read_committed`.
+    pub source_end: i64,
+    /// The next source offset to mirror: everything before it is on the target.
+    pub position: i64,
+    /// `source_end - position`, never below 0.
+    pub lag_records: i64,
+    /// Lag in seconds (module docs); `null` while unknown (behind, nothing mirrored yet).
+    pub lag_seconds: Option<f64>,
+    /// Records written since start.
+    pub records: u64,
+    /// Bytes written since start.
+    pub bytes: u64,
+    /// Records written per second.
+    pub records_per_second: f64,
+    /// Bytes written per second.
+    pub bytes_per_second: f64,
+    /// Records lost since start.
+    pub lost_records: u64,
+    /// Records written twice since start.
+    pub duplicate_records: u64,
+    /// The last error about this partition.
+    pub last_error: Option<ErrorNote>,
+}
+
+/// The status of every flow of this process, in name order.
+pub fn snapshot() -> StatusReport {
+    let flows: Vec<Arc<FlowEntry>> = lock(board()).values().cloned().collect();
+    let now = Now::new();
+    StatusReport {
+        flows: flows.iter().map(|f| f.status(&now)).collect(),
+    }
+}
+
+/// Sets every partition's lag-in-seconds gauge to its value now: the lag grows while nothing
+/// happens (a flow waiting on a cluster), so the gauge is brought up to date before a scrape.
+pub(crate) fn refresh_lag_gauges() {
+    let flows: Vec<Arc<FlowEntry>> = lock(board()).values().cloned().collect();
+    let now = Now::new();
+    for flow in flows {
+        let partitions: Vec<Arc<PartitionEntry>> =
+            lock(&flow.data).partitions.values().cloned().collect();
+        for p in partitions {
+            p.refresh_lag_gauge(&now);
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn unix_ms(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// The time, both ways, taken once per snapshot or event.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Now {
+    pub(crate) instant: Instant,
+    pub(crate) unix_ms: i64,
+}
+
+impl Now {
+    pub(crate) fn new() -> Self {
+        Self {
+            instant: Instant::now(),
+            unix_ms: unix_ms(SystemTime::now()),
+        }
+    }
+}
+
+type Board = Mutex<BTreeMap<String, Arc<FlowEntry>>>;
+
+fn board() -> &'static Board {
+    static BOARD: OnceLock<Board> = OnceLock::new();
+    BOARD.get_or_init(Board::default)
+}
+
+/// A poisoned lock only means a writer panicked mid-update: the numbers are still worth showing.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The board's entry of `flow`, made on first use (by the flow or its checkpoint task,
+/// whichever starts first).
+pub(crate) fn flow_entry(flow: &FlowConfig) -> Arc<FlowEntry> {
+    let mut flows = lock(board());
+    Arc::clone(flows.entry(flow.name()).or_insert_with(|| {
+        Arc::new(FlowEntry {
+            name: flow.name(),
+            source: flow.source.as_str().to_owned(),
+            target: flow.target.as_str().to_owned(),
+            data: Mutex::new(FlowData::new(flow)),
+        })
+    }))
+}
+
+/// One flow on the board.
+#[derive(Debug)]
+pub(crate) struct FlowEntry {
+    name: String,
+    source: String,
+    target: String,
+    data: Mutex<FlowData>,
+}
+
+#[derive(Debug)]
+struct FlowData {
+    started: Instant,
+    last_round: Option<Instant>,
+    state: FlowState,
+    last_error: Option<(String, i64)>,
+    partitions: BTreeMap<TopicPartition, Arc<PartitionEntry>>,
+    groups: GroupsData,
+}
+
+impl FlowData {
+    fn new(flow: &FlowConfig) -> Self {
+        Self {
+            started: Instant::now(),
+            last_round: None,
+            state: FlowState::Starting,
+            last_error: None,
+            partitions: BTreeMap::new(),
+            groups: GroupsData {
+                checkpoints_enabled: flow.emit_checkpoints.is_some(),
+                sync_enabled: flow.sync_group_offsets.is_some(),
+                ..GroupsData::default()
+            },
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct GroupsData {
+    checkpoints_enabled: bool,
+    sync_enabled: bool,
+    checkpointed: usize,
+    checkpoints_written: u64,
+    last_checkpoint: Option<Instant>,
+    synced: usize,
+    sync_skipped: usize,
+    last_sync: Option<Instant>,
+    last_error: Option<(String, i64)>,
+}
+
+impl FlowEntry {
+    /// A flow (re)starts: its partitions and counters begin again.
+    pub(crate) fn restart(&self) {
+        let mut d = lock(&self.data);
+        d.started = Instant::now();
+        d.last_round = None;
+        d.state = FlowState::Starting;
+        d.last_error = None;
+        d.partitions.clear();
+    }
+
+    /// The entry of one partition, made on first use; `lag_seconds` is its gauge.
+    pub(crate) fn partition(
+        &self,
+        tp: &TopicPartition,
+        remote_topic: &str,
+        lag_seconds: Gauge,
+    ) -> Arc<PartitionEntry> {
+        let mut d = lock(&self.data);
+        Arc::clone(d.partitions.entry(tp.clone()).or_insert_with(|| {
+            Arc::new(PartitionEntry {
+                remote_topic: remote_topic.to_owned(),
+                lag_seconds,
+                data: Mutex::new(PartitionData::new()),
+            })
+        }))
+    }
+
+    pub(crate) fn set_state(&self, state: FlowState, error: Option<String>, now: &Now) {
+        let mut d = lock(&self.data);
+        d.state = state;
+        if state == FlowState::Running {
+            d.last_round = Some(now.instant);
+        }
+        if let Some(e) = error {
+            d.last_error = Some((e, now.unix_ms));
+        }
+    }
+
+    pub(crate) fn checkpoint_pass(&self, groups: usize, written: usize) {
+        let mut d = lock(&self.data);
+        d.groups.checkpointed = groups;
+        d.groups.checkpoints_written += written as u64;
+        d.groups.last_checkpoint = Some(Instant::now());
+    }
+
+    pub(crate) fn sync_pass(&self, synced: usize, skipped: usize) {
+        let mut d = lock(&self.data);
+        d.groups.synced = synced;
+        d.groups.sync_skipped = skipped;
+        d.groups.last_sync = Some(Instant::now());
+    }
+
+    pub(crate) fn groups_error(&self, error: String) {
+        lock(&self.data).groups.last_error = Some((error, Now::new().unix_ms));
+    }
+
+    fn status(&self, now: &Now) -> FlowStatus {
+        let d = lock(&self.data);
+        let mut topics: BTreeMap<&str, TopicStatus> = BTreeMap::new();
+        for (tp, entry) in &d.partitions {
+            let p = entry.status(tp.partition, now);
+            let t = topics
+                .entry(tp.topic.as_str())
+                .or_insert_with(|| TopicStatus {
+                    topic: tp.topic.clone(),
+                    remote_topic: entry.remote_topic.clone(),
+                    lag_records: 0,
+                    lag_seconds: Some(0.0),
+                    records: 0,
+                    bytes: 0,
+                    records_per_second: 0.0,
+                    bytes_per_second: 0.0,
+                    lost_records: 0,
+                    duplicate_records: 0,
+                    last_error: None,
+                    partitions: Vec::new(),
+                });
+            t.lag_records += p.lag_records;
+            t.lag_seconds = max_lag(t.lag_seconds, p.lag_seconds);
+            t.records += p.records;
+            t.bytes += p.bytes;
+            t.records_per_second += p.records_per_second;
+            t.bytes_per_second += p.bytes_per_second;
+            t.lost_records += p.lost_records;
+            t.duplicate_records += p.duplicate_records;
+            t.last_error = latest(t.last_error.take(), p.last_error.clone());
+            t.partitions.push(p);
+        }
+        let topics: Vec<TopicStatus> = topics.into_values().collect();
+        let note = |e: &Option<(String, i64)>| {
+            e.as_ref()
+                .map(|(message, at)| error_note(message, *at, now))
+        };
+        let mut last_error = note(&d.last_error);
+        for t in &topics {
+            last_error = latest(last_error, t.last_error.clone());
+        }
+        let ago = |t: Option<Instant>| t.map(|t| now.instant.duration_since(t).as_secs_f64());
+        let since_round = now
+            .instant
+            .duration_since(d.last_round.unwrap_or(d.started));
+        let state = match d.state {
+            FlowState::Starting | FlowState::Running if since_round > WAITING_AFTER => {
+                FlowState::Waiting
+            }
+            s => s,
+        };
+        FlowStatus {
+            flow: self.name.clone(),
+            source: self.source.clone(),
+            target: self.target.clone(),
+            state,
+            uptime_seconds: now.instant.duration_since(d.started).as_secs_f64(),
+            last_round_seconds_ago: ago(d.last_round),
+            records: topics.iter().map(|t| t.records).sum(),
+            bytes: topics.iter().map(|t| t.bytes).sum(),
+            records_per_second: topics.iter().map(|t| t.records_per_second).sum(),
+            bytes_per_second: topics.iter().map(|t| t.bytes_per_second).sum(),
+            lag_records: topics.iter().map(|t| t.lag_records).sum(),
+            lag_seconds: topics
+                .iter()
+                .try_fold(0.0, |acc: f64, t| Some(acc.max(t.lag_seconds?))),
+            lost_records: topics.iter().map(|t| t.lost_records).sum(),
+            duplicate_records: topics.iter().map(|t| t.duplicate_records).sum(),
+            last_error,
+            groups: GroupsStatus {
+                checkpoints_enabled: d.groups.checkpoints_enabled,
+                sync_enabled: d.groups.sync_enabled,
+                checkpointed: d.groups.checkpointed,
+                checkpoints_written: d.groups.checkpoints_written,
+                last_checkpoint_seconds_ago: ago(d.groups.last_checkpoint),
+                synced: d.groups.synced,
+                sync_skipped: d.groups.sync_skipped,
+                last_sync_seconds_ago: ago(d.groups.last_sync),
+                last_error: note(&d.groups.last_error),
+            },
+            topics,
+        }
+    }
+}
+
+/// The larger lag; unknown wins, since the true value may be anything.
+fn max_lag(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    Some(a?.max(b?))
+}
+
+fn latest(a: Option<ErrorNote>, b: Option<ErrorNote>) -> Option<ErrorNote> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if b.at_ms > a.at_ms { b } else { a }),
+        (a, b) => a.or(b),
+    }
+}
+
+fn error_note(message: &str, at_ms: i64, now: &Now) -> ErrorNote {
+    ErrorNote {
+        message: message.to_owned(),
+        at_ms,
+        seconds_ago: (now.unix_ms - at_ms).max(0) as f64 / 1000.0,
+    }
+}
+
+/// One partition on the board.
+#[derive(Debug)]
+pub(crate) struct PartitionEntry {
+    remote_topic: String,
+    /// `strait_lag_seconds` of this partition, kept up to date at each scrape.
+    lag_seconds: Gauge,
+    data: Mutex<PartitionData>,
+}
+
+#[derive(Debug)]
+struct PartitionData {
+    source_end: i64,
+    position: i64,
+    records: u64,
+    bytes: u64,
+    lost: u64,
+    duplicates: u64,
+    /// Timestamp of the newest record mirrored, ms since the epoch.
+    last_mirrored_ms: Option<i64>,
+    /// When the partition was last seen caught up, ms since the epoch.
+    caught_up_ms: Option<i64>,
+    last_error: Option<(String, i64)>,
+    rate: Rate,
+}
+
+impl PartitionData {
+    fn new() -> Self {
+        Self {
+            source_end: 0,
+            position: 0,
+            records: 0,
+            bytes: 0,
+            lost: 0,
+            duplicates: 0,
+            last_mirrored_ms: None,
+            caught_up_ms: None,
+            last_error: None,
+            rate: Rate::default(),
+        }
+    }
+
+    fn lag_records(&self) -> i64 {
+        (self.source_end - self.position).max(0)
+    }
+
+    /// Module docs.
+    fn lag_seconds(&self, now_ms: i64) -> Option<f64> {
+        if self.lag_records() == 0 {
+            return Some(0.0);
+        }
+        let since = self.last_mirrored_ms.max(self.caught_up_ms)?;
+        Some((now_ms - since).max(0) as f64 / 1000.0)
+    }
+}
+
+impl PartitionEntry {
+    /// Records written and acknowledged; `max_timestamp` is the batch's newest record's.
+    pub(crate) fn written(&self, records: u64, bytes: u64, max_timestamp: i64) {
+        let mut d = lock(&self.data);
+        d.records += records;
+        d.bytes += bytes;
+        if max_timestamp >= 0 {
+            d.last_mirrored_ms = Some(d.last_mirrored_ms.unwrap_or(0).max(max_timestamp));
+        }
+    }
+
+    pub(crate) fn lost(&self, n: u64) {
+        lock(&self.data).lost += n;
+    }
+
+    pub(crate) fn duplicates(&self, n: u64) {
+        lock(&self.data).duplicates += n;
+    }
+
+    pub(crate) fn error(&self, message: String, now: &Now) {
+        lock(&self.data).last_error = Some((message, now.unix_ms));
+    }
+
+    /// Where the partition stands after a round (`position` all on the target), or after a
+    /// fetch (`position: None`: the one of the last round still holds); returns the lag in
+    /// records, and sets the lag-in-seconds gauge.
+    pub(crate) fn progress(&self, source_end: i64, position: Option<i64>, now: &Now) -> i64 {
+        let mut d = lock(&self.data);
+        d.source_end = source_end;
+        if let Some(p) = position {
+            d.position = p;
+        }
+        if d.lag_records() == 0 {
+            d.caught_up_ms = Some(now.unix_ms);
+        }
+        let (records, bytes) = (d.records, d.bytes);
+        d.rate.sample(now.instant, records, bytes);
+        if let Some(s) = d.lag_seconds(now.unix_ms) {
+            self.lag_seconds.set(s);
+        }
+        d.lag_records()
+    }
+
+    /// The partition resumes at `position` (everything before it is on the target).
+    pub(crate) fn placed(&self, position: i64) {
+        lock(&self.data).position = position;
+    }
+
+    /// Sets the lag-in-seconds gauge to its value `now`.
+    pub(crate) fn refresh_lag_gauge(&self, now: &Now) {
+        if let Some(s) = lock(&self.data).lag_seconds(now.unix_ms) {
+            self.lag_seconds.set(s);
+        }
+    }
+
+    fn status(&self, partition: i32, now: &Now) -> PartitionStatus {
+        let d = lock(&self.data);
+        let (records_per_second, bytes_per_second) =
+            d.rate.per_second(now.instant, d.records, d.bytes);
+        PartitionStatus {
+            partition,
+            source_end: d.source_end,
+            position: d.position,
+            lag_records: d.lag_records(),
+            lag_seconds: d.lag_seconds(now.unix_ms),
+            records: d.records,
+            bytes: d.bytes,
+            records_per_second,
+            bytes_per_second,
+            lost_records: d.lost,
+            duplicate_records: d.duplicates,
+            last_error: d.last_error.as_ref().map(|(m, at)| error_note(m, *at, now)),
+        }
+    }
+}
+
+/// Throughput from samples of the running totals, at most one a second, kept for about
+/// [`RATE_WINDOW`].
+#[derive(Debug, Default)]
+struct Rate {
+    samples: VecDeque<(Instant, u64, u64)>,
+}
+
+impl Rate {
+    fn sample(&mut self, now: Instant, records: u64, bytes: u64) {
+        let due = self
+            .samples
+            .back()
+            .is_none_or(|(t, _, _)| now.duration_since(*t) >= Duration::from_secs(1));
+        if due {
+            self.samples.push_back((now, records, bytes));
+        }
+        // Keep one sample at or before the window's start, as the base.
+        while self.samples.len() > 1
+            && self
+                .samples
+                .get(1)
+                .is_some_and(|(t, _, _)| now.duration_since(*t) >= RATE_WINDOW)
+        {
+            self.samples.pop_front();
+        }
+    }
+
+    /// Per second since the oldest sample, with the totals as they are `now`.
+    fn per_second(&self, now: Instant, records: u64, bytes: u64) -> (f64, f64) {
+        let Some((t, r, b)) = self.samples.front() else {
+            return (0.0, 0.0);
+        };
+        let secs = now.duration_since(*t).as_secs_f64();
+        if secs < 0.5 {
+            return (0.0, 0.0);
+        }
+        (
+            records.saturating_sub(*r) as f64 / secs,
+            bytes.saturating_sub(*b) as f64 / secs,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lag_seconds_counts_from_the_later_of_last_record_and_last_caught_up() {
+        let mut d = PartitionData::new();
+        d.source_end = 10;
+        d.position = 10;
+        assert_eq!(d.lag_seconds(5_000), Some(0.0));
+        d.source_end = 15;
+        // Behind, with nothing known: unknown.
+        assert_eq!(d.lag_seconds(5_000), None);
+        d.last_mirrored_ms = Some(1_000);
+        assert_eq!(d.lag_seconds(5_000), Some(4.0));
+        d.caught_up_ms = Some(3_500);
+        assert_eq!(d.lag_seconds(5_000), Some(1.5));
+        // A clock behind the record timestamps never gives a negative lag.
+        assert_eq!(d.lag_seconds(0), Some(0.0));
+    }
+
+    #[test]
+    fn rate_is_the_growth_over_the_window() {
+        let start = Instant::now();
+        let mut rate = Rate::default();
+        for s in 0..30u64 {
+            rate.sample(start + Duration::from_secs(s), s * 100, s * 1000);
+        }
+        let now = start + Duration::from_secs(29);
+        let (r, b) = rate.per_second(now, 2900, 29000);
+        assert!((r - 100.0).abs() < 1e-9, "{r}");
+        assert!((b - 1000.0).abs() < 1e-9, "{b}");
+        // Nothing more written for a long while: the rate falls towards 0.
+        let (r, _) = rate.per_second(start + Duration::from_secs(600), 2900, 29000);
+        assert!(r < 10.0, "{r}");
+    }
+
+    #[test]
+    fn unknown_lag_wins_the_max() {
+        assert_eq!(max_lag(Some(1.0), Some(2.0)), Some(2.0));
+        assert_eq!(max_lag(Some(1.0), None), None);
+    }
+}

@@ -1,0 +1,472 @@
+//! `strait status`: one screen on a running `strait run`, read from its HTTP API
+//! (`GET /v1/status`, `docs/http-api.md`): per flow its state, throughput, lag, lost records,
+//! last error and consumer groups; per topic its partitions, lag in records and seconds,
+//! throughput, lost records and last error. `--json` prints the API's answer; `--watch`
+//! redraws in place every 2 s until Ctrl-C.
+//!
+//! When nothing answers at the address, it says so and exits non-zero.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context as _};
+use strait_core::status::{ErrorNote, FlowState, FlowStatus, StatusReport};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+/// How long to wait for the instance to answer.
+const TIMEOUT: Duration = Duration::from_secs(5);
+/// How often `--watch` redraws.
+const WATCH_EVERY: Duration = Duration::from_secs(2);
+/// ANSI: cursor home, clear the screen.
+const CLEAR: &str = "\x1b[H\x1b[2J";
+
+/// `strait status` arguments.
+#[derive(Debug, clap::Args)]
+pub(crate) struct StatusArgs {
+    /// The HTTP API of the running instance (`strait run --listen`, 127.0.0.1:9876 by default).
+    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:9876")]
+    url: String,
+    /// Print the `/v1/status` answer as JSON instead of a table (one line per refresh with
+    /// `--watch`).
+    #[arg(long)]
+    json: bool,
+    /// Redraw every 2 seconds until Ctrl-C.
+    #[arg(long)]
+    watch: bool,
+}
+
+/// Runs `strait status`.
+pub(crate) async fn status(args: StatusArgs) -> anyhow::Result<()> {
+    let endpoint = Endpoint::parse(&args.url)?;
+    // The first answer decides whether there is anything to show at all.
+    let report = endpoint.fetch().await?;
+    if !args.watch {
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            print!("{}", render(&args.url, &report));
+        }
+        return Ok(());
+    }
+    let stop = tokio::signal::ctrl_c();
+    tokio::pin!(stop);
+    let mut answer = Ok(report);
+    loop {
+        match (&answer, args.json) {
+            (Ok(report), true) => println!("{}", serde_json::to_string(report)?),
+            (Ok(report), false) => print!(
+                "{CLEAR}{}\nrefreshing every {} s; Ctrl-C to stop\n",
+                render(&args.url, report),
+                WATCH_EVERY.as_secs()
+            ),
+            (Err(e), true) => eprintln!("{e:#}"),
+            (Err(e), false) => print!(
+                "{CLEAR}strait at {}\n\n{e:#}\n\nretrying every {} s; Ctrl-C to stop\n",
+                args.url,
+                WATCH_EVERY.as_secs()
+            ),
+        }
+        tokio::select! {
+            _ = &mut stop => return Ok(()),
+            () = tokio::time::sleep(WATCH_EVERY) => {}
+        }
+        answer = endpoint.fetch().await;
+    }
+}
+
+/// Where the instance answers: `http://HOST:PORT[/prefix]`.
+#[derive(Debug)]
+struct Endpoint {
+    url: String,
+    /// `HOST:PORT`.
+    authority: String,
+    /// The path before `/v1/status`, without a trailing slash.
+    prefix: String,
+}
+
+impl Endpoint {
+    fn parse(url: &str) -> anyhow::Result<Self> {
+        let rest = if let Some(rest) = url.strip_prefix("http://") {
+            rest
+        } else if url.starts_with("https://") {
+            bail!("{url}: strait's HTTP API is plain HTTP; give http://HOST:PORT");
+        } else if url.contains("://") {
+            bail!("{url}: give http://HOST:PORT");
+        } else {
+            url
+        };
+        let (authority, prefix) = match rest.find('/') {
+            Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
+            None => (rest, ""),
+        };
+        if authority.is_empty() {
+            bail!("{url}: no host; give http://HOST:PORT");
+        }
+        let has_port = authority
+            .rsplit_once(':')
+            .is_some_and(|(_, p)| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            && !authority.ends_with(']');
+        let authority = if has_port {
+            authority.to_owned()
+        } else {
+            format!("{authority}:80")
+        };
+        Ok(Self {
+            url: url.trim_end_matches('/').to_owned(),
+            authority,
+            prefix: prefix.to_owned(),
+        })
+    }
+
+    /// `GET /v1/status`, or an error that says what is (not) there.
+    async fn fetch(&self) -> anyhow::Result<StatusReport> {
+        let connect = tokio::net::TcpStream::connect(&self.authority);
+        let mut stream = match tokio::time::timeout(TIMEOUT, connect).await {
+            Err(_) => bail!(
+                "no strait instance answers at {}: no connection within {} s",
+                self.url,
+                TIMEOUT.as_secs()
+            ),
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => bail!(
+                "no strait instance is running at {}: nothing listens on {} (connection \
+                 refused). Start one with `strait run --config FILE` (its HTTP API listens on \
+                 127.0.0.1:9876 by default), or give its address with --url",
+                self.url,
+                self.authority
+            ),
+            Ok(Err(e)) => {
+                return Err(anyhow!(e))
+                    .with_context(|| format!("cannot reach a strait instance at {}", self.url))
+            }
+            Ok(Ok(s)) => s,
+        };
+        // HTTP/1.0: the answer ends when the connection closes, never chunked.
+        let request = format!(
+            "GET {}/v1/status HTTP/1.0\r\nHost: {}\r\nAccept: application/json\r\n\r\n",
+            self.prefix, self.authority
+        );
+        let mut answer = Vec::new();
+        let exchange = async {
+            stream.write_all(request.as_bytes()).await?;
+            stream.read_to_end(&mut answer).await
+        };
+        match tokio::time::timeout(TIMEOUT, exchange).await {
+            Err(_) => bail!(
+                "{} accepted the connection but sent no answer within {} s (a strait run still \
+                 starting answers once its flows have started)",
+                self.url,
+                TIMEOUT.as_secs()
+            ),
+            Ok(Err(e)) => {
+                return Err(anyhow!(e))
+                    .with_context(|| format!("reading the answer of {}", self.url))
+            }
+            Ok(Ok(_)) => {}
+        }
+        parse_answer(&self.url, &answer)
+    }
+}
+
+/// The status from a raw HTTP answer.
+fn parse_answer(url: &str, answer: &[u8]) -> anyhow::Result<StatusReport> {
+    let text = String::from_utf8_lossy(answer);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        bail!("{url} did not answer in HTTP: is it a strait instance's --listen address?");
+    };
+    let code: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| anyhow!("{url} did not answer in HTTP: {head:?}"))?;
+    match code {
+        200 => serde_json::from_str(body)
+            .with_context(|| format!("{url}/v1/status did not answer a strait status")),
+        404 => bail!(
+            "{url} has no /v1/status: it is not a strait instance, or one older than this \
+             command"
+        ),
+        _ => bail!("{url}/v1/status answered {code}: {}", body.trim()),
+    }
+}
+
+/// The screen for `report`.
+fn render(url: &str, report: &StatusReport) -> String {
+    let mut out = String::new();
+    let flows = report.flows.len();
+    let _ = writeln!(
+        out,
+        "strait at {url}: {flows} flow{}",
+        if flows == 1 { "" } else { "s" }
+    );
+    for flow in &report.flows {
+        out.push('\n');
+        render_flow(&mut out, flow);
+    }
+    out
+}
+
+fn render_flow(out: &mut String, f: &FlowStatus) {
+    let state = serde_json::to_value(f.state)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "{}  {}  up {}",
+        f.flow,
+        state.to_uppercase(),
+        duration(f.uptime_seconds)
+    );
+    if f.state == FlowState::Waiting {
+        let since = f.last_round_seconds_ago.unwrap_or(f.uptime_seconds);
+        let _ = writeln!(
+            out,
+            "  waiting     no round finished for {}: a cluster is slow or not answering (see \
+             the log); lag counts from the last fetch",
+            duration(since)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  throughput  {} rec/s  {}/s   mirrored {} records, {}",
+        rate(f.records_per_second),
+        bytes(f.bytes_per_second),
+        count(f.records),
+        bytes(f.bytes as f64)
+    );
+    let _ = writeln!(
+        out,
+        "  lag         {} record{}, {}   lost {}   duplicates {}",
+        count_i(f.lag_records),
+        if f.lag_records == 1 { "" } else { "s" },
+        lag_seconds(f.lag_seconds),
+        count(f.lost_records),
+        count(f.duplicate_records)
+    );
+    let g = &f.groups;
+    let checkpoints = if g.checkpoints_enabled {
+        format!(
+            "{} checkpointed{}",
+            g.checkpointed,
+            ago(" (pass ", g.last_checkpoint_seconds_ago, " ago)")
+        )
+    } else {
+        "checkpoints off".to_owned()
+    };
+    let sync = if g.sync_enabled {
+        format!(
+            "{} synced, {} skipped{}",
+            g.synced,
+            g.sync_skipped,
+            ago(" (pass ", g.last_sync_seconds_ago, " ago)")
+        )
+    } else {
+        "group sync off".to_owned()
+    };
+    let _ = writeln!(out, "  groups      {checkpoints}   {sync}");
+    if let Some(e) = &g.last_error {
+        let _ = writeln!(out, "  groups err  {}", error(e, 100));
+    }
+    let _ = writeln!(
+        out,
+        "  last error  {}",
+        f.last_error
+            .as_ref()
+            .map(|e| error(e, 100))
+            .unwrap_or_else(|| "none".into())
+    );
+    if f.topics.is_empty() {
+        let _ = writeln!(out, "\n  no topics mirrored");
+        return;
+    }
+    let header = [
+        "TOPIC",
+        "REMOTE",
+        "PARTS",
+        "LAG",
+        "LAG TIME",
+        "REC/S",
+        "BYTES/S",
+        "RECORDS",
+        "LOST",
+        "LAST ERROR",
+    ];
+    let rows: Vec<[String; 10]> = f
+        .topics
+        .iter()
+        .map(|t| {
+            [
+                t.topic.clone(),
+                t.remote_topic.clone(),
+                t.partitions.len().to_string(),
+                count_i(t.lag_records),
+                lag_seconds(t.lag_seconds),
+                rate(t.records_per_second),
+                bytes(t.bytes_per_second),
+                count(t.records),
+                count(t.lost_records),
+                t.last_error
+                    .as_ref()
+                    .map(|e| error(e, 60))
+                    .unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    out.push('\n');
+    let line = |cells: &[String]| {
+        let mut l = String::from(" ");
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            // Names left, numbers right, the error last and unpadded.
+            match i {
+                0 | 1 => {
+                    let _ = write!(l, " {cell:<w$}");
+                }
+                9 => {
+                    let _ = write!(l, "  {cell}");
+                }
+                _ => {
+                    let _ = write!(l, " {cell:>w$}");
+                }
+            }
+        }
+        l.trim_end().to_owned()
+    };
+    let _ = writeln!(out, "{}", line(&header.map(str::to_owned)));
+    for row in &rows {
+        let _ = writeln!(out, "{}", line(row));
+    }
+}
+
+/// `12`, `1,204`, `3,000,000`.
+fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn count_i(n: i64) -> String {
+    if n < 0 {
+        format!("-{}", count(n.unsigned_abs()))
+    } else {
+        count(n as u64)
+    }
+}
+
+fn rate(per_second: f64) -> String {
+    if per_second >= 100.0 {
+        count(per_second.round() as u64)
+    } else {
+        format!("{per_second:.1}")
+    }
+}
+
+fn bytes(n: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = n;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{value:.0} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// `0s`, `42s`, `3m05s`, `2h03m`, `4d02h`.
+fn duration(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..86400 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d{:02}h", s / 86400, s % 86400 / 3600),
+    }
+}
+
+fn lag_seconds(s: Option<f64>) -> String {
+    match s {
+        Some(s) if s < 10.0 && s > 0.0 => format!("{s:.1}s"),
+        Some(s) => duration(s),
+        None => "unknown".into(),
+    }
+}
+
+fn ago(before: &str, seconds: Option<f64>, after: &str) -> String {
+    seconds
+        .map(|s| format!("{before}{}{after}", duration(s)))
+        .unwrap_or_default()
+}
+
+/// `message (12s ago)`, the message cut to `max` characters.
+fn error(e: &ErrorNote, max: usize) -> String {
+    let one_line = e.message.replace('\n', " ");
+    let message = if one_line.chars().count() > max {
+        let cut: String = one_line.chars().take(max.saturating_sub(3)).collect();
+        format!("{cut}...")
+    } else {
+        one_line
+    };
+    format!("{message} ({} ago)", duration(e.seconds_ago))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_name_host_port_and_prefix() {
+        let e = Endpoint::parse("http://127.0.0.1:9876").unwrap();
+        assert_eq!(
+            (e.authority.as_str(), e.prefix.as_str()),
+            ("127.0.0.1:9876", "")
+        );
+        let e = Endpoint::parse("mirror.internal/strait/").unwrap();
+        assert_eq!(
+            (e.authority.as_str(), e.prefix.as_str()),
+            ("mirror.internal:80", "/strait")
+        );
+        let e = Endpoint::parse("http://[::1]:9000").unwrap();
+        assert_eq!(e.authority, "[::1]:9000");
+        assert!(Endpoint::parse("https://x:1").is_err());
+        assert!(Endpoint::parse("http://").is_err());
+    }
+
+    #[test]
+    fn numbers_read_at_a_glance() {
+        assert_eq!(count(0), "0");
+        assert_eq!(count(1204), "1,204");
+        assert_eq!(count(3_000_000), "3,000,000");
+        assert_eq!(bytes(512.0), "512 B");
+        assert_eq!(bytes(1536.0), "1.5 KiB");
+        assert_eq!(duration(185.0), "3m05s");
+        assert_eq!(duration(7380.0), "2h03m");
+        assert_eq!(lag_seconds(Some(0.0)), "0s");
+        assert_eq!(lag_seconds(Some(2.345)), "2.3s");
+        assert_eq!(lag_seconds(None), "unknown");
+    }
+
+    #[test]
+    fn a_non_strait_answer_is_named() {
+        let e = parse_answer("http://h:1", b"HTTP/1.0 404 Not Found\r\n\r\n").unwrap_err();
+        assert!(e.to_string().contains("no /v1/status"), "{e}");
+        let e = parse_answer("http://h:1", b"SSH-2.0-OpenSSH").unwrap_err();
+        assert!(e.to_string().contains("did not answer in HTTP"), "{e}");
+        let ok = parse_answer("http://h:1", b"HTTP/1.0 200 OK\r\n\r\n{\"flows\":[]}").unwrap();
+        assert!(ok.flows.is_empty());
+    }
+}

@@ -1,0 +1,503 @@
+//! `strait mirror --until caught-up` against two real brokers, the binary run as an operator
+//! runs it (stderr not a terminal): it exits 0 with every record on the target (read back with
+//! librdkafka), its progress lines appear, grow and end at 100% / caught up; records deleted on
+//! the source before they were mirrored make it exit non-zero with a summary that counts them;
+//! `--log-format json` writes one JSON object per line; and a password in the config never
+//! reaches stdout or stderr, even at `RUST_LOG=debug`.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use strait_kafka::{Client, ClientConfig, TopicPartition};
+use strait_testkit::{Clusters, Rdk, TestRecord};
+
+const FLOW: &str = "source->target";
+/// Bytes of each record value: letters lz4 and the broker cannot shrink much.
+const VALUE_LEN: usize = 100;
+
+/// What one run of the binary left behind.
+#[derive(Debug)]
+struct Run {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn both(&self) -> String {
+        format!(
+            "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.status, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs the strait binary with `args` and `env`, stdout and stderr to files (no terminal);
+/// killed after 2 minutes.
+fn strait(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
+    let n = RUNS.fetch_add(1, Ordering::Relaxed);
+    let out_path = dir.join(format!("strait-{n}.out"));
+    let err_path = dir.join(format!("strait-{n}.err"));
+    let mut command = Command::new(env!("CARGO_BIN_EXE_strait"));
+    command
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(File::create(&out_path).expect("stdout file"))
+        .stderr(File::create(&err_path).expect("stderr file"));
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().expect("spawn strait");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "strait {args:?} did not finish within 2 minutes:\n{}",
+                std::fs::read_to_string(&err_path).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Run {
+        status,
+        stdout: std::fs::read_to_string(&out_path).unwrap_or_default(),
+        stderr: std::fs::read_to_string(&err_path).unwrap_or_default(),
+    }
+}
+
+/// `source->target` over the test clusters, plus `extra` lines; returns the file.
+fn write_config(clusters: &Clusters, name: &str, extra: &str) -> PathBuf {
+    let path = clusters.dir().join(name);
+    let text = format!(
+        "clusters = source, target\n\
+         source.bootstrap.servers = {}\n\
+         target.bootstrap.servers = {}\n\
+         source->target.enabled = true\n\
+         source->target.topics = .*\n\
+         replication.factor = 1\n\
+         checkpoints.topic.replication.factor = 1\n\
+         offset-syncs.topic.replication.factor = 1\n\
+         heartbeats.topic.replication.factor = 1\n\
+         {extra}\n",
+        clusters.source.bootstrap, clusters.target.bootstrap
+    );
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+/// Records `first..first + n`, record `i` to partition `i % partitions`, with values that do
+/// not compress away.
+fn records(first: u64, n: u64, partitions: i32) -> Vec<TestRecord> {
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64 ^ first;
+    (first..first + n)
+        .map(|i| {
+            let mut value = format!("id={i:08};").into_bytes();
+            while value.len() < VALUE_LEN {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                value.push(b'a' + (state % 26) as u8);
+            }
+            TestRecord::new(
+                (i % partitions as u64) as i32,
+                Some(format!("k{i}").as_bytes()),
+                Some(&value),
+            )
+        })
+        .collect()
+}
+
+/// A record's key and value.
+type Payload = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// Per partition, the (key, value) pairs in offset order.
+fn by_partition(records: &[TestRecord]) -> BTreeMap<i32, Vec<Payload>> {
+    let mut out: BTreeMap<i32, Vec<_>> = BTreeMap::new();
+    for r in records {
+        out.entry(r.partition)
+            .or_default()
+            .push((r.key.clone(), r.value.clone()));
+    }
+    out
+}
+
+/// One progress line of the flow: `done/total records (percent%)`, and whether it is the final
+/// `caught up` line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Progress {
+    done: u64,
+    total: u64,
+    percent: u64,
+    caught_up: bool,
+}
+
+/// The human progress lines of the flow, in order.
+fn progress_lines(stderr: &str) -> Vec<Progress> {
+    let prefix = format!("mirror {FLOW}: ");
+    stderr
+        .lines()
+        .filter_map(|line| {
+            let rest = &line[line.find(&prefix)? + prefix.len()..];
+            let caught_up = rest.starts_with("caught up, ");
+            let rest = rest.strip_prefix("caught up, ").unwrap_or(rest);
+            let (counts, rest) = rest.split_once(" records (")?;
+            let (done, total) = counts.split_once('/')?;
+            let (percent, _) = rest.split_once("%)")?;
+            Some(Progress {
+                done: done.parse().ok()?,
+                total: total.parse().ok()?,
+                percent: percent.parse().ok()?,
+                caught_up,
+            })
+        })
+        .collect()
+}
+
+/// Checks the progress lines of a copy of `total` source offsets: at least one line while it
+/// runs, numbers that never go back and grow, the same total throughout, and one final line
+/// that says caught up at 100%.
+fn assert_progress(lines: &[Progress], total: u64, output: &str) {
+    let (last, running) = lines
+        .split_last()
+        .unwrap_or_else(|| panic!("no progress lines:\n{output}"));
+    assert!(
+        last.caught_up && last.done == total && last.total == total && last.percent == 100,
+        "final line {last:?}, expected caught up at {total}/{total} (100%):\n{output}"
+    );
+    assert!(
+        !running.is_empty() && running.iter().all(|p| !p.caught_up),
+        "expected progress lines before the final one:\n{output}"
+    );
+    assert!(
+        running.iter().all(|p| p.total == total && p.done <= total),
+        "{running:?}"
+    );
+    assert!(
+        lines.windows(2).all(|w| w[0].done <= w[1].done),
+        "progress went back: {lines:?}"
+    );
+    assert!(
+        running.iter().any(|p| p.done < total),
+        "every progress line already at the end, none shows the copy under way: {lines:?}"
+    );
+    let expected = |p: &Progress| (p.done * 100 / p.total.max(1)).min(100);
+    assert!(
+        running.iter().all(|p| p.percent == expected(p)),
+        "{running:?}"
+    );
+}
+
+/// The summary row of the flow: its whitespace-separated columns.
+fn summary_row(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .find(|l| l.starts_with(FLOW))
+        .unwrap_or_else(|| panic!("no summary row for {FLOW}:\n{stdout}"))
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+async fn client(bootstrap: &str) -> Client {
+    let mut config = ClientConfig::new([bootstrap]);
+    config.operation_timeout = Duration::from_secs(20);
+    Client::connect(config).await.expect("connect")
+}
+
+#[test]
+fn mirror_copies_until_caught_up_with_progress_lines_and_json_logs() {
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let dir = clusters.dir().to_path_buf();
+    const PARTITIONS: i32 = 3;
+    const FIRST: u64 = 45_000;
+    const MORE: u64 = 30_000;
+    rdk.create_topic(&clusters.source.bootstrap, "orders", PARTITIONS);
+    let first = records(0, FIRST, PARTITIONS);
+    for chunk in first.chunks(15_000) {
+        rdk.produce(&clusters.source.bootstrap, "orders", chunk, "lz4");
+    }
+    // A small budget per round, so the copy takes many rounds and the progress shows it.
+    let config = write_config(
+        &clusters,
+        "mirror.properties",
+        "strait.max.bytes.in.flight = 32768",
+    );
+    let config = config.to_str().expect("utf-8 path");
+
+    let run = strait(
+        &dir,
+        &[
+            "mirror",
+            "--config",
+            config,
+            "--until",
+            "caught-up",
+            "--progress-interval",
+            "0.05",
+        ],
+        &[],
+    );
+    let output = run.both();
+    assert!(run.status.success(), "{output}");
+    assert_progress(&progress_lines(&run.stderr), FIRST, &output);
+    // Every record on the target, per partition in the source's order (librdkafka reads both).
+    let source = rdk.consume(
+        &clusters.source.bootstrap,
+        "orders",
+        FIRST as usize,
+        Duration::from_secs(60),
+    );
+    let target = rdk.consume(
+        &clusters.target.bootstrap,
+        "source.orders",
+        FIRST as usize,
+        Duration::from_secs(60),
+    );
+    assert_eq!(target.len(), FIRST as usize);
+    assert!(
+        by_partition(&source) == by_partition(&target),
+        "target differs from the source"
+    );
+    // The summary: records and nothing lost or duplicated.
+    let row = summary_row(&run.stdout);
+    assert_eq!(row[1..3], ["caught", "up"], "{output}");
+    assert_eq!(row[3], FIRST.to_string(), "records column:\n{output}");
+    assert_eq!(row[6..8], ["0", "0"], "lost and duplicates:\n{output}");
+
+    // More records, then a second copy with JSON logs: it resumes where the map ends and copies
+    // only the new ones; every stderr line is one JSON object.
+    let more = records(FIRST, MORE, PARTITIONS);
+    for chunk in more.chunks(15_000) {
+        rdk.produce(&clusters.source.bootstrap, "orders", chunk, "lz4");
+    }
+    let run = strait(
+        &dir,
+        &[
+            "mirror",
+            "--config",
+            config,
+            "--log-format",
+            "json",
+            "--progress-interval",
+            "0.05",
+            "--json",
+        ],
+        &[],
+    );
+    let output = run.both();
+    assert!(run.status.success(), "{output}");
+    let events: Vec<Value> = run
+        .stderr
+        .lines()
+        .map(|line| {
+            serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}\n{output}"))
+        })
+        .collect();
+    assert!(
+        events.iter().all(|e| e["timestamp"].is_string()
+            && e["level"].is_string()
+            && e["message"].is_string()),
+        "{output}"
+    );
+    let progress: Vec<Progress> = events
+        .iter()
+        .filter(|e| e["target"] == "strait::progress" && e["flow"] == FLOW)
+        .map(|e| Progress {
+            done: e["done"].as_u64().expect("done"),
+            total: e["total"].as_u64().expect("total"),
+            percent: e["percent"].as_u64().expect("percent"),
+            caught_up: e["caught_up"].as_bool().unwrap_or(false),
+        })
+        .collect();
+    assert_progress(&progress, MORE, &output);
+    // The flow's start and stop lines carry their fields as JSON fields.
+    assert!(
+        events
+            .iter()
+            .any(|e| e["message"] == "flow started" && e["flow"] == FLOW),
+        "{output}"
+    );
+    let summary: Value = serde_json::from_str(&run.stdout).expect("JSON summary");
+    assert_eq!(summary["ok"], true, "{output}");
+    let flow = &summary["flows"][0];
+    assert_eq!(flow["flow"], FLOW);
+    assert_eq!(flow["result"], "caught up");
+    assert_eq!(flow["records"], MORE, "{output}");
+    assert_eq!(flow["lost_records"], 0);
+    assert_eq!(flow["source_offsets_total"], MORE);
+    let target = rdk.consume(
+        &clusters.target.bootstrap,
+        "source.orders",
+        (FIRST + MORE) as usize,
+        Duration::from_secs(60),
+    );
+    let all: Vec<TestRecord> = first.into_iter().chain(more).collect();
+    let expected: BTreeMap<i32, Vec<_>> = by_partition(&all);
+    assert!(
+        by_partition(&target) == expected,
+        "target differs after the second copy"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_lost_on_the_source_make_mirror_exit_non_zero_with_a_summary() {
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let dir = clusters.dir().to_path_buf();
+    let src = client(&clusters.source.bootstrap).await;
+    rdk.create_topic(&clusters.source.bootstrap, "events", 1);
+    let batch = records(0, 30, 1);
+    for chunk in batch.chunks(10) {
+        rdk.produce(&clusters.source.bootstrap, "events", chunk, "none");
+    }
+    let config = write_config(&clusters, "lost.properties", "");
+    let config = config.to_str().expect("utf-8 path");
+    let mirror = |extra: &[&str]| {
+        let mut args = vec!["mirror", "--config", config, "--until", "caught-up"];
+        args.extend_from_slice(extra);
+        strait(&dir, &args, &[])
+    };
+    let run = mirror(&[]);
+    assert!(run.status.success(), "{}", run.both());
+
+    // 30 more, of which the first 20 are deleted before strait sees them.
+    let more = records(30, 30, 1);
+    for chunk in more.chunks(10) {
+        rdk.produce(&clusters.source.bootstrap, "events", chunk, "none");
+    }
+    let tp = TopicPartition::new("events", 0);
+    assert_eq!(src.delete_records(&tp, 50).await.unwrap(), 50);
+
+    let run = mirror(&[]);
+    let output = run.both();
+    assert!(
+        !run.status.success(),
+        "a loss must fail the copy:\n{output}"
+    );
+    let row = summary_row(&run.stdout);
+    assert_eq!(row[1..3], ["caught", "up"], "{output}");
+    assert_eq!(row[3], "10", "records written:\n{output}");
+    assert_eq!(row[6], "20", "lost column:\n{output}");
+    assert!(
+        run.stdout
+            .contains(&format!("{FLOW}: 20 records were deleted on the source")),
+        "{output}"
+    );
+    assert!(
+        run.stderr.contains("flow source->target lost 20 records"),
+        "the error names the flow and the count:\n{output}"
+    );
+    // One log line for the lost range, with flow, topic, partition, from, to and count.
+    let lost: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("records were deleted on the source before they were mirrored"))
+        .collect();
+    assert_eq!(lost.len(), 1, "{output}");
+    for field in [
+        "ERROR",
+        "flow=source->target",
+        "topic=events",
+        "partition=0",
+        "from=30",
+        "to=50",
+        "lost=20",
+    ] {
+        assert!(lost[0].contains(field), "{field} missing from: {}", lost[0]);
+    }
+    // The records that were there are on the target: 30 first, then 50..60.
+    let target = rdk.consume(
+        &clusters.target.bootstrap,
+        "source.events",
+        40,
+        Duration::from_secs(30),
+    );
+    let expected: Vec<TestRecord> = batch.into_iter().chain(more.into_iter().skip(20)).collect();
+    assert!(
+        by_partition(&target) == by_partition(&expected),
+        "target records"
+    );
+
+    // Nothing left to copy, nothing lost in this run: exit 0 again.
+    let run = mirror(&["--json"]);
+    assert!(run.status.success(), "{}", run.both());
+    let summary: Value = serde_json::from_str(&run.stdout).expect("JSON summary");
+    assert_eq!(summary["flows"][0]["lost_records"], 0);
+    assert_eq!(summary["flows"][0]["source_offsets_total"], 0);
+}
+
+#[test]
+fn secrets_in_the_config_never_reach_the_output() {
+    const SECRET: &str = "hunter2-secret";
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let dir = clusters.dir().to_path_buf();
+    rdk.create_topic(&clusters.source.bootstrap, "payments", 2);
+    rdk.produce(
+        &clusters.source.bootstrap,
+        "payments",
+        &records(0, 200, 2),
+        "none",
+    );
+    let jaas = format!(
+        "org.apache.kafka.common.security.plain.PlainLoginModule required \
+         username=\"mirror\" password=\"{SECRET}\";"
+    );
+    let config = write_config(
+        &clusters,
+        "secret.properties",
+        &format!(
+            "security.protocol = PLAINTEXT\n\
+             sasl.mechanism = PLAIN\n\
+             sasl.jaas.config = {jaas}\n\
+             source.sasl.jaas.config = {jaas}\n\
+             target.producer.sasl.jaas.config = {jaas}\n\
+             ssl.truststore.password = {SECRET}\n"
+        ),
+    );
+    let config = config.to_str().expect("utf-8 path");
+    for format in ["human", "json"] {
+        let run = strait(
+            &dir,
+            &["mirror", "--config", config, "--log-format", format],
+            &[("RUST_LOG", "debug")],
+        );
+        let output = run.both();
+        assert!(
+            !output.contains(SECRET),
+            "the secret is in the output:\n{output}"
+        );
+        assert!(run.status.success(), "{output}");
+        let debug = if format == "json" {
+            "\"level\":\"DEBUG\""
+        } else {
+            " DEBUG "
+        };
+        assert!(
+            run.stderr.contains(debug),
+            "debug logging was on, expected debug lines:\n{output}"
+        );
+    }
+    let target = rdk.consume(
+        &clusters.target.bootstrap,
+        "source.payments",
+        200,
+        Duration::from_secs(30),
+    );
+    assert_eq!(target.len(), 200);
+}

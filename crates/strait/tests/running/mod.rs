@@ -1,0 +1,211 @@
+//! A `strait run --listen` process between two test clusters, and what the metrics and status
+//! tests read from it: `GET` over plain HTTP, Prometheus text parsed into samples.
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use strait_testkit::Clusters;
+
+/// `strait run --config FILE --listen 127.0.0.1:PORT`, killed when dropped.
+pub struct Strait {
+    child: Child,
+    pub port: u16,
+    pub log: PathBuf,
+}
+
+impl Strait {
+    /// Starts `strait run` on `config`, logging to `log`.
+    pub fn run(config: &Path, log: PathBuf) -> Strait {
+        let port = free_port();
+        let file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_strait"))
+            .args(["run", "--config"])
+            .arg(config)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("spawn strait");
+        Strait { child, port, log }
+    }
+
+    /// The address `strait status --url` takes.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Stops it with SIGTERM (it finishes its round and writes its map) and waits for it.
+    pub fn stop(mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!(
+            "strait did not stop within 30 s of SIGTERM:\n{}",
+            self.log_text()
+        );
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `GET path`: status code and body.
+    pub fn get(&self, path: &str) -> std::io::Result<(u16, String)> {
+        get(self.port, path)
+    }
+
+    /// The current `/metrics` samples; empty while it does not answer yet.
+    pub fn metrics(&self) -> Metrics {
+        match self.get("/metrics") {
+            Ok((200, text)) => Metrics::parse(&text),
+            _ => Metrics::default(),
+        }
+    }
+
+    /// Polls `/metrics` until `done` holds, for at most `secs` seconds; the last samples.
+    pub fn metrics_until(&self, secs: u64, what: &str, done: impl Fn(&Metrics) -> bool) -> Metrics {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let m = self.metrics();
+            if done(&m) {
+                return m;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "not within {secs} s: {what}\nmetrics:\n{}\nlog:\n{}",
+                m.text,
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Strait {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// `GET path` on 127.0.0.1:`port`: status code and body.
+pub fn get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(20)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text)?;
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other(format!("no HTTP head in {text:?}")))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("no status in {head:?}")))?;
+    Ok((status, body.to_owned()))
+}
+
+/// An MM2 config with the flow `A->B` between the test clusters, plus `extra` lines.
+pub fn write_config(clusters: &Clusters, name: &str, extra: &str) -> PathBuf {
+    let (a, b) = (&clusters.source.bootstrap, &clusters.target.bootstrap);
+    let path = clusters.dir().join(name);
+    std::fs::write(
+        &path,
+        format!(
+            "clusters = A, B\nA.bootstrap.servers = {a}\nB.bootstrap.servers = {b}\n\
+             A->B.enabled = true\nreplication.factor = 1\n\
+             checkpoints.topic.replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n\
+             heartbeats.topic.replication.factor = 1\n{extra}\n"
+        ),
+    )
+    .expect("write config");
+    path
+}
+
+/// Samples of a Prometheus text page.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub text: String,
+    samples: Vec<(String, BTreeMap<String, String>, f64)>,
+}
+
+impl Metrics {
+    pub fn parse(text: &str) -> Metrics {
+        let mut samples = Vec::new();
+        for line in text.lines() {
+            if line.starts_with('#') || line.trim().is_empty() {
+                continue;
+            }
+            let Some((series, value)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            let Ok(value) = value.parse::<f64>() else {
+                continue;
+            };
+            let (name, labels) = match series.split_once('{') {
+                Some((name, rest)) => (name, rest.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            let labels = labels
+                .split(',')
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_owned(), v.trim_matches('"').to_owned()))
+                .collect();
+            samples.push((name.to_owned(), labels, value));
+        }
+        Metrics {
+            text: text.to_owned(),
+            samples,
+        }
+    }
+
+    /// Values of `name` whose labels include `labels`.
+    pub fn values(&self, name: &str, labels: &[(&str, &str)]) -> Vec<f64> {
+        self.samples
+            .iter()
+            .filter(|(n, l, _)| {
+                n == name
+                    && labels
+                        .iter()
+                        .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
+            })
+            .map(|(_, _, v)| *v)
+            .collect()
+    }
+
+    /// The one value of `name` with `labels`, if there is exactly one.
+    pub fn get(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        match self.values(name, labels).as_slice() {
+            [v] => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The sum over every series of `name` with `labels`.
+    pub fn sum(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.values(name, labels).iter().sum()
+    }
+}
