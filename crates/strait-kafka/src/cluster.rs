@@ -193,6 +193,10 @@ struct BrokerSlot {
     conn: Option<Arc<BrokerConnection>>,
     backoff: Option<Backoff>,
     not_before: Option<Instant>,
+    /// Whether a connection to this broker was ever made, so the next one is a reconnect.
+    connected_before: bool,
+    /// Attempts that failed since the last connection.
+    failed_attempts: u32,
 }
 
 #[derive(Debug)]
@@ -449,12 +453,25 @@ impl Client {
         if let Some(conn) = slot.conn.as_ref().filter(|c| !c.is_poisoned()) {
             return Ok(Arc::clone(conn));
         }
-        slot.conn = None;
+        if slot.conn.take().is_some() {
+            tracing::warn!(broker = addr, "connection lost; connecting again");
+        }
         if let Some(at) = slot.not_before {
             tokio::time::sleep_until(at).await;
         }
         match BrokerConnection::connect(addr, self.inner.config.connection.clone()).await {
             Ok(conn) => {
+                if slot.connected_before || slot.failed_attempts > 0 {
+                    metrics::counter!(crate::error::RECONNECTS, "broker" => addr.to_owned())
+                        .increment(1);
+                    tracing::info!(
+                        broker = addr,
+                        failed_attempts = slot.failed_attempts,
+                        "connected again"
+                    );
+                }
+                slot.connected_before = true;
+                slot.failed_attempts = 0;
                 slot.backoff = None;
                 slot.not_before = None;
                 slot.conn = Some(Arc::clone(&conn));
@@ -467,6 +484,7 @@ impl Client {
                     .get_or_insert_with(|| Backoff::new(lo, hi))
                     .next_wait();
                 slot.not_before = Some(Instant::now() + wait);
+                slot.failed_attempts = slot.failed_attempts.saturating_add(1);
                 tracing::warn!(broker = addr, error = %e, retry_in = ?wait, "cannot connect");
                 Err(e)
             }

@@ -438,6 +438,20 @@ impl BrokerConnection {
         gated: bool,
     ) -> Result<R::Response> {
         let api = frame::api_key_of::<R>().map_err(|e| self.frame_err(e))?;
+        let result = self.request_inner(request, version, gated, api).await;
+        if let Err(e) = &result {
+            e.count_transport(&self.addr, api);
+        }
+        result
+    }
+
+    async fn request_inner<R: Request + Sync>(
+        &self,
+        request: &R,
+        version: i16,
+        gated: bool,
+        api: kafka_protocol::messages::ApiKey,
+    ) -> Result<R::Response> {
         self.wait_for_throttle().await;
         let correlation_id = self.next_correlation.fetch_add(1, Ordering::Relaxed);
         let bytes = frame::encode_request(request, version, correlation_id, &self.config.client_id)

@@ -257,11 +257,67 @@ pub(crate) fn check(
 ) -> Result<()> {
     match ResponseError::try_from_code(code) {
         None => Ok(()),
-        Some(err) => Err(Error::broker(
+        Some(err) => Err(Error::broker_counted(
             err,
             message.map(|m| m.to_string()),
             context(),
         )),
+    }
+}
+
+/// Counts an error a broker answered with (`strait_broker_request_errors_total`, `docs/metrics.md`).
+/// The error code's place in the response is per API, so this is where every code the runtime
+/// reads passes; the broker and API are known only for transport failures
+/// ([`Error::count_transport`]).
+fn count_code(err: ResponseError) {
+    metrics::counter!(
+        REQUEST_ERRORS,
+        "broker" => "",
+        "api" => "",
+        "error" => format!("{err:?}"),
+    )
+    .increment(1);
+}
+
+/// `strait_broker_request_errors_total`: requests that failed.
+pub const REQUEST_ERRORS: &str = "strait_broker_request_errors_total";
+
+/// `strait_broker_reconnects_total`: connections made again after one failed or broke.
+pub const RECONNECTS: &str = "strait_broker_reconnects_total";
+
+impl Error {
+    /// [`Error::broker`], counted.
+    fn broker_counted(code: ResponseError, message: Option<String>, context: Context) -> Error {
+        count_code(code);
+        Error::broker(code, message, context)
+    }
+
+    /// The kind of a request that failed before an answer could be read, for the metric's
+    /// `error` label: `io`, `timeout`, `closed`, `frame`, `version`, `tls`, `authentication`,
+    /// `unexpected`, or `other`.
+    fn transport_kind(&self) -> &'static str {
+        match self {
+            Error::Io { .. } => "io",
+            Error::Timeout { .. } => "timeout",
+            Error::Closed => "closed",
+            Error::Frame { .. } => "frame",
+            Error::Version { .. } => "version",
+            Error::Tls { .. } => "tls",
+            Error::Authentication { .. } => "authentication",
+            Error::Unexpected { .. } => "unexpected",
+            _ => "other",
+        }
+    }
+
+    /// Counts a request to `broker` for `api` that failed with this error.
+    pub(crate) fn count_transport(&self, broker: &str, api: kafka_protocol::messages::ApiKey) {
+        metrics::counter!(
+            REQUEST_ERRORS,
+            "broker" => broker.to_owned(),
+            "api" => format!("{api:?}"),
+            "error" => self.transport_kind(),
+        )
+        .increment(1);
     }
 }
 

@@ -341,8 +341,8 @@ async fn a_throttled_answer_holds_back_the_next_request() {
 }
 
 /// A connection the broker closed (after answering) is replaced: the next operation succeeds
-/// on a new connection.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// on a new connection, and counted as a reconnect.
+#[tokio::test]
 async fn a_closed_connection_is_replaced() {
     let fake = FakeCluster::start(
         &[1],
@@ -352,6 +352,10 @@ async fn a_closed_connection_is_replaced() {
         }),
     )
     .await;
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    // This test's thread only: the runtime is single-threaded.
+    let _local = metrics::set_default_local_recorder(&recorder);
     within(async {
         let client = client(&fake).await;
         // Let the client's reader see the close (a close it has not seen yet is the ignored
@@ -364,6 +368,17 @@ async fn a_closed_connection_is_replaced() {
         assert_eq!(asked.iter().map(|r| r.conn).collect::<Vec<_>>(), [1, 2]);
     })
     .await;
+    let reconnects: u64 = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, ..)| key.key().name() == "strait_broker_reconnects_total")
+        .map(|(.., value)| match value {
+            metrics_util::debugging::DebugValue::Counter(n) => n,
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(reconnects, 1, "the replaced connection is counted once");
 }
 
 /// A metadata refresh whose connection the broker closes while the request is in flight (an
