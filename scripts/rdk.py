@@ -208,6 +208,19 @@ def cmd_produce_txn(args):
     emit(output)
 
 
+def record_of(msg):
+    """A consumed message as the JSON record the Rust side reads."""
+    ts_type, ts = msg.timestamp()
+    return {
+        "partition": msg.partition(),
+        "offset": msg.offset(),
+        "key": b64(msg.key()),
+        "value": b64(msg.value()),
+        "headers": [[name, b64(value)] for name, value in (msg.headers() or [])],
+        "timestamp": [ts_type, ts],
+    }
+
+
 def cmd_consume(args):
     consumer = Consumer(consumer_config(args, f"strait-rdk-{uuid.uuid4()}"))
     partitions = partitions_of(consumer, args.topic)
@@ -229,17 +242,7 @@ def cmd_consume(args):
                 fail(f"consume: {err}")
             print(f"rdk: consume: {err}", file=sys.stderr, flush=True)
             continue
-        ts_type, ts = msg.timestamp()
-        records.append(
-            {
-                "partition": msg.partition(),
-                "offset": msg.offset(),
-                "key": b64(msg.key()),
-                "value": b64(msg.value()),
-                "headers": [[name, b64(value)] for name, value in (msg.headers() or [])],
-                "timestamp": [ts_type, ts],
-            }
-        )
+        records.append(record_of(msg))
     consumer.close()
     if len(records) < args.count:
         fail(f"consume: got {len(records)} of {args.count} records within {args.timeout} s")
@@ -281,17 +284,7 @@ def cmd_group_consume(args):
             print(f"rdk: group-consume: {err}", file=sys.stderr, flush=True)
             continue
         at_eof.discard(msg.partition())
-        ts_type, ts = msg.timestamp()
-        records.append(
-            {
-                "partition": msg.partition(),
-                "offset": msg.offset(),
-                "key": b64(msg.key()),
-                "value": b64(msg.value()),
-                "headers": [[name, b64(value)] for name, value in (msg.headers() or [])],
-                "timestamp": [ts_type, ts],
-            }
-        )
+        records.append(record_of(msg))
     if records:
         try:
             consumer.commit(asynchronous=False)

@@ -254,23 +254,9 @@ impl AclSyncTask {
     /// those the target lacks (module docs).
     pub async fn sync_once(&mut self) -> Result<AclSyncSummary, AclSyncError> {
         let mut summary = AclSyncSummary::default();
-        let listed = self
-            .source
-            .describe_acls(&AclFilter::all_of(AclResourceType::Topic))
-            .await;
-        let source_acls = match listed {
-            Err(e) if is_security_disabled(&e) => {
-                self.note_no_authorizer(true);
-                summary.outcome = AclSyncOutcome::SourceHasNoAuthorizer;
-                return Ok(summary);
-            }
-            Err(source) => {
-                return Err(AclSyncError::Kafka {
-                    what: format!("listing the topic ACLs of cluster {}", self.flow.source),
-                    source,
-                })
-            }
-            Ok(acls) => acls,
+        let all = AclFilter::all_of(AclResourceType::Topic);
+        let Some(source_acls) = self.list_acls(true, &all, &mut summary).await? else {
+            return Ok(summary);
         };
         self.source_no_authorizer_logged = false;
         summary.source_acls = source_acls.len();
@@ -292,20 +278,10 @@ impl AclSyncTask {
             pattern_type: AclPatternType::Literal,
             ..AclFilter::all_of(AclResourceType::Topic)
         };
-        let present: BTreeSet<AclBinding> = match self.target.describe_acls(&filter).await {
-            Err(e) if is_security_disabled(&e) => {
-                self.note_no_authorizer(false);
-                summary.outcome = AclSyncOutcome::TargetHasNoAuthorizer;
-                return Ok(summary);
-            }
-            Err(source) => {
-                return Err(AclSyncError::Kafka {
-                    what: format!("listing the topic ACLs of cluster {}", self.flow.target),
-                    source,
-                })
-            }
-            Ok(acls) => acls.into_iter().collect(),
+        let Some(present) = self.list_acls(false, &filter, &mut summary).await? else {
+            return Ok(summary);
         };
+        let present: BTreeSet<AclBinding> = present.into_iter().collect();
         let missing: Vec<AclBinding> = summary
             .wanted
             .iter()
@@ -376,6 +352,44 @@ impl AclSyncTask {
                 () = &mut stop => return,
                 () = tokio::time::sleep_until(next) => {}
             }
+        }
+    }
+
+    /// The ACLs `filter` selects on the source (`source_side`) or the target; `None` when that
+    /// side has no authorizer (said once, and `summary`'s outcome set to it).
+    async fn list_acls(
+        &mut self,
+        source_side: bool,
+        filter: &AclFilter,
+        summary: &mut AclSyncSummary,
+    ) -> Result<Option<Vec<AclBinding>>, AclSyncError> {
+        let client = if source_side {
+            &self.source
+        } else {
+            &self.target
+        };
+        match client.describe_acls(filter).await {
+            Err(e) if is_security_disabled(&e) => {
+                self.note_no_authorizer(source_side);
+                summary.outcome = if source_side {
+                    AclSyncOutcome::SourceHasNoAuthorizer
+                } else {
+                    AclSyncOutcome::TargetHasNoAuthorizer
+                };
+                Ok(None)
+            }
+            Err(source) => {
+                let cluster = if source_side {
+                    &self.flow.source
+                } else {
+                    &self.flow.target
+                };
+                Err(AclSyncError::Kafka {
+                    what: format!("listing the topic ACLs of cluster {cluster}"),
+                    source,
+                })
+            }
+            Ok(acls) => Ok(Some(acls)),
         }
     }
 
@@ -485,12 +499,10 @@ mod tests {
     }
 
     fn deny(topic: &str, operation: AclOperation) -> AclBinding {
-        acl(
-            topic,
-            AclPatternType::Literal,
-            operation,
-            AclPermission::Deny,
-        )
+        AclBinding {
+            permission: AclPermission::Deny,
+            ..allow(topic, operation)
+        }
     }
 
     /// `source` copied to `topic` with `operation` and `permission`, principal and host kept.
@@ -508,6 +520,27 @@ mod tests {
             host: source.host.clone(),
             operation,
             permission,
+        }
+    }
+
+    /// The target topic `flow` copies the ACL `operation` on `topic` to (an allowed one).
+    fn remote_name(flow: &FlowConfig, topic: &str, operation: AclOperation) -> String {
+        remote_acl(flow, &allow(topic, operation))
+            .expect("copied")
+            .resource_name
+    }
+
+    /// ACLs on `orders` with each of `operations` and `permission` are copied to `A.orders`
+    /// as they are.
+    fn assert_copied_as_is(operations: &[AclOperation], permission: AclPermission) {
+        let f = flow("");
+        for &op in operations {
+            let src = acl("orders", AclPatternType::Literal, op, permission);
+            assert_eq!(
+                remote_acl(&f, &src),
+                Ok(copied(&src, "A.orders", op, permission)),
+                "{permission:?} {op:?}"
+            );
         }
     }
 
@@ -553,41 +586,31 @@ mod tests {
 
     #[test]
     fn other_allowed_operations_are_kept() {
-        let f = flow("");
-        for op in [
-            AclOperation::Read,
-            AclOperation::Create,
-            AclOperation::Delete,
-            AclOperation::Alter,
-            AclOperation::Describe,
-            AclOperation::DescribeConfigs,
-            AclOperation::AlterConfigs,
-        ] {
-            let src = allow("orders", op);
-            assert_eq!(
-                remote_acl(&f, &src),
-                Ok(copied(&src, "A.orders", op, AclPermission::Allow)),
-                "{op:?}"
-            );
-        }
+        assert_copied_as_is(
+            &[
+                AclOperation::Read,
+                AclOperation::Create,
+                AclOperation::Delete,
+                AclOperation::Alter,
+                AclOperation::Describe,
+                AclOperation::DescribeConfigs,
+                AclOperation::AlterConfigs,
+            ],
+            AclPermission::Allow,
+        );
     }
 
     #[test]
     fn deny_acls_are_copied_unchanged_as_mm2_does() {
-        let f = flow("");
-        for op in [
-            AclOperation::Read,
-            AclOperation::Write,
-            AclOperation::All,
-            AclOperation::Describe,
-        ] {
-            let src = deny("orders", op);
-            assert_eq!(
-                remote_acl(&f, &src),
-                Ok(copied(&src, "A.orders", op, AclPermission::Deny)),
-                "DENY {op:?}"
-            );
-        }
+        assert_copied_as_is(
+            &[
+                AclOperation::Read,
+                AclOperation::Write,
+                AclOperation::All,
+                AclOperation::Describe,
+            ],
+            AclPermission::Deny,
+        );
     }
 
     #[test]
@@ -648,15 +671,11 @@ mod tests {
         }
         // Heartbeats topics are mirrored whatever `topics` says, so their ACLs follow.
         assert_eq!(
-            remote_acl(&f, &allow("heartbeats", AclOperation::Read))
-                .unwrap()
-                .resource_name,
+            remote_name(&f, "heartbeats", AclOperation::Read),
             "A.heartbeats"
         );
         assert_eq!(
-            remote_acl(&f, &allow("C.heartbeats", AclOperation::Read))
-                .unwrap()
-                .resource_name,
+            remote_name(&f, "C.heartbeats", AclOperation::Read),
             "A.C.heartbeats"
         );
         let no_hb = flow("topics = orders\nheartbeats.replication.enabled = false");
@@ -720,17 +739,10 @@ mod tests {
             "replication.policy.class = \
              org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
         );
-        assert_eq!(
-            remote_acl(&f, &allow("orders", AclOperation::All))
-                .unwrap()
-                .resource_name,
-            "orders"
-        );
+        assert_eq!(remote_name(&f, "orders", AclOperation::All), "orders");
         // Heartbeats are still prefixed.
         assert_eq!(
-            remote_acl(&f, &allow("heartbeats", AclOperation::Read))
-                .unwrap()
-                .resource_name,
+            remote_name(&f, "heartbeats", AclOperation::Read),
             "A.heartbeats"
         );
     }
@@ -738,11 +750,6 @@ mod tests {
     #[test]
     fn a_custom_separator_names_the_remote_topic() {
         let f = flow("replication.policy.separator = _");
-        assert_eq!(
-            remote_acl(&f, &allow("orders", AclOperation::Read))
-                .unwrap()
-                .resource_name,
-            "A_orders"
-        );
+        assert_eq!(remote_name(&f, "orders", AclOperation::Read), "A_orders");
     }
 }

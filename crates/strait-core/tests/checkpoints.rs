@@ -22,7 +22,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use strait_core::offsets::checkpoints::{CheckpointTask, Decision};
-use strait_kafka::admin::ConfigResource;
 use strait_kafka::{Client, TopicPartition};
 use strait_testkit::Clusters;
 use strait_wire::mm2::Checkpoint;
@@ -126,19 +125,7 @@ async fn checkpoints_are_mm2_records_with_the_exact_offsets() {
     );
 
     // The topic is made as MM2 makes it: one partition, compacted.
-    let metadata = m.target.refresh_metadata().await.unwrap();
-    assert_eq!(metadata.topics[CHECKPOINTS].partitions.len(), 1);
-    let configs = m
-        .target
-        .describe_configs(&ConfigResource::Topic(CHECKPOINTS.to_owned()))
-        .await
-        .unwrap();
-    assert!(
-        configs
-            .iter()
-            .any(|c| c.name == "cleanup.policy" && c.value.as_deref() == Some("compact")),
-        "{configs:?}"
-    );
+    common::assert_compacted_single_partition(&m.target, CHECKPOINTS).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -299,15 +286,11 @@ mod metadata {
     use crate::fake::{script, Action, Body, FakeCluster};
     use kafka_protocol::messages::describe_groups_response::DescribedGroup;
     use kafka_protocol::messages::list_groups_response::ListedGroup;
-    use kafka_protocol::messages::offset_commit_response::{
-        OffsetCommitResponsePartition, OffsetCommitResponseTopic,
-    };
     use kafka_protocol::messages::offset_fetch_response::{
         OffsetFetchResponsePartition, OffsetFetchResponseTopic,
     };
     use kafka_protocol::messages::{
-        ApiKey, DescribeGroupsResponse, GroupId, ListGroupsResponse, OffsetCommitResponse,
-        OffsetFetchResponse, TopicName,
+        ApiKey, DescribeGroupsResponse, GroupId, ListGroupsResponse, OffsetFetchResponse, TopicName,
     };
     use kafka_protocol::protocol::StrBytes;
     use strait_core::offsets::group_sync::{GroupSync, SyncedOffset};
@@ -355,26 +338,7 @@ mod metadata {
                             .with_partitions(partitions),
                     ]))
                 }
-                (Body::OffsetCommit(c), _) => req.reply(
-                    &OffsetCommitResponse::default().with_topics(
-                        c.topics
-                            .iter()
-                            .map(|t| {
-                                OffsetCommitResponseTopic::default()
-                                    .with_name(t.name.clone())
-                                    .with_partitions(
-                                        t.partitions
-                                            .iter()
-                                            .map(|p| {
-                                                OffsetCommitResponsePartition::default()
-                                                    .with_partition_index(p.partition_index)
-                                            })
-                                            .collect(),
-                                    )
-                            })
-                            .collect(),
-                    ),
-                ),
+                (Body::OffsetCommit(c), _) => req.reply(&fake::offset_commit_response(c, 0)),
                 _ => Action::Default,
             }),
         )

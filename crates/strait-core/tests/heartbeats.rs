@@ -20,12 +20,9 @@ use bytes::Bytes;
 use strait_core::config::{FlowConfig, HeartbeatEmitter, StraitConfig};
 use strait_core::flow::{Flow, FlowOptions};
 use strait_core::heartbeats::HeartbeatTask;
-use strait_kafka::admin::{ConfigResource, IsolationLevel, OffsetSpec};
-use strait_kafka::fetch::{FetchOptions, FetchPosition};
 use strait_kafka::produce::ProducerConfig;
-use strait_kafka::{Client, ClientConfig, TopicPartition};
+use strait_kafka::{Client, ClientConfig};
 use strait_testkit::{Clusters, Which};
-use strait_wire::BatchScanner;
 
 /// One record as read back: key, value, timestamp.
 type Rec = (Bytes, Bytes, i64);
@@ -124,65 +121,11 @@ async fn client_with_timeout(bootstrap: &str, timeout: Duration) -> Client {
 
 /// Every record of partition 0 of `topic`, raw key, value and timestamp, in order.
 async fn read_topic(client: &Client, topic: &str) -> Vec<Rec> {
-    let tp = TopicPartition::new(topic, 0);
-    let end = client
-        .list_offset(&tp, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
+    common::read_records(client, topic)
         .await
-        .expect("end offset")
-        .offset;
-    let options = FetchOptions {
-        max_wait: Duration::from_millis(10),
-        isolation: IsolationLevel::ReadUncommitted,
-        ..Default::default()
-    };
-    let mut position = 0;
-    let mut out = Vec::new();
-    while position < end {
-        let data = client
-            .fetch(&[FetchPosition::new(tp.clone(), position)], &options)
-            .await
-            .remove(&tp)
-            .expect("asked")
-            .expect("fetch");
-        let before = position;
-        for batch in BatchScanner::new(data.records) {
-            let batch = batch.expect("well-formed batch");
-            if batch.header.next_offset() <= position {
-                continue;
-            }
-            assert_eq!(batch.header.base_offset, position, "no holes, no overlap");
-            for r in strait_wire::records::batch_records(&batch).expect("records decode") {
-                assert!(r.headers.is_empty(), "MM2 writes no headers");
-                out.push((
-                    r.key.expect("key"),
-                    r.value.expect("value"),
-                    batch.header.base_timestamp + r.timestamp_delta,
-                ));
-            }
-            position = batch.header.next_offset();
-        }
-        assert!(position > before, "no progress reading {topic}");
-    }
-    out
-}
-
-async fn assert_compacted_single_partition(client: &Client, topic: &str) {
-    let m = client.refresh_metadata().await.unwrap();
-    assert_eq!(
-        m.topics[topic].partitions.len(),
-        1,
-        "{topic}: one partition"
-    );
-    let configs = client
-        .describe_configs(&ConfigResource::Topic(topic.to_owned()))
-        .await
-        .unwrap();
-    assert!(
-        configs
-            .iter()
-            .any(|c| c.name == "cleanup.policy" && c.value.as_deref() == Some("compact")),
-        "{topic}: cleanup.policy=compact; {configs:?}"
-    );
+        .into_iter()
+        .map(|r| (r.key, r.value, r.timestamp))
+        .collect()
 }
 
 /// Checks `records` are heartbeats keyed (`source_alias`, `target_alias`), byte for byte,
@@ -232,7 +175,7 @@ async fn heartbeats_are_mm2_records_and_are_mirrored_like_data() {
     let to = now_ms();
     assert_eq!(offsets, [0, 1, 2]);
     assert_eq!(task.written(), 3);
-    assert_compacted_single_partition(&source, "heartbeats").await;
+    common::assert_compacted_single_partition(&source, "heartbeats").await;
 
     let written = read_topic(&source, "heartbeats").await;
     assert_eq!(written.len(), 3);
@@ -386,7 +329,7 @@ async fn heartbeats_resume_after_the_cluster_lost_everything() {
     };
     assert_eq!(resumed.offset, 0, "a new topic");
     let reader = common::client(&s).await;
-    assert_compacted_single_partition(&reader, "heartbeats").await;
+    common::assert_compacted_single_partition(&reader, "heartbeats").await;
     let written = read_topic(&reader, "heartbeats").await;
     assert_eq!(written.len(), 1);
     assert_heartbeats(&written, "target", "source", from, now_ms());

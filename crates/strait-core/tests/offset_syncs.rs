@@ -8,19 +8,17 @@
 //!   exactly the syncs MM2 would have written, byte for byte, one batch per flush: a hand-computed
 //!   feed on the source cluster, and a random feed (location=target) against the reference.
 
-use std::time::Duration;
+mod common;
 
 use bytes::Bytes;
+use common::client;
 use indexmap::IndexMap;
 use proptest::prelude::*;
 use strait_core::flow::offset_syncs::{OffsetSyncQueue, OffsetSyncWriter};
-use strait_kafka::admin::{ConfigResource, IsolationLevel, OffsetSpec};
-use strait_kafka::fetch::{FetchOptions, FetchPosition};
-use strait_kafka::{Client, ClientConfig, TopicPartition};
+use strait_kafka::Client;
 use strait_testkit::Clusters;
 use strait_wire::mm2::OffsetSync;
 use strait_wire::offset_map::mm2_model::SyncEmitter;
-use strait_wire::BatchScanner;
 
 // ---------------------------------------------------------------------------------------------
 // The reference: MM2's OffsetSyncWriter, one record at a time.
@@ -298,65 +296,13 @@ fn one_long_run_equals_record_by_record() {
 // ---------------------------------------------------------------------------------------------
 // Against the broker.
 
-async fn client(bootstrap: &str) -> Client {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-    let mut config = ClientConfig::new([bootstrap]);
-    config.operation_timeout = Duration::from_secs(20);
-    Client::connect(config).await.expect("connect")
-}
-
 /// Every record of partition 0 of `topic`, raw key and value, grouped by batch.
 async fn read_batches(client: &Client, topic: &str) -> Vec<Vec<(Bytes, Bytes)>> {
-    let tp = TopicPartition::new(topic, 0);
-    let end = client
-        .list_offset(&tp, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
+    common::read_batches(client, topic)
         .await
-        .expect("end offset")
-        .offset;
-    let options = FetchOptions {
-        max_wait: Duration::from_millis(10),
-        isolation: IsolationLevel::ReadUncommitted,
-        ..Default::default()
-    };
-    let mut position = 0;
-    let mut out = Vec::new();
-    while position < end {
-        let mut results = client
-            .fetch(&[FetchPosition::new(tp.clone(), position)], &options)
-            .await;
-        let data = results.remove(&tp).expect("asked").expect("fetch");
-        let before = position;
-        for batch in BatchScanner::new(data.records) {
-            let batch = batch.expect("well-formed batch");
-            assert!(
-                !batch.header.attributes.is_control(),
-                "no control batches expected"
-            );
-            if batch.header.next_offset() <= position {
-                continue;
-            }
-            assert_eq!(batch.header.base_offset, position, "no holes, no overlap");
-            let records = strait_wire::records::batch_records(&batch).expect("records decode");
-            out.push(
-                records
-                    .into_iter()
-                    .map(|r| {
-                        assert!(r.headers.is_empty(), "MM2 writes no headers");
-                        (r.key.expect("key"), r.value.expect("value"))
-                    })
-                    .collect(),
-            );
-            position = batch.header.next_offset();
-        }
-        assert!(
-            position > before,
-            "no progress reading {topic} at {position}"
-        );
-    }
-    out
+        .into_iter()
+        .map(|batch| batch.into_iter().map(|r| (r.key, r.value)).collect())
+        .collect()
 }
 
 fn decode(batches: &[Vec<(Bytes, Bytes)>]) -> Vec<Vec<OffsetSync>> {
@@ -379,25 +325,6 @@ fn sync(topic: &str, partition: i32, upstream: i64, downstream: i64) -> OffsetSy
     }
 }
 
-async fn assert_compacted_single_partition(client: &Client, topic: &str) {
-    let m = client.refresh_metadata().await.unwrap();
-    assert_eq!(
-        m.topics[topic].partitions.len(),
-        1,
-        "{topic}: one partition"
-    );
-    let configs = client
-        .describe_configs(&ConfigResource::Topic(topic.to_owned()))
-        .await
-        .unwrap();
-    assert!(
-        configs
-            .iter()
-            .any(|c| c.name == "cleanup.policy" && c.value.as_deref() == Some("compact")),
-        "{topic}: cleanup.policy=compact; {configs:?}"
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_the_syncs_mm2_would_write() {
     let clusters = Clusters::start();
@@ -409,7 +336,7 @@ async fn writes_the_syncs_mm2_would_write() {
     let mut w = OffsetSyncWriter::open(source.clone(), topic.clone(), 1, 100)
         .await
         .expect("open");
-    assert_compacted_single_partition(&source, &topic).await;
+    common::assert_compacted_single_partition(&source, &topic).await;
     // Opening again finds the topic.
     OffsetSyncWriter::open(source.clone(), topic.clone(), 1, 100)
         .await
@@ -474,7 +401,7 @@ async fn writes_the_syncs_mm2_would_write() {
     let mut w = OffsetSyncWriter::open(target.clone(), topic.clone(), 1, 100)
         .await
         .expect("open on the target");
-    assert_compacted_single_partition(&target, &topic).await;
+    common::assert_compacted_single_partition(&target, &topic).await;
     let mut reference = Reference::new(100);
     let mut rng = SplitMix(0x5eed_0ff5_e75a_u64);
     let raw: Vec<RawOp> = (0..300)

@@ -16,14 +16,11 @@ use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::offset_commit_response::{
-    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
-};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{
     ApiKey, CreatePartitionsResponse, FetchResponse, ListOffsetsResponse, MetadataRequest,
-    MetadataResponse, OffsetCommitResponse, ProduceRequest, ProduceResponse, TopicName,
+    MetadataResponse, ProduceRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
@@ -769,29 +766,10 @@ async fn a_commit_for_an_active_group_is_refused() {
     let fake = FakeCluster::start(
         &[1],
         script(|_, req| match &req.body {
-            Body::OffsetCommit(c) => req.reply(
-                &OffsetCommitResponse::default().with_topics(
-                    c.topics
-                        .iter()
-                        .map(|t| {
-                            OffsetCommitResponseTopic::default()
-                                .with_name(t.name.clone())
-                                .with_partitions(
-                                    t.partitions
-                                        .iter()
-                                        .map(|p| {
-                                            OffsetCommitResponsePartition::default()
-                                                .with_partition_index(p.partition_index)
-                                                .with_error_code(
-                                                    ResponseError::UnknownMemberId.code(),
-                                                )
-                                        })
-                                        .collect(),
-                                )
-                        })
-                        .collect(),
-                ),
-            ),
+            Body::OffsetCommit(c) => req.reply(&fake::offset_commit_response(
+                c,
+                ResponseError::UnknownMemberId.code(),
+            )),
             _ => Action::Default,
         }),
     )

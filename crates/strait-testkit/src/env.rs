@@ -79,3 +79,10 @@ pub(crate) fn stop_with_script(script: &str, dir: &std::path::Path) {
         Err(e) => eprintln!("strait-testkit: cannot run {}: {e}", script.display()),
     }
 }
+
+/// The last `lines` lines of the log file at `path` (empty if it cannot be read).
+pub(crate) fn log_tail(path: &std::path::Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}

@@ -196,17 +196,14 @@ impl Rdk {
         max: Option<usize>,
         timeout: Duration,
     ) -> Vec<TestRecord> {
-        let mut args = vec![
-            "group-consume".to_owned(),
-            "--bootstrap".to_owned(),
-            bootstrap.to_owned(),
-            "--group".to_owned(),
-            group.to_owned(),
-            "--topic".to_owned(),
-            topic.to_owned(),
-            "--timeout".to_owned(),
-            timeout.as_secs_f64().to_string(),
-        ];
+        let timeout = timeout.as_secs_f64().to_string();
+        let mut args = group_args(
+            "group-consume",
+            bootstrap,
+            group,
+            topic,
+            &["--timeout", &timeout],
+        );
         if let Some(max) = max {
             args.extend(["--max".to_owned(), max.to_string()]);
         }
@@ -228,17 +225,7 @@ impl Rdk {
             .map(|(p, o)| format!("{p}:{o}"))
             .collect::<Vec<_>>()
             .join(",");
-        let args = [
-            "commit".to_owned(),
-            "--bootstrap".to_owned(),
-            bootstrap.to_owned(),
-            "--group".to_owned(),
-            group.to_owned(),
-            "--topic".to_owned(),
-            topic.to_owned(),
-            "--offsets".to_owned(),
-            list,
-        ];
+        let args = group_args("commit", bootstrap, group, topic, &["--offsets", &list]);
         self.run(&args, None);
     }
 
@@ -256,17 +243,13 @@ impl Rdk {
             .map(i32::to_string)
             .collect::<Vec<_>>()
             .join(",");
-        let args = [
-            "committed".to_owned(),
-            "--bootstrap".to_owned(),
-            bootstrap.to_owned(),
-            "--group".to_owned(),
-            group.to_owned(),
-            "--topic".to_owned(),
-            topic.to_owned(),
-            "--partitions".to_owned(),
-            list,
-        ];
+        let args = group_args(
+            "committed",
+            bootstrap,
+            group,
+            topic,
+            &["--partitions", &list],
+        );
         let offsets: BTreeMap<i32, Option<i64>> = self.run_json(&args, None);
         offsets
             .into_iter()
@@ -350,15 +333,7 @@ pub struct GroupMember {
 
 impl GroupMember {
     fn start(rdk: &Rdk, bootstrap: &str, group: &str, topic: &str) -> GroupMember {
-        let args = [
-            "group-member".to_owned(),
-            "--bootstrap".to_owned(),
-            bootstrap.to_owned(),
-            "--group".to_owned(),
-            group.to_owned(),
-            "--topic".to_owned(),
-            topic.to_owned(),
-        ];
+        let args = group_args("group-member", bootstrap, group, topic, &[]);
         let mut child = rdk
             .command(&args)
             .stdin(Stdio::piped())
@@ -518,4 +493,28 @@ impl From<WireRecordOut> for TestRecord {
             timestamp_ms: (timestamp_type != 0).then_some(timestamp_ms),
         }
     }
+}
+
+/// The arguments of an rdk.py group command: `command --bootstrap B --group G --topic T`, then
+/// `more`.
+fn group_args(
+    command: &str,
+    bootstrap: &str,
+    group: &str,
+    topic: &str,
+    more: &[&str],
+) -> Vec<String> {
+    [
+        command,
+        "--bootstrap",
+        bootstrap,
+        "--group",
+        group,
+        "--topic",
+        topic,
+    ]
+    .iter()
+    .chain(more)
+    .map(|s| (*s).to_owned())
+    .collect()
 }

@@ -104,9 +104,7 @@ impl TxnBroker {
 
     /// The last `lines` lines of the broker's log.
     pub fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        crate::env::log_tail(&self.log, lines)
     }
 }
 

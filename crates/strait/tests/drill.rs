@@ -14,12 +14,15 @@
 //! with the very records strait mirrored, so the duplicates MM2 would have caused are measured
 //! beside strait's, not claimed. The table is printed (`-- --nocapture`).
 
+mod running;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use running::{flow_properties, run_until_caught_up, write_properties};
 use strait_core::flow::map_store::MapStore;
 use strait_kafka::{Client, ClientConfig};
 use strait_testkit::{Clusters, Rdk, Storage, TestRecord, TxnBroker, Which};
@@ -205,23 +208,17 @@ fn id_of(record: &TestRecord) -> u64 {
 }
 
 fn write_config(dir: &Path, a: &str, b: &str) -> PathBuf {
-    let path = dir.join("drill.properties");
-    let text = format!(
-        "clusters = A, B\n\
-         A.bootstrap.servers = {a}\n\
-         B.bootstrap.servers = {b}\n\
-         A->B.enabled = true\n\
-         A->B.topics = {TOPIC}\n\
-         replication.factor = 1\n\
-         checkpoints.topic.replication.factor = 1\n\
-         offset-syncs.topic.replication.factor = 1\n\
-         heartbeats.topic.replication.factor = 1\n\
-         emit.checkpoints.interval.seconds = 1\n\
-         # B keeps every mirrored record, so what B holds is fixed once mirrored.\n\
-         config.properties.exclude = cleanup.policy\n",
+    let text = flow_properties(
+        ("A", a),
+        ("B", b),
+        &format!(
+            "A->B.topics = {TOPIC}\n\
+             emit.checkpoints.interval.seconds = 1\n\
+             # B keeps every mirrored record, so what B holds is fixed once mirrored.\n\
+             config.properties.exclude = cleanup.policy"
+        ),
     );
-    std::fs::write(&path, text).expect("write config");
-    path
+    write_properties(dir, "drill.properties", &text)
 }
 
 fn strait(args: &[&str]) -> Output {
@@ -347,14 +344,7 @@ fn drill(kind: Kind) {
     let dir = setup.clusters.dir().to_owned();
     let config = write_config(&dir, &a, &b);
     let config = config.to_str().expect("utf-8 path");
-    strait_ok(&[
-        "run",
-        "--config",
-        config,
-        "--until-caught-up",
-        "--listen",
-        "off",
-    ]);
+    strait_ok(&run_until_caught_up(config));
 
     // Records A takes with it when it is lost; one group has read them already.
     setup.produce(kind, &rdk, MIRRORED, UNMIRRORED);

@@ -5,13 +5,13 @@
 //! themselves (librdkafka reads both topics; a record's target offset is where its payload
 //! landed), and every applied offset is read back on the other cluster by librdkafka.
 
+mod running;
+
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use running::{run_to_end, run_until_caught_up, write_flow_config, Finished};
 use strait_core::offsets::plan::{Direction, FailoverPlan, GroupPlan, PartitionPlan};
 use strait_testkit::{Clusters, Rdk, TestRecord, Which};
 
@@ -34,25 +34,16 @@ impl Setup {
         let clusters = Clusters::start();
         let rdk = Rdk::new();
         rdk.create_topic(&clusters.source.bootstrap, TOPIC, 2);
-        let config = clusters.dir().join("mm2.properties");
-        std::fs::write(
-            &config,
-            format!(
-                "clusters = source, target\n\
-                 source.bootstrap.servers = {}\n\
-                 target.bootstrap.servers = {}\n\
-                 source->target.enabled = true\n\
-                 source->target.topics = {TOPIC}\n\
-                 replication.factor = 1\n\
-                 checkpoints.topic.replication.factor = 1\n\
-                 heartbeats.topic.replication.factor = 1\n\
-                 offset-syncs.topic.replication.factor = 1\n\
+        let config = write_flow_config(
+            &clusters,
+            ("source", "target"),
+            "mm2.properties",
+            &format!(
+                "source->target.topics = {TOPIC}\n\
                  emit.checkpoints.enabled = false\n\
-                 sync.group.offsets.enabled = false\n",
-                clusters.source.bootstrap, clusters.target.bootstrap
+                 sync.group.offsets.enabled = false"
             ),
-        )
-        .expect("write config");
+        );
         let setup = Setup {
             clusters,
             rdk,
@@ -92,21 +83,37 @@ impl Setup {
 
     /// `strait run --until-caught-up`.
     fn mirror(&self) {
-        let out = self.strait(&[
-            "run",
-            "--config",
-            self.config(),
-            "--until-caught-up",
-            "--listen",
-            "off",
-        ]);
-        assert!(out.ok, "strait run failed:\n{}", out.stderr);
+        let out = self.strait(&run_until_caught_up(self.config()));
+        assert!(out.ok(), "strait run failed:\n{}", out.stderr);
     }
 
     /// Runs the strait binary with `args` (killed after 2 minutes).
-    fn strait(&self, args: &[&str]) -> Output {
-        static RUNS: AtomicUsize = AtomicUsize::new(0);
-        run_strait(self.dir(), RUNS.fetch_add(1, Ordering::Relaxed), args)
+    fn strait(&self, args: &[&str]) -> Finished {
+        run_to_end(self.dir(), args, &[("RUST_LOG", "warn")])
+    }
+
+    /// `strait <command..> --config CONFIG --flow FLOW <extra..>`, which must succeed.
+    fn on_flow(&self, command: &[&str], extra: &[&str]) -> Finished {
+        let mut args = command.to_vec();
+        args.extend(["--config", self.config(), "--flow", FLOW]);
+        args.extend_from_slice(extra);
+        let out = self.strait(&args);
+        assert!(
+            out.ok(),
+            "strait {} failed:\n{}",
+            args.join(" "),
+            out.both()
+        );
+        out
+    }
+
+    /// `strait <command> plan --out NAME` (`failover` or `failback`): the plan file's path and
+    /// the run.
+    fn plan_to(&self, command: &str, name: &str) -> (String, Finished) {
+        let path = self.dir().join(name);
+        let file = path.to_str().expect("utf-8 path").to_owned();
+        let out = self.on_flow(&[command, "plan"], &["--out", &file]);
+        (file, out)
     }
 
     /// Commits `offsets` of `topic` for `group` on `bootstrap`.
@@ -157,49 +164,6 @@ impl Setup {
 /// A record with `value` as key and value.
 fn record(partition: i32, value: &str) -> TestRecord {
     TestRecord::new(partition, Some(value.as_bytes()), Some(value.as_bytes()))
-}
-
-/// What a run of the binary printed.
-struct Output {
-    ok: bool,
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-fn run_strait(dir: &Path, n: usize, args: &[&str]) -> Output {
-    let stdout_path = dir.join(format!("strait-{n}-{}.out", std::process::id()));
-    let stderr_path = dir.join(format!("strait-{n}-{}.err", std::process::id()));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strait"))
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(File::create(&stdout_path).expect("stdout file"))
-        .stderr(File::create(&stderr_path).expect("stderr file"))
-        .spawn()
-        .expect("spawn strait");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "strait {args:?} did not finish within 2 minutes:\n{}",
-                std::fs::read_to_string(&stderr_path).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output {
-        ok: status.success(),
-        code: status.code(),
-        stdout: std::fs::read_to_string(&stdout_path).unwrap_or_default(),
-        stderr: std::fs::read_to_string(&stderr_path).unwrap_or_default(),
-    }
 }
 
 /// The translation worked out from the records, not from strait's map.
@@ -275,7 +239,7 @@ fn partition(group: &GroupPlan, partition: i32) -> &PartitionPlan {
         .unwrap_or_else(|| panic!("{TOPIC}-{partition} not in group {}", group.group))
 }
 
-fn read_plan(path: &Path) -> FailoverPlan {
+fn read_plan(path: &str) -> FailoverPlan {
     let text = std::fs::read_to_string(path).expect("plan file");
     FailoverPlan::from_json(&text).expect("a valid plan")
 }
@@ -294,7 +258,7 @@ fn outcome(report: &serde_json::Value, group: &str) -> (String, Option<String>) 
     )
 }
 
-fn json(out: &Output) -> serde_json::Value {
+fn json(out: &Finished) -> serde_json::Value {
     serde_json::from_str(&out.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\nstderr:\n{}", out.stdout, out.stderr))
 }
@@ -331,21 +295,10 @@ fn failover_plan_is_exact_and_apply_writes_it_once_refusing_unsafe_groups() {
         }
     }
 
-    let plan_path = s.dir().join("failover.json");
-    let plan_file = plan_path.to_str().expect("utf-8 path");
-    let out = s.strait(&[
-        "failover",
-        "plan",
-        "--config",
-        s.config(),
-        "--flow",
-        FLOW,
-        "--out",
-        plan_file,
-    ]);
-    assert!(out.ok, "failover plan failed:\n{}", out.stderr);
+    let (plan_file, out) = s.plan_to("failover", "failover.json");
+    let plan_file = plan_file.as_str();
     eprintln!("--- strait failover plan (table) ---\n{}", out.stdout);
-    let plan = read_plan(&plan_path);
+    let plan = read_plan(plan_file);
     assert_eq!(plan.direction, Direction::Failover);
     assert_eq!(plan.flow, FLOW);
     assert_eq!(plan.source.alias, "source");
@@ -395,18 +348,10 @@ fn failover_plan_is_exact_and_apply_writes_it_once_refusing_unsafe_groups() {
     assert!(out.stdout.contains("blocked: group is active on target"));
 
     // --groups narrows; --json prints the same numbers.
-    let out = s.strait(&[
-        "failover",
-        "plan",
-        "--config",
-        s.config(),
-        "--flow",
-        FLOW,
-        "--groups",
-        "billing|audit",
-        "--json",
-    ]);
-    assert!(out.ok, "{}", out.stderr);
+    let out = s.on_flow(
+        &["failover", "plan"],
+        &["--groups", "billing|audit", "--json"],
+    );
     eprintln!(
         "--- strait failover plan --groups 'billing|audit' --json ---\n{}",
         out.stdout
@@ -427,7 +372,7 @@ fn failover_plan_is_exact_and_apply_writes_it_once_refusing_unsafe_groups() {
         "--flow",
         "target->source",
     ]);
-    assert!(!out.ok);
+    assert!(!out.ok());
     assert!(
         out.stderr.contains("its flows are: source->target"),
         "{}",
@@ -441,7 +386,7 @@ fn failover_plan_is_exact_and_apply_writes_it_once_refusing_unsafe_groups() {
     s.mirror();
 
     let out = s.strait(&["failover", "apply", plan_file, "--dry-run"]);
-    assert_eq!(out.code, Some(1), "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(out.code(), Some(1), "{}\n{}", out.stdout, out.stderr);
     eprintln!("--- strait failover apply --dry-run ---\n{}", out.stdout);
     assert!(out.stdout.contains("group billing: would apply (dry run)"));
     assert!(
@@ -451,7 +396,7 @@ fn failover_plan_is_exact_and_apply_writes_it_once_refusing_unsafe_groups() {
 
     // Without --config: the plan's bootstrap servers.
     let out = s.strait(&["failover", "apply", plan_file, "--json"]);
-    assert_eq!(out.code, Some(1), "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(out.code(), Some(1), "{}\n{}", out.stdout, out.stderr);
     let report = json(&out);
     let refused = |kind: &str| ("refused".to_owned(), Some(kind.to_owned()));
     assert_eq!(outcome(&report, "audit"), ("applied".into(), None));
@@ -474,22 +419,14 @@ fn failover_plan_is_exact_and_apply_writes_it_once_refusing_unsafe_groups() {
     drop(member);
     let out = s.strait(&["failover", "apply", plan_file, "--config", s.config()]);
     eprintln!("--- strait failover apply (second run) ---\n{}", out.stdout);
-    assert_eq!(out.code, Some(1), "{}\n{}", out.stdout, out.stderr);
-    assert!(
-        out.stdout.contains("group billing: already applied"),
-        "{}",
-        out.stdout
-    );
-    assert!(
-        out.stdout.contains("group audit: already applied"),
-        "{}",
-        out.stdout
-    );
-    assert!(
-        out.stdout.contains("group late: refused: stale plan"),
-        "{}",
-        out.stdout
-    );
+    assert_eq!(out.code(), Some(1), "{}\n{}", out.stdout, out.stderr);
+    for line in [
+        "group billing: already applied",
+        "group audit: already applied",
+        "group late: refused: stale plan",
+    ] {
+        assert!(out.stdout.contains(line), "{line}:\n{}", out.stdout);
+    }
     assert!(
         out.stderr.contains("3 of 6 groups refused"),
         "{}",
@@ -504,18 +441,7 @@ fn failover_plan_is_exact_and_apply_writes_it_once_refusing_unsafe_groups() {
     assert_eq!(s.committed(&b, "busy", REMOTE), offsets(&[(0, 10)]));
 
     // Planned again, "late" is exact now that its records are mirrored.
-    let out = s.strait(&[
-        "failover",
-        "plan",
-        "--config",
-        s.config(),
-        "--flow",
-        FLOW,
-        "--groups",
-        "late",
-        "--json",
-    ]);
-    assert!(out.ok, "{}", out.stderr);
+    let out = s.on_flow(&["failover", "plan"], &["--groups", "late", "--json"]);
     let again = FailoverPlan::from_json(&out.stdout).expect("plan JSON");
     let late = partition(group(&again, "late"), 1);
     assert_eq!(
@@ -531,21 +457,9 @@ fn failback_plan_reads_the_map_backwards_and_counts_what_the_source_lacks() {
     // A takes 5 more records on partition 1 that it has no time to send: A is lost.
     s.produce_source(1, SIZES[1], 5);
     s.commit(&a, "app", TOPIC, &[(0, 30), (1, 40)]);
-    let failover = s.dir().join("failover.json");
-    let failover_file = failover.to_str().expect("utf-8 path");
-    let out = s.strait(&[
-        "failover",
-        "plan",
-        "--config",
-        s.config(),
-        "--flow",
-        FLOW,
-        "--out",
-        failover_file,
-    ]);
-    assert!(out.ok, "{}", out.stderr);
-    let out = s.strait(&["failover", "apply", failover_file]);
-    assert!(out.ok, "{}\n{}", out.stdout, out.stderr);
+    let (failover_file, _) = s.plan_to("failover", "failover.json");
+    let out = s.strait(&["failover", "apply", &failover_file]);
+    assert!(out.ok(), "{}\n{}", out.stdout, out.stderr);
     assert_eq!(s.committed(&b, "app", REMOTE), offsets(&[(0, 30), (1, 40)]));
 
     // After the failover, producers write to B directly and the group reads on there.
@@ -565,21 +479,10 @@ fn failback_plan_reads_the_map_backwards_and_counts_what_the_source_lacks() {
         (47..52).collect::<Vec<_>>()
     );
 
-    let plan_path = s.dir().join("failback.json");
-    let plan_file = plan_path.to_str().expect("utf-8 path");
-    let out = s.strait(&[
-        "failback",
-        "plan",
-        "--config",
-        s.config(),
-        "--flow",
-        FLOW,
-        "--out",
-        plan_file,
-    ]);
-    assert!(out.ok, "failback plan failed:\n{}", out.stderr);
+    let (plan_file, out) = s.plan_to("failback", "failback.json");
+    let plan_file = plan_file.as_str();
     eprintln!("--- strait failback plan (table) ---\n{}", out.stdout);
-    let plan = read_plan(&plan_path);
+    let plan = read_plan(plan_file);
     assert_eq!(plan.direction, Direction::Failback);
     let app = group(&plan, "app");
     assert_eq!(app.blocker, None);
@@ -612,7 +515,7 @@ fn failback_plan_reads_the_map_backwards_and_counts_what_the_source_lacks() {
     assert!(out.stdout.contains("a target->source flow is needed"));
 
     let out = s.strait(&["failover", "apply", plan_file]);
-    assert!(!out.ok);
+    assert!(!out.ok());
     assert!(
         out.stderr.contains("strait failback apply"),
         "{}",
@@ -621,12 +524,12 @@ fn failback_plan_reads_the_map_backwards_and_counts_what_the_source_lacks() {
 
     let out = s.strait(&["failback", "apply", plan_file, "--config", s.config()]);
     eprintln!("--- strait failback apply ---\n{}", out.stdout);
-    assert!(out.ok, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.ok(), "{}\n{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("group app: applied"), "{}", out.stdout);
     assert_eq!(s.committed(&a, "app", TOPIC), offsets(&[(0, 50), (1, 40)]));
 
     let out = s.strait(&["failback", "apply", plan_file, "--json"]);
-    assert!(out.ok, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.ok(), "{}\n{}", out.stdout, out.stderr);
     assert_eq!(
         outcome(&json(&out), "app"),
         ("already_applied".into(), None)
@@ -639,24 +542,13 @@ fn failover_apply_goes_ahead_when_the_source_cluster_is_lost() {
     let mut s = Setup::mirrored();
     let (a, b) = (s.source().to_owned(), s.target().to_owned());
     s.commit(&a, "app", TOPIC, &[(0, 17), (1, 40)]);
-    let plan_path = s.dir().join("failover.json");
-    let plan_file = plan_path.to_str().expect("utf-8 path");
-    let out = s.strait(&[
-        "failover",
-        "plan",
-        "--config",
-        s.config(),
-        "--flow",
-        FLOW,
-        "--out",
-        plan_file,
-    ]);
-    assert!(out.ok, "{}", out.stderr);
+    let (plan_file, _) = s.plan_to("failover", "failover.json");
+    let plan_file = plan_file.as_str();
 
     s.clusters.kill_broker(Which::Source);
     let started = Instant::now();
     let out = s.strait(&["failover", "apply", plan_file]);
-    assert!(out.ok, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.ok(), "{}\n{}", out.stdout, out.stderr);
     assert!(
         started.elapsed() < Duration::from_secs(30),
         "a lost source must not hold the failover up: {:?}",
@@ -684,19 +576,10 @@ fn offsets_exported_to_csv_import_to_the_same_offsets() {
 
     let csv_path = s.dir().join("offsets.csv");
     let csv_file = csv_path.to_str().expect("utf-8 path");
-    let out = s.strait(&[
-        "offsets",
-        "export",
-        "--config",
-        s.config(),
-        "--flow",
-        FLOW,
-        "--format",
-        "csv",
-        "--out",
-        csv_file,
-    ]);
-    assert!(out.ok, "{}", out.stderr);
+    s.on_flow(
+        &["offsets", "export"],
+        &["--format", "csv", "--out", csv_file],
+    );
     let text = std::fs::read_to_string(&csv_path).expect("csv");
     eprintln!("--- strait offsets export --format csv ---\n{text}");
     let lines: Vec<&str> = text.lines().collect();
@@ -704,8 +587,7 @@ fn offsets_exported_to_csv_import_to_the_same_offsets() {
     assert!(lines[0].starts_with(
         "flow,direction,group,topic,partition,remote_topic,source_offset,target_offset,exact"
     ));
-    let out = s.strait(&["offsets", "export", "--config", s.config(), "--flow", FLOW]);
-    assert!(out.ok, "{}", out.stderr);
+    let out = s.on_flow(&["offsets", "export"], &[]);
     let exported = FailoverPlan::from_json(&out.stdout).expect("JSON export is a plan");
     let json_path = s.dir().join("offsets.json");
     std::fs::write(&json_path, &out.stdout).expect("write json");
@@ -718,7 +600,7 @@ fn offsets_exported_to_csv_import_to_the_same_offsets() {
         s.config(),
         "--json",
     ]);
-    assert_eq!(out.code, Some(1), "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(out.code(), Some(1), "{}\n{}", out.stdout, out.stderr);
     let report = json(&out);
     assert_eq!(outcome(&report, "g1"), ("applied".into(), None));
     assert_eq!(outcome(&report, "g2"), ("applied".into(), None));

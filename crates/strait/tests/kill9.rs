@@ -3,12 +3,15 @@
 //! lost, every partition keeps the source order, and every record the target holds twice is one
 //! strait reported as a duplicate. With the crash-tail matching that number should be zero.
 
+mod running;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use running::write_flow_config;
 use strait_kafka::admin::{IsolationLevel, OffsetSpec};
 use strait_kafka::{Client, ClientConfig, TopicPartition};
 use strait_testkit::{Clusters, Rdk, TestRecord};
@@ -301,27 +304,15 @@ fn kill_minus_nine_at_several_points_loses_nothing() {
     );
 
     let dir: PathBuf = clusters.dir().to_path_buf();
-    let config = dir.join("mm2.properties");
     // As scripts/quickstart writes it for the harness' ports. A 32 KiB round budget instead of
     // 64 MiB makes some two hundred rounds of the initial data (a few hundred ms): more rounds,
     // each a produce then a map write, to be killed in the middle of.
-    std::fs::write(
-        &config,
-        format!(
-            "clusters = source, target\n\
-             source.bootstrap.servers = {}\n\
-             target.bootstrap.servers = {}\n\
-             source->target.enabled = true\n\
-             source->target.topics = {TOPIC}\n\
-             replication.factor = 1\n\
-             checkpoints.topic.replication.factor = 1\n\
-             heartbeats.topic.replication.factor = 1\n\
-             offset-syncs.topic.replication.factor = 1\n\
-             strait.max.bytes.in.flight = 32768\n",
-            clusters.source.bootstrap, clusters.target.bootstrap
-        ),
-    )
-    .expect("write config");
+    let config = write_flow_config(
+        &clusters,
+        ("source", "target"),
+        "mm2.properties",
+        &format!("source->target.topics = {TOPIC}\nstrait.max.bytes.in.flight = 32768"),
+    );
 
     let mut logs = Vec::new();
     let mut mid_mirror_kills = 0;

@@ -5,13 +5,13 @@
 //! `--log-format json` writes one JSON object per line; and a password in the config never
 //! reaches stdout or stderr, even at `RUST_LOG=debug`.
 
-use std::collections::BTreeMap;
-use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+mod running;
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use running::{run_to_end, write_flow_config};
 use serde_json::Value;
 use strait_kafka::{Client, ClientConfig, TopicPartition};
 use strait_testkit::{Clusters, Rdk, TestRecord};
@@ -20,82 +20,10 @@ const FLOW: &str = "source->target";
 /// Bytes of each record value: letters lz4 and the broker cannot shrink much.
 const VALUE_LEN: usize = 100;
 
-/// What one run of the binary left behind.
-#[derive(Debug)]
-struct Run {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn both(&self) -> String {
-        format!(
-            "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
-            self.status, self.stdout, self.stderr
-        )
-    }
-}
-
-/// Runs the strait binary with `args` and `env`, stdout and stderr to files (no terminal);
-/// killed after 2 minutes.
-fn strait(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
-    static RUNS: AtomicUsize = AtomicUsize::new(0);
-    let n = RUNS.fetch_add(1, Ordering::Relaxed);
-    let out_path = dir.join(format!("strait-{n}.out"));
-    let err_path = dir.join(format!("strait-{n}.err"));
-    let mut command = Command::new(env!("CARGO_BIN_EXE_strait"));
-    command
-        .args(args)
-        .env_remove("RUST_LOG")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(File::create(&out_path).expect("stdout file"))
-        .stderr(File::create(&err_path).expect("stderr file"));
-    for (key, value) in env {
-        command.env(key, value);
-    }
-    let mut child = command.spawn().expect("spawn strait");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "strait {args:?} did not finish within 2 minutes:\n{}",
-                std::fs::read_to_string(&err_path).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Run {
-        status,
-        stdout: std::fs::read_to_string(&out_path).unwrap_or_default(),
-        stderr: std::fs::read_to_string(&err_path).unwrap_or_default(),
-    }
-}
-
 /// `source->target` over the test clusters, plus `extra` lines; returns the file.
 fn write_config(clusters: &Clusters, name: &str, extra: &str) -> PathBuf {
-    let path = clusters.dir().join(name);
-    let text = format!(
-        "clusters = source, target\n\
-         source.bootstrap.servers = {}\n\
-         target.bootstrap.servers = {}\n\
-         source->target.enabled = true\n\
-         source->target.topics = .*\n\
-         replication.factor = 1\n\
-         checkpoints.topic.replication.factor = 1\n\
-         offset-syncs.topic.replication.factor = 1\n\
-         heartbeats.topic.replication.factor = 1\n\
-         {extra}\n",
-        clusters.source.bootstrap, clusters.target.bootstrap
-    );
-    std::fs::write(&path, text).expect("write config");
-    path
+    let extra = format!("source->target.topics = .*\n{extra}");
+    write_flow_config(clusters, ("source", "target"), name, &extra)
 }
 
 /// Records `first..first + n`, record `i` to partition `i % partitions`, with values that do
@@ -238,7 +166,7 @@ fn mirror_copies_until_caught_up_with_progress_lines_and_json_logs() {
     );
     let config = config.to_str().expect("utf-8 path");
 
-    let run = strait(
+    let run = run_to_end(
         &dir,
         &[
             "mirror",
@@ -284,7 +212,7 @@ fn mirror_copies_until_caught_up_with_progress_lines_and_json_logs() {
     for chunk in more.chunks(15_000) {
         rdk.produce(&clusters.source.bootstrap, "orders", chunk, "lz4");
     }
-    let run = strait(
+    let run = run_to_end(
         &dir,
         &[
             "mirror",
@@ -370,7 +298,7 @@ async fn records_lost_on_the_source_make_mirror_exit_non_zero_with_a_summary() {
     let mirror = |extra: &[&str]| {
         let mut args = vec!["mirror", "--config", config, "--until", "caught-up"];
         args.extend_from_slice(extra);
-        strait(&dir, &args, &[])
+        run_to_end(&dir, &args, &[])
     };
     let run = mirror(&[]);
     assert!(run.status.success(), "{}", run.both());
@@ -472,7 +400,7 @@ fn secrets_in_the_config_never_reach_the_output() {
     );
     let config = config.to_str().expect("utf-8 path");
     for format in ["human", "json"] {
-        let run = strait(
+        let run = run_to_end(
             &dir,
             &["mirror", "--config", config, "--log-format", format],
             &[("RUST_LOG", "debug")],

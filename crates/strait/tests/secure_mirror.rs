@@ -5,8 +5,9 @@
 //! written in the file. Nothing either password is found in anything strait printed, at debug
 //! level.
 
-use std::process::Command;
+mod running;
 
+use running::{flow_properties, run_to_end, run_until_caught_up, write_properties};
 use strait_testkit::{Rdk, Scram, SecureBroker, SecureBrokerOptions, TestCa, TestRecord};
 
 const TOPIC: &str = "secure-orders";
@@ -58,19 +59,11 @@ fn a_mirror_between_tls_and_scram_clusters_keeps_every_record_and_no_secret() {
     rdk_a.produce(&a.bootstrap, TOPIC, &records[..300], "lz4");
     rdk_a.produce(&a.bootstrap, TOPIC, &records[300..], "zstd");
 
-    let config = dir.join("secure.properties");
-    std::fs::write(
-        &config,
-        format!(
-            "clusters = A, B\n\
-             A.bootstrap.servers = {a}\n\
-             B.bootstrap.servers = {b}\n\
-             A->B.enabled = true\n\
-             A->B.topics = {TOPIC}\n\
-             replication.factor = 1\n\
-             checkpoints.topic.replication.factor = 1\n\
-             offset-syncs.topic.replication.factor = 1\n\
-             heartbeats.topic.replication.factor = 1\n\
+    let text = flow_properties(
+        ("A", &a.bootstrap),
+        ("B", &b.bootstrap),
+        &format!(
+            "A->B.topics = {TOPIC}\n\
              security.protocol = SASL_SSL\n\
              ssl.truststore.location = {ca_path}\n\
              A.sasl.mechanism = SCRAM-SHA-512\n\
@@ -78,39 +71,28 @@ fn a_mirror_between_tls_and_scram_clusters_keeps_every_record_and_no_secret() {
              required username=\"mirror\" password=\"${{env:STRAIT_TEST_A_PASSWORD}}\";\n\
              B.sasl.mechanism = SCRAM-SHA-256\n\
              B.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule \
-             required username=\"mirror\" password=\"{B_PASSWORD}\";\n",
-            a = a.bootstrap,
-            b = b.bootstrap,
+             required username=\"mirror\" password=\"{B_PASSWORD}\";"
         ),
-    )
-    .expect("write config");
+    );
+    let config = write_properties(&dir, "secure.properties", &text);
     let config = config.to_str().expect("utf-8 path");
 
     let mut printed = String::new();
     for args in [
-        vec![
-            "run",
-            "--config",
-            config,
-            "--until-caught-up",
-            "--listen",
-            "off",
-        ],
+        run_until_caught_up(config).to_vec(),
         vec!["map", "--config", config],
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_strait"))
-            .args(&args)
-            .env("RUST_LOG", "debug")
-            .env("STRAIT_TEST_A_PASSWORD", A_PASSWORD)
-            .output()
-            .expect("run strait");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+        let out = run_to_end(
+            &dir,
+            &args,
+            &[
+                ("RUST_LOG", "debug"),
+                ("STRAIT_TEST_A_PASSWORD", A_PASSWORD),
+            ],
         );
+        let text = format!("{}{}", out.stdout, out.stderr);
         assert!(
-            out.status.success(),
+            out.ok(),
             "strait {} failed: {}\n{text}",
             args.join(" "),
             out.status

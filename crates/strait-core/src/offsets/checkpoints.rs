@@ -653,7 +653,8 @@ fn chunks(encoded: Vec<Encoded>) -> Vec<Vec<Encoded>> {
 mod tests {
     use super::*;
 
-    fn cp(group: &str, partition: i32, upstream: i64, downstream: i64) -> Checkpoint {
+    /// A checkpoint of `group` on `A.orders`, no metadata (used by the store's tests too).
+    pub(super) fn cp(group: &str, partition: i32, upstream: i64, downstream: i64) -> Checkpoint {
         Checkpoint {
             group: group.into(),
             topic: "A.orders".into(),

@@ -1,11 +1,17 @@
-//! Setup shared by the flow tests: clients, a `source->target` flow config, a started flow.
+//! Setup shared by the flow tests: clients, a `source->target` flow config, a started flow;
+//! and reading back the single-partition topics strait writes as MM2 does (heartbeats, offset
+//! syncs, checkpoints): their raw records and how the topic was made.
 #![allow(dead_code, unreachable_pub)]
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use strait_core::config::{FlowConfig, StraitConfig};
 use strait_core::flow::{Flow, FlowOptions};
-use strait_kafka::{Client, ClientConfig};
+use strait_kafka::admin::{ConfigResource, IsolationLevel, OffsetSpec};
+use strait_kafka::fetch::{FetchOptions, FetchPosition};
+use strait_kafka::{Client, ClientConfig, TopicPartition};
+use strait_wire::BatchScanner;
 
 /// A client with a 20 s operation timeout; logs to the test's output with `RUST_LOG`.
 pub async fn client(bootstrap: &str) -> Client {
@@ -53,4 +59,105 @@ pub async fn start_flow(source: &str, target: &str, extra: &str) -> Flow {
     )
     .await
     .expect("flow starts")
+}
+
+/// One record as read from a topic: raw key, value and timestamp.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawRecord {
+    pub key: Bytes,
+    pub value: Bytes,
+    pub timestamp: i64,
+}
+
+/// The end offset (high watermark) of partition 0 of `topic`.
+pub async fn end_offset(client: &Client, topic: &str) -> i64 {
+    client
+        .list_offset(
+            &TopicPartition::new(topic, 0),
+            OffsetSpec::Latest,
+            IsolationLevel::ReadUncommitted,
+        )
+        .await
+        .expect("end offset")
+        .offset
+}
+
+/// Every record of partition 0 of `topic` up to its end now, grouped by batch, in order.
+/// Checks what MM2's topics hold: no holes, no overlap, no control batches, no headers, a key
+/// and a value on every record.
+pub async fn read_batches(client: &Client, topic: &str) -> Vec<Vec<RawRecord>> {
+    let tp = TopicPartition::new(topic, 0);
+    let end = end_offset(client, topic).await;
+    let options = FetchOptions {
+        max_wait: Duration::from_millis(10),
+        isolation: IsolationLevel::ReadUncommitted,
+        ..Default::default()
+    };
+    let mut position = 0;
+    let mut out = Vec::new();
+    while position < end {
+        let data = client
+            .fetch(&[FetchPosition::new(tp.clone(), position)], &options)
+            .await
+            .remove(&tp)
+            .expect("asked")
+            .expect("fetch");
+        let before = position;
+        for batch in BatchScanner::new(data.records) {
+            let batch = batch.expect("well-formed batch");
+            assert!(
+                !batch.header.attributes.is_control(),
+                "no control batches expected"
+            );
+            if batch.header.next_offset() <= position {
+                continue;
+            }
+            assert_eq!(batch.header.base_offset, position, "no holes, no overlap");
+            let records = strait_wire::records::batch_records(&batch).expect("records decode");
+            out.push(
+                records
+                    .into_iter()
+                    .map(|r| {
+                        assert!(r.headers.is_empty(), "MM2 writes no headers");
+                        RawRecord {
+                            key: r.key.expect("key"),
+                            value: r.value.expect("value"),
+                            timestamp: batch.header.base_timestamp + r.timestamp_delta,
+                        }
+                    })
+                    .collect(),
+            );
+            position = batch.header.next_offset();
+        }
+        assert!(
+            position > before,
+            "no progress reading {topic} at {position}"
+        );
+    }
+    out
+}
+
+/// Every record of partition 0 of `topic` up to its end now, in order ([`read_batches`]).
+pub async fn read_records(client: &Client, topic: &str) -> Vec<RawRecord> {
+    read_batches(client, topic).await.concat()
+}
+
+/// `topic` is made as MM2 makes its own topics: one partition, compacted.
+pub async fn assert_compacted_single_partition(client: &Client, topic: &str) {
+    let m = client.refresh_metadata().await.unwrap();
+    assert_eq!(
+        m.topics[topic].partitions.len(),
+        1,
+        "{topic}: one partition"
+    );
+    let configs = client
+        .describe_configs(&ConfigResource::Topic(topic.to_owned()))
+        .await
+        .unwrap();
+    assert!(
+        configs
+            .iter()
+            .any(|c| c.name == "cleanup.policy" && c.value.as_deref() == Some("compact")),
+        "{topic}: cleanup.policy=compact; {configs:?}"
+    );
 }

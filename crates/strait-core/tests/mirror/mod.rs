@@ -2,18 +2,13 @@
 //! mirrored so that target offsets differ from source offsets, and helpers to read the target.
 #![allow(dead_code, unreachable_pub)]
 
-use std::time::Duration;
-
 use bytes::Bytes;
 use strait_core::config::FlowConfig;
 use strait_core::flow::Flow;
 use strait_core::offsets::checkpoints::CheckpointTask;
-use strait_kafka::admin::{IsolationLevel, OffsetSpec};
-use strait_kafka::fetch::{FetchOptions, FetchPosition};
-use strait_kafka::{Client, TopicPartition};
+use strait_kafka::Client;
 use strait_testkit::{Clusters, Rdk, TestRecord};
 use strait_wire::offset_map::{SourcePartition, Translation};
-use strait_wire::BatchScanner;
 
 use crate::common;
 
@@ -121,50 +116,13 @@ impl Mirror {
     }
 }
 
-pub async fn end_offset(client: &Client, topic: &str) -> i64 {
-    client
-        .list_offset(
-            &TopicPartition::new(topic, 0),
-            OffsetSpec::Latest,
-            IsolationLevel::ReadUncommitted,
-        )
-        .await
-        .expect("end offset")
-        .offset
-}
+pub use common::end_offset;
 
 /// Every record of partition 0 of `topic`, raw key and value, in order.
 pub async fn read_topic(client: &Client, topic: &str) -> Vec<(Bytes, Bytes)> {
-    let tp = TopicPartition::new(topic, 0);
-    let end = end_offset(client, topic).await;
-    let options = FetchOptions {
-        max_wait: Duration::from_millis(10),
-        isolation: IsolationLevel::ReadUncommitted,
-        ..Default::default()
-    };
-    let mut position = 0;
-    let mut out = Vec::new();
-    while position < end {
-        let data = client
-            .fetch(&[FetchPosition::new(tp.clone(), position)], &options)
-            .await
-            .remove(&tp)
-            .expect("asked")
-            .expect("fetch");
-        let before = position;
-        for batch in BatchScanner::new(data.records) {
-            let batch = batch.expect("well-formed batch");
-            if batch.header.next_offset() <= position {
-                continue;
-            }
-            assert_eq!(batch.header.base_offset, position, "no holes, no overlap");
-            for r in strait_wire::records::batch_records(&batch).expect("records decode") {
-                assert!(r.headers.is_empty(), "MM2 writes no headers");
-                out.push((r.key.expect("key"), r.value.expect("value")));
-            }
-            position = batch.header.next_offset();
-        }
-        assert!(position > before, "no progress reading {topic}");
-    }
-    out
+    common::read_records(client, topic)
+        .await
+        .into_iter()
+        .map(|r| (r.key, r.value))
+        .collect()
 }

@@ -153,6 +153,37 @@ impl Received {
     }
 }
 
+/// The answer to an OffsetCommit `request`: every partition it names, with `error_code` (0:
+/// committed).
+pub fn offset_commit_response(
+    request: &kafka_protocol::messages::OffsetCommitRequest,
+    error_code: i16,
+) -> kafka_protocol::messages::OffsetCommitResponse {
+    use kafka_protocol::messages::offset_commit_response::{
+        OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+    };
+    kafka_protocol::messages::OffsetCommitResponse::default().with_topics(
+        request
+            .topics
+            .iter()
+            .map(|t| {
+                OffsetCommitResponseTopic::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                OffsetCommitResponsePartition::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_error_code(error_code)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect(),
+    )
+}
+
 /// Encodes a response frame. ApiVersions answers always carry header v0 (KIP-511), which
 /// `response_header_version` knows.
 pub fn response_frame<M: Encodable>(

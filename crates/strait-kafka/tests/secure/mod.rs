@@ -3,7 +3,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{
@@ -52,6 +52,32 @@ pub fn cause(e: Error) -> Error {
         Error::NoBootstrap { last, .. } => *last,
         other => other,
     }
+}
+
+/// Connects to `bootstrap` with `security` and expects it to fail at once (`what` fails: a
+/// refusal is not retried for `default.api.timeout.ms`): the error and its message as shown.
+pub async fn failed_connect(bootstrap: &str, security: Security, what: &str) -> (Error, String) {
+    let started = Instant::now();
+    let err = Client::connect(config(bootstrap, security))
+        .await
+        .expect_err("connect must fail");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{what} took {:?}: was it retried?",
+        started.elapsed()
+    );
+    let shown = err.to_string();
+    eprintln!("{shown}");
+    (err, shown)
+}
+
+/// An error's `cluster` and `broker`, and its message `shown`, name cluster [`ALIAS`] and the
+/// broker `bootstrap`.
+pub fn assert_names_broker(cluster: Option<&str>, broker: &str, bootstrap: &str, shown: &str) {
+    assert_eq!(cluster, Some(ALIAS));
+    assert_eq!(broker, bootstrap);
+    assert!(shown.contains(&format!("cluster `{ALIAS}`")), "{shown}");
+    assert!(shown.contains(bootstrap), "{shown}");
 }
 
 /// One uncompressed batch of `n` records `key-i` / `tag-i`.

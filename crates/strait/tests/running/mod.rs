@@ -1,12 +1,16 @@
-//! A `strait run --listen` process between two test clusters, and what the metrics and status
-//! tests read from it: `GET` over plain HTTP, Prometheus text parsed into samples.
+//! What the tests of the strait binary share: MM2 config files for a flow between test
+//! clusters, a run of the binary to its end, a `strait run --listen` process between two test
+//! clusters, and what the tests read from it: `GET` over plain HTTP, Prometheus text parsed into
+//! samples.
 #![allow(dead_code, unreachable_pub)]
 
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use strait_testkit::Clusters;
@@ -22,7 +26,7 @@ impl Strait {
     /// Starts `strait run` on `config`, logging to `log`.
     pub fn run(config: &Path, log: PathBuf) -> Strait {
         let port = free_port();
-        let file = std::fs::File::create(&log).expect("log file");
+        let file = File::create(&log).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_strait"))
             .args(["run", "--config"])
             .arg(config)
@@ -64,6 +68,14 @@ impl Strait {
     /// `GET path`: status code and body.
     pub fn get(&self, path: &str) -> std::io::Result<(u16, String)> {
         get(self.port, path)
+    }
+
+    /// `GET path`: status code and the body parsed as JSON.
+    pub fn get_json(&self, path: &str) -> std::io::Result<(u16, serde_json::Value)> {
+        let (status, body) = self.get(path)?;
+        let body = serde_json::from_str(&body)
+            .map_err(|e| std::io::Error::other(format!("{e}: {body:?}")))?;
+        Ok((status, body))
     }
 
     /// The current `/metrics` samples; empty while it does not answer yet.
@@ -130,19 +142,132 @@ pub fn get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
 
 /// An MM2 config with the flow `A->B` between the test clusters, plus `extra` lines.
 pub fn write_config(clusters: &Clusters, name: &str, extra: &str) -> PathBuf {
-    let (a, b) = (&clusters.source.bootstrap, &clusters.target.bootstrap);
-    let path = clusters.dir().join(name);
-    std::fs::write(
-        &path,
-        format!(
-            "clusters = A, B\nA.bootstrap.servers = {a}\nB.bootstrap.servers = {b}\n\
-             A->B.enabled = true\nreplication.factor = 1\n\
-             checkpoints.topic.replication.factor = 1\noffset-syncs.topic.replication.factor = 1\n\
-             heartbeats.topic.replication.factor = 1\n{extra}\n"
-        ),
+    write_flow_config(clusters, ("A", "B"), name, extra)
+}
+
+/// An MM2 config with the flow `a->b` from the source test cluster (alias `a`) to the target
+/// one (alias `b`), plus `extra` lines.
+pub fn write_flow_config(
+    clusters: &Clusters,
+    (a, b): (&str, &str),
+    name: &str,
+    extra: &str,
+) -> PathBuf {
+    let text = flow_properties(
+        (a, &clusters.source.bootstrap),
+        (b, &clusters.target.bootstrap),
+        extra,
+    );
+    write_properties(clusters.dir(), name, &text)
+}
+
+/// The MM2 properties of one flow `a->b` between two clusters, each given as (alias, bootstrap
+/// servers), with every topic strait creates at replication factor 1, then `extra` lines.
+pub fn flow_properties(
+    (a, a_servers): (&str, &str),
+    (b, b_servers): (&str, &str),
+    extra: &str,
+) -> String {
+    format!(
+        "clusters = {a}, {b}\n\
+         {a}.bootstrap.servers = {a_servers}\n\
+         {b}.bootstrap.servers = {b_servers}\n\
+         {a}->{b}.enabled = true\n\
+         replication.factor = 1\n\
+         checkpoints.topic.replication.factor = 1\n\
+         offset-syncs.topic.replication.factor = 1\n\
+         heartbeats.topic.replication.factor = 1\n\
+         {extra}\n"
     )
-    .expect("write config");
+}
+
+/// Writes `text` to the file `name` in `dir`; its path.
+pub fn write_properties(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write config");
     path
+}
+
+/// The arguments of `strait run` on `config` until the target has caught up, without the HTTP
+/// listener.
+pub fn run_until_caught_up(config: &str) -> [&str; 6] {
+    [
+        "run",
+        "--config",
+        config,
+        "--until-caught-up",
+        "--listen",
+        "off",
+    ]
+}
+
+/// What one run of the binary to its end left behind.
+#[derive(Debug)]
+pub struct Finished {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Finished {
+    /// Whether it exited 0.
+    pub fn ok(&self) -> bool {
+        self.status.success()
+    }
+
+    /// Its exit code, if it exited.
+    pub fn code(&self) -> Option<i32> {
+        self.status.code()
+    }
+
+    /// Its exit status, stdout and stderr, for an assertion's message.
+    pub fn both(&self) -> String {
+        format!(
+            "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.status, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs the strait binary with `args` to its end: `RUST_LOG` unset unless `env` sets it, no
+/// colours, `env` set, stdout and stderr to files in `dir` (no terminal); killed after 2 minutes.
+pub fn run_to_end(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Finished {
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
+    let n = RUNS.fetch_add(1, Ordering::Relaxed);
+    let out_path = dir.join(format!("strait-{n}-{}.out", std::process::id()));
+    let err_path = dir.join(format!("strait-{n}-{}.err", std::process::id()));
+    let mut command = Command::new(env!("CARGO_BIN_EXE_strait"));
+    command
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(File::create(&out_path).expect("stdout file"))
+        .stderr(File::create(&err_path).expect("stderr file"));
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().expect("spawn strait");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "strait {args:?} did not finish within 2 minutes:\n{}",
+                std::fs::read_to_string(&err_path).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Finished {
+        status,
+        stdout: std::fs::read_to_string(&out_path).unwrap_or_default(),
+        stderr: std::fs::read_to_string(&err_path).unwrap_or_default(),
+    }
 }
 
 /// Samples of a Prometheus text page.

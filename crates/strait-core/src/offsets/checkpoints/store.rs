@@ -133,19 +133,9 @@ impl CheckpointStore {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::cp;
     use super::*;
     use strait_wire::offset_map::Translation;
-
-    fn cp(group: &str, partition: i32, upstream: i64, downstream: i64) -> Checkpoint {
-        Checkpoint {
-            group: group.into(),
-            topic: "A.orders".into(),
-            partition,
-            upstream_offset: upstream,
-            downstream_offset: downstream,
-            metadata: String::new(),
-        }
-    }
 
     #[test]
     fn checkpoints_never_move_backwards_unless_the_group_rewinds() {

@@ -16,15 +16,15 @@
 //!    said once and the group goes ahead.
 //! 6. Committed (unless a dry run).
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Serialize;
-use strait_kafka::groups::OffsetToCommit;
+use strait_kafka::groups::{CommittedOffset, GroupDescription, OffsetToCommit};
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::offset_map::{OffsetMap, SourcePartition};
 
-use super::{Direction, FailoverPlan, GroupPlan, PartitionPlan, PlanError};
-use crate::flow::map_store::MapStore;
+use super::{read_map, Direction, FailoverPlan, GroupPlan, PartitionPlan, PlanError};
 use crate::offsets::committed;
 
 /// How to apply.
@@ -314,14 +314,7 @@ pub async fn apply_plan(
     })?;
     let mut notes = Vec::new();
     let map = match target {
-        Some(t) => Some(
-            MapStore::read(t, &plan.source_alias)
-                .await
-                .map_err(|source| PlanError::Map {
-                    flow: plan.flow.clone(),
-                    source,
-                })?,
-        ),
+        Some(t) => Some(read_map(t, &plan.source_alias, &plan.flow).await?),
         None => {
             notes.push(format!(
                 "target cluster {} did not answer: the offset map was not read, so the plan \
@@ -410,6 +403,32 @@ impl Ctx<'_> {
         }
     }
 
+    /// Group `id` as `client` (cluster `cluster`) describes it.
+    async fn describe(
+        &self,
+        client: &Client,
+        cluster: &str,
+        id: &str,
+    ) -> Result<GroupDescription, Refusal> {
+        client
+            .describe_group(id)
+            .await
+            .map_err(self.failed(cluster, format!("describing group {id}")))
+    }
+
+    /// Group `id`'s committed offsets of `partitions` on `client` (cluster `cluster`).
+    async fn committed(
+        &self,
+        client: &Client,
+        cluster: &str,
+        id: &str,
+        partitions: &[TopicPartition],
+    ) -> Result<BTreeMap<TopicPartition, CommittedOffset>, Refusal> {
+        committed(client, id, partitions)
+            .await
+            .map_err(self.failed(cluster, format!("reading the offsets of group {id}")))
+    }
+
     async fn check_and_commit(
         &self,
         group: &GroupPlan,
@@ -434,9 +453,7 @@ impl Ctx<'_> {
             return Err(Refusal::NothingToApply);
         }
         let written: Vec<TopicPartition> = todo.iter().map(|(_, tp, _)| tp.clone()).collect();
-        let current = committed(self.destination, id, &written)
-            .await
-            .map_err(self.failed(dest, format!("reading the offsets of group {id}")))?;
+        let current = self.committed(self.destination, dest, id, &written).await?;
         for r in report.iter_mut() {
             let tp = TopicPartition::new(r.topic.clone(), r.partition);
             r.committed_before = current.get(&tp).map(|c| c.offset);
@@ -449,11 +466,7 @@ impl Ctx<'_> {
             return Ok(Outcome::AlreadyApplied);
         }
 
-        let description = self
-            .destination
-            .describe_group(id)
-            .await
-            .map_err(self.failed(dest, format!("describing group {id}")))?;
+        let description = self.describe(self.destination, dest, id).await?;
         if description.is_active() {
             return Err(Refusal::ActiveOnDestination {
                 cluster: dest.clone(),
@@ -540,10 +553,7 @@ impl Ctx<'_> {
     ) -> Result<(), Refusal> {
         let direction = self.plan.direction;
         let cluster = &self.plan.origin().alias;
-        let description = origin
-            .describe_group(id)
-            .await
-            .map_err(self.failed(cluster, format!("describing group {id}")))?;
+        let description = self.describe(origin, cluster, id).await?;
         if description.is_active() {
             return Err(Refusal::ActiveOnOrigin {
                 cluster: cluster.clone(),
@@ -554,9 +564,7 @@ impl Ctx<'_> {
             .iter()
             .map(|(p, _, _)| p.read_partition(direction))
             .collect();
-        let now = committed(origin, id, &read)
-            .await
-            .map_err(self.failed(cluster, format!("reading the offsets of group {id}")))?;
+        let now = self.committed(origin, cluster, id, &read).await?;
         for (p, _, _) in todo {
             let tp = p.read_partition(direction);
             let at = now.get(&tp).map(|c| c.offset);

@@ -12,14 +12,13 @@ use strait_kafka::groups::CommittedOffset;
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::offset_map::{OffsetMap, PartitionMap, ReverseTranslation, SourcePartition};
 
-use super::failover::describe_group;
 use super::{
-    wanted, Blocker, ClusterRef, Direction, FailoverPlan, GroupPlan, PartitionPlan, PlanError,
+    active_blocker, cluster_refs, committed_on, describe_group, moving_back, read_map, wanted,
+    Direction, FailoverPlan, GroupPlan, PartitionPlan, PlanError,
 };
 use crate::config::FlowConfig;
 use crate::filter::PatternList;
-use crate::flow::map_store::MapStore;
-use crate::offsets::{committed, consumer_groups, describe_back};
+use crate::offsets::{consumer_groups, describe_back};
 
 /// Plans the failback of `flow`'s groups from `target` (B) to `source` (A).
 ///
@@ -34,12 +33,7 @@ pub async fn plan_failback(
     narrow: Option<&PatternList>,
 ) -> Result<FailoverPlan, PlanError> {
     let (a, b) = (flow.source.as_str(), flow.target.as_str());
-    let map = MapStore::read(target, flow.source_alias.as_str())
-        .await
-        .map_err(|source| PlanError::Map {
-            flow: flow.name(),
-            source,
-        })?;
+    let map = read_map(target, flow.source_alias.as_str(), &flow.name()).await?;
     let source_metadata = source
         .refresh_metadata()
         .await
@@ -81,12 +75,7 @@ pub async fn plan_failback(
         .await
         .map_err(PlanError::kafka(b, "list groups"))?;
     for group in all.into_iter().filter(|g| wanted(g, narrow)) {
-        let on_target = committed(target, &group, &ask)
-            .await
-            .map_err(PlanError::kafka(
-                b,
-                format!("read the committed offsets of group {group}"),
-            ))?;
+        let on_target = committed_on(target, b, &group, &ask).await?;
         if on_target.is_empty() {
             continue;
         }
@@ -97,12 +86,7 @@ pub async fn plan_failback(
                 Some(TopicPartition::new(topic.clone(), tp.partition))
             })
             .collect();
-        let on_source = committed(source, &group, &sources)
-            .await
-            .map_err(PlanError::kafka(
-                a,
-                format!("read the committed offsets of group {group}"),
-            ))?;
+        let on_source = committed_on(source, a, &group, &sources).await?;
         let source_state = describe_group(source, a, &group).await?;
         let target_state = describe_group(target, b, &group).await?;
 
@@ -130,10 +114,7 @@ pub async fn plan_failback(
             partitions.push(partition_plan(&map, sp, tp, c, log_end, now, a, b));
         }
         groups.push(GroupPlan {
-            blocker: source_state.is_active().then(|| Blocker::GroupActive {
-                cluster: a.to_owned(),
-                state: source_state.state.clone(),
-            }),
+            blocker: active_blocker(a, &source_state),
             group,
             source_state: Some(source_state.state),
             target_state: Some(target_state.state),
@@ -144,10 +125,7 @@ pub async fn plan_failback(
     Ok(FailoverPlan::assemble(
         Direction::Failback,
         flow,
-        (
-            ClusterRef::new(a, source.config().bootstrap.clone()),
-            ClusterRef::new(b, target.config().bootstrap.clone()),
-        ),
+        cluster_refs(flow, source, target),
         &map,
         groups,
         Vec::new(),
@@ -175,14 +153,7 @@ fn partition_plan(
             foreign_between(m, c.offset, log_end),
         )
     });
-    let (duplicates, blocker) = match (planned, on_source) {
-        (None, _) => (0, Some(Blocker::PartitionUnmapped)),
-        (Some(planned), Some(committed)) if committed > planned => (
-            committed - planned,
-            Some(Blocker::WouldMoveBack { committed, planned }),
-        ),
-        _ => (0, None),
-    };
+    let (duplicates, blocker) = moving_back(planned, on_source);
     PartitionPlan {
         note: note(&back, unreplicated, missing_ahead, a, b),
         topic: sp.topic,

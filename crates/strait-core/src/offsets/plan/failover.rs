@@ -3,16 +3,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use strait_kafka::groups::{CommittedOffset, GroupDescription};
+use strait_kafka::groups::CommittedOffset;
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::offset_map::Translation;
 
 use super::{
-    wanted, Blocker, ClusterRef, Direction, FailoverPlan, GroupPlan, PartitionPlan, PlanError,
+    active_blocker, cluster_refs, committed_on, describe_group, moving_back, read_map, wanted,
+    Blocker, ClusterRef, Direction, FailoverPlan, GroupPlan, PartitionPlan, PlanError,
 };
 use crate::config::FlowConfig;
 use crate::filter::PatternList;
-use crate::flow::map_store::MapStore;
 use crate::offsets::{committed, consumer_groups, mapped_partitions, translate_offsets};
 use crate::offsets::{describe, TranslatedOffset};
 
@@ -32,12 +32,7 @@ pub async fn plan_failover(
     narrow: Option<&PatternList>,
 ) -> Result<FailoverPlan, PlanError> {
     let (a, b) = (flow.source.as_str(), flow.target.as_str());
-    let map = MapStore::read(target, flow.source_alias.as_str())
-        .await
-        .map_err(|source| PlanError::Map {
-            flow: flow.name(),
-            source,
-        })?;
+    let map = read_map(target, flow.source_alias.as_str(), &flow.name()).await?;
     let metadata = source
         .refresh_metadata()
         .await
@@ -96,12 +91,7 @@ pub async fn plan_failover(
             .iter()
             .map(TranslatedOffset::remote_partition)
             .collect();
-        let on_target = committed(target, &group, &remote)
-            .await
-            .map_err(PlanError::kafka(
-                b,
-                format!("read the committed offsets of group {group}"),
-            ))?;
+        let on_target = committed_on(target, b, &group, &remote).await?;
         let source_state = describe_group(source, a, &group).await?;
         let target_state = describe_group(target, b, &group).await?;
 
@@ -115,10 +105,7 @@ pub async fn plan_failover(
         partitions.extend(elsewhere.into_iter().map(|(tp, c)| unmirrored(flow, tp, c)));
         partitions.sort_by(|x, y| (&x.topic, x.partition).cmp(&(&y.topic, y.partition)));
         groups.push(GroupPlan {
-            blocker: target_state.is_active().then(|| Blocker::GroupActive {
-                cluster: b.to_owned(),
-                state: target_state.state.clone(),
-            }),
+            blocker: active_blocker(b, &target_state),
             group,
             source_state: Some(source_state.state),
             target_state: Some(target_state.state),
@@ -129,10 +116,7 @@ pub async fn plan_failover(
     Ok(FailoverPlan::assemble(
         Direction::Failover,
         flow,
-        (
-            ClusterRef::new(a, source.config().bootstrap.clone()),
-            ClusterRef::new(b, target.config().bootstrap.clone()),
-        ),
+        cluster_refs(flow, source, target),
         &map,
         groups,
         Vec::new(),
@@ -154,12 +138,7 @@ pub async fn plan_failover_from_checkpoints(
     narrow: Option<&PatternList>,
 ) -> Result<FailoverPlan, PlanError> {
     let (a, b) = (flow.source.as_str(), flow.target.as_str());
-    let map = MapStore::read(target, flow.source_alias.as_str())
-        .await
-        .map_err(|source| PlanError::Map {
-            flow: flow.name(),
-            source,
-        })?;
+    let map = read_map(target, flow.source_alias.as_str(), &flow.name()).await?;
     let checkpoints = crate::offsets::checkpoints::read_checkpoints(target, flow)
         .await
         .map_err(|e| PlanError::Map {
@@ -201,12 +180,7 @@ pub async fn plan_failover_from_checkpoints(
             .iter()
             .map(TranslatedOffset::remote_partition)
             .collect();
-        let on_target = committed(target, group, &remote)
-            .await
-            .map_err(PlanError::kafka(
-                b,
-                format!("read the committed offsets of group {group}"),
-            ))?;
+        let on_target = committed_on(target, b, group, &remote).await?;
         let target_state = describe_group(target, b, group).await?;
         let partitions = translated
             .into_iter()
@@ -223,10 +197,7 @@ pub async fn plan_failover_from_checkpoints(
             })
             .collect();
         groups.push(GroupPlan {
-            blocker: target_state.is_active().then(|| Blocker::GroupActive {
-                cluster: b.to_owned(),
-                state: target_state.state.clone(),
-            }),
+            blocker: active_blocker(b, &target_state),
             group: group.to_owned(),
             source_state: None,
             target_state: Some(target_state.state),
@@ -264,14 +235,7 @@ fn partition_plan(t: TranslatedOffset, on_target: Option<i64>) -> PartitionPlan 
         Translation::InLostRange { lost, .. } => lost,
         _ => 0,
     };
-    let (duplicates, blocker) = match (planned, on_target) {
-        (None, _) => (0, Some(Blocker::PartitionUnmapped)),
-        (Some(planned), Some(committed)) if committed > planned => (
-            committed - planned,
-            Some(Blocker::WouldMoveBack { committed, planned }),
-        ),
-        _ => (0, None),
-    };
+    let (duplicates, blocker) = moving_back(planned, on_target);
     let mut note = describe(&t.translation);
     if t.unreplicated() > 0 {
         // The gap closes if the flow still runs; a plan applied before it does would have the
@@ -315,16 +279,4 @@ fn unmirrored(flow: &FlowConfig, tp: TopicPartition, c: CommittedOffset) -> Part
         blocker: Some(Blocker::TopicNotMirrored),
         note: String::new(),
     }
-}
-
-/// `group` as `cluster` describes it.
-pub(super) async fn describe_group(
-    client: &Client,
-    cluster: &str,
-    group: &str,
-) -> Result<GroupDescription, PlanError> {
-    client
-        .describe_group(group)
-        .await
-        .map_err(PlanError::kafka(cluster, format!("describe group {group}")))
 }

@@ -27,12 +27,15 @@ mod failback;
 mod failover;
 mod rows;
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
-use strait_kafka::TopicPartition;
+use strait_kafka::groups::{CommittedOffset, GroupDescription};
+use strait_kafka::{Client, TopicPartition};
 use strait_wire::offset_map::{OffsetMap, SourcePartition};
 
+use crate::flow::map_store::MapStore;
 use crate::flow::FlowError;
 
 pub use apply::{
@@ -469,6 +472,19 @@ impl ClusterRef {
     }
 }
 
+/// `flow`'s source and target clusters as a plan names them, reached with `source` and
+/// `target`.
+fn cluster_refs(
+    flow: &crate::config::FlowConfig,
+    source: &Client,
+    target: &Client,
+) -> (ClusterRef, ClusterRef) {
+    (
+        ClusterRef::new(flow.source.as_str(), source.config().bootstrap.clone()),
+        ClusterRef::new(flow.target.as_str(), target.config().bootstrap.clone()),
+    )
+}
+
 /// The map's extent for `partitions` (those mapped), in order.
 fn map_extents<'a>(
     map: &OffsetMap,
@@ -527,6 +543,66 @@ fn rfc3339_utc(ms: i64) -> String {
         in_day / 1000 % 60,
         in_day % 1000
     )
+}
+
+/// The offset map of `flow` (whose source is `source_alias` in remote topics) as persisted on
+/// `target`.
+async fn read_map(target: &Client, source_alias: &str, flow: &str) -> Result<OffsetMap, PlanError> {
+    MapStore::read(target, source_alias)
+        .await
+        .map_err(|source| PlanError::Map {
+            flow: flow.to_owned(),
+            source,
+        })
+}
+
+/// `group`'s committed offsets of `partitions` on `client`, cluster `cluster`.
+async fn committed_on(
+    client: &Client,
+    cluster: &str,
+    group: &str,
+    partitions: &[TopicPartition],
+) -> Result<BTreeMap<TopicPartition, CommittedOffset>, PlanError> {
+    super::committed(client, group, partitions)
+        .await
+        .map_err(PlanError::kafka(
+            cluster,
+            format!("read the committed offsets of group {group}"),
+        ))
+}
+
+/// `group` as `cluster` describes it.
+async fn describe_group(
+    client: &Client,
+    cluster: &str,
+    group: &str,
+) -> Result<GroupDescription, PlanError> {
+    client
+        .describe_group(group)
+        .await
+        .map_err(PlanError::kafka(cluster, format!("describe group {group}")))
+}
+
+/// What blocks a whole group whose destination `cluster` describes it as `state`: running
+/// members there.
+fn active_blocker(cluster: &str, state: &GroupDescription) -> Option<Blocker> {
+    state.is_active().then(|| Blocker::GroupActive {
+        cluster: cluster.to_owned(),
+        state: state.state.clone(),
+    })
+}
+
+/// The records a group would read again, and the blocker, when the planned position on the
+/// destination is `planned` and the group is committed at `on_destination` there now.
+fn moving_back(planned: Option<i64>, on_destination: Option<i64>) -> (i64, Option<Blocker>) {
+    match (planned, on_destination) {
+        (None, _) => (0, Some(Blocker::PartitionUnmapped)),
+        (Some(planned), Some(committed)) if committed > planned => (
+            committed - planned,
+            Some(Blocker::WouldMoveBack { committed, planned }),
+        ),
+        _ => (0, None),
+    }
 }
 
 /// `group` passes the `--groups` narrowing (none: every group).
