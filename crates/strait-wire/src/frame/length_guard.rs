@@ -23,12 +23,13 @@
 //!   like any plain `INT32` field, and a broker id or a port near the end of a response can
 //!   exceed the bytes after it. So such a value is replaced, and the response decoded twice,
 //!   with 0 and with 1 in its place: a plain field does not change what the codec reads next, a
-//!   length does (no element, or one). When both runs read the same bytes in the same steps,
+//!   length does (no element, or one). When both runs read the same bytes in the same steps
+//!   and end the same way,
 //!   every replaced value was a plain field, and the real decode follows the same steps with
 //!   lengths that all fit: it is safe to run. Otherwise a length was impossible, and the
-//!   response is refused. A run that fails fails the decode: the real one would fail the same
-//!   way, or on the impossible length. The correlation id, first in every response header, is
-//!   never a length and is not replaced.
+//!   response is refused. When the runs read the same but fail, the decode fails with their
+//!   error: the real one would fail the same way. The correlation id, first in every response
+//!   header, is never a length and is not replaced.
 //!
 //! A response with nothing replaced (the usual case) is decoded once. What remains: a frame of
 //! `n` bytes can still make the codec reserve `n` elements of its largest type, some hundred
@@ -69,17 +70,27 @@ pub(super) fn decode<T>(
 ) -> Result<T, Refusal> {
     let keys = RandomState::new();
     let mut zero = Guarded::new(frame.clone(), Some(0), keys.clone());
-    let result = zero.run(&decode)?;
+    let with_zero = zero.run(&decode);
     let Some(replaced) = zero.first_replaced else {
         // Every value was the real one: this was the real decode.
-        return Ok(result);
+        return with_zero;
     };
-    drop(result);
+    if let Err(Refusal::Impossible(impossible)) = with_zero {
+        return Err(Refusal::Impossible(impossible));
+    }
     let mut one = Guarded::new(frame.clone(), Some(1), keys.clone());
-    one.run(&decode)?;
-    if zero.trace_digest() != one.trace_digest() {
+    let with_one = one.run(&decode);
+    if let Err(Refusal::Impossible(impossible)) = with_one {
+        return Err(Refusal::Impossible(impossible));
+    }
+    if zero.trace_digest() != one.trace_digest() || with_zero.is_ok() != with_one.is_ok() {
+        // A replaced value decided what was read next, or whether the rest decodes: it was a
+        // length, and impossible.
         return Err(Refusal::Impossible(replaced));
     }
+    // The replaced values were plain fields; a failure was not theirs.
+    with_zero?;
+    with_one?;
     Guarded::new(frame.clone(), None, keys).run(&decode)
 }
 
