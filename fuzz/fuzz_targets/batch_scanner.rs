@@ -24,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
                 producer_id: 4242,
                 producer_epoch: 7,
                 base_sequence: i32::MAX - (data.len() % 128) as i32,
-                transactional: data.len() % 2 == 0,
+                transactional: data.len().is_multiple_of(2),
             };
             let Ok(out) = rewrite_for_forward(&batch, &fwd) else {
                 continue;

@@ -14,7 +14,7 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::{
     ApiKey, BrokerId, FetchRequest, FetchResponse, MetadataRequest, MetadataResponse,
-    ResponseHeader, SaslHandshakeRequest, SaslHandshakeResponse, TopicName,
+    ProduceRequest, ResponseHeader, SaslHandshakeRequest, SaslHandshakeResponse, TopicName,
 };
 use kafka_protocol::protocol::{Encodable, HeaderVersion, Request, StrBytes};
 use proptest::prelude::*;
@@ -66,6 +66,24 @@ fn an_int32_array_length_past_the_end_is_refused_not_reserved() {
             }) => {}
             other => panic!("v{version}: {other:?}"),
         }
+    }
+}
+
+#[test]
+fn the_fuzzers_first_find_is_an_error() {
+    // `fuzz/regressions/frame_decoder/produce-v3-int32-array-length` without its two selector
+    // bytes: a Produce v3 answer whose `responses` declares 0x7d410223 topics and ends there.
+    // The codec asked for 201 GB. With the length replaced, the frame ends before the throttle
+    // time (no topic) or inside the first topic (one): both read the same bytes and fail, so
+    // the answer is refused as cut short.
+    let frame = Bytes::from_static(&[0x00, 0x00, 0x7d, 0x7d, 0x7d, 0x41, 0x02, 0x23]);
+    match decode_response::<ProduceRequest>(3, frame) {
+        Err(FrameError::Decode {
+            api: ApiKey::Produce,
+            version: 3,
+            reason,
+        }) => assert!(reason.contains("Not enough bytes"), "{reason}"),
+        other => panic!("{other:?}"),
     }
 }
 
