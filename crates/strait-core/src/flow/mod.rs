@@ -9,8 +9,8 @@
 //!
 //! At start the map is loaded and each partition resumes where its map ends. Batches the target
 //! holds beyond the map (written before a crash, not yet recorded) are matched against the source
-//! batch by batch: a match is recorded and not produced again; what cannot be matched is produced
-//! again and counted as duplicates (at-least-once, never loss).
+//! record by record (`tail.rs`): a match is recorded and not produced again; what cannot be
+//! matched is produced again and counted as duplicates (at-least-once, never loss).
 //!
 //! Records deleted on the source before they were mirrored (OFFSET_OUT_OF_RANGE, or a log start
 //! past our position) are recorded as a lost range, logged and counted (`DESIGN.md` §3.4).
@@ -19,6 +19,7 @@ pub(crate) mod batch;
 pub mod classify;
 pub mod map_store;
 pub mod offset_syncs;
+mod tail;
 pub mod topics;
 
 use std::collections::BTreeMap;
@@ -366,9 +367,11 @@ impl Flow {
         Ok(src)
     }
 
-    /// The target holds `dst..target_end` beyond the map. Matches those batches, in order,
-    /// against the source batches from `src` (byte-identical payloads, same record count), and
-    /// records the matches. Returns where mirroring resumes.
+    /// The target holds `dst..target_end` beyond the map. Matches those records, in order,
+    /// against the source records from `src` that the flow would have written (aborted
+    /// transactions and markers skipped as in a round), record by record (`tail.rs`), and
+    /// records the matches. Returns where mirroring resumes, possibly inside a source batch (the
+    /// next round rebuilds the rest of it).
     async fn recover_tail(
         &mut self,
         tp: &TopicPartition,
@@ -388,57 +391,83 @@ impl Flow {
             ..options
         };
         let mut matched = 0i64;
+        let mut stopped_by: Option<String> = None;
         'outer: while dst < target_end {
-            let target_batches = fetch_batches(&self.target, remote, dst, &options).await?;
+            let progress = (src, dst);
+            // The target's records from `dst`, whichever batches hold them.
+            let mut target = Vec::new();
+            for b in fetch_batches(&self.target, remote, dst, &options).await? {
+                match tail::records_from(&b, dst) {
+                    Ok(records) => target.extend(records),
+                    Err(e) => {
+                        stopped_by = Some(format!(
+                            "the target batch at offset {} cannot be read: {e}",
+                            b.header.base_offset
+                        ));
+                        break;
+                    }
+                }
+            }
+            let mut target = target.into_iter();
             let source_data = fetch_data(&self.source, tp, src, &committed).await?;
             let mut tracker = AbortTracker::new(&source_data.aborted);
             let from = src;
-            let mut source_batches = BatchScanner::new(source_data.records)
+            let source_batches = BatchScanner::new(source_data.records)
                 .filter_map(Result::ok)
-                .filter(move |b| b.header.next_offset() > from)
-                .peekable();
-            if target_batches.is_empty() {
-                break;
-            }
-            for t in target_batches {
-                if t.header.base_offset != dst {
-                    break 'outer;
-                }
-                // Skip over what we would not have written anyway.
-                let s = loop {
-                    let Some(b) = source_batches.next() else {
-                        break 'outer;
-                    };
-                    if b.header.base_offset < src {
-                        break 'outer;
+                .filter(move |b| b.header.next_offset() > from);
+            for b in source_batches {
+                let b = match tracker.classify(b) {
+                    // Skipped over, as a round would.
+                    Action::Skip { from, to, .. } => {
+                        let extent = self
+                            .map
+                            .record_skipped(&sp, from.max(src), to)
+                            .map_err(|e| FlowError::Map(e.to_string()))?;
+                        self.store.note(&sp, MapEntry::Extent(extent));
+                        src = to;
+                        continue;
                     }
-                    match tracker.classify(b) {
-                        Action::Skip { from, to, .. } => {
-                            let extent = self
-                                .map
-                                .record_skipped(&sp, from, to)
-                                .map_err(|e| FlowError::Map(e.to_string()))?;
-                            self.store.note(&sp, MapEntry::Extent(extent));
-                            src = to;
-                        }
-                        Action::Forward(b) => break b,
-                        Action::Rebuild(_) => break 'outer,
+                    Action::Forward(b) | Action::Rebuild(b) => b,
+                };
+                let records = match tail::records_from(&b, src) {
+                    Ok(records) => records,
+                    Err(e) => {
+                        stopped_by = Some(format!(
+                            "the source batch at offset {} cannot be read: {e}",
+                            b.header.base_offset
+                        ));
+                        break 'outer;
                     }
                 };
-                let same = s.header.record_count == t.header.record_count
-                    && s.bytes.get(61..) == t.bytes.get(61..);
-                if !same {
-                    break 'outer;
+                for s in records {
+                    let Some(t) = target.next() else {
+                        // This fetch of the target ends here: fetch both again from here.
+                        continue 'outer;
+                    };
+                    if t.offset != dst || !t.same_record(&s) {
+                        stopped_by = Some(format!(
+                            "target offset {} is not a copy of source offset {}",
+                            t.offset, s.offset
+                        ));
+                        break 'outer;
+                    }
+                    let segment = self
+                        .map
+                        .record(&sp, s.offset, dst, 1)
+                        .map_err(|e| FlowError::Map(e.to_string()))?;
+                    self.store.note(&sp, MapEntry::Segment(segment));
+                    src = s.offset + 1;
+                    dst += 1;
+                    matched += 1;
                 }
-                let n = i64::from(s.header.record_count);
-                let segment = self
-                    .map
-                    .record(&sp, s.header.base_offset, dst, n)
-                    .map_err(|e| FlowError::Map(e.to_string()))?;
-                self.store.note(&sp, MapEntry::Segment(segment));
-                src = s.header.next_offset();
-                dst += n;
-                matched += n;
+                // All of the batch matched, trailing compaction holes included.
+                src = b.header.next_offset();
+            }
+            if (src, dst) == progress {
+                stopped_by.get_or_insert_with(|| {
+                    format!("the source has no records from offset {src} to match")
+                });
+                break;
             }
         }
         let unmatched = (target_end - dst).max(0);
@@ -453,6 +482,7 @@ impl Flow {
                 remote = %remote,
                 recovered = matched,
                 duplicates = unmatched,
+                stopped_by = stopped_by.as_deref().unwrap_or("-"),
                 "target held records beyond the offset map (an earlier run stopped before \
                  recording them): matched ones are kept, the rest will be written again"
             );

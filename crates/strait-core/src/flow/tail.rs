@@ -1,0 +1,150 @@
+//! Matching the target's unrecorded tail record by record.
+//!
+//! After a crash or a failed produce, the target can hold records beyond the offset map: written,
+//! acknowledged or not, but never recorded. They are copies of the source records from where the
+//! map ends, in order, so the flow compares them with those source records and records what
+//! matches instead of writing it again.
+//!
+//! The comparison is by record (key, value, headers, timestamp), not by batch bytes: the target
+//! may hold the same records in other batches than the ones written. Kafka keeps batches as
+//! written, but recompresses a batch whose codec differs from the topic's `compression.type`,
+//! and other Kafka-protocol brokers may return several written batches as one.
+
+use bytes::Bytes;
+use strait_wire::records::{batch_records, RecordsError};
+use strait_wire::RawBatch;
+
+/// A record as a consumer sees it, with its absolute offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct TailRecord {
+    /// Its offset in its partition.
+    pub(super) offset: i64,
+    /// Its create time; `None` when the broker set the time (LogAppendTime), which a copy
+    /// cannot share with its original.
+    pub(super) timestamp: Option<i64>,
+    pub(super) key: Option<Bytes>,
+    pub(super) value: Option<Bytes>,
+    pub(super) headers: Vec<(Bytes, Option<Bytes>)>,
+}
+
+impl TailRecord {
+    /// Whether `self` is a copy of `other`, or the other way round: same key, value and
+    /// headers, and the same timestamp when both carry their create time.
+    pub(super) fn same_record(&self, other: &TailRecord) -> bool {
+        let times_agree = match (self.timestamp, other.timestamp) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        };
+        times_agree
+            && self.key == other.key
+            && self.value == other.value
+            && self.headers == other.headers
+    }
+}
+
+/// The records of `batch` at offsets `from` and later, decompressed, in order.
+pub(super) fn records_from(batch: &RawBatch, from: i64) -> Result<Vec<TailRecord>, RecordsError> {
+    let header = &batch.header;
+    let log_append = header.attributes.timestamp_type_log_append();
+    Ok(batch_records(batch)?
+        .into_iter()
+        .map(|r| TailRecord {
+            offset: header.base_offset.saturating_add(i64::from(r.offset_delta)),
+            timestamp: (!log_append)
+                .then(|| header.base_timestamp.saturating_add(r.timestamp_delta)),
+            key: r.key,
+            value: r.value,
+            headers: r.headers,
+        })
+        .filter(|r| r.offset >= from)
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    use strait_wire::BatchScanner;
+
+    fn encode(
+        offsets: &[i64],
+        compression: Compression,
+        timestamp_type: TimestampType,
+    ) -> Vec<RawBatch> {
+        let records: Vec<Record> = offsets
+            .iter()
+            .map(|&o| Record {
+                transactional: false,
+                control: false,
+                partition_leader_epoch: 0,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type,
+                offset: o,
+                // The encoder keeps records in one batch while offset - sequence is constant.
+                sequence: o as i32,
+                timestamp: 1_000 + o,
+                key: Some(Bytes::from(format!("k{o}"))),
+                value: Some(Bytes::from(format!("v{o}"))),
+                headers: Default::default(),
+                delete_horizon: false,
+            })
+            .collect();
+        let mut buf = BytesMut::new();
+        let options = RecordEncodeOptions {
+            version: 2,
+            compression,
+        };
+        RecordBatchEncoder::encode(&mut buf, records.iter(), &options).unwrap();
+        if timestamp_type == TimestampType::LogAppend {
+            // The encoder leaves the batch's timestamp-type bit to the broker: set it, as a
+            // broker would, and seal the batch again.
+            buf[22] |= 0x08;
+            let crc = strait_wire::batch::batch_crc(&buf).unwrap();
+            buf[17..21].copy_from_slice(&crc.to_be_bytes());
+        }
+        BatchScanner::new(buf.freeze())
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn records_keep_their_offsets_and_create_times_and_start_at_from() {
+        let batch = &encode(&[10, 11, 12, 13], Compression::Lz4, TimestampType::Creation)[0];
+        let recs = records_from(batch, 12).unwrap();
+        let offsets: Vec<_> = recs.iter().map(|r| r.offset).collect();
+        assert_eq!(offsets, [12, 13]);
+        assert_eq!(recs[0].timestamp, Some(1_012));
+        assert_eq!(recs[0].value.as_deref(), Some(&b"v12"[..]));
+    }
+
+    #[test]
+    fn the_same_records_in_another_codec_match() {
+        let plain = &encode(&[5, 6], Compression::None, TimestampType::Creation)[0];
+        let zstd = &encode(&[5, 6], Compression::Zstd, TimestampType::Creation)[0];
+        assert_ne!(plain.bytes, zstd.bytes);
+        let a = records_from(plain, 0).unwrap();
+        let b = records_from(zstd, 0).unwrap();
+        assert!(a.iter().zip(&b).all(|(x, y)| x.same_record(y)));
+        assert!(!a[0].same_record(&b[1]), "different records do not match");
+    }
+
+    #[test]
+    fn a_broker_set_time_is_not_compared() {
+        let create = &encode(&[7], Compression::None, TimestampType::Creation)[0];
+        let append = &encode(&[7], Compression::None, TimestampType::LogAppend)[0];
+        let a = records_from(create, 0).unwrap();
+        let b = records_from(append, 0).unwrap();
+        assert_eq!(b[0].timestamp, None);
+        assert!(a[0].same_record(&b[0]));
+        let mut other = a[0].clone();
+        other.timestamp = Some(1);
+        assert!(
+            !a[0].same_record(&other),
+            "create times that differ do not match"
+        );
+    }
+}
