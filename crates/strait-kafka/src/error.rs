@@ -157,6 +157,16 @@ pub enum Error {
         /// The partition.
         context: Context,
     },
+    /// A batch was not acknowledged within the producer's delivery timeout
+    /// (`delivery.timeout.ms`), counted from when it was handed to the producer. Whether it was
+    /// written is unknown: the caller resumes from what it knows was written.
+    #[error("batch not acknowledged within the delivery timeout ({after:?}){context}")]
+    DeliveryTimeout {
+        /// The partition.
+        context: Context,
+        /// The delivery timeout.
+        after: Duration,
+    },
     /// The runtime was shut down.
     #[error("client closed")]
     Closed,
@@ -170,7 +180,7 @@ impl Error {
     /// backoff). Errors that need a human, or a different request, say no.
     pub fn is_retriable(&self) -> bool {
         match self {
-            Error::Io { .. } | Error::Timeout { .. } => true,
+            Error::Io { .. } | Error::Timeout { .. } | Error::DeliveryTimeout { .. } => true,
             // Unreachable brokers may come back; a TLS or SASL refusal will not.
             Error::NoBootstrap { last, .. } => last.is_retriable(),
             Error::Broker { code, .. } => code.is_retriable() || is_coordinator_moved(*code),

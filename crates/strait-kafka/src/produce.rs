@@ -192,10 +192,15 @@ impl RawProducer {
     /// Sequences are given out in call order, so batches of one partition must be handed to the
     /// producer in the order they should land, by one caller at a time per partition. More
     /// batches per partition than the in-flight limit are sent in waves of that many.
+    ///
+    /// Returns within the delivery timeout (plus a backoff's rounding), however many waves: as
+    /// Kafka's `delivery.timeout.ms`, it counts from the call, and a batch not acknowledged by
+    /// then, in flight or not yet sent, is an [`Error::DeliveryTimeout`].
     pub async fn send_all(
         &self,
         batches: Vec<(TopicPartition, RawBatch)>,
     ) -> Vec<Result<ProduceAck>> {
+        let deadline = Instant::now() + self.config.delivery_timeout;
         let mut results: Vec<Option<Result<ProduceAck>>> = batches.iter().map(|_| None).collect();
         let limit = self.config.max_in_flight_per_partition;
         let mut waves: Vec<Vec<(usize, TopicPartition, RawBatch)>> = Vec::new();
@@ -210,8 +215,28 @@ impl RawProducer {
             waves[wave].push((index, tp, batch));
         }
         for wave in waves {
-            let pending = self.prepare_wave(wave, &mut results).await;
-            self.deliver(pending, &mut results).await;
+            if Instant::now() >= deadline {
+                for (index, tp, _) in wave {
+                    results[index] = Some(Err(self.delivery_timeout(&tp)));
+                }
+                continue;
+            }
+            let pending = match tokio::time::timeout_at(
+                deadline,
+                self.prepare_wave(wave.clone(), &mut results),
+            )
+            .await
+            {
+                Ok(pending) => pending,
+                // Waiting for in-flight slots another caller holds.
+                Err(_) => {
+                    for (index, tp, _) in wave {
+                        results[index] = Some(Err(self.delivery_timeout(&tp)));
+                    }
+                    continue;
+                }
+            };
+            self.deliver(pending, &mut results, deadline).await;
         }
         results
             .into_iter()
@@ -264,16 +289,34 @@ impl RawProducer {
         pending
     }
 
-    /// Sends prepared batches until each is written, fails for good, or the delivery timeout
-    /// passes.
-    async fn deliver(&self, mut pending: Vec<Pending>, results: &mut [Option<Result<ProduceAck>>]) {
-        let deadline = Instant::now() + self.config.delivery_timeout;
+    fn delivery_timeout(&self, tp: &TopicPartition) -> Error {
+        Error::DeliveryTimeout {
+            context: tp.context(),
+            after: self.config.delivery_timeout,
+        }
+    }
+
+    /// Sends prepared batches until each is written, fails for good, or `deadline` passes.
+    /// An attempt still in flight at the deadline is abandoned: its batches' fate is unknown,
+    /// so they fail and poison their partitions' sequences.
+    async fn deliver(
+        &self,
+        mut pending: Vec<Pending>,
+        results: &mut [Option<Result<ProduceAck>>],
+        deadline: Instant,
+    ) {
         let mut backoff = Backoff::new(
             self.client.config().retry_backoff,
             self.client.config().retry_backoff_max,
         );
         while !pending.is_empty() {
-            let outcomes = self.attempt(&pending).await;
+            let outcomes = match tokio::time::timeout_at(deadline, self.attempt(&pending)).await {
+                Ok(outcomes) => outcomes,
+                Err(_) => pending
+                    .iter()
+                    .map(|p| Outcome::Fail(self.delivery_timeout(&p.tp)))
+                    .collect(),
+            };
             let mut retry = Vec::new();
             let mut refresh = false;
             for (p, outcome) in pending.into_iter().zip(outcomes) {
@@ -298,8 +341,10 @@ impl RawProducer {
             pending = retry;
             if !pending.is_empty() {
                 if refresh {
-                    if let Err(e) = self.client.refresh_metadata().await {
-                        tracing::debug!(error = %e, "metadata refresh failed");
+                    match tokio::time::timeout_at(deadline, self.client.refresh_metadata()).await {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => tracing::debug!(error = %e, "metadata refresh failed"),
+                        Err(_) => tracing::debug!("metadata refresh cut by the delivery timeout"),
                     }
                 }
                 let wait = backoff.next_wait();

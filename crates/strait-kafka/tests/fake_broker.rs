@@ -759,6 +759,144 @@ async fn produce_retries_keep_the_order_of_sequences() {
     .await;
 }
 
+/// The delivery timeout counts from the call, as Kafka's `delivery.timeout.ms` does, however
+/// many waves the batches need: against a leader that refuses every batch with a retriable
+/// error, the first wave is retried until the timeout, and the later waves are never sent but
+/// fail with `DeliveryTimeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_delivery_timeout_bounds_a_whole_send_not_each_wave() {
+    let sequences = Arc::new(Mutex::new(std::collections::BTreeSet::new()));
+    let seen = Arc::clone(&sequences);
+    let fake = FakeCluster::start(
+        &[1],
+        script(move |_, req| match &req.body {
+            Body::Produce(p) => {
+                let topics = p
+                    .topic_data
+                    .iter()
+                    .map(|t| {
+                        let partitions = t
+                            .partition_data
+                            .iter()
+                            .map(|d| {
+                                let records = d.records.clone().unwrap_or_default();
+                                if let Some(Ok(b)) = BatchScanner::new(records).next() {
+                                    seen.lock().unwrap().insert(b.header.base_sequence);
+                                }
+                                PartitionProduceResponse::default()
+                                    .with_index(d.index)
+                                    .with_error_code(ResponseError::NotLeaderOrFollower.code())
+                            })
+                            .collect();
+                        TopicProduceResponse::default()
+                            .with_name(t.name.clone())
+                            .with_partition_responses(partitions)
+                    })
+                    .collect();
+                req.reply(&ProduceResponse::default().with_responses(topics))
+            }
+            _ => Action::Default,
+        }),
+    )
+    .await;
+    fake.set_topic("t", &[1]);
+    within(async {
+        let timeout = Duration::from_secs(1);
+        let producer = RawProducer::new(
+            client(&fake).await,
+            ProducerConfig {
+                delivery_timeout: timeout,
+                ..ProducerConfig::default()
+            },
+        )
+        .await
+        .unwrap();
+        let tp = TopicPartition::new("t", 0);
+        // Twelve one-record batches: three waves of at most five.
+        let batches = (0..12)
+            .map(|i| {
+                let raw = BatchScanner::new(batch(i, 1, "w")).next().unwrap().unwrap();
+                (tp.clone(), raw)
+            })
+            .collect();
+        let started = Instant::now();
+        let results = producer.send_all(batches).await;
+        let took = started.elapsed();
+        assert_eq!(results.len(), 12);
+        for (i, r) in results.iter().enumerate() {
+            match r {
+                Err(Error::DeliveryTimeout { after, .. }) => assert_eq!(*after, timeout),
+                Err(Error::Broker { code, .. }) if i < 5 => {
+                    assert_eq!(*code, ResponseError::NotLeaderOrFollower)
+                }
+                other => panic!("batch {i}: {other:?}"),
+            }
+        }
+        assert!(
+            results[5..]
+                .iter()
+                .all(|r| matches!(r, Err(Error::DeliveryTimeout { .. }))),
+            "{results:?}"
+        );
+        // Only the first wave (sequences 0-4) ever reached the broker.
+        let sent = sequences.lock().unwrap().clone();
+        assert_eq!(sent.into_iter().collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+        // One timeout and a backoff's rounding, not one per wave.
+        assert!(took < timeout * 2, "send_all took {took:?}");
+    })
+    .await;
+}
+
+/// A Produce the leader never answers is abandoned at the delivery timeout, not at the end of
+/// the request timeout (here longer): `send_all` returns by its deadline with
+/// `DeliveryTimeout` for every batch, whatever its requests are waiting on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_produce_ends_at_the_delivery_timeout() {
+    let fake = FakeCluster::start(
+        &[1],
+        script(|_, req| match req.api {
+            ApiKey::Produce => Action::Ignore,
+            _ => Action::Default,
+        }),
+    )
+    .await;
+    fake.set_topic("t", &[1, 1]);
+    within(async {
+        let mut config = client_config(&fake);
+        config.connection.request_timeout = Duration::from_secs(5);
+        let client = Client::connect(config).await.expect("connect to fake");
+        let timeout = Duration::from_millis(500);
+        let producer = RawProducer::new(
+            client,
+            ProducerConfig {
+                delivery_timeout: timeout,
+                ..ProducerConfig::default()
+            },
+        )
+        .await
+        .unwrap();
+        let batches = (0..4)
+            .map(|i| {
+                let raw = BatchScanner::new(batch(i, 1, "u")).next().unwrap().unwrap();
+                (TopicPartition::new("t", (i % 2) as i32), raw)
+            })
+            .collect();
+        let started = Instant::now();
+        let results = producer.send_all(batches).await;
+        let took = started.elapsed();
+        assert!(
+            results
+                .iter()
+                .all(|r| matches!(r, Err(Error::DeliveryTimeout { .. }))),
+            "{results:?}"
+        );
+        assert!(!fake.requests(ApiKey::Produce).is_empty());
+        // Well before the 5 s request timeout the requests were waiting on.
+        assert!(took < Duration::from_secs(3), "send_all took {took:?}");
+    })
+    .await;
+}
+
 /// A commit on behalf of a group (generation -1, no member id) that the coordinator refuses
 /// with UNKNOWN_MEMBER_ID, because the group has members, is `Error::GroupActive`, not retried.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
