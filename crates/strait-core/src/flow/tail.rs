@@ -40,6 +40,26 @@ impl TailRecord {
             && self.value == other.value
             && self.headers == other.headers
     }
+
+    /// What differs between `self` and `other`, for the log: `"value, timestamp 5 vs 7"`.
+    pub(super) fn differences(&self, other: &TailRecord) -> String {
+        let mut what = Vec::new();
+        if self.key != other.key {
+            what.push("key".to_owned());
+        }
+        if self.value != other.value {
+            what.push("value".to_owned());
+        }
+        if self.headers != other.headers {
+            what.push("headers".to_owned());
+        }
+        if let (Some(a), Some(b)) = (self.timestamp, other.timestamp) {
+            if a != b {
+                what.push(format!("timestamp {a} vs {b}"));
+            }
+        }
+        what.join(", ")
+    }
 }
 
 /// The records of `batch` at offsets `from` and later, decompressed, in order.
@@ -130,6 +150,11 @@ mod tests {
         let b = records_from(zstd, 0).unwrap();
         assert!(a.iter().zip(&b).all(|(x, y)| x.same_record(y)));
         assert!(!a[0].same_record(&b[1]), "different records do not match");
+        assert_eq!(
+            a[0].differences(&b[1]),
+            "key, value, timestamp 1005 vs 1006"
+        );
+        assert_eq!(a[0].differences(&b[0]), "");
     }
 
     #[test]
