@@ -236,13 +236,25 @@ def parse_log(path):
     """What one strait incarnation's log says."""
     text = ANSI.sub("", path.read_text(errors="replace"))
     r = {"recovered": 0, "duplicates": 0, "tail_lines": 0, "stalls": 0, "lost_lines": 0, "stopped": None,
-         "duplicate_sequence": 0}
+         "duplicate_sequence": 0, "other_topics": []}
     for line in text.splitlines():
         if "target held records beyond the offset map" in line:
-            r["tail_lines"] += 1
             m1, m2 = re.search(r" recovered=(\d+)", line), re.search(r" duplicates=(\d+)", line)
-            r["recovered"] += int(m1.group(1)) if m1 else 0
-            r["duplicates"] += int(m2.group(1)) if m2 else 0
+            recovered = int(m1.group(1)) if m1 else 0
+            duplicates = int(m2.group(1)) if m2 else 0
+            part = re.search(r" partition=(\S+)", line)
+            part = part.group(1) if part else "?"
+            if not part.startswith(f"{TOPIC}-"):
+                # The other topics strait mirrors beside the ledger (MM2's heartbeats, written
+                # once a second to a compacted topic): reported apart, with strait's reason.
+                why = re.search(r' stopped_by="((?:[^"\\]|\\.)*)"', line)
+                r["other_topics"].append({"partition": part, "recovered": recovered,
+                                          "duplicates": duplicates,
+                                          "stopped_by": why.group(1) if why else "-"})
+                continue
+            r["tail_lines"] += 1
+            r["recovered"] += recovered
+            r["duplicates"] += duplicates
         if "flow stalled" in line:
             r["stalls"] += 1
         if "batch failed" in line and "duplicate sequence" in line:
@@ -456,6 +468,17 @@ def write_report(s, path):
             f"to the source (recovered = {recovered} in every run), so it wrote them all again. They are "
             f"copies of the same source records, written by strait itself moments before: the tail "
             f"matching should have kept them, as it is designed to after a crash. Nothing was lost.")
+    others = [o for r in s["incarnations"] for o in r.get("other_topics", []) if o["duplicates"]]
+    other_text = ""
+    if others:
+        other_text = ("\n\nBeside the ledger, strait mirrors the source's `heartbeats` topic (MM2's, "
+                      "one record a second, compacted). There it could not match "
+                      + "; ".join(f"{o['duplicates']} record(s) on {o['partition']} ({o['stopped_by']})"
+                                  for o in others)
+                      + ". Those are not ledger records and are not counted above. On a compacted "
+                      "topic the source can compact away, within seconds on this broker, the record "
+                      "a target copy was made of, so the copy cannot be matched (`docs/mirroring.md`, "
+                      "Restarts).")
     if s["strait_duplicates"] == 0:
         dup_text = ("strait wrote no duplicates: after every kill and every broker restart it matched "
                     "the records written after its last map flush against the source and kept them.")
@@ -506,7 +529,7 @@ tansu in `crates/strait-core/tests/flow_txn.rs`.
 | duplicates strait reported in its logs | {s['strait_reported_duplicates']} |
 | strait exits by itself | {len(s['strait_exits'])} |
 
-{dup_text}{finding}
+{dup_text}{finding}{other_text}
 
 ## Events
 
