@@ -4,10 +4,8 @@
 //! One round: fetch every mirrored partition from where its map ends (read_committed by
 //! default), decide per batch (forward, skip, rebuild), produce everything to the target through
 //! the idempotent raw producer, record each written batch in the map, and flush the map's changes
-//! to its topic. While the round produces, the next round's fetch already runs, from where this
-//! round leaves each partition, with what is left of the byte budget: fetched and not yet
-//! acknowledged stays within `strait.max.bytes.in.flight` whatever the partition count, and per
-//! partition the order is kept.
+//! to its topic. One round holds at most the flow's byte budget (`strait.max.bytes.in.flight`)
+//! whatever the partition count, and per partition the order is kept.
 //!
 //! At start the map is loaded and each partition resumes where its map ends. Batches the target
 //! holds beyond the map (written before a crash, not yet recorded) are matched against the source
@@ -127,32 +125,6 @@ enum Step {
     Write { send: usize, runs: Vec<(i64, i64)> },
 }
 
-/// A fetch from where the current round ends, run while the round's batches are produced, so
-/// the next round does not wait for the source. Used only if the next round asks for exactly
-/// these positions (no produce failed, no partition added or moved); dropped (and aborted)
-/// otherwise.
-#[derive(Debug)]
-struct Prefetch {
-    positions: Vec<(TopicPartition, i64)>,
-    options: FetchOptions,
-    task: Option<tokio::task::JoinHandle<strait_kafka::fetch::FetchResults>>,
-}
-
-impl Prefetch {
-    /// Its results, if the task ran to its end.
-    async fn results(mut self) -> Option<strait_kafka::fetch::FetchResults> {
-        self.task.take()?.await.ok()
-    }
-}
-
-impl Drop for Prefetch {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-    }
-}
-
 /// Tuning of a flow beyond its MM2 config.
 #[derive(Debug, Clone)]
 pub struct FlowOptions {
@@ -193,8 +165,6 @@ pub struct Flow {
     next_config_sync: Instant,
     /// Set after a failure: the producer and positions must be re-established first.
     needs_reset: bool,
-    /// The next round's fetch, started while this round produces.
-    prefetch: Option<Prefetch>,
     stats: FlowStats,
     /// The map as last persisted, for readers beside the flow (checkpoints, the HTTP API).
     published: tokio::sync::watch::Sender<std::sync::Arc<OffsetMap>>,
@@ -267,7 +237,6 @@ impl Flow {
             next_refresh: Instant::now(),
             next_config_sync: Instant::now(),
             needs_reset: false,
-            prefetch: None,
             stats: FlowStats::default(),
             published,
             metrics,
@@ -560,7 +529,6 @@ impl Flow {
         while futures::FutureExt::now_or_never(&mut stop).is_none() {
             self.resilient_round(&mut backoff).await?;
         }
-        self.prefetch = None;
         self.persist_map().await?;
         self.flush_offset_syncs(true).await?;
         Ok(())
@@ -590,7 +558,6 @@ impl Flow {
             }
             self.resilient_round(&mut backoff).await?;
         }
-        self.prefetch = None;
         self.persist_map().await?;
         self.flush_offset_syncs(true).await?;
         Ok(())
@@ -656,16 +623,7 @@ impl Flow {
             isolation: self.config.isolation_level,
             ..FetchOptions::default()
         };
-        let asked: Vec<(TopicPartition, i64)> =
-            positions.iter().map(|p| (p.tp.clone(), p.offset)).collect();
-        let prefetched = match self.prefetch.take() {
-            Some(p) if p.positions == asked && p.options == options => p.results().await,
-            _ => None,
-        };
-        let results = match prefetched {
-            Some(results) => results,
-            None => self.source.fetch(&positions, &options).await,
-        };
+        let results = self.source.fetch(&positions, &options).await;
         // Every partition failing the same way (the source unreachable) is an outage: let the
         // caller log it and back off, rather than spin quietly.
         let mut errors = results.values().filter_map(|r| r.as_ref().err());
@@ -821,9 +779,8 @@ impl Flow {
             }
         }
 
-        let sending: u64 = sends.iter().map(|(_, b)| b.bytes.len() as u64).sum();
-        self.metrics.in_flight(sending);
-        self.prefetch = self.start_prefetch(options, sending);
+        self.metrics
+            .in_flight(sends.iter().map(|(_, b)| b.bytes.len() as u64).sum());
         let mut acks: Vec<Option<strait_kafka::Result<strait_kafka::produce::ProduceAck>>> = self
             .producer
             .send_all(sends.clone())
@@ -933,33 +890,6 @@ impl Flow {
             .collect()
     }
 
-    /// Starts the next round's fetch from where this round leaves every partition, with what
-    /// is left of the byte budget once `sending` bytes are in flight (fetched and not yet
-    /// acknowledged stays within `strait.max.bytes.in.flight`). None when nothing is left.
-    fn start_prefetch(&self, options: FetchOptions, sending: u64) -> Option<Prefetch> {
-        let left = self.config.max_bytes_in_flight.saturating_sub(sending);
-        let max_bytes = i32::try_from(left).unwrap_or(i32::MAX);
-        if max_bytes <= 0 || self.partitions.is_empty() {
-            return None;
-        }
-        let options = FetchOptions {
-            max_bytes,
-            ..options
-        };
-        let positions = self.fetch_positions();
-        let asked = positions.iter().map(|p| (p.tp.clone(), p.offset)).collect();
-        let source = self.source.clone();
-        let task = tokio::spawn(async move { source.fetch(&positions, &options).await });
-        Some(Prefetch {
-            positions: asked,
-            options: FetchOptions {
-                max_bytes: i32::try_from(self.config.max_bytes_in_flight).unwrap_or(i32::MAX),
-                ..options
-            },
-            task: Some(task),
-        })
-    }
-
     /// Writes MM2 offset syncs: those that fired now, and every `offset.flush.interval.ms`
     /// (60 s) or when `all`, the held-back ones too (KAFKA-15906).
     async fn flush_offset_syncs(&mut self, all: bool) -> Result<(), FlowError> {
@@ -977,7 +907,6 @@ impl Flow {
     /// After a produce failure the producer's sequences have a hole: start a new producer and
     /// put every partition back where its map ends, matching what the target already holds.
     async fn reset_after_failure(&mut self) -> Result<(), FlowError> {
-        self.prefetch = None;
         self.producer =
             RawProducer::new(self.target.clone(), self.options.producer.clone()).await?;
         let parts: Vec<(TopicPartition, TopicPartition)> = self
