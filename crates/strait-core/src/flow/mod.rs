@@ -415,7 +415,8 @@ impl Flow {
             let source_batches = BatchScanner::new(source_data.records)
                 .filter_map(Result::ok)
                 .filter(move |b| b.header.next_offset() > from);
-            for b in source_batches {
+            let mut target_ran_out = false;
+            'batches: for b in source_batches {
                 let b = match tracker.classify(b) {
                     // Skipped over, as a round would.
                     Action::Skip { from, to, .. } => {
@@ -442,7 +443,8 @@ impl Flow {
                 for s in records {
                     let Some(t) = target.next() else {
                         // This fetch of the target ends here: fetch both again from here.
-                        continue 'outer;
+                        target_ran_out = true;
+                        break 'batches;
                     };
                     if t.offset != dst {
                         stopped_by = Some(format!(
@@ -488,7 +490,11 @@ impl Flow {
             }
             if (src, dst) == progress {
                 stopped_by.get_or_insert_with(|| {
-                    format!("the source has no records from offset {src} to match")
+                    if target_ran_out {
+                        format!("the target returned no records from offset {dst}")
+                    } else {
+                        format!("the source has no records from offset {src} to match")
+                    }
                 });
                 break;
             }
