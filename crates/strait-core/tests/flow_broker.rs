@@ -1,6 +1,7 @@
 //! A flow against two real clusters, librdkafka at both ends: records mirrored identical and in
 //! order, the map exact, a restart resumes without duplicates, a crash's unrecorded tail is
-//! matched instead of written twice, and records deleted before mirroring are recorded as lost.
+//! matched instead of written twice, records deleted before mirroring are recorded as lost, and
+//! a remote topic that lost its records on the target is refused, not written over.
 
 mod common;
 
@@ -465,4 +466,86 @@ async fn an_unmatched_tail_is_counted_once_as_duplicates() {
     flow.run_until_caught_up().await.unwrap();
     assert_eq!(flow.stats().duplicate_records, 0, "{:?}", flow.stats());
     assert_eq!(flow.stats().records, 0);
+}
+
+/// A remote topic deleted and created again on the target (or truncated) while the map still
+/// places mirrored records in it: the flow refuses to start, says what happened and what to do,
+/// and writes nothing. Doing what it says (delete the map topic, start again) rebuilds the map
+/// from what the target holds, copies the rest, and writes nothing twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_topic_created_again_on_the_target_is_refused_not_written_over() {
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let src = client(&clusters.source.bootstrap).await;
+    src.create_topic(NewTopic::new("ledger", 2)).await.unwrap();
+    let first = records(2, 40, "a");
+    rdk.produce(&clusters.source.bootstrap, "ledger", &first, "none");
+    let mut flow = start(&clusters, "").await;
+    flow.run_until_caught_up().await.unwrap();
+    drop(flow);
+
+    let tgt = client(&clusters.target.bootstrap).await;
+    let deleted = tgt.delete_topics(&["source.ledger"]).await.unwrap();
+    assert!(deleted.iter().all(|(_, r)| r.is_ok()), "{deleted:?}");
+    let second = records(2, 10, "b");
+    rdk.produce(&clusters.source.bootstrap, "ledger", &second, "none");
+    let refused = match Flow::start(
+        common::flow_config(&clusters.source.bootstrap, &clusters.target.bootstrap, ""),
+        strait_core::flow::FlowOptions::default(),
+        client(&clusters.source.bootstrap).await,
+        client(&clusters.target.bootstrap).await,
+    )
+    .await
+    {
+        Ok(_) => panic!("the flow started over a remote topic that lost its records"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        refused.contains("source.ledger-")
+            && refused.contains("deleted and created again")
+            && refused.contains("strait-offset-map.source.internal"),
+        "{refused}"
+    );
+    let written = tgt
+        .list_offset(
+            &TopicPartition::new("source.ledger", 0),
+            OffsetSpec::Latest,
+            IsolationLevel::ReadUncommitted,
+        )
+        .await
+        .unwrap()
+        .offset;
+    assert_eq!(written, 0, "nothing written to the new remote topic");
+
+    // What the message says to do.
+    tgt.delete_topics(&["strait-offset-map.source.internal"])
+        .await
+        .unwrap();
+    let mut flow = start(&clusters, "").await;
+    flow.run_until_caught_up().await.unwrap();
+    let stats = flow.stats();
+    assert_eq!(
+        (stats.records, stats.duplicate_records),
+        (50, 0),
+        "{stats:?}"
+    );
+    let got = rdk.consume(
+        &clusters.target.bootstrap,
+        "source.ledger",
+        50,
+        Duration::from_secs(20),
+    );
+    let payloads = |recs: Vec<&TestRecord>| {
+        let mut v: Vec<_> = recs
+            .into_iter()
+            .map(|r| (r.partition, r.key.clone(), r.value.clone()))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        payloads(got.iter().collect()),
+        payloads(first.iter().chain(&second).collect()),
+        "every source record once on the new remote topic"
+    );
 }

@@ -364,6 +364,20 @@ impl Flow {
         if target_end > dst {
             return self.recover_tail(tp, remote, src, dst, target_end).await;
         }
+        if target_end < dst {
+            // Writing on would put records at target offsets the map gives to others.
+            return Err(FlowError::Map(format!(
+                "{remote} on the target ends at offset {target_end}, but the offset map says \
+                 {dst} records were written to it: the remote topic was deleted and created \
+                 again, or truncated, on the target, and the records below offset {dst} that \
+                 were mirrored to it are gone. strait stops rather than write at offsets the \
+                 map gives to other records. To mirror again what is missing, delete the map \
+                 topic {} on the target and start strait: it rebuilds the map from what the \
+                 remote topics hold (records it can match against the source are not written \
+                 again) and copies the rest",
+                MapStore::topic_name(self.config.source_alias.as_str())
+            )));
+        }
         Ok(src)
     }
 
