@@ -215,26 +215,21 @@ impl RawProducer {
             waves[wave].push((index, tp, batch));
         }
         for wave in waves {
-            if Instant::now() >= deadline {
+            // (A ready future is polled before its deadline is checked, hence the first test.)
+            let pending = if Instant::now() < deadline {
+                tokio::time::timeout_at(deadline, self.prepare_wave(wave.clone(), &mut results))
+                    .await
+                    .ok()
+            } else {
+                None
+            };
+            // Out of time before the wave could go, or while it waited for in-flight slots
+            // another caller holds.
+            let Some(pending) = pending else {
                 for (index, tp, _) in wave {
                     results[index] = Some(Err(self.delivery_timeout(&tp)));
                 }
                 continue;
-            }
-            let pending = match tokio::time::timeout_at(
-                deadline,
-                self.prepare_wave(wave.clone(), &mut results),
-            )
-            .await
-            {
-                Ok(pending) => pending,
-                // Waiting for in-flight slots another caller holds.
-                Err(_) => {
-                    for (index, tp, _) in wave {
-                        results[index] = Some(Err(self.delivery_timeout(&tp)));
-                    }
-                    continue;
-                }
             };
             self.deliver(pending, &mut results, deadline).await;
         }
