@@ -635,7 +635,14 @@ impl Flow {
                 self.next_config_sync = Instant::now() + every;
             }
         }
-        let positions = self.fetch_positions();
+        let positions: Vec<FetchPosition> = self
+            .partitions
+            .iter()
+            .map(|(tp, p)| FetchPosition {
+                max_bytes: self.options.partition_max_bytes,
+                ..FetchPosition::new(tp.clone(), p.position)
+            })
+            .collect();
         let budget = i32::try_from(self.config.max_bytes_in_flight).unwrap_or(i32::MAX);
         let options = FetchOptions {
             max_wait: self.options.fetch_max_wait,
@@ -897,17 +904,6 @@ impl Flow {
                 .progress(state.source_end, state.position, segments);
         }
         Ok(RoundStats { records, caught_up })
-    }
-
-    /// Every partition's next fetch: from its position.
-    fn fetch_positions(&self) -> Vec<FetchPosition> {
-        self.partitions
-            .iter()
-            .map(|(tp, p)| FetchPosition {
-                max_bytes: self.options.partition_max_bytes,
-                ..FetchPosition::new(tp.clone(), p.position)
-            })
-            .collect()
     }
 
     /// Writes MM2 offset syncs: those that fired now, and every `offset.flush.interval.ms`
