@@ -89,10 +89,15 @@ def consumer_config(args, group):
         {
             "group.id": group,
             "enable.auto.commit": False,
-            "session.timeout.ms": 6000,
             "auto.offset.reset": "earliest",
         }
     )
+    if getattr(args, "protocol", "classic") == "consumer":
+        # KIP-848: the broker runs the group; session and heartbeat timing are the broker's
+        # (librdkafka refuses session.timeout.ms with this protocol).
+        config["group.protocol"] = "consumer"
+    else:
+        config["session.timeout.ms"] = 6000
     return config
 
 
@@ -409,7 +414,13 @@ def main():
     p.add_argument("--count", type=int, required=True)
     p.add_argument("--timeout", type=float, default=30.0)
 
-    command("group-member", cmd_group_member, group=True)
+    p = command("group-member", cmd_group_member, group=True)
+    p.add_argument(
+        "--protocol",
+        default="classic",
+        choices=["classic", "consumer"],
+        help="group.protocol: classic (JoinGroup/SyncGroup) or consumer (KIP-848)",
+    )
 
     p = command("group-consume", cmd_group_consume, group=True)
     p.add_argument("--max", type=int, default=None)

@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use strait_testkit::{Clusters, Rdk, Storage, TestRecord};
+use strait_testkit::{Clusters, Rdk, TestRecord, QUICK_COMPACTION};
 use strait_wire::offset_map::{SourcePartition, Translation};
 
 const TOPIC: &str = "accounts";
@@ -77,18 +77,13 @@ fn consume_all(rdk: &Rdk, bootstrap: &str, attempt: u32) -> Vec<TestRecord> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compacted_topic_with_holes_is_mirrored_and_mapped_exactly() {
-    let clusters = Clusters::start_with(Storage::Sqlite);
+    let clusters = Clusters::start();
     let rdk = Rdk::new();
     let (source, target) = (
         clusters.source.bootstrap.clone(),
         clusters.target.bootstrap.clone(),
     );
-    rdk.create_topic_with_configs(
-        &source,
-        TOPIC,
-        PARTITIONS,
-        &[("cleanup.policy", "compact"), ("segment.ms", "100")],
-    );
+    rdk.create_topic_with_configs(&source, TOPIC, PARTITIONS, QUICK_COMPACTION);
     rdk.produce(&source, TOPIC, &records()[..RECORDS / 2], "none");
     rdk.produce(&source, TOPIC, &records()[RECORDS / 2..], "lz4");
     let surviving = wait_for_compaction(&rdk, &source);
@@ -128,10 +123,9 @@ async fn compacted_topic_with_holes_is_mirrored_and_mapped_exactly() {
     let mut exact_holes = 0;
     for (partition, pairs) in &by_partition {
         let sp = SourcePartition::new(TOPIC, *partition);
-        // Holes before the first surviving record lie before the log start offset if the
-        // broker moved it there (the test broker does on compaction; Kafka keeps the log start
-        // where it was, and then they are a gap inside the map): either way a consumer there
-        // continues at the first mirrored record.
+        // Holes before the first surviving record: Kafka keeps the log start where it was
+        // (compaction does not move it), so they are a gap before the first segment: a consumer
+        // there continues at the first mirrored record.
         let first = pairs[0].0.offset.expect("read offset");
         let first_target = pairs[0].1.offset.expect("read offset");
         for hole in 0..first {

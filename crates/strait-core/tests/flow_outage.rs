@@ -14,7 +14,7 @@ use strait_core::config::{FlowConfig, StraitConfig};
 use strait_core::flow::{Flow, FlowError, FlowOptions};
 use strait_kafka::admin::{IsolationLevel, NewTopic, OffsetSpec};
 use strait_kafka::{Client, ClientConfig, TopicPartition};
-use strait_testkit::{Clusters, Rdk, Storage, TestRecord, Which};
+use strait_testkit::{Clusters, Rdk, TestRecord, Which};
 use strait_wire::offset_map::{SourcePartition, Translation};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -347,7 +347,7 @@ const PARTITIONS: i32 = 2;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_target_outage_stalls_the_flow_and_it_resumes_without_loss() {
     let test_started = Instant::now();
-    let mut clusters = Clusters::start_with(Storage::Sqlite);
+    let mut clusters = Clusters::start();
     let rdk = Rdk::new();
     let src = client(&clusters.source.bootstrap).await;
     src.create_topic(NewTopic::new("orders", PARTITIONS))
@@ -419,7 +419,7 @@ async fn a_target_outage_stalls_the_flow_and_it_resumes_without_loss() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_source_outage_stalls_and_resumes() {
     let test_started = Instant::now();
-    let mut clusters = Clusters::start_with(Storage::Sqlite);
+    let mut clusters = Clusters::start();
     let rdk = Rdk::new();
     let src = client(&clusters.source.bootstrap).await;
     src.create_topic(NewTopic::new("orders", PARTITIONS))
@@ -636,11 +636,12 @@ async fn two_way_flows_do_not_loop() {
 
 /// Target records beyond the offset map (a run wrote them and stopped before recording them)
 /// are matched record by record, whatever batches hold them: here they were written in another
-/// codec than the source's (as Kafka does when the topic's `compression.type` differs), and on
-/// a SQLite broker they are also read back merged into larger batches. Every one is recovered,
-/// none is written twice.
-async fn an_unrecorded_tail_in_other_batches_is_matched(storage: Storage, aliases: (&str, &str)) {
-    let clusters = Clusters::start_with(storage);
+/// codec than the source's (as Kafka does when the topic's `compression.type` differs). Every one
+/// is recovered, none is written twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unrecorded_tail_in_another_codec_is_matched() {
+    let aliases = ("tm", "tn");
+    let clusters = Clusters::start();
     let rdk = Rdk::new();
     let src = client(&clusters.source.bootstrap).await;
     src.create_topic(NewTopic::new("orders", PARTITIONS))
@@ -689,14 +690,4 @@ async fn an_unrecorded_tail_in_other_batches_is_matched(storage: Storage, aliase
     all.extend(second);
     assert_exactly_once(&rdk, &clusters.target.bootstrap, &remote, PARTITIONS, &all).await;
     assert_map_exact(&flow, "orders", &per_partition(&all));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unrecorded_tail_in_another_codec_is_matched() {
-    an_unrecorded_tail_in_other_batches_is_matched(Storage::Memory, ("tm", "tn")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unrecorded_tail_read_back_in_merged_batches_is_matched() {
-    an_unrecorded_tail_in_other_batches_is_matched(Storage::Sqlite, ("ts", "tt")).await;
 }

@@ -2,9 +2,8 @@
 //! not mirrored, aborted transactions are not mirrored, and the offset map stays exact across
 //! both.
 //!
-//! nisshi (the usual test broker) refuses transactional producers, so the source here is the
-//! tansu build of `scripts/txn-broker` (`strait_testkit::TxnBroker`); the target is the nisshi
-//! target of `strait_testkit::Clusters` (its source is not used).
+//! The transactions are written by librdkafka's transactional producer into Apache Kafka, which
+//! writes the commit and abort markers and lists aborted transactions in READ_COMMITTED fetches.
 
 mod common;
 
@@ -16,14 +15,14 @@ use strait_core::flow::Flow;
 use strait_kafka::admin::{IsolationLevel, OffsetSpec};
 use strait_kafka::fetch::{FetchOptions, FetchPosition};
 use strait_kafka::{Client, TopicPartition};
-use strait_testkit::{Clusters, Rdk, TestRecord, TxnBroker};
+use strait_testkit::{Broker, Clusters, Rdk, TestRecord};
 use strait_wire::offset_map::{SourcePartition, Translation};
 
 /// How long mirroring may take before a test gives up.
 const MIRROR_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The `source->target` flow with the tansu broker as source.
-async fn start(source: &TxnBroker, clusters: &Clusters) -> Flow {
+/// The `source->target` flow.
+async fn start(source: &Broker, clusters: &Clusters) -> Flow {
     common::start_flow(&source.bootstrap, &clusters.target.bootstrap, "").await
 }
 
@@ -108,8 +107,8 @@ fn by_partition(records: &[TestRecord]) -> BTreeMap<i32, Vec<&TestRecord>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn committed_transactions_mirror_and_the_map_stays_exact_across_markers() {
-    let source = TxnBroker::start();
     let clusters = Clusters::start();
+    let source = &clusters.source;
     let rdk = Rdk::new();
     let topic = "ledger";
     rdk.create_topic(&source.bootstrap, topic, 2);
@@ -133,7 +132,7 @@ async fn committed_transactions_mirror_and_the_map_stays_exact_across_markers() 
     rdk.produce(&source.bootstrap, topic, &tail, "lz4");
     expected.extend(tail);
 
-    let mut flow = start(&source, &clusters).await;
+    let mut flow = start(source, &clusters).await;
     mirror(&mut flow, expected.len()).await;
     let stats = flow.stats();
     assert_eq!(stats.records, expected.len() as u64, "{stats:?}");
@@ -232,10 +231,9 @@ async fn committed_transactions_mirror_and_the_map_stays_exact_across_markers() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "test broker gap: tansu returns aborted records and no aborted list under read_committed"]
 async fn aborted_transactions_are_not_mirrored() {
-    let source = TxnBroker::start();
     let clusters = Clusters::start();
+    let source = &clusters.source;
     let rdk = Rdk::new();
     let topic = "payments";
     rdk.create_topic(&source.bootstrap, topic, 1);
@@ -260,7 +258,7 @@ async fn aborted_transactions_are_not_mirrored() {
     let target_of_later = (before.len() + committed.len()) as i64;
     let expected: Vec<TestRecord> = [before, committed, later, after].concat();
 
-    let mut flow = start(&source, &clusters).await;
+    let mut flow = start(source, &clusters).await;
     mirror(&mut flow, expected.len()).await;
     let stats = flow.stats();
     assert!(stats.aborted_batches_skipped > 0, "{stats:?}");

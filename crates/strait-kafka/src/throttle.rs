@@ -40,4 +40,5 @@ throttled!(
     DescribeAclsResponse,
     CreateAclsResponse,
     DeleteRecordsResponse,
+    ConsumerGroupDescribeResponse,
 );

@@ -15,7 +15,7 @@ use strait_kafka::fetch::{FetchOptions, FetchPosition};
 use strait_kafka::groups::OffsetToCommit;
 use strait_kafka::produce::{ProducerConfig, RawProducer};
 use strait_kafka::{Error, TopicPartition};
-use strait_testkit::{Clusters, Rdk, TestRecord};
+use strait_testkit::{Clusters, GroupProtocol, Rdk, TestRecord};
 
 use common::{client, fetch_all, topic};
 
@@ -218,12 +218,13 @@ async fn group_offsets_for_any_group() {
     assert!(listed.iter().any(|g| g.group_id == group), "{listed:?}");
     let described = c.describe_group(&group).await.unwrap();
     assert!(!described.is_active(), "{described:?}");
-    // Asked by partition: the test broker answers an all-topics OffsetFetch (topics = null)
-    // with nothing, so the all-topics form is covered by the fake broker instead.
+    // Asked by partition, and for all topics (topics = null).
     let both = [TopicPartition::new(&name, 0), TopicPartition::new(&name, 1)];
     let committed = c.offset_fetch(&group, Some(&both)).await.unwrap();
     assert_eq!(committed[&TopicPartition::new(&name, 0)].offset, 7);
     assert_eq!(committed[&TopicPartition::new(&name, 1)].offset, 11);
+    let all = c.offset_fetch(&group, None).await.unwrap();
+    assert_eq!(all, committed);
     let only_p1 = c
         .offset_fetch(&group, Some(&[TopicPartition::new(&name, 1)]))
         .await
@@ -244,15 +245,33 @@ async fn group_offsets_for_any_group() {
     assert_eq!(seen.get(&0), Some(&15));
     assert_eq!(seen.get(&1), Some(&16));
 
-    // A group with a running member: state says active, and a commit is refused, typed.
-    let active = topic("live");
-    let member = rdk.group_member(bootstrap, &active, &name);
-    let described = c.describe_group(&active).await.unwrap();
-    assert!(described.is_active(), "{described:?}");
-    let err = c.offset_commit(&active, &[commit(0, 3)]).await.unwrap_err();
-    assert!(matches!(err, Error::GroupActive { .. }), "{err}");
-    assert!(!err.is_retriable());
-    drop(member);
+    // A group with a running member, on either group protocol (classic, and Kafka 4's
+    // consumer protocol of KIP-848, which DescribeGroups cannot see): its state says active, it
+    // lists its member, and a commit is refused, typed. Once the member left, it is idle again.
+    for protocol in [GroupProtocol::Classic, GroupProtocol::Consumer] {
+        let active = topic(&format!("live-{protocol:?}"));
+        let member = rdk.group_member_with(bootstrap, &active, &name, protocol);
+        let described = c.describe_group(&active).await.unwrap();
+        assert!(described.is_active(), "{protocol:?}: {described:?}");
+        assert_eq!(described.members.len(), 1, "{protocol:?}: {described:?}");
+        assert_eq!(
+            described.members[0].client_id, "strait-rdk",
+            "{described:?}"
+        );
+        let err = c.offset_commit(&active, &[commit(0, 3)]).await.unwrap_err();
+        assert!(
+            matches!(err, Error::GroupActive { .. }),
+            "{protocol:?}: {err}"
+        );
+        assert!(!err.is_retriable());
+        drop(member);
+        let described = c.describe_group(&active).await.unwrap();
+        assert!(
+            !described.is_active(),
+            "{protocol:?} after leaving: {described:?}"
+        );
+        c.offset_commit(&active, &[commit(0, 3)]).await.unwrap();
+    }
 
     // A group nobody has heard of describes as dead/empty and has no offsets.
     let nobody = topic("nobody");

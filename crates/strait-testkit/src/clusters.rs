@@ -1,19 +1,18 @@
-//! Two real brokers on loopback, started by `scripts/test-broker start` and stopped on drop;
-//! either can be stopped and started again (`stop-one`, `start-one`) to show outages.
+//! Two Apache Kafka clusters on loopback, started by `scripts/test-broker start` and stopped on
+//! drop; either can be stopped, killed and started again (`stop-one`, `start-one`) to show
+//! outages.
 
-use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
-use crate::env;
+use crate::brokers::BrokerSet;
 
 /// One running broker: a single-node Kafka cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Broker {
-    /// "source" or "target"; also the broker's cluster id.
+    /// "source" or "target" (or "secure" for a [`crate::SecureBroker`]).
     pub name: String,
     /// `127.0.0.1:PORT`, for `bootstrap.servers`.
     pub bootstrap: String,
@@ -67,27 +66,58 @@ impl Broker {
     pub fn log_tail(&self, lines: usize) -> String {
         crate::env::log_tail(&self.log, lines)
     }
+
+    /// The last `lines` WARN, ERROR and FATAL lines of the broker's log (where a failing test
+    /// looks first: the tail of a stopped broker's log is its shutdown).
+    pub fn log_problems(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let problems: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("] WARN ") || l.contains("] ERROR ") || l.contains("] FATAL "))
+            .collect();
+        problems[problems.len().saturating_sub(lines)..].join("\n")
+    }
 }
 
-/// Where the brokers keep their data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Storage {
-    /// In RAM (fast); a broker stopped and started again comes back empty.
-    #[default]
-    Memory,
-    /// In a sqlite file in the broker's working directory: survives a restart, several times
-    /// slower. When it starts, the broker applies time retention (`retention.ms`, 7 days by
-    /// default) to the records' timestamps: records stamped older than that are gone after a
-    /// restart, so tests that restart must use recent timestamps (or set `retention.ms`).
-    Sqlite,
+/// Topic configs under which Kafka's log cleaner compacts a topic within a few seconds, for
+/// tests that need holes in a compacted log: segments roll every 100 ms (on the next append, so
+/// write in several calls), any dirty share qualifies, records may be compacted at once, and a
+/// segment is cleaned at the latest 100 ms after it was written. The active segment (the last
+/// records written) is never cleaned, as in any Kafka.
+pub const QUICK_COMPACTION: &[(&str, &str)] = &[
+    ("cleanup.policy", "compact"),
+    ("segment.ms", "100"),
+    ("min.cleanable.dirty.ratio", "0.01"),
+    ("min.compaction.lag.ms", "0"),
+    ("max.compaction.lag.ms", "100"),
+    ("delete.retention.ms", "100"),
+];
+
+/// What the brokers of [`Clusters::start_with`] get on top of `scripts/kafka/broker.properties`.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterOptions {
+    /// Broker properties, added after the base file (a later key wins). `@PORT@`,
+    /// `@CONTROLLER_PORT@` and `@INTERNAL_PORT@` in a value stand for the broker's ports.
+    pub properties: Vec<(String, String)>,
+    /// Arguments for `kafka-storage format`, e.g. `--add-scram` and its value.
+    pub format_args: Vec<String>,
 }
 
-impl Storage {
-    fn as_arg(self) -> &'static str {
-        match self {
-            Storage::Memory => "memory",
-            Storage::Sqlite => "sqlite",
-        }
+impl ClusterOptions {
+    /// Adds a broker property.
+    pub fn property(mut self, key: &str, value: &str) -> ClusterOptions {
+        self.properties.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Kafka's `StandardAuthorizer`, with the test clients (`User:ANONYMOUS` on the plaintext
+    /// listeners) as super users: ACLs can be created, listed and deleted, and nothing is denied.
+    pub fn with_authorizer(self) -> ClusterOptions {
+        self.property(
+            "authorizer.class.name",
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        )
+        .property("super.users", "User:ANONYMOUS")
     }
 }
 
@@ -109,9 +139,8 @@ impl Which {
     }
 }
 
-/// Two independent single-broker clusters, "source" and "target", with in-memory storage
-/// ([`Clusters::start`]) or sqlite storage that survives a broker restart
-/// ([`Clusters::start_with`]).
+/// Two independent single-broker Apache Kafka clusters, "source" and "target", with their data
+/// on disk: either can be stopped, killed and started again with its data.
 ///
 /// Dropping it stops both brokers and removes their directory. If the test is panicking, the
 /// directory is kept and the tails of both logs are printed. A watchdog started with the brokers
@@ -122,88 +151,32 @@ pub struct Clusters {
     pub source: Broker,
     /// The cluster strait replicates to.
     pub target: Broker,
-    dir: PathBuf,
-    storage: Storage,
+    set: BrokerSet,
 }
 
 impl Clusters {
-    /// Starts both brokers with in-memory storage and waits until each answers ApiVersions.
+    /// Starts both brokers and waits until each is up.
     ///
     /// # Panics
     ///
-    /// If the broker binary is not installed (run `scripts/test-broker install`), or if the
-    /// brokers do not start; the message carries the script's output.
+    /// If Kafka is not installed (run `scripts/test-broker install`), or if the brokers do not
+    /// start; the message carries the script's output.
     pub fn start() -> Clusters {
-        Clusters::start_with(Storage::Memory)
+        Clusters::start_with(ClusterOptions::default())
     }
 
-    /// Starts both brokers with `storage` and waits until each answers ApiVersions.
+    /// Starts both brokers with `options` and waits until each is up.
     ///
     /// # Panics
     ///
     /// As [`Clusters::start`].
-    pub fn start_with(storage: Storage) -> Clusters {
-        let bin = env::broker_bin();
-        if !bin.is_file() {
-            panic!(
-                "test broker not installed: run scripts/test-broker install (no broker binary at {})",
-                bin.display()
-            );
-        }
-        let dir = env::unique_dir("strait-test");
-        let script = env::scripts_dir().join("test-broker");
-        let output = Command::new("bash")
-            .arg(&script)
-            .arg("start")
-            .arg("--dir")
-            .arg(&dir)
-            .arg("--parent")
-            .arg(std::process::id().to_string())
-            .arg("--storage")
-            .arg(storage.as_arg())
-            .env("STRAIT_TEST_BROKER_BIN", &bin)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-        if !output.status.success() {
-            panic!(
-                "{} start failed ({}):\n{}{}",
-                script.display(),
-                output.status,
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
-        let env_file = dir.join("clusters.env");
-        let text = read_env_file(&env_file);
-        let vars = parse_env(&text);
-        let broker = |name: &str, prefix: &str| {
-            let get = |key: &str| {
-                vars.get(format!("{prefix}_{key}").as_str())
-                    .copied()
-                    .unwrap_or_else(|| panic!("{} has no {prefix}_{key}", env_file.display()))
-            };
-            Broker {
-                name: name.to_owned(),
-                bootstrap: get("BOOTSTRAP").to_owned(),
-                pid: get("PID")
-                    .parse()
-                    .unwrap_or_else(|e| panic!("{prefix}_PID in {}: {e}", env_file.display())),
-                log: dir.join(format!("{name}.log")),
-            }
-        };
-        let source = broker("source", "SOURCE");
-        let target = broker("target", "TARGET");
+    pub fn start_with(options: ClusterOptions) -> Clusters {
+        let set = BrokerSet::start("strait-test", &["source", "target"], &options);
         Clusters {
-            source,
-            target,
-            dir,
-            storage,
+            source: set.brokers[0].clone(),
+            target: set.brokers[1].clone(),
+            set,
         }
-    }
-
-    /// Where the brokers keep their data.
-    pub fn storage(&self) -> Storage {
-        self.storage
     }
 
     /// One broker.
@@ -214,11 +187,10 @@ impl Clusters {
         }
     }
 
-    /// Stops one broker (TERM, then KILL after 5 s) and returns once its process is gone.
-    /// Clients of it then see refused connections until [`Clusters::start_broker`]. Note that
-    /// nisshi goes on serving for up to 5 s after TERM while clients are connected, so this
-    /// takes that long; [`Clusters::kill_broker`] is immediate. It blocks: from async code, call
-    /// it inside `tokio::task::block_in_place` or `spawn_blocking`.
+    /// Stops one broker (SIGTERM: Kafka's controlled shutdown, SIGKILL after 20 s) and returns
+    /// once its process is gone. Clients of it then see refused connections until
+    /// [`Clusters::start_broker`]. It blocks: from async code, call it inside
+    /// `tokio::task::block_in_place` or `spawn_blocking`.
     ///
     /// # Panics
     ///
@@ -227,8 +199,8 @@ impl Clusters {
         self.run_one("stop-one", which, &[]);
     }
 
-    /// Kills one broker at once (SIGKILL: a crash, no graceful shutdown) and returns once its
-    /// process is gone. What it acknowledged stays in [`Storage::Sqlite`]. Blocks, as
+    /// Kills one broker at once (SIGKILL: a crash, no controlled shutdown, nothing flushed that
+    /// the OS does not keep) and returns once its process is gone. Blocks, as
     /// [`Clusters::stop_broker`].
     ///
     /// # Panics
@@ -238,17 +210,14 @@ impl Clusters {
         self.run_one("stop-one", which, &["--grace", "0"]);
     }
 
-    /// Starts a broker stopped by [`Clusters::stop_broker`] again, on the same port with the same
-    /// storage (with [`Storage::Sqlite`] it has its data back; in memory it comes back empty),
-    /// and returns once it answers ApiVersions. Updates its [`Broker::pid`]. Blocks, as
-    /// [`Clusters::stop_broker`].
+    /// Starts a stopped broker again, on the same ports with its data, and returns once it is
+    /// up. Updates its [`Broker::pid`]. Blocks, as [`Clusters::stop_broker`].
     ///
     /// # Panics
     ///
     /// If the broker is running, or does not come back; the message carries its log's tail.
     pub fn start_broker(&mut self, which: Which) {
         self.run_one("start-one", which, &[]);
-        self.reload_pid(which);
     }
 
     /// [`Clusters::stop_broker`], a wait of `down`, then [`Clusters::start_broker`] (a graceful
@@ -260,83 +229,16 @@ impl Clusters {
     pub fn restart_broker(&mut self, which: Which, down: Duration) {
         let down = format!("{:.3}", down.as_secs_f64());
         self.run_one("restart", which, &["--down-seconds", &down]);
-        self.reload_pid(which);
     }
 
-    fn run_one(&self, command: &str, which: Which, extra: &[&str]) {
-        let script = env::scripts_dir().join("test-broker");
-        let output = Command::new("bash")
-            .arg(&script)
-            .arg(command)
-            .arg("--dir")
-            .arg(&self.dir)
-            .arg("--which")
-            .arg(which.as_arg())
-            .args(extra)
-            .env("STRAIT_TEST_BROKER_BIN", env::broker_bin())
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-        if !output.status.success() {
-            panic!(
-                "{} {command} --which {} failed ({}):\n{}{}",
-                script.display(),
-                which.as_arg(),
-                output.status,
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
+    fn run_one(&mut self, command: &str, which: Which, extra: &[&str]) {
+        self.set.run_one(command, which.as_arg(), extra);
+        self.source = self.set.brokers[0].clone();
+        self.target = self.set.brokers[1].clone();
     }
 
-    fn reload_pid(&mut self, which: Which) {
-        let env_file = self.dir.join("clusters.env");
-        let text = read_env_file(&env_file);
-        let key = match which {
-            Which::Source => "SOURCE_PID",
-            Which::Target => "TARGET_PID",
-        };
-        let pid = parse_env(&text)
-            .get(key)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("{} has no {key} after start-one", env_file.display()));
-        match which {
-            Which::Source => self.source.pid = pid,
-            Which::Target => self.target.pid = pid,
-        }
-    }
-
-    /// The directory holding `clusters.env`, the broker logs and their working directories.
+    /// The directory holding `clusters.env`, the brokers' properties, logs and data.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.set.dir()
     }
-}
-
-impl Drop for Clusters {
-    fn drop(&mut self) {
-        env::stop_with_script("test-broker", &self.dir);
-        if std::thread::panicking() {
-            for broker in [&self.source, &self.target] {
-                eprintln!(
-                    "strait-testkit: last lines of {} ({}):\n{}",
-                    broker.log.display(),
-                    broker.name,
-                    broker.log_tail(30)
-                );
-            }
-            eprintln!("strait-testkit: kept {}", self.dir.display());
-        } else if let Err(e) = std::fs::remove_dir_all(&self.dir) {
-            eprintln!("strait-testkit: cannot remove {}: {e}", self.dir.display());
-        }
-    }
-}
-
-fn read_env_file(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
-}
-
-/// `KEY=VALUE` lines; a later line wins.
-fn parse_env(text: &str) -> HashMap<&str, &str> {
-    text.lines()
-        .filter_map(|line| line.split_once('='))
-        .collect()
 }

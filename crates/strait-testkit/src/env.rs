@@ -1,5 +1,5 @@
 //! Where the test tools live: the scripts in this repository and the per-machine cache that
-//! `scripts/test-broker install` fills.
+//! `scripts/test-broker install` fills (Apache Kafka's jars, the Python venv).
 
 use std::path::PathBuf;
 
@@ -20,11 +20,24 @@ pub(crate) fn cache_dir() -> PathBuf {
     PathBuf::from(home).join(".cache").join("strait")
 }
 
-/// The broker binary: `$STRAIT_TEST_BROKER_BIN`, else the cached nisshi build.
-pub(crate) fn broker_bin() -> PathBuf {
-    match std::env::var_os("STRAIT_TEST_BROKER_BIN").filter(|p| !p.is_empty()) {
-        Some(bin) => PathBuf::from(bin),
-        None => cache_dir().join("nisshi-0.8.1").join("bin").join("nisshi"),
+/// The Kafka jars that `scripts/test-broker install` fetches: `$STRAIT_KAFKA_HOME/lib`, else
+/// `$STRAIT_CACHE/kafka-4.1.1/lib`.
+pub(crate) fn kafka_lib() -> PathBuf {
+    let home = match std::env::var_os("STRAIT_KAFKA_HOME").filter(|p| !p.is_empty()) {
+        Some(home) => PathBuf::from(home),
+        None => cache_dir().join(format!("kafka-{}", crate::java::KAFKA_VERSION)),
+    };
+    home.join("lib")
+}
+
+/// Panics, saying how to install it, when Kafka is not installed.
+pub(crate) fn require_kafka() {
+    let jar = kafka_lib().join(format!("kafka_2.13-{}.jar", crate::java::KAFKA_VERSION));
+    if !jar.is_file() {
+        panic!(
+            "Apache Kafka not installed: run scripts/test-broker install (no {})",
+            jar.display()
+        );
     }
 }
 

@@ -1,25 +1,30 @@
 //! Test fixtures for strait's integration tests.
 //!
-//! [`Clusters`] starts two independent real Kafka-protocol brokers ("source" and "target", nisshi
-//! on loopback, see `scripts/test-broker`) and stops them on drop; with [`Storage::Sqlite`] either
-//! can be stopped and started again with its data ([`Clusters::stop_broker`],
-//! [`Clusters::start_broker`]). [`Rdk`] is a client that shares
-//! no code with strait (librdkafka through `scripts/rdk.py`), for writing test data at one end and
-//! reading it back at the other. [`SecureBroker`] is one real broker with TLS and/or SASL SCRAM,
-//! with certificates made at test time by [`TestCa`].
+//! [`Clusters`] starts two independent Apache Kafka clusters ("source" and "target", single-node
+//! KRaft brokers on loopback, see `scripts/test-broker`) and stops them on drop; either can be
+//! stopped, killed and started again with its data ([`Clusters::stop_broker`],
+//! [`Clusters::kill_broker`], [`Clusters::start_broker`]). [`Rdk`] is a client that shares no
+//! code with strait (librdkafka through `scripts/rdk.py`), for writing test data at one end and
+//! reading it back at the other; [`kafka_tool`] runs Kafka's own Java tools as a second witness.
+//! [`SecureBroker`] is one real broker with TLS and/or SASL, with certificates made at test time
+//! by [`TestCa`].
 //!
-//! Neither skips: a missing broker binary or Python venv is a panic that says how to install it
+//! Nothing skips: a missing Kafka install or Python venv is a panic that says how to install it
 //! (`scripts/test-broker install`; `scripts/test` does it before running the tests).
 
+mod brokers;
 mod clusters;
 mod env;
+mod java;
+mod mm2;
 mod rdk;
 mod record;
 mod secure;
 mod txn;
 
-pub use clusters::{Broker, Clusters, Storage, Which};
-pub use rdk::{GroupMember, Rdk};
+pub use clusters::{Broker, ClusterOptions, Clusters, Which, QUICK_COMPACTION};
+pub use java::{java_command, kafka_classpath, kafka_conf_dir, kafka_tool, KAFKA_VERSION};
+pub use mm2::{Mm2, MM2_STARTED};
+pub use rdk::{GroupMember, GroupProtocol, Rdk};
 pub use record::TestRecord;
 pub use secure::{Scram, SecureBroker, SecureBrokerOptions, TestCa, TestCert};
-pub use txn::TxnBroker;

@@ -211,10 +211,24 @@ impl Rdk {
         records.into_iter().map(TestRecord::from).collect()
     }
 
-    /// Starts a consumer that joins `group` subscribed to `topic` and returns once it has an
-    /// assignment, so the group is active (Stable). It stays in the group until dropped.
+    /// Starts a consumer that joins `group` subscribed to `topic` with the classic group
+    /// protocol and returns once it has an assignment, so the group is active (Stable). It stays
+    /// in the group until dropped.
     pub fn group_member(&self, bootstrap: &str, group: &str, topic: &str) -> GroupMember {
-        GroupMember::start(self, bootstrap, group, topic)
+        GroupMember::start(self, bootstrap, group, topic, GroupProtocol::Classic)
+    }
+
+    /// [`Rdk::group_member`] with the given group protocol: with
+    /// [`GroupProtocol::Consumer`] the group is a KIP-848 group, which Kafka's DescribeGroups
+    /// does not see.
+    pub fn group_member_with(
+        &self,
+        bootstrap: &str,
+        group: &str,
+        topic: &str,
+        protocol: GroupProtocol,
+    ) -> GroupMember {
+        GroupMember::start(self, bootstrap, group, topic, protocol)
     }
 
     /// Commits `offsets` (`(partition, offset)`) for `group` without joining it. The broker
@@ -321,6 +335,15 @@ impl Rdk {
     }
 }
 
+/// How a consumer takes part in its group (`group.protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupProtocol {
+    /// JoinGroup, SyncGroup and Heartbeat, assignment by the group's leader.
+    Classic,
+    /// Kafka 4's consumer protocol (KIP-848): ConsumerGroupHeartbeat, assignment by the broker.
+    Consumer,
+}
+
 /// A running consumer group member (see [`Rdk::group_member`]). Dropping it closes the
 /// consumer, which leaves the group at once.
 #[derive(Debug)]
@@ -332,8 +355,24 @@ pub struct GroupMember {
 }
 
 impl GroupMember {
-    fn start(rdk: &Rdk, bootstrap: &str, group: &str, topic: &str) -> GroupMember {
-        let args = group_args("group-member", bootstrap, group, topic, &[]);
+    fn start(
+        rdk: &Rdk,
+        bootstrap: &str,
+        group: &str,
+        topic: &str,
+        protocol: GroupProtocol,
+    ) -> GroupMember {
+        let protocol = match protocol {
+            GroupProtocol::Classic => "classic",
+            GroupProtocol::Consumer => "consumer",
+        };
+        let args = group_args(
+            "group-member",
+            bootstrap,
+            group,
+            topic,
+            &["--protocol", protocol],
+        );
         let mut child = rdk
             .command(&args)
             .stdin(Stdio::piped())

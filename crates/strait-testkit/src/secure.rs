@@ -1,27 +1,22 @@
-//! A real broker with TLS and SASL SCRAM, and the test certificates for it.
+//! A real Apache Kafka broker with TLS and/or SASL, and the test certificates for it.
 //!
-//! [`SecureBroker`] is one nisshi broker on loopback started with `--cert/--key` (its listener
-//! then speaks only TLS) and/or `--authentication` (SCRAM-SHA-256 and -512). nisshi's
-//! `user create` talks plain TCP without authenticating, so users are made first on a plain,
-//! unauthenticated run of the same sqlite store, which is then stopped and started again with
-//! the security options. nisshi does not ask clients for certificates (no mutual TLS).
+//! [`SecureBroker`] is one single-node Kafka cluster on loopback (`scripts/test-broker start`)
+//! whose client listener speaks TLS (a PEM key store made from a [`TestCert`], optionally asking
+//! for client certificates), SASL (SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN; SCRAM users are made
+//! at format time with `--add-scram`, PLAIN users in the listener's JAAS line), or both.
 //!
 //! [`TestCa`] makes certificates at test time with rcgen: a CA, server certificates for any
 //! names, expired ones, client certificates.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use rcgen::{
     date_time_ymd, BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose,
 };
 
-use crate::env;
-
+use crate::brokers::BrokerSet;
+use crate::clusters::ClusterOptions;
 /// A certificate authority for tests.
 #[derive(Debug)]
 pub struct TestCa {
@@ -146,10 +141,10 @@ pub enum Scram {
 }
 
 impl Scram {
-    fn as_arg(self) -> &'static str {
+    fn mechanism(self) -> &'static str {
         match self {
-            Scram::Sha256 => "scram256",
-            Scram::Sha512 => "scram512",
+            Scram::Sha256 => "SCRAM-SHA-256",
+            Scram::Sha512 => "SCRAM-SHA-512",
         }
     }
 }
@@ -157,10 +152,16 @@ impl Scram {
 /// How to start a [`SecureBroker`].
 #[derive(Debug, Clone, Default)]
 pub struct SecureBrokerOptions {
-    /// The broker's certificate: its listener speaks only TLS.
+    /// The broker's certificate: its client listener speaks only TLS.
     pub tls: Option<TestCert>,
-    /// Users (name, password, mechanism); when any, the broker requires SASL authentication.
+    /// With `tls`: the CA (PEM) whose client certificates the broker requires (mutual TLS).
+    pub client_ca_pem: Option<String>,
+    /// Users (name, password, SCRAM mechanism); when any, the broker requires SASL
+    /// authentication. Every user can also log in with PLAIN and the same password.
     pub users: Vec<(String, String, Scram)>,
+    /// `connections.max.reauth.ms` (KIP-368): the broker closes a SASL connection whose session
+    /// is older, unless the client authenticates again before then.
+    pub reauth_ms: Option<u64>,
     /// The port to advertise in metadata, when a proxy in front of the broker listens there.
     pub advertised_port: Option<u16>,
 }
@@ -170,268 +171,119 @@ pub struct SecureBrokerOptions {
 /// log's tail is printed.
 #[derive(Debug)]
 pub struct SecureBroker {
-    /// `127.0.0.1:PORT` where the broker listens.
+    /// `127.0.0.1:PORT` where the broker's client listener listens.
     pub listen: String,
     /// What metadata names it by: `listen` unless a port to advertise was given.
     pub bootstrap: String,
     /// The broker's log.
     pub log: PathBuf,
-    dir: PathBuf,
-    child: Child,
-    watchdog: Option<Child>,
+    set: BrokerSet,
 }
 
 impl SecureBroker {
-    /// Starts the broker (after making its users, if any) and waits until it accepts
-    /// connections.
+    /// Starts the broker (its SCRAM users made when its storage is formatted) and waits until
+    /// it is up.
     ///
     /// # Panics
     ///
-    /// If the broker binary is not installed, or the broker does not start.
+    /// If Kafka is not installed, or the broker does not start.
     pub fn start(options: SecureBrokerOptions) -> SecureBroker {
-        let bin = env::broker_bin();
-        if !bin.is_file() {
-            panic!(
-                "test broker not installed: run scripts/test-broker install (no broker binary at {})",
-                bin.display()
+        let protocol = match (options.tls.is_some(), !options.users.is_empty()) {
+            (false, false) => "PLAINTEXT",
+            (true, false) => "SSL",
+            (false, true) => "SASL_PLAINTEXT",
+            (true, true) => "SASL_SSL",
+        };
+        let advertised = match options.advertised_port {
+            Some(port) => port.to_string(),
+            None => "@PORT@".to_owned(),
+        };
+        let mut config = ClusterOptions::default()
+            .property(
+                "listeners",
+                "CLIENT://127.0.0.1:@PORT@,CONTROLLER://127.0.0.1:@CONTROLLER_PORT@,INTERNAL://127.0.0.1:@INTERNAL_PORT@",
+            )
+            .property(
+                "advertised.listeners",
+                &format!("CLIENT://127.0.0.1:{advertised},INTERNAL://127.0.0.1:@INTERNAL_PORT@"),
+            )
+            .property(
+                "listener.security.protocol.map",
+                &format!("CONTROLLER:PLAINTEXT,INTERNAL:PLAINTEXT,CLIENT:{protocol}"),
             );
+        if let Some(cert) = &options.tls {
+            config = config
+                .property("listener.name.client.ssl.keystore.type", "PEM")
+                .property(
+                    "listener.name.client.ssl.keystore.certificate.chain",
+                    &cert.chain_pem,
+                )
+                .property("listener.name.client.ssl.keystore.key", &cert.key_pem);
+            if let Some(ca) = &options.client_ca_pem {
+                config = config
+                    .property("listener.name.client.ssl.client.auth", "required")
+                    .property("listener.name.client.ssl.truststore.type", "PEM")
+                    .property("listener.name.client.ssl.truststore.certificates", ca);
+            }
         }
-        let dir = env::unique_dir("strait-secure-test");
-        let log = dir.join("broker.log");
-        let port = free_port();
-        let listen = format!("127.0.0.1:{port}");
-        let bootstrap = format!("127.0.0.1:{}", options.advertised_port.unwrap_or(port));
-        let storage = if options.users.is_empty() {
-            "memory://nisshi/".to_owned()
-        } else {
-            "sqlite://secure.db".to_owned()
-        };
-        let base = |extra: &[String]| {
-            let mut args: Vec<String> = [
-                "broker",
-                "--cluster-id",
-                "secure",
-                "--group-initial-rebalance-delay",
-                "0s",
-            ]
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect();
-            args.push("--listener-url".into());
-            args.push(format!("tcp://{listen}"));
-            args.push("--advertised-listener-url".into());
-            args.push(format!("tcp://{bootstrap}"));
-            args.push("--storage-engine".into());
-            args.push(storage.clone());
-            args.extend_from_slice(extra);
-            args
-        };
-
         if !options.users.is_empty() {
-            // A plain run of the same store, only to create the users.
-            let mut plain = launch(&bin, &dir, &log, &base(&[]));
-            wait_until_ready(&mut plain, &listen, true, &log);
-            for (name, password, mechanism) in &options.users {
-                let output = Command::new(&bin)
-                    .args(["user", "create", name, password, "--mechanism"])
-                    .arg(mechanism.as_arg())
-                    .arg("--broker")
-                    .arg(format!("tcp://{listen}"))
-                    .current_dir(&dir)
-                    .output()
-                    .unwrap_or_else(|e| panic!("cannot run {} user create: {e}", bin.display()));
-                assert!(
-                    output.status.success(),
-                    "nisshi user create {name} failed: {}{}",
-                    String::from_utf8_lossy(&output.stdout),
-                    String::from_utf8_lossy(&output.stderr)
+            config = config.property(
+                "listener.name.client.sasl.enabled.mechanisms",
+                "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
+            );
+            for mechanism in ["scram-sha-256", "scram-sha-512"] {
+                config = config.property(
+                    &format!("listener.name.client.{mechanism}.sasl.jaas.config"),
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;",
                 );
             }
-            stop(&mut plain);
+            let plain_users: String = options
+                .users
+                .iter()
+                .map(|(name, password, _)| format!(" user_{name}=\"{password}\""))
+                .collect();
+            config = config.property(
+                "listener.name.client.plain.sasl.jaas.config",
+                &format!(
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required{plain_users};"
+                ),
+            );
+            for (name, password, mechanism) in &options.users {
+                config.format_args.push("--add-scram".to_owned());
+                config.format_args.push(format!(
+                    "{}=[name={name},password={password}]",
+                    mechanism.mechanism()
+                ));
+            }
         }
-
-        let mut extra = Vec::new();
-        if let Some(cert) = &options.tls {
-            let chain = dir.join("broker-chain.pem");
-            let key = dir.join("broker-key.pem");
-            write(&chain, &cert.chain_pem);
-            write(&key, &cert.key_pem);
-            extra.push("--cert".to_owned());
-            extra.push(chain.display().to_string());
-            extra.push("--key".to_owned());
-            extra.push(key.display().to_string());
+        if let Some(ms) = options.reauth_ms {
+            config = config.property("connections.max.reauth.ms", &ms.to_string());
         }
-        if !options.users.is_empty() {
-            extra.push("--authentication".to_owned());
-        }
-        let mut child = launch(&bin, &dir, &log, &base(&extra));
-        wait_until_ready(&mut child, &listen, options.tls.is_none(), &log);
-        let watchdog = start_watchdog(child.id());
+        let set = BrokerSet::start("strait-secure-test", &["secure"], &config);
+        let broker = set.brokers[0].clone();
+        let port = broker
+            .bootstrap
+            .rsplit_once(':')
+            .map(|(_, port)| port.to_owned())
+            .unwrap_or_default();
         SecureBroker {
-            listen,
-            bootstrap,
-            log,
-            dir,
-            child,
-            watchdog,
+            bootstrap: format!(
+                "127.0.0.1:{}",
+                options.advertised_port.map_or(port, |p| p.to_string())
+            ),
+            listen: broker.bootstrap.clone(),
+            log: broker.log,
+            set,
         }
     }
 
-    /// The broker's working directory (certificates, store, log).
+    /// The broker's directory (properties, data, log).
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.set.dir()
     }
 
     /// The last `lines` lines of the broker's log.
     pub fn log_tail(&self, lines: usize) -> String {
         crate::env::log_tail(&self.log, lines)
     }
-}
-
-impl Drop for SecureBroker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if let Some(watchdog) = &mut self.watchdog {
-            let _ = watchdog.kill();
-            let _ = watchdog.wait();
-        }
-        if std::thread::panicking() {
-            eprintln!(
-                "strait-testkit: last lines of {}:\n{}\nstrait-testkit: kept {}",
-                self.log.display(),
-                self.log_tail(30),
-                self.dir.display()
-            );
-        } else if let Err(e) = std::fs::remove_dir_all(&self.dir) {
-            eprintln!("strait-testkit: cannot remove {}: {e}", self.dir.display());
-        }
-    }
-}
-
-fn write(path: &Path, text: &str) {
-    std::fs::write(path, text).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("no free loopback port: {e}"))
-}
-
-fn launch(bin: &Path, dir: &Path, log: &Path, args: &[String]) -> Child {
-    let out = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .unwrap_or_else(|e| panic!("cannot open {}: {e}", log.display()));
-    let err = out
-        .try_clone()
-        .unwrap_or_else(|e| panic!("cannot open {}: {e}", log.display()));
-    let mut command = Command::new(bin);
-    // nisshi also reads its options from these variables: none of the caller's may leak in.
-    for var in [
-        "CLUSTER_ID",
-        "LISTENER_URL",
-        "ADVERTISED_LISTENER_URL",
-        "STORAGE_ENGINE",
-        "SCHEMA_REGISTRY",
-        "GROUP_INITIAL_REBALANCE_DELAY",
-        "GROUP_POLL_INTERVAL",
-        "OTEL_EXPORTER_OTLP_ENDPOINT",
-    ] {
-        command.env_remove(var);
-    }
-    command
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()))
-}
-
-/// Waits until the broker accepts connections (and, for a plain listener, answers ApiVersions).
-fn wait_until_ready(child: &mut Child, listen: &str, plain: bool, log: &Path) {
-    let addr: SocketAddr = listen.parse().expect("loopback address");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut last = String::new();
-    while Instant::now() < deadline {
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!(
-                "broker exited ({status}) before it was ready; log {}:\n{}",
-                log.display(),
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
-        }
-        let probe = if plain {
-            api_versions(&addr)
-        } else {
-            TcpStream::connect_timeout(&addr, Duration::from_secs(1)).map(drop)
-        };
-        match probe {
-            Ok(()) => return,
-            Err(e) => last = e.to_string(),
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("broker on {listen} not ready within 30 s ({last})");
-}
-
-/// An ApiVersions v0 request answered with our correlation id.
-fn api_versions(addr: &SocketAddr) -> std::io::Result<()> {
-    let mut stream = TcpStream::connect_timeout(addr, Duration::from_secs(1))?;
-    stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-    let client_id = b"strait-testkit";
-    let mut body = Vec::new();
-    body.extend_from_slice(&18i16.to_be_bytes());
-    body.extend_from_slice(&0i16.to_be_bytes());
-    body.extend_from_slice(&0x5742i32.to_be_bytes());
-    body.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
-    body.extend_from_slice(client_id);
-    let mut request = (body.len() as i32).to_be_bytes().to_vec();
-    request.extend_from_slice(&body);
-    stream.write_all(&request)?;
-    let mut head = [0u8; 8];
-    stream.read_exact(&mut head)?;
-    if head[4..8] != 0x5742i32.to_be_bytes() {
-        return Err(std::io::Error::other("wrong correlation id"));
-    }
-    Ok(())
-}
-
-/// SIGTERM, then SIGKILL if the broker is still there after 5 s.
-fn stop(child: &mut Child) {
-    let _ = Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
-/// A shell loop that kills the broker once this test process is gone.
-fn start_watchdog(broker: u32) -> Option<Child> {
-    let script = format!(
-        "while kill -0 {parent} 2>/dev/null && kill -0 {broker} 2>/dev/null; do sleep 1; done; \
-         kill -9 {broker} 2>/dev/null",
-        parent = std::process::id()
-    );
-    Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()
 }

@@ -25,7 +25,7 @@ use std::time::Duration;
 use running::{flow_properties, run_until_caught_up, write_properties};
 use strait_core::flow::map_store::MapStore;
 use strait_kafka::{Client, ClientConfig};
-use strait_testkit::{Clusters, Rdk, Storage, TestRecord, TxnBroker, Which};
+use strait_testkit::{Clusters, Rdk, TestRecord, Which, QUICK_COMPACTION};
 use strait_wire::offset_map::mm2_model::{compare, Mm2Model, DEFAULT_OFFSET_LAG_MAX};
 use strait_wire::offset_map::SourcePartition;
 
@@ -134,42 +134,26 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
-/// Cluster A (the test broker's source, or the transaction-capable broker) and B.
+/// Cluster A (the source) and B.
 struct Setup {
     clusters: Clusters,
-    txn: Option<TxnBroker>,
     a: String,
     b: String,
 }
 
 impl Setup {
-    fn start(kind: Kind) -> Setup {
-        let clusters = match kind {
-            Kind::Compacted => Clusters::start_with(Storage::Sqlite),
-            _ => Clusters::start(),
-        };
-        let txn = (kind == Kind::Transactional).then(TxnBroker::start);
-        let a = txn.as_ref().map_or_else(
-            || clusters.source.bootstrap.clone(),
-            |t| t.bootstrap.clone(),
-        );
+    fn start(_kind: Kind) -> Setup {
+        let clusters = Clusters::start();
+        let a = clusters.source.bootstrap.clone();
         let b = clusters.target.bootstrap.clone();
-        Setup {
-            clusters,
-            txn,
-            a,
-            b,
-        }
+        Setup { clusters, a, b }
     }
 
     fn create_topic(&self, kind: Kind, rdk: &Rdk) {
         match kind {
-            Kind::Compacted => rdk.create_topic_with_configs(
-                &self.a,
-                TOPIC,
-                PARTITIONS,
-                &[("cleanup.policy", "compact")],
-            ),
+            Kind::Compacted => {
+                rdk.create_topic_with_configs(&self.a, TOPIC, PARTITIONS, QUICK_COMPACTION)
+            }
             _ => rdk.create_topic(&self.a, TOPIC, PARTITIONS),
         }
     }
@@ -191,10 +175,7 @@ impl Setup {
 
     /// A is lost.
     fn lose_a(&mut self) {
-        match self.txn.take() {
-            Some(broker) => drop(broker),
-            None => self.clusters.stop_broker(Which::Source),
-        }
+        self.clusters.stop_broker(Which::Source);
     }
 }
 

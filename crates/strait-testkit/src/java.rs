@@ -1,0 +1,73 @@
+//! Kafka's own Java programs as independent witnesses: the command-line tools
+//! (`ConsumerGroupCommand`, `GetOffsetShell`, ...), MirrorMaker 2 and Java test programs kept
+//! under `scripts/kafka/`, run from the jars `scripts/test-broker install` fetches.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use crate::env;
+
+/// The Kafka release the tests run against (the one `scripts/kafka/pom.xml` pins).
+pub const KAFKA_VERSION: &str = "4.1.1";
+
+/// The JVM class path of the Kafka jars (`<lib>/*`, expanded by the JVM).
+pub fn kafka_classpath() -> String {
+    format!("{}/*", env::kafka_lib().display())
+}
+
+/// `scripts/kafka/`: the broker and log configs and the Java test programs.
+pub fn kafka_conf_dir() -> PathBuf {
+    env::scripts_dir().join("kafka")
+}
+
+/// `java` (from `$JAVA_HOME` when set) with a small heap, the Kafka class path and the tools'
+/// log config (warnings to stderr), ready for a main class or a `.java` source file and its
+/// arguments.
+///
+/// # Panics
+///
+/// If Kafka is not installed.
+pub fn java_command() -> Command {
+    env::require_kafka();
+    let java = std::env::var_os("JAVA_HOME")
+        .map(|home| PathBuf::from(home).join("bin").join("java"))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("java"));
+    let mut command = Command::new(java);
+    command
+        .arg("-Xmx256m")
+        .arg(format!(
+            "-Dlog4j2.configurationFile={}",
+            kafka_conf_dir().join("tools-log4j2.properties").display()
+        ))
+        .arg("-cp")
+        .arg(kafka_classpath());
+    command
+}
+
+/// Runs a Kafka tool's main class (e.g. `org.apache.kafka.tools.consumer.group.ConsumerGroupCommand`)
+/// with `args` and returns its stdout.
+///
+/// # Panics
+///
+/// If it cannot run or exits non-zero; the message carries its output.
+pub fn kafka_tool(main_class: &str, args: &[&str]) -> String {
+    let output = java_command()
+        .arg(main_class)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run java {main_class}: {e}"));
+    expect_success(&format!("{main_class} {}", args.join(" ")), &output);
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn expect_success(what: &str, output: &Output) {
+    if !output.status.success() {
+        panic!(
+            "{what} failed ({}):\n{}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
