@@ -115,6 +115,7 @@ fn mm2_client_library_reads_what_strait_wrote() {
         out.both()
     );
     eprintln!("strait run --until-caught-up: {:?}", started.elapsed());
+    let after_copy = last_checkpoints(&kafka.records(&kafka.target, CHECKPOINTS));
 
     // Heartbeats come from a running strait only: B->A writes them into A, A->B writes into B
     // and mirrors A's as A.heartbeats.
@@ -139,6 +140,8 @@ fn mm2_client_library_reads_what_strait_wrote() {
 
     // What strait wrote, decoded by strait: the last checkpoint per group and partition.
     let checkpoints = last_checkpoints(&kafka.records(&kafka.target, CHECKPOINTS));
+    // The one-shot copy wrote them all; the running strait found nothing to change.
+    assert_eq!(checkpoints, after_copy);
     let positions = Positions::read(&rdk, &a, &b, source_records.len(), 45);
     // source offset -> target offset, worked out from where each record landed.
     assert_eq!(positions.translate(0, 12), 17);
