@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use strait_core::config::{
-    OffsetSyncsLocation, Role, SecurityProtocol, Side, StraitConfig, UseDefaultsFrom, WarningKind,
-    MAX_BYTES_IN_FLIGHT_DEFAULT,
+    OffsetSyncsLocation, Role, SecurityProtocol, Side, StartPosition, StraitConfig,
+    UseDefaultsFrom, WarningKind, MAX_BYTES_IN_FLIGHT_DEFAULT,
 };
 use strait_core::policy::ReplicationPolicy;
 use strait_kafka::admin::IsolationLevel;
@@ -351,6 +351,36 @@ fn isolation_level() {
         with("A->B.strait.isolation.level = read_uncommitted\n").flows[0].isolation_level,
         IsolationLevel::ReadUncommitted
     );
+}
+
+#[test]
+fn start_position_is_the_source_consumers_auto_offset_reset() {
+    // MM2 sets `earliest` when nothing is given.
+    assert_eq!(with("").flows[0].auto_offset_reset, StartPosition::Earliest);
+    assert_eq!(
+        with("A.consumer.auto.offset.reset = latest\n").flows[0].auto_offset_reset,
+        StartPosition::Latest
+    );
+    // The flow's own consumer override is stronger than the cluster's.
+    assert_eq!(
+        with("A.consumer.auto.offset.reset = latest\nA->B.consumer.auto.offset.reset = Earliest\n")
+            .flows[0]
+            .auto_offset_reset,
+        StartPosition::Earliest
+    );
+    // The target's consumer does not read the source.
+    assert_eq!(
+        with("B.consumer.auto.offset.reset = latest\n").flows[0].auto_offset_reset,
+        StartPosition::Earliest
+    );
+    let err = StraitConfig::parse(
+        &format!("{TWO}A.consumer.auto.offset.reset = none\n"),
+        "mm2.properties",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("A.consumer.auto.offset.reset"), "{err}");
+    assert!(err.contains("`earliest` or `latest`"), "{err}");
 }
 
 #[test]

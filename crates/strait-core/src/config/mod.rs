@@ -34,7 +34,8 @@ use std::path::{Path, PathBuf};
 pub use client::{ClientProps, ClientSettings, Role, SecurityProtocol, Side};
 pub use error::{ConfigError, ConfigErrorReason, ConfigWarning, WarningKind};
 pub use model::{
-    ClusterAlias, ClusterConfig, FlowConfig, HeartbeatEmitter, OffsetSyncsLocation, UseDefaultsFrom,
+    ClusterAlias, ClusterConfig, FlowConfig, HeartbeatEmitter, OffsetSyncsLocation, StartPosition,
+    UseDefaultsFrom,
 };
 pub use secret::{is_secret_key, ClientValue, Secret};
 

@@ -10,6 +10,16 @@ use super::client::ClientSettings;
 use crate::filter::{GroupFilter, PatternList, TopicFilter};
 use crate::policy::ReplicationPolicy;
 
+/// Where a partition that was never mirrored starts (`consumer.auto.offset.reset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StartPosition {
+    /// The source's log start: everything the source still has (MM2's default).
+    #[default]
+    Earliest,
+    /// The source's end: only what is written from now on.
+    Latest,
+}
+
 /// A cluster's alias, as listed in `clusters` (`A`, `us-west`). Also the name a flow uses for
 /// a cluster in remote topic names, heartbeats and checkpoints.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -147,6 +157,10 @@ pub struct FlowConfig {
     /// `A.consumer.isolation.level`) is honoured. MM2 reads uncommitted unless told otherwise;
     /// strait does not mirror aborted transactions unless told to.
     pub isolation_level: IsolationLevel,
+    /// Where a partition never mirrored starts: the source consumer's `auto.offset.reset`
+    /// (`A.consumer.auto.offset.reset` or `A->B.consumer.auto.offset.reset`), `earliest` by
+    /// default as MM2 sets it; `latest` starts at the source's end.
+    pub auto_offset_reset: StartPosition,
     /// `source->target.consumer.*`, `.producer.*`, `.admin.*`: this flow's client settings, under
     /// the clusters' own (see [`super::StraitConfig::client_props`]).
     pub client_overrides: ClientSettings,

@@ -8,7 +8,7 @@ use strait_kafka::admin::IsolationLevel;
 use super::error::{ConfigError, ConfigErrorReason as Reason};
 use super::keys;
 use super::model::{
-    ClusterAlias, FlowConfig, HeartbeatEmitter, OffsetSyncsLocation, UseDefaultsFrom,
+    ClusterAlias, FlowConfig, HeartbeatEmitter, OffsetSyncsLocation, StartPosition, UseDefaultsFrom,
 };
 use super::resolve::{is_topic_char, Found, Resolver};
 use super::MAX_BYTES_IN_FLIGHT_DEFAULT;
@@ -129,6 +129,7 @@ pub(super) fn pair(
             true,
         )?,
         isolation_level: s.isolation_level(source, target)?,
+        auto_offset_reset: s.auto_offset_reset(source, target)?,
         client_overrides: r.flow_client(&s.prefix)?,
     };
     Ok((enabled.then_some(flow), heartbeat))
@@ -355,6 +356,31 @@ impl<'a> Scope<'_, 'a> {
 
     /// `strait.isolation.level`, else the source consumer's `isolation.level`, else
     /// read_committed.
+    /// The source consumer's `auto.offset.reset`, where MM2's source consumer reads it
+    /// (`A.consumer.`, then the flow's `A->B.consumer.`); MM2 sets `earliest` when neither does.
+    fn auto_offset_reset(&self, source: &str, target: &str) -> Result<StartPosition, ConfigError> {
+        let found = self
+            .r
+            .top(&format!("{source}->{target}.consumer.auto.offset.reset"))
+            .or_else(|| self.r.top(&format!("{source}.consumer.auto.offset.reset")));
+        let Some(found) = found else {
+            return Ok(StartPosition::Earliest);
+        };
+        match java_trim(found.value).to_ascii_lowercase().as_str() {
+            "earliest" => Ok(StartPosition::Earliest),
+            "latest" => Ok(StartPosition::Latest),
+            _ => {
+                // `none` would fail every partition never mirrored (MM2's task fails the same
+                // way); `by_duration:` (KIP-1106) is not supported yet.
+                let reason = Reason::InvalidChoice {
+                    value: found.value.to_owned(),
+                    choices: "`earliest` or `latest`",
+                };
+                Err(self.r.fail(&found, reason))
+            }
+        }
+    }
+
     fn isolation_level(&self, source: &str, target: &str) -> Result<IsolationLevel, ConfigError> {
         let found = self.get(keys::STRAIT_ISOLATION_LEVEL).or_else(|| {
             self.r

@@ -34,7 +34,7 @@ use strait_wire::offset_map::{MapEntry, OffsetMap, SourcePartition};
 use strait_wire::{BatchScanner, RawBatch};
 use tokio::time::Instant;
 
-use crate::config::{FlowConfig, Side};
+use crate::config::{FlowConfig, Side, StartPosition};
 use crate::metrics::{FlowMetrics, PartitionMetrics};
 use classify::{AbortTracker, Action, SkipReason};
 use map_store::MapStore;
@@ -330,6 +330,33 @@ impl Flow {
         Ok(())
     }
 
+    /// Where a partition never mirrored (no map, nothing on the target) starts: the source's
+    /// log start, or with `consumer.auto.offset.reset = latest` its end (the last stable offset
+    /// under read_committed), as MM2's consumer starts there. What lies before is not mirrored,
+    /// and that is said once, not counted as lost: nothing was deleted.
+    async fn start_position(&self, tp: &TopicPartition, earliest: i64) -> Result<i64, FlowError> {
+        match self.config.auto_offset_reset {
+            StartPosition::Earliest => Ok(earliest),
+            StartPosition::Latest => {
+                let latest = self
+                    .source
+                    .list_offset(tp, OffsetSpec::Latest, self.config.isolation_level)
+                    .await?
+                    .offset;
+                if latest > earliest {
+                    tracing::info!(
+                        partition = %tp,
+                        start = latest,
+                        skipped = latest - earliest,
+                        "partition starts at the source's end (consumer.auto.offset.reset = \
+                         latest): the records before it are not mirrored"
+                    );
+                }
+                Ok(latest)
+            }
+        }
+    }
+
     /// Where a partition resumes: the end of its map, after matching whatever the target holds
     /// beyond it; or the source's log start for a partition never mirrored.
     async fn initial_position(
@@ -356,7 +383,7 @@ impl Flow {
                     .await?
                     .offset;
                 if target_end == 0 {
-                    return Ok(earliest);
+                    return self.start_position(tp, earliest).await;
                 }
                 (earliest, 0)
             }
