@@ -162,6 +162,54 @@ fn a_stale_generation_does_not_replace_a_newer_one() {
 }
 
 #[test]
+fn a_late_shorter_record_of_the_same_generation_does_not_shorten_the_map() {
+    // A flush abandoned at its timeout lands after a newer one of the same writer: the segment,
+    // the lost range and the extent only ever grow, so the larger value is kept. Taking the late
+    // record would open a false gap at 20..50 that translation would call exact, and consumers
+    // failing over there would skip records.
+    let extent = |src_end| MapRecord {
+        partition: orders(3),
+        entry: MapEntry::Extent(Extent {
+            src_start: 0,
+            src_end,
+        }),
+        generation: 5,
+    };
+    let lost = |src_to| MapRecord {
+        partition: orders(3),
+        entry: MapEntry::Lost(LostRange {
+            src_from: 60,
+            src_to,
+        }),
+        generation: 5,
+    };
+    let map = load(&[
+        segment_record(0, 0, 50, 5),
+        lost(70),
+        extent(70),
+        segment_record(0, 0, 20, 5),
+        lost(65),
+        extent(40),
+    ])
+    .unwrap();
+    let p = map.partition(&orders(3)).unwrap();
+    assert_eq!(p.segments()[0].len, 50);
+    assert_eq!(p.lost_ranges()[0].src_to, 70);
+    assert_eq!(p.extent().map(|e| e.src_end), Some(70));
+    assert_eq!(
+        map.translate(&orders(3), 30),
+        Translation::Exact { target: 30 }
+    );
+    // A segment moved to other target offsets is another mapping, not a late write: the later
+    // record stands (the loader cannot know better, and the partition's checks apply).
+    let map = load(&[segment_record(0, 0, 50, 5), segment_record(0, 100, 20, 5)]).unwrap();
+    assert_eq!(
+        map.partition(&orders(3)).unwrap().segments()[0].dst_start,
+        100
+    );
+}
+
+#[test]
 fn an_overlapping_persisted_map_is_an_error_naming_partition_and_offsets() {
     let err = load(&[segment_record(0, 0, 10, 1), segment_record(5, 10, 10, 1)]).unwrap_err();
     assert_eq!(

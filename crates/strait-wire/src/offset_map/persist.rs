@@ -351,10 +351,18 @@ impl MapLoader {
     }
 
     /// Applies one decoded record.
+    ///
+    /// A record of an older generation than the one held loses (a fenced-off writer). Within
+    /// one generation an entry only ever grows (a segment is extended, a lost range widened, the
+    /// extent moved on), so a record that would shrink it is a late write (a flush abandoned at
+    /// its timeout that landed after a newer one) and the larger value is kept: taking it would
+    /// open a false gap that translation calls exact.
     pub fn apply_record(&mut self, record: MapRecord) {
         let key = record.key();
         match self.entries.get(&key) {
             Some(&(_, generation)) if generation > record.generation => {}
+            Some((held, generation))
+                if *generation == record.generation && covers(held, &record.entry) => {}
             _ => {
                 self.entries.insert(key, (record.entry, record.generation));
             }
@@ -389,5 +397,20 @@ impl MapLoader {
             }
         }
         Ok(map)
+    }
+}
+
+/// Whether `held` already says everything `late` says, and more: the same entry grown. Entries
+/// that say something else (a segment at other target offsets) do not cover each other.
+fn covers(held: &MapEntry, late: &MapEntry) -> bool {
+    match (held, late) {
+        (MapEntry::Segment(h), MapEntry::Segment(l)) => {
+            h.src_start == l.src_start && h.dst_start == l.dst_start && h.len >= l.len
+        }
+        (MapEntry::Lost(h), MapEntry::Lost(l)) => h.src_from == l.src_from && h.src_to >= l.src_to,
+        (MapEntry::Extent(h), MapEntry::Extent(l)) => {
+            h.src_start == l.src_start && h.src_end >= l.src_end
+        }
+        _ => false,
     }
 }
