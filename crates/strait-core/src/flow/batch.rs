@@ -1,5 +1,8 @@
-//! Building the small record batches strait writes itself (offset-map records, MM2's offset
-//! syncs): keys and values only, uncompressed, timestamped now, always exactly one batch.
+//! Building the record batches strait writes itself (offset-map records, MM2's offset syncs,
+//! checkpoints, heartbeats): keys and values only, uncompressed, timestamped now. A batch is
+//! kept under [`MAX_BATCH_BYTES`]: more records than that go in several batches
+//! ([`key_value_batches`]), since a batch over the target's `message.max.bytes` (1 MiB by
+//! default) is refused with MESSAGE_TOO_LARGE, for good.
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::records::{
@@ -8,6 +11,55 @@ use kafka_protocol::records::{
 use strait_wire::{BatchScanner, RawBatch};
 
 use super::FlowError;
+
+/// The most record bytes (keys, values and each record's overhead) strait puts in one batch it
+/// writes itself: a quarter of Kafka's default `message.max.bytes`, so that a target with a
+/// smaller limit still takes it.
+pub(crate) const MAX_BATCH_BYTES: usize = 256 * 1024;
+
+/// `items` in order, in runs whose sizes (by `size`) add up to at most `max`; a run holds at
+/// least one item, so an item larger than `max` is a run of its own.
+pub(crate) fn chunks_by_size<T>(
+    items: Vec<T>,
+    max: usize,
+    size: impl Fn(&T) -> usize,
+) -> Vec<Vec<T>> {
+    let mut out = Vec::new();
+    let mut current = Vec::new();
+    let mut bytes = 0;
+    for item in items {
+        let n = size(&item);
+        if !current.is_empty() && bytes + n > max {
+            out.push(std::mem::take(&mut current));
+            bytes = 0;
+        }
+        bytes += n;
+        current.push(item);
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+/// The bytes a (key, value) record takes in a batch, overhead included (lengths, deltas,
+/// attributes: at most 24 bytes for these records).
+pub(crate) fn record_size(key: &[u8], value: &[u8]) -> usize {
+    key.len() + value.len() + 24
+}
+
+/// `records` (key, value) in order, in as many batches of at most [`MAX_BATCH_BYTES`] as they
+/// need. `what` names them in errors.
+pub(crate) fn key_value_batches(
+    what: &str,
+    records: Vec<(Vec<u8>, Vec<u8>)>,
+) -> Result<Vec<RawBatch>, FlowError> {
+    let now = now_ms();
+    chunks_by_size(records, MAX_BATCH_BYTES, |(k, v)| record_size(k, v))
+        .into_iter()
+        .map(|chunk| key_value_batch_at(what, chunk, now))
+        .collect()
+}
 
 /// One batch holding `records` (key, value) in order. `what` names them in errors.
 pub(crate) fn key_value_batch(
@@ -74,4 +126,27 @@ pub(crate) fn key_value_batch_at(
         )));
     }
     Ok(batch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn many_records_go_in_several_batches_each_under_the_limit_in_order() {
+        let records: Vec<(Vec<u8>, Vec<u8>)> = (0..20_000u32)
+            .map(|i| (format!("key-{i:08}").into_bytes(), vec![7u8; 40]))
+            .collect();
+        let total: usize = records.iter().map(|(k, v)| record_size(k, v)).sum();
+        assert!(total > 1024 * 1024, "{total}");
+        let batches = key_value_batches("test records", records).unwrap();
+        assert!(batches.len() >= 4, "{}", batches.len());
+        let mut count = 0;
+        for batch in &batches {
+            assert!(batch.bytes.len() <= MAX_BATCH_BYTES + 100, "{}", batch.bytes.len());
+            count += batch.header.record_count as usize;
+        }
+        assert_eq!(count, 20_000);
+        assert!(key_value_batches("none", Vec::new()).unwrap().is_empty());
+    }
 }

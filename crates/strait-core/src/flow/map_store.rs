@@ -86,28 +86,30 @@ impl MapStore {
         self.pending.len()
     }
 
-    /// Writes every noted entry. Returns the number of records written.
+    /// Writes every noted entry, in as many batches as they need (in order, all in flight
+    /// together). Returns the number of records written. On failure every entry stays noted:
+    /// writing one again is harmless (the newest value per key is what counts).
     pub async fn flush(&mut self, producer: &RawProducer) -> Result<usize, FlowError> {
         if self.pending.is_empty() {
             return Ok(0);
         }
-        let records: Vec<MapRecord> = self.pending.values().cloned().collect();
-        let batch = encode(&records)?;
-        producer
-            .send(&TopicPartition::new(&self.topic, 0), &batch)
-            .await?;
+        let mut kvs = Vec::with_capacity(self.pending.len());
+        for r in self.pending.values() {
+            let key = r
+                .encode_key()
+                .map_err(|e| FlowError::Map(format!("cannot encode map key: {e}")))?;
+            kvs.push((key, r.encode_value()));
+        }
+        let tp = TopicPartition::new(&self.topic, 0);
+        let batches = super::batch::key_value_batches("offset-map records", kvs)?
+            .into_iter()
+            .map(|batch| (tp.clone(), batch))
+            .collect();
+        for ack in producer.send_all(batches).await {
+            ack?;
+        }
+        let written = self.pending.len();
         self.pending.clear();
-        Ok(records.len())
+        Ok(written)
     }
-}
-
-fn encode(records: &[MapRecord]) -> Result<strait_wire::RawBatch, FlowError> {
-    let mut kvs = Vec::with_capacity(records.len());
-    for r in records {
-        let key = r
-            .encode_key()
-            .map_err(|e| FlowError::Map(format!("cannot encode map key: {e}")))?;
-        kvs.push((key, r.encode_value()));
-    }
-    super::batch::key_value_batch("offset-map records", kvs)
 }

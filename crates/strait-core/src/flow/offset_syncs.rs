@@ -329,25 +329,26 @@ impl OffsetSyncWriter {
     }
 
     /// Writes the syncs queued to send at once and, with `include_delayed`, the held-back ones
-    /// (MM2 does that at every commit, every `offset.flush.interval.ms`: KAFKA-15906), in one
-    /// batch to partition 0. Returns the number of records written. On failure nothing is
+    /// (MM2 does that at every commit, every `offset.flush.interval.ms`: KAFKA-15906), to
+    /// partition 0 (in several batches when there are many). Returns the number of records written. On failure nothing is
     /// forgotten: the next flush writes the same syncs or newer ones.
     pub async fn flush(&mut self, include_delayed: bool) -> Result<usize, FlowError> {
         let syncs = self.queue.pending(include_delayed);
         if syncs.is_empty() {
             return Ok(0);
         }
-        let batch = encode(&syncs)?;
+        let tp = TopicPartition::new(&self.topic, 0);
+        let batches = encode(&syncs)?
+            .into_iter()
+            .map(|batch| (tp.clone(), batch))
+            .collect();
         let producer = match self.producer.take() {
             Some(p) => p,
             None => RawProducer::new(self.client.clone(), ProducerConfig::default()).await?,
         };
-        let sent = producer
-            .send(&TopicPartition::new(&self.topic, 0), &batch)
-            .await;
-        if let Err(e) = sent {
+        for ack in producer.send_all(batches).await {
             // Leave `producer` unset: a failed batch breaks its partition's sequence.
-            return Err(e.into());
+            ack?;
         }
         self.producer = Some(producer);
         self.queue.take(include_delayed);
@@ -356,8 +357,9 @@ impl OffsetSyncWriter {
     }
 }
 
-/// Encodes syncs as one uncompressed batch, timestamped now (MM2's producer stamps its sends).
-fn encode(syncs: &[OffsetSync]) -> Result<strait_wire::RawBatch, FlowError> {
+/// Encodes syncs as uncompressed batches (as many as they need), timestamped now (MM2's
+/// producer stamps its sends).
+fn encode(syncs: &[OffsetSync]) -> Result<Vec<strait_wire::RawBatch>, FlowError> {
     let mut kvs = Vec::with_capacity(syncs.len());
     for sync in syncs {
         let key = sync
@@ -365,7 +367,7 @@ fn encode(syncs: &[OffsetSync]) -> Result<strait_wire::RawBatch, FlowError> {
             .map_err(|e| FlowError::Map(format!("cannot encode offset sync {sync:?}: {e}")))?;
         kvs.push((key, sync.encode_value()));
     }
-    super::batch::key_value_batch("offset syncs", kvs)
+    super::batch::key_value_batches("offset syncs", kvs)
 }
 
 #[cfg(test)]

@@ -58,9 +58,7 @@ use crate::flow::FlowError;
 use crate::metrics::GroupMetrics;
 pub use store::{checkpoint_for, CheckpointStore, Decision};
 
-/// Most bytes of checkpoint keys and values put in one batch, well under a broker's default
-/// `max.message.bytes` (1 MiB).
-const MAX_BATCH_BYTES: usize = 256 * 1024;
+use crate::flow::batch::MAX_BATCH_BYTES;
 
 /// Shortest interval the loop honours, so a zero from a hand-built config cannot spin.
 const MIN_INTERVAL: Duration = Duration::from_millis(10);
@@ -630,23 +628,9 @@ struct Encoded {
 
 /// Splits encoded checkpoints into runs of at most [`MAX_BATCH_BYTES`] (at least one each).
 fn chunks(encoded: Vec<Encoded>) -> Vec<Vec<Encoded>> {
-    let mut out = Vec::new();
-    let mut current = Vec::new();
-    let mut bytes = 0;
-    for item in encoded {
-        // Key, value, and a record's own overhead (lengths, deltas, attributes).
-        let size = item.key.len() + item.value.len() + 24;
-        if !current.is_empty() && bytes + size > MAX_BATCH_BYTES {
-            out.push(std::mem::take(&mut current));
-            bytes = 0;
-        }
-        bytes += size;
-        current.push(item);
-    }
-    if !current.is_empty() {
-        out.push(current);
-    }
-    out
+    crate::flow::batch::chunks_by_size(encoded, MAX_BATCH_BYTES, |e| {
+        crate::flow::batch::record_size(&e.key, &e.value)
+    })
 }
 
 #[cfg(test)]
