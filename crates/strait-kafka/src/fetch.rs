@@ -108,9 +108,16 @@ impl Client {
         positions: &[FetchPosition],
         options: &FetchOptions,
     ) -> Result<FetchResults> {
-        let mut by_topic: BTreeMap<&str, Vec<WireFetchPartition>> = BTreeMap::new();
+        // In the caller's order (topics in the order they first appear): the broker fills the
+        // answer in request order, so the order decides which partitions get data first.
+        let mut by_topic: Vec<(&str, Vec<WireFetchPartition>)> = Vec::new();
+        let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
         for p in positions {
-            by_topic.entry(&p.tp.topic).or_default().push(
+            let i = *index.entry(&p.tp.topic).or_insert_with(|| {
+                by_topic.push((&p.tp.topic, Vec::new()));
+                by_topic.len() - 1
+            });
+            by_topic[i].1.push(
                 WireFetchPartition::default()
                     .with_partition(p.tp.partition)
                     .with_current_leader_epoch(p.current_leader_epoch)

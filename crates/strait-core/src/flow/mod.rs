@@ -160,6 +160,9 @@ pub struct Flow {
     offset_syncs: Option<OffsetSyncWriter>,
     next_delayed_syncs: Instant,
     partitions: BTreeMap<TopicPartition, PartitionState>,
+    /// The order partitions are asked for in the next fetch: those that got records last go to
+    /// the back (see [`Flow::round`]).
+    fetch_order: Vec<TopicPartition>,
     topics: Vec<MirroredTopic>,
     next_refresh: Instant,
     next_config_sync: Instant,
@@ -233,6 +236,7 @@ impl Flow {
             offset_syncs,
             next_delayed_syncs: Instant::now() + DELAYED_SYNC_INTERVAL,
             partitions: BTreeMap::new(),
+            fetch_order: Vec::new(),
             topics: Vec::new(),
             next_refresh: Instant::now(),
             next_config_sync: Instant::now(),
@@ -662,12 +666,32 @@ impl Flow {
                 self.next_config_sync = Instant::now() + every;
             }
         }
+        // Kafka fills a fetch answer in request order, and lets only the first partition with
+        // data go past its size limit (KIP-74): asked always in the same order, partitions late
+        // in it (or whose next batch is larger than the limit) could get nothing round after
+        // round until retention deleted their records. So, as Kafka's own consumer does,
+        // partitions that got records go to the back of the order for the next fetch.
+        self.fetch_order.retain(|tp| self.partitions.contains_key(tp));
+        if self.fetch_order.len() < self.partitions.len() {
+            let known: std::collections::HashSet<&TopicPartition> =
+                self.fetch_order.iter().collect();
+            let new: Vec<TopicPartition> = self
+                .partitions
+                .keys()
+                .filter(|tp| !known.contains(tp))
+                .cloned()
+                .collect();
+            self.fetch_order.extend(new);
+        }
         let positions: Vec<FetchPosition> = self
-            .partitions
+            .fetch_order
             .iter()
-            .map(|(tp, p)| FetchPosition {
-                max_bytes: self.options.partition_max_bytes,
-                ..FetchPosition::new(tp.clone(), p.position)
+            .filter_map(|tp| {
+                let p = self.partitions.get(tp)?;
+                Some(FetchPosition {
+                    max_bytes: self.options.partition_max_bytes,
+                    ..FetchPosition::new(tp.clone(), p.position)
+                })
             })
             .collect();
         let budget = i32::try_from(self.config.max_bytes_in_flight).unwrap_or(i32::MAX);
@@ -678,6 +702,15 @@ impl Flow {
             ..FetchOptions::default()
         };
         let results = self.source.fetch(&positions, &options).await;
+        let (waited, fed): (Vec<TopicPartition>, Vec<TopicPartition>) =
+            std::mem::take(&mut self.fetch_order)
+                .into_iter()
+                .partition(|tp| match results.get(tp) {
+                    Some(Ok(data)) => data.records.is_empty(),
+                    _ => true,
+                });
+        self.fetch_order = waited;
+        self.fetch_order.extend(fed);
         // Every partition failing the same way (the source unreachable) is an outage: let the
         // caller log it and back off, rather than spin quietly.
         let mut errors = results.values().filter_map(|r| r.as_ref().err());
