@@ -1,4 +1,4 @@
-//! MM2's topic ACL sync (`reference/mm2.md` §1.9, `MirrorSourceConnector.syncTopicAcls`): the
+//! MM2's topic ACL sync (`docs/mm2-behaviour.md` §1.9, `MirrorSourceConnector.syncTopicAcls`): the
 //! source's ACLs on mirrored topics, copied onto their remote topics so that whoever may read
 //! `orders` on the source may read `A.orders` on the target, and only strait may write it.
 //!

@@ -1,5 +1,5 @@
 //! MM2's topic, group and config-property filters: `DefaultTopicFilter`, `DefaultGroupFilter` and
-//! the exclude list of `DefaultConfigPropertyFilter` (`reference/mm2.md` §1.8, §1.10).
+//! the exclude list of `DefaultConfigPropertyFilter` (`docs/mm2-behaviour.md` §1.8, §1.10).
 //!
 //! A filter value is a Kafka `LIST`: trimmed, then split at commas with the whitespace around
 //! them. MM2 joins the pieces with `|` into one Java regex and tests names with

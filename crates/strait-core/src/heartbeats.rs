@@ -1,5 +1,5 @@
 //! MM2's heartbeats, written as MirrorMaker 2's `MirrorHeartbeatTask` writes them
-//! (`reference/mm2.md` §1.4), so that `MirrorClient.replicationHops()`, `upstreamClusters()`,
+//! (`docs/mm2-behaviour.md` §1.4), so that `MirrorClient.replicationHops()`, `upstreamClusters()`,
 //! the `HeartbeatFormatter` and latency dashboards built on heartbeats work on clusters strait
 //! mirrors between.
 //!

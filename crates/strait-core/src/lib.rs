@@ -1,5 +1,5 @@
 //! strait's replication logic, above the Kafka runtime: MM2 configuration, flows, the offset map,
-//! checkpoints and group sync (`DESIGN.md` §3–§5).
+//! checkpoints and group sync (`docs/design.md` §3–§5).
 //!
 //! So far:
 //! - [`config`]: an MM2 `.properties` file read into typed clusters and flows; [`policy`]: MM2's

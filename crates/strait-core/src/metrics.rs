@@ -4,7 +4,7 @@
 //! nothing.
 //!
 //! MirrorMaker 2's metrics keep their meaning under Prometheus-style names
-//! (`reference/mm2.md` §1.12): `record-count` is [`RECORD_COUNT`], `byte-count`
+//! (`docs/mm2-behaviour.md` §1.12): `record-count` is [`RECORD_COUNT`], `byte-count`
 //! [`BYTE_COUNT`], `record-age-ms` [`RECORD_AGE`], `replication-latency-ms`
 //! [`REPLICATION_LATENCY`], `checkpoint-latency-ms` [`CHECKPOINT_LATENCY`]. MM2's rates and
 //! min/max/avg are what Prometheus computes from counters and histograms (`rate()`,
@@ -57,7 +57,7 @@ pub const BATCHES_REBUILT: &str = "strait_batches_rebuilt_total";
 pub const BATCHES_DROPPED: &str = "strait_batches_dropped_total";
 /// Segments of the offset map; per partition.
 pub const MAP_SEGMENTS: &str = "strait_map_segments";
-/// Source records deleted before they were mirrored (`DESIGN.md` §3.4); per partition.
+/// Source records deleted before they were mirrored (`docs/design.md` §3.4); per partition.
 pub const LOST_RECORDS: &str = "strait_lost_records_total";
 /// Records written twice (a crash left them unrecorded and unmatchable); per partition.
 pub const DUPLICATE_RECORDS: &str = "strait_duplicate_records_total";

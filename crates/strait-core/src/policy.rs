@@ -1,6 +1,6 @@
 //! MM2's replication policy: how a remote topic is named, how a name is read back into its source
 //! cluster and upstream topic, which topics are internal, and when a topic would loop
-//! (`reference/mm2.md` §1.6–§1.7).
+//! (`docs/mm2-behaviour.md` §1.6–§1.7).
 //!
 //! This is a faithful port of `DefaultReplicationPolicy` and `IdentityReplicationPolicy` from
 //! `connect/mirror-client`, including their corner cases, because strait must name topics exactly

@@ -93,7 +93,7 @@ pub struct FlowStatus {
     pub lag_records: i64,
     /// The largest lag in seconds of any partition (module docs); `null` while unknown.
     pub lag_seconds: Option<f64>,
-    /// Source records deleted before they were mirrored, since start (`DESIGN.md` §3.4).
+    /// Source records deleted before they were mirrored, since start (`docs/design.md` §3.4).
     pub lost_records: u64,
     /// Records written twice since start (after a crash left them unrecorded).
     pub duplicate_records: u64,

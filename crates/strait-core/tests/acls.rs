@@ -1,4 +1,4 @@
-//! MM2's topic ACL sync (`reference/mm2.md` §1.9) at the request level. The test broker has no
+//! MM2's topic ACL sync (`docs/mm2-behaviour.md` §1.9) at the request level. The test broker has no
 //! authorizer (DescribeAcls and CreateAcls answer SECURITY_DISABLED), so:
 //!
 //! - **real broker as source**: the pass is skipped with [`AclSyncOutcome::SourceHasNoAuthorizer`],

@@ -1,4 +1,4 @@
-//! MM2 checkpoints as strait writes them (`reference/mm2.md` §1.3, §2.2), against two real
+//! MM2 checkpoints as strait writes them (`docs/mm2-behaviour.md` §1.3, §2.2), against two real
 //! clusters with librdkafka committing the source groups:
 //!
 //! - the checkpoints topic holds MM2's exact bytes (built by hand here, not with the codec under

@@ -1,4 +1,4 @@
-//! Group offset sync (`sync.group.offsets.enabled`, `reference/mm2.md` §2.4) against two real
+//! Group offset sync (`sync.group.offsets.enabled`, `docs/mm2-behaviour.md` §2.4) against two real
 //! clusters, librdkafka committing on both and holding a target group active:
 //!
 //! - an absent target group gets exactly the translated offsets;

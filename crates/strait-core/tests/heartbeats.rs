@@ -1,4 +1,4 @@
-//! MM2 heartbeats as strait writes them (`reference/mm2.md` §1.4), against real clusters:
+//! MM2 heartbeats as strait writes them (`docs/mm2-behaviour.md` §1.4), against real clusters:
 //!
 //! - the `heartbeats` topic (one partition, compacted) holds MM2's exact bytes, built by hand
 //!   here (not with the codec under test), stamped now, in increasing order, the record

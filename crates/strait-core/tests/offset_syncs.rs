@@ -1,4 +1,4 @@
-//! MM2's offset-syncs topic as strait writes it (`reference/mm2.md` §1.2).
+//! MM2's offset-syncs topic as strait writes it (`docs/mm2-behaviour.md` §1.2).
 //!
 //! - Without a broker: the per-batch emission arithmetic of `OffsetSyncQueue` against a
 //!   record-by-record reference (MM2's `PartitionState.update` transcribed from Java, checked

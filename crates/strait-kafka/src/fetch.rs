@@ -4,7 +4,7 @@
 //! Each partition comes back with its own result: its raw record bytes plus the high watermark,
 //! last stable offset, log start offset and aborted-transaction list, or its own typed error
 //! (OFFSET_OUT_OF_RANGE means records were deleted before we read them: the caller must record
-//! that loss, `DESIGN.md` §3.4). The bytes may end in a partial batch; `strait_wire::BatchScanner`
+//! that loss, `docs/design.md` §3.4). The bytes may end in a partial batch; `strait_wire::BatchScanner`
 //! stops cleanly there.
 //!
 //! Fetch sessions (KIP-227) are not used yet: every request is a full fetch (session id 0,

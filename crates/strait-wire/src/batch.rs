@@ -217,7 +217,7 @@ impl BatchHeader {
     ///
     /// A broker refuses a produced batch that is not dense. Compaction leaves batches with gaps
     /// (and even empty batches, kept for producer state), which fail this test and must be
-    /// rebuilt or dropped rather than forwarded unopened (`DESIGN.md` §3.2).
+    /// rebuilt or dropped rather than forwarded unopened (`docs/design.md` §3.2).
     pub fn is_dense(&self) -> bool {
         self.last_offset_delta >= 0
             && i64::from(self.record_count) == i64::from(self.last_offset_delta) + 1

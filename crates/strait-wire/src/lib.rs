@@ -5,13 +5,13 @@
 //! - [`batch`]: a scanner over the raw record-batch bytes of a Fetch response (magic v2,
 //!   KIP-98), yielding each complete batch and its header without decompressing anything.
 //! - [`rewrite`]: the header rewrite that lets a fetched batch be produced again unopened
-//!   (`DESIGN.md` §3.2): base offset, producer id/epoch, base sequence, transactional bit, CRC32C.
+//!   (`docs/design.md` §3.2): base offset, producer id/epoch, base sequence, transactional bit, CRC32C.
 //! - [`records`], [`rebuild`]: our own codec for the records inside a batch (repeated header
 //!   keys kept) and its compression codecs, bounded against bombs; the slow path that decodes a
 //!   batch the broker would refuse (offset holes) or that straddles a position, and re-encodes the
-//!   records kept as one dense batch (`DESIGN.md` §3.2).
+//!   records kept as one dense batch (`docs/design.md` §3.2).
 //! - [`mm2`], [`offset_map`]: MM2's internal record formats byte for byte; the exact offset map
-//!   (`DESIGN.md` §4), its persisted form, and a model of MM2's translation to compare with.
+//!   (`docs/design.md` §4), its persisted form, and a model of MM2's translation to compare with.
 //!
 //! Everything here is fed bytes from the network, so nothing here may panic on them.
 

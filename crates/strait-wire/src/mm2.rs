@@ -1,4 +1,4 @@
-//! MirrorMaker 2's three internal record formats, byte for byte (KIP-382; `reference/mm2.md`
+//! MirrorMaker 2's three internal record formats, byte for byte (KIP-382; `docs/mm2-behaviour.md`
 //! §1.1-1.4): offset syncs, checkpoints and heartbeats.
 //!
 //! strait writes these topics so that MM2's own tooling (`RemoteClusterUtils.translateOffsets`,

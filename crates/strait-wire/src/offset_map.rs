@@ -1,4 +1,4 @@
-//! The exact offset map (`DESIGN.md` §4): which target offset each mirrored source offset was
+//! The exact offset map (`docs/design.md` §4): which target offset each mirrored source offset was
 //! written at, per source partition, and translation of consumer positions both ways.
 //!
 //! Each forwarded batch of `n` dense records at source base `b`, appended at target base `d`,
@@ -103,7 +103,7 @@ impl Segment {
 }
 
 /// Source offsets `[src_from, src_to)` were deleted on the source before they were mirrored
-/// (`DESIGN.md` §3.4): they are on neither cluster now.
+/// (`docs/design.md` §3.4): they are on neither cluster now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LostRange {
     /// First lost offset.

@@ -1,10 +1,10 @@
-//! The slow path of `DESIGN.md` §3.2: open a batch that cannot be forwarded as it is, and
+//! The slow path of `docs/design.md` §3.2: open a batch that cannot be forwarded as it is, and
 //! re-encode the records to keep as one new dense batch.
 //!
 //! Two cases need it:
 //!
 //! - A compacted batch whose offsets have holes (`lastOffsetDelta + 1 != recordCount`): a broker
-//!   refuses it from a producer (`reference/mm2.md` §3, `LogValidator`).
+//!   refuses it from a producer (`docs/mm2-behaviour.md` §3, `LogValidator`).
 //! - A batch that straddles a position: only the records at or after a source offset are wanted,
 //!   e.g. after the source's log start moved into the middle of the batch.
 //!

@@ -1,5 +1,5 @@
 //! The records inside a v2 batch (KIP-98, Kafka's `DefaultRecord`), and the codecs around them,
-//! for the batches that must be opened: the rebuild path of `DESIGN.md` §3.2.
+//! for the batches that must be opened: the rebuild path of `docs/design.md` §3.2.
 //!
 //! Layout of one record once the batch's records section is decompressed (lengths and deltas are
 //! zig-zag varints; `varlong` is the 64-bit kind):

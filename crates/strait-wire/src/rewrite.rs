@@ -1,4 +1,4 @@
-//! Header rewrite that lets a fetched batch be produced again unopened (`DESIGN.md` §3.2).
+//! Header rewrite that lets a fetched batch be produced again unopened (`docs/design.md` §3.2).
 //!
 //! Only header fields change; the (possibly compressed) records are copied byte for byte, so
 //! timestamps, keys, values, headers, codec and batch boundaries all survive. The fields are:

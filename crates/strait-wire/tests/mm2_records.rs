@@ -1,4 +1,4 @@
-//! MM2's internal records (`reference/mm2.md` §1.2-1.4): the documented bytes, round trips, and
+//! MM2's internal records (`docs/mm2-behaviour.md` §1.2-1.4): the documented bytes, round trips, and
 //! refusal (never a panic) of anything else.
 use proptest::prelude::*;
 use strait_wire::mm2::{Checkpoint, CodecError, Heartbeat, OffsetSync, MAX_STRING_LEN};

@@ -1,4 +1,4 @@
-//! The exact offset map (`DESIGN.md` §4): the worked example of `docs/offset-map.md`, every
+//! The exact offset map (`docs/design.md` §4): the worked example of `docs/offset-map.md`, every
 //! translation case, refused changes, loading, and properties against a brute-force oracle.
 use proptest::prelude::*;
 use strait_wire::offset_map::{

@@ -1,4 +1,4 @@
-//! The model of MM2's translation (`reference/mm2.md` §1.2, §2.1-2.2), and how it compares with
+//! The model of MM2's translation (`docs/mm2-behaviour.md` §1.2, §2.1-2.2), and how it compares with
 //! strait's exact map: MM2 may place a consumer earlier (re-delivery), never later.
 use proptest::prelude::*;
 use strait_wire::offset_map::mm2_model::{

@@ -1,5 +1,5 @@
 //! The HTTP API of `strait run`: health and offset translation over the live, persisted map of
-//! every flow, for services that translate offsets on their own (`DESIGN.md` §5–§6).
+//! every flow, for services that translate offsets on their own (`docs/design.md` §5–§6).
 //!
 //! - `GET /healthz`: `200 {"status":"ok","flows":[...]}` while the process runs.
 //! - `GET /v1/translate?topic=T&partition=P&offset=O[&flow=A->B][&direction=reverse]`: where the

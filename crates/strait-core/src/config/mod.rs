@@ -1,5 +1,5 @@
 //! strait's configuration: an MM2 `.properties` file, read as MirrorMaker 2 reads it, into typed
-//! clusters and flows (`DESIGN.md` §6, `reference/mm2.md` §1.6–§1.10).
+//! clusters and flows (`docs/design.md` §6, `docs/mm2-behaviour.md` §1.6–§1.10).
 //!
 //! An existing MM2 file runs unchanged: keys resolve as MM2's `MirrorMakerConfig` resolves them
 //! (`S->T.<key>` over top-level `<key>` over MM2's default; client settings per cluster and role,

@@ -1,5 +1,5 @@
 //! What to do with each fetched batch: forward it unopened, skip it, or rebuild it
-//! (`DESIGN.md` §3.2).
+//! (`docs/design.md` §3.2).
 //!
 //! Skipped: control batches (transaction markers; clients may not write them) and, under
 //! read_committed, the batches of aborted transactions. A read_committed Fetch response lists the

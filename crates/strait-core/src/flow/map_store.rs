@@ -1,6 +1,6 @@
 //! The offset map's home: a compacted internal topic on the target cluster
 //! (`strait-offset-map.<source alias>.internal`, one partition), so the map survives restarts
-//! (`DESIGN.md` §4). Records are strait's own format (`strait_wire::offset_map::persist`).
+//! (`docs/design.md` §4). Records are strait's own format (`strait_wire::offset_map::persist`).
 //!
 //! Only what changed since the last flush is written: each change to the map returns the entry
 //! it made or grew, the flow notes it here, and a flush writes the newest entry per key.
@@ -14,7 +14,7 @@ use strait_wire::offset_map::{MapEntry, MapKey, MapLoader, MapRecord, OffsetMap,
 use super::FlowError;
 
 /// Generation written with every record. One writer per flow for now; scale-out will give each
-/// owner of a partition a higher generation (`DESIGN.md` §7).
+/// owner of a partition a higher generation (`docs/design.md` §7).
 const GENERATION: i32 = 0;
 
 /// Reads and writes one flow's map topic.

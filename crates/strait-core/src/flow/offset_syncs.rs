@@ -1,4 +1,4 @@
-//! MM2's offset-syncs topic, written as MirrorMaker 2 writes it (`reference/mm2.md` §1.2), so
+//! MM2's offset-syncs topic, written as MirrorMaker 2 writes it (`docs/mm2-behaviour.md` §1.2), so
 //! that MM2's own tooling (`MirrorCheckpointTask`'s `OffsetSyncStore`,
 //! `RemoteClusterUtils.translateOffsets`, the `OffsetSyncFormatter`) works on a cluster strait
 //! mirrors into.

@@ -1,5 +1,5 @@
 //! MM2's checkpoints topic, written as MirrorMaker 2's `MirrorCheckpointTask` writes it
-//! (`reference/mm2.md` §1.3, §2.2), but with strait's exact translations instead of MM2's
+//! (`docs/mm2-behaviour.md` §1.3, §2.2), but with strait's exact translations instead of MM2's
 //! offset-sync estimates, so `RemoteClusterUtils.translateOffsets` and the
 //! `CheckpointFormatter` read our exact offsets.
 //!

@@ -1,4 +1,4 @@
-//! Group offset sync (`sync.group.offsets.enabled`, KIP-545; `reference/mm2.md` §2.4): the last
+//! Group offset sync (`sync.group.offsets.enabled`, KIP-545; `docs/mm2-behaviour.md` §2.4): the last
 //! checkpoint of each group is committed into the group of the same name on the target, so
 //! consumers moved there continue where they stopped on the source, exactly.
 //!

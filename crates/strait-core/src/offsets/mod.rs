@@ -1,4 +1,4 @@
-//! Consumer-group offsets across clusters (`DESIGN.md` §5): a group's committed offsets on the
+//! Consumer-group offsets across clusters (`docs/design.md` §5): a group's committed offsets on the
 //! source, translated through a flow's exact offset map to where the group continues on the
 //! target, and back.
 //!

@@ -1,4 +1,4 @@
-//! A scripted fake Kafka broker, for the runtime paths a real broker rarely shows (`DESIGN.md`
+//! A scripted fake Kafka broker, for the runtime paths a real broker rarely shows (`docs/design.md`
 //! §8): answers out of order, late or never, throttling, truncated frames, closed connections,
 //! leader moves and error codes on demand.
 //!

@@ -1,4 +1,4 @@
-//! A model of MirrorMaker 2's offset translation (`reference/mm2.md` §1.2, §2.1-2.2), to
+//! A model of MirrorMaker 2's offset translation (`docs/mm2-behaviour.md` §1.2, §2.1-2.2), to
 //! compare strait's exact map against in tests and benchmarks.
 //!
 //! Three parts, each written from MM2's documented behaviour (apache/kafka `connect/mirror`,
@@ -118,7 +118,7 @@ impl Mm2Translation {
 
 /// `OffsetSyncStore` for one source partition: the retained syncs and `translateDownstream`.
 ///
-/// Invariants over `syncs[0..64]`, for `i < j` and distinct syncs (`reference/mm2.md` §2.1):
+/// Invariants over `syncs[0..64]`, for `i < j` and distinct syncs (`docs/mm2-behaviour.md` §2.1):
 /// A `syncs[0]` is the latest sync; B `syncs[i].upstream <= syncs[j].upstream + 2^j - 2^i`;
 /// C `syncs[i].upstream >= syncs[j].upstream + 2^max(i-2, 0)`; D `syncs[63]` is the oldest
 /// sync still usable.

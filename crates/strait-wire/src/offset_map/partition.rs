@@ -255,7 +255,7 @@ impl PartitionMap {
     }
 
     /// Records that source offsets `[src_from, src_to)` were deleted on the source before they
-    /// were mirrored (`DESIGN.md` §3.4). A range that continues the last lost range extends it;
+    /// were mirrored (`docs/design.md` §3.4). A range that continues the last lost range extends it;
     /// returns the lost range that now holds these offsets, which is what to persist.
     ///
     /// Refuses an empty range, a negative offset and a range before the map's source end.

@@ -1,5 +1,5 @@
 //! The offset map's persisted form: records of strait's compacted map topic on the target
-//! (`DESIGN.md` §4), and a loader that rebuilds an [`OffsetMap`] from them.
+//! (`docs/design.md` §4), and a loader that rebuilds an [`OffsetMap`] from them.
 //!
 //! The format is strait's own (not MM2's); big-endian, strings as Kafka `STRING`s:
 //!
@@ -17,7 +17,7 @@
 //! A record's key names exactly what its value replaces, so compaction keeps the map's latest
 //! state: extending the last segment rewrites its record under the same key. `generation` is
 //! the writer's generation (the owning worker's group generation once partitions move between
-//! workers, `DESIGN.md` §7); the loader prefers the highest one per key, so a late write from a
+//! workers, `docs/design.md` §7); the loader prefers the highest one per key, so a late write from a
 //! fenced-off worker cannot replace a newer one.
 use std::collections::BTreeMap;
 

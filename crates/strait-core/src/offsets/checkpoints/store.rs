@@ -1,5 +1,5 @@
 //! The last checkpoint per group and remote partition, and MM2's rule for when a new one is
-//! written (`MirrorCheckpointTask.checkpointIsMoreRecent`, `reference/mm2.md` §2.2 step 6). No
+//! written (`MirrorCheckpointTask.checkpointIsMoreRecent`, `docs/mm2-behaviour.md` §2.2 step 6). No
 //! I/O.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! Failover and failback plans (`DESIGN.md` §5): where each consumer group continues when it
+//! Failover and failback plans (`docs/design.md` §5): where each consumer group continues when it
 //! moves from one cluster of a flow to the other, worked out from the exact offset map, written
 //! down for a person to check, and applied idempotently.
 //!
