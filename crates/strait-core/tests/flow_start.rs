@@ -60,7 +60,11 @@ async fn latest_starts_at_the_source_end_and_earliest_at_its_start() {
     // The map starts where mirroring started: source offset 10 of each partition is target 0.
     for p in 0..2 {
         let sp = SourcePartition::new("new", p);
-        assert_eq!(flow.map().translate(&sp, 10).target(), Some(0), "partition {p}");
+        assert_eq!(
+            flow.map().translate(&sp, 10).target(),
+            Some(0),
+            "partition {p}"
+        );
     }
     drop(flow);
 
