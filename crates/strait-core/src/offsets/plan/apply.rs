@@ -19,6 +19,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use futures::StreamExt;
 use serde::Serialize;
 use strait_kafka::groups::{CommittedOffset, GroupDescription, OffsetToCommit};
 use strait_kafka::{Client, TopicPartition};
@@ -338,10 +339,13 @@ pub async fn apply_plan(
         map: map.as_ref(),
         options,
     };
-    let mut groups = Vec::new();
-    for group in &plan.groups {
-        groups.push(ctx.apply_group(group).await);
-    }
+    // Groups are independent: several at once, reported in the plan's order.
+    let ctx = &ctx;
+    let groups: Vec<GroupReport> = futures::stream::iter(&plan.groups)
+        .map(|group| ctx.apply_group(group))
+        .buffered(super::failover::GROUPS_AT_ONCE)
+        .collect()
+        .await;
     Ok(ApplyReport {
         direction: plan.direction,
         flow: plan.flow.clone(),

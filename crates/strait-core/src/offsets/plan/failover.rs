@@ -3,9 +3,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use futures::StreamExt;
 use strait_kafka::groups::CommittedOffset;
 use strait_kafka::{Client, TopicPartition};
-use strait_wire::offset_map::Translation;
+use strait_wire::offset_map::{OffsetMap, Translation};
 
 use super::{
     active_blocker, cluster_refs, committed_on, describe_group, moving_back, read_map, wanted,
@@ -31,7 +32,7 @@ pub async fn plan_failover(
     flow: &FlowConfig,
     narrow: Option<&PatternList>,
 ) -> Result<FailoverPlan, PlanError> {
-    let (a, b) = (flow.source.as_str(), flow.target.as_str());
+    let a = flow.source.as_str();
     let map = read_map(target, flow.source_alias.as_str(), &flow.name()).await?;
     let metadata = source
         .refresh_metadata()
@@ -51,66 +52,25 @@ pub async fn plan_failover(
     }
     let ask: Vec<TopicPartition> = ask.into_iter().collect();
 
-    let mut groups = Vec::new();
     let all = consumer_groups(source, flow)
         .await
         .map_err(PlanError::kafka(a, "list groups"))?;
-    for group in all.into_iter().filter(|g| wanted(g, narrow)) {
-        let what = || format!("read the committed offsets of group {group}");
-        // Kafka lists every committed partition for "all topics"; asking by partition as well
-        // covers brokers that answer that form with nothing.
-        // The all-topics form only adds topics the flow does not mirror (listed as blocked);
-        // a broker that cannot answer it leaves the plan complete for the mirrored ones.
-        let mut offsets = match source.offset_fetch(&group, None).await {
-            Ok(offsets) => offsets,
-            Err(e) if !e.is_retriable() => {
-                tracing::warn!(
-                    cluster = a,
-                    group = %group,
-                    error = %e,
-                    "cannot list the group's offsets on all topics; planning the mirrored \
-                     topics only"
-                );
-                BTreeMap::new()
-            }
-            Err(e) => return Err(PlanError::kafka(a, what())(e)),
-        };
-        offsets.extend(
-            committed(source, &group, &ask)
-                .await
-                .map_err(PlanError::kafka(a, what()))?,
-        );
-        let (on_mirrored, elsewhere): (BTreeMap<_, _>, BTreeMap<_, _>) = offsets
-            .into_iter()
-            .partition(|(tp, _)| mirrored.contains(&tp.topic));
-        if on_mirrored.is_empty() {
-            continue;
-        }
-        let translated = translate_offsets(flow, &map, on_mirrored);
-        let remote: Vec<TopicPartition> = translated
-            .iter()
-            .map(TranslatedOffset::remote_partition)
-            .collect();
-        let on_target = committed_on(target, b, &group, &remote).await?;
-        let source_state = describe_group(source, a, &group).await?;
-        let target_state = describe_group(target, b, &group).await?;
-
-        let mut partitions: Vec<PartitionPlan> = translated
-            .into_iter()
-            .map(|t| {
-                let now = on_target.get(&t.remote_partition()).map(|c| c.offset);
-                partition_plan(t, now)
+    let mirrored = &mirrored;
+    let ask = &ask;
+    let map_ref = &map;
+    // Groups are independent: several are asked about at once (each takes a few round trips
+    // to both clusters), in order, so a thousand groups plan in seconds.
+    let planned: Vec<Result<Option<GroupPlan>, PlanError>> =
+        futures::stream::iter(all.into_iter().filter(|g| wanted(g, narrow)))
+            .map(|group| async move {
+                plan_group(source, target, flow, map_ref, mirrored, ask, group).await
             })
-            .collect();
-        partitions.extend(elsewhere.into_iter().map(|(tp, c)| unmirrored(flow, tp, c)));
-        partitions.sort_by(|x, y| (&x.topic, x.partition).cmp(&(&y.topic, y.partition)));
-        groups.push(GroupPlan {
-            blocker: active_blocker(b, &target_state),
-            group,
-            source_state: Some(source_state.state),
-            target_state: Some(target_state.state),
-            partitions,
-        });
+            .buffered(GROUPS_AT_ONCE)
+            .collect()
+            .await;
+    let mut groups = Vec::new();
+    for plan in planned {
+        groups.extend(plan?);
     }
 
     Ok(FailoverPlan::assemble(
@@ -121,6 +81,77 @@ pub async fn plan_failover(
         groups,
         Vec::new(),
     ))
+}
+
+/// How many groups a plan or an apply works on at once.
+pub(super) const GROUPS_AT_ONCE: usize = 16;
+
+/// One group's part of [`plan_failover`]: `None` when it has no offsets on mirrored topics.
+async fn plan_group(
+    source: &Client,
+    target: &Client,
+    flow: &FlowConfig,
+    map: &OffsetMap,
+    mirrored: &BTreeSet<String>,
+    ask: &[TopicPartition],
+    group: String,
+) -> Result<Option<GroupPlan>, PlanError> {
+    let (a, b) = (flow.source.as_str(), flow.target.as_str());
+    let what = || format!("read the committed offsets of group {group}");
+    // Kafka lists every committed partition for "all topics"; asking by partition as well
+    // covers brokers that answer that form with nothing.
+    // The all-topics form only adds topics the flow does not mirror (listed as blocked);
+    // a broker that cannot answer it leaves the plan complete for the mirrored ones.
+    let mut offsets = match source.offset_fetch(&group, None).await {
+        Ok(offsets) => offsets,
+        Err(e) if !e.is_retriable() => {
+            tracing::warn!(
+                cluster = a,
+                group = %group,
+                error = %e,
+                "cannot list the group's offsets on all topics; planning the mirrored \
+                 topics only"
+            );
+            BTreeMap::new()
+        }
+        Err(e) => return Err(PlanError::kafka(a, what())(e)),
+    };
+    offsets.extend(
+        committed(source, &group, ask)
+            .await
+            .map_err(PlanError::kafka(a, what()))?,
+    );
+    let (on_mirrored, elsewhere): (BTreeMap<_, _>, BTreeMap<_, _>) = offsets
+        .into_iter()
+        .partition(|(tp, _)| mirrored.contains(&tp.topic));
+    if on_mirrored.is_empty() {
+        return Ok(None);
+    }
+    let translated = translate_offsets(flow, map, on_mirrored);
+    let remote: Vec<TopicPartition> = translated
+        .iter()
+        .map(TranslatedOffset::remote_partition)
+        .collect();
+    let on_target = committed_on(target, b, &group, &remote).await?;
+    let source_state = describe_group(source, a, &group).await?;
+    let target_state = describe_group(target, b, &group).await?;
+
+    let mut partitions: Vec<PartitionPlan> = translated
+        .into_iter()
+        .map(|t| {
+            let now = on_target.get(&t.remote_partition()).map(|c| c.offset);
+            partition_plan(t, now)
+        })
+        .collect();
+    partitions.extend(elsewhere.into_iter().map(|(tp, c)| unmirrored(flow, tp, c)));
+    partitions.sort_by(|x, y| (&x.topic, x.partition).cmp(&(&y.topic, y.partition)));
+    Ok(Some(GroupPlan {
+        blocker: active_blocker(b, &target_state),
+        group,
+        source_state: Some(source_state.state),
+        target_state: Some(target_state.state),
+        partitions,
+    }))
 }
 
 /// Plans the failover of `flow`'s groups when the source cluster (A) cannot be reached: each
