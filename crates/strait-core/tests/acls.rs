@@ -1,14 +1,18 @@
-//! MM2's topic ACL sync (`docs/mm2-behaviour.md` §1.9) at the request level. The test broker has no
-//! authorizer (DescribeAcls and CreateAcls answer SECURITY_DISABLED), so:
+//! MM2's topic ACL sync (`reference/mm2.md` §1.9) against Apache Kafka and at the request level:
 //!
-//! - **real broker as source**: the pass is skipped with [`AclSyncOutcome::SourceHasNoAuthorizer`],
-//!   said once in the log however many passes run, and nothing is asked of the target (a
-//!   scripted fake, which records every request);
-//! - **scripted fake source and target**: for a scripted DescribeAcls answer, the exact
-//!   DescribeAcls filters and CreateAcls creations sent, only the missing ACLs created, a refused
-//!   one retried, one deleted on the target created again, nothing sent when nothing changed;
-//! - **scripted fake source, real broker as target**: the copies are worked out but cannot be
-//!   created ([`AclSyncOutcome::TargetHasNoAuthorizer`]), warned once.
+//! - **Kafka with `StandardAuthorizer` at both ends**: ACLs made on the source are copied to the
+//!   target as MM2's rules say, the target's ACLs read back by Kafka's own `kafka-acls` tool;
+//!   a second pass creates nothing, an ACL deleted on the target is created again, the
+//!   target's own ACLs are left alone;
+//! - **Kafka without an authorizer as source** (it answers SECURITY_DISABLED): the pass is
+//!   skipped with [`AclSyncOutcome::SourceHasNoAuthorizer`], said once in the log however many
+//!   passes run, and nothing is asked of the target (a scripted fake, which records every
+//!   request);
+//! - **Kafka without an authorizer as target**: the copies are worked out but cannot be
+//!   created ([`AclSyncOutcome::TargetHasNoAuthorizer`]), warned once;
+//! - **scripted fake source and target**, for what Kafka does not do on demand: the exact
+//!   DescribeAcls filters and CreateAcls creations sent, a creation the target refuses (tried
+//!   again alone at the next pass), a source that answers a group ACL to a topic query.
 //!
 //! The rules themselves (which ACLs, renamed how) are unit tests of `acls::remote_acl`.
 
@@ -29,8 +33,11 @@ use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeA
 use kafka_protocol::messages::{ApiKey, CreateAclsResponse, DescribeAclsResponse};
 use kafka_protocol::protocol::StrBytes;
 use strait_core::acls::{AclSkip, AclSyncOutcome, AclSyncTask};
-use strait_kafka::admin::{AclOperation, AclPermission};
-use strait_testkit::Clusters;
+use strait_kafka::admin::{
+    AclBinding, AclFilter, AclOperation, AclPatternType, AclPermission, AclResourceType,
+};
+use strait_kafka::Client;
+use strait_testkit::{kafka_tool, ClusterOptions, Clusters};
 
 use fake::{script, Action, Body, FakeCluster};
 
@@ -474,4 +481,256 @@ async fn without_an_authorizer_on_the_target_the_copies_are_not_created_and_warn
         1
     );
     assert_eq!(logs.count("DEBUG", "target still has no ACL authorizer"), 1);
+}
+
+/// An ACL binding on a topic (or `resource` type), LITERAL unless `pattern` says otherwise.
+fn binding(
+    resource: AclResourceType,
+    name: &str,
+    principal: &str,
+    host: &str,
+    operation: AclOperation,
+    permission: AclPermission,
+) -> AclBinding {
+    AclBinding {
+        resource_type: resource,
+        resource_name: name.into(),
+        pattern_type: AclPatternType::Literal,
+        principal: principal.into(),
+        host: host.into(),
+        operation,
+        permission,
+    }
+}
+
+fn topic_acl(name: &str, principal: &str, operation: AclOperation) -> AclBinding {
+    binding(
+        AclResourceType::Topic,
+        name,
+        principal,
+        "*",
+        operation,
+        AclPermission::Allow,
+    )
+}
+
+/// Creates `acls` on `client`'s cluster, each one accepted, and waits until DescribeAcls lists
+/// `expect_topic_acls` TOPIC ACLs (Kafka's authorizer learns of new ACLs through the metadata
+/// log, a moment after CreateAcls is answered).
+async fn create_and_wait(client: &Client, acls: &[AclBinding], expect_topic_acls: usize) {
+    if !acls.is_empty() {
+        for (acl, result) in acls.iter().zip(client.create_acls(acls).await.unwrap()) {
+            result.unwrap_or_else(|e| panic!("{acl:?}: {e}"));
+        }
+    }
+    wait_for_topic_acls(client, expect_topic_acls).await;
+}
+
+async fn wait_for_topic_acls(client: &Client, n: usize) -> Vec<AclBinding> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let listed = client
+            .describe_acls(&AclFilter::all_of(AclResourceType::Topic))
+            .await
+            .unwrap();
+        if listed.len() == n {
+            return listed;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} topic ACLs listed after 30 s, expected {n}: {listed:?}",
+            listed.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Every ACL of a cluster as Kafka's own `kafka-acls --list` prints it: (resource pattern,
+/// ACL), e.g. `ResourcePattern(resourceType=TOPIC, name=source.orders, patternType=LITERAL)`,
+/// `(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)`.
+fn kafka_acls_list(bootstrap: &str) -> BTreeSet<(String, String)> {
+    let out = kafka_tool(
+        "org.apache.kafka.tools.AclCommand",
+        &["--bootstrap-server", bootstrap, "--list"],
+    );
+    let mut acls = BTreeSet::new();
+    let mut resource = None;
+    for line in out.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("Current ACLs for resource `") {
+            resource = rest.split_once('`').map(|(r, _)| r.to_owned());
+        } else if line.starts_with("(principal=") {
+            let resource = resource.clone().unwrap_or_else(|| panic!("{out}"));
+            acls.insert((resource, line.to_owned()));
+        }
+    }
+    acls
+}
+
+fn listed(
+    topic: &str,
+    principal: &str,
+    host: &str,
+    operation: &str,
+    permission: &str,
+) -> (String, String) {
+    (
+        format!("ResourcePattern(resourceType=TOPIC, name={topic}, patternType=LITERAL)"),
+        format!(
+            "(principal={principal}, host={host}, operation={operation}, permissionType={permission})"
+        ),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acls_are_copied_between_clusters_with_kafkas_authorizer() {
+    let clusters = Clusters::start_with(ClusterOptions::default().with_authorizer());
+    let source = common::client(&clusters.source.bootstrap).await;
+    let target = common::client(&clusters.target.bootstrap).await;
+    use AclOperation::{All, Describe, DescribeConfigs, Read, Write};
+
+    let eve_denied = binding(
+        AclResourceType::Topic,
+        "orders",
+        "User:eve",
+        "10.0.0.9",
+        Read,
+        AclPermission::Deny,
+    );
+    let source_acls = vec![
+        topic_acl("orders", "User:alice", Read),
+        // The same target ACL once ALL becomes READ: created once.
+        topic_acl("orders", "User:alice", All),
+        // ALLOW WRITE: not copied.
+        topic_acl("orders", "User:bob", Write),
+        // ALLOW ALL: READ on the target, which already has it.
+        topic_acl("orders", "User:bob", All),
+        // DENY: copied unchanged, host included.
+        eve_denied.clone(),
+        // PREFIXED: not copied.
+        AclBinding {
+            pattern_type: AclPatternType::Prefixed,
+            ..topic_acl("orders", "User:carol", Read)
+        },
+        // The wildcard topic: not copied.
+        topic_acl("*", "User:ops", Describe),
+        // Not in `topics`: not copied.
+        topic_acl("customers", "User:alice", Read),
+        // Other operations are kept.
+        topic_acl("payments", "User:alice", DescribeConfigs),
+        // Heartbeats are mirrored whatever `topics` says; so are their ACLs.
+        topic_acl("heartbeats", "User:monitor", Read),
+        // A group ACL: Kafka does not list it for a TOPIC query.
+        binding(
+            AclResourceType::Group,
+            "billing",
+            "User:alice",
+            "*",
+            Read,
+            AclPermission::Allow,
+        ),
+    ];
+    create_and_wait(&source, &source_acls, 10).await;
+    // The target's own ACLs: one the sync would make, one of its own.
+    let auditor = topic_acl("source.orders", "User:auditor", Describe);
+    create_and_wait(
+        &target,
+        &[
+            topic_acl("source.orders", "User:bob", Read),
+            auditor.clone(),
+        ],
+        2,
+    )
+    .await;
+
+    let flow = common::flow_config(
+        &clusters.source.bootstrap,
+        &clusters.target.bootstrap,
+        "topics = orders, payments",
+    );
+    let mut task = AclSyncTask::new(flow, source.clone(), target.clone());
+    let summary = task.sync_once().await.expect("pass");
+    assert_eq!(summary.outcome, AclSyncOutcome::Synced);
+    assert_eq!(summary.source_acls, 10);
+    let skipped: BTreeSet<(String, AclSkip)> = summary
+        .skipped
+        .iter()
+        .map(|s| (s.acl.resource_name.clone(), s.why))
+        .collect();
+    assert_eq!(
+        skipped,
+        BTreeSet::from([
+            ("orders".into(), AclSkip::AllowsWrite),
+            ("orders".into(), AclSkip::NotLiteral),
+            ("*".into(), AclSkip::Wildcard),
+            ("customers".into(), AclSkip::TopicNotMirrored),
+        ])
+    );
+    assert_eq!(summary.wanted.len(), 5, "{:?}", summary.wanted);
+    assert_eq!(summary.already_present, 1);
+    assert_eq!(summary.created.len(), 4, "{:?}", summary.created);
+    assert!(summary.failures.is_empty(), "{:?}", summary.failures);
+
+    // What the target holds, as Kafka's own tool lists it.
+    wait_for_topic_acls(&target, 6).await;
+    let bootstrap = clusters.target.bootstrap.clone();
+    let on_target = tokio::task::spawn_blocking(move || kafka_acls_list(&bootstrap))
+        .await
+        .unwrap();
+    assert_eq!(
+        on_target,
+        BTreeSet::from([
+            listed("source.orders", "User:alice", "*", "READ", "ALLOW"),
+            listed("source.orders", "User:bob", "*", "READ", "ALLOW"),
+            listed("source.orders", "User:eve", "10.0.0.9", "READ", "DENY"),
+            listed("source.orders", "User:auditor", "*", "DESCRIBE", "ALLOW"),
+            listed(
+                "source.payments",
+                "User:alice",
+                "*",
+                "DESCRIBE_CONFIGS",
+                "ALLOW"
+            ),
+            listed("source.heartbeats", "User:monitor", "*", "READ", "ALLOW"),
+        ])
+    );
+
+    // Nothing changed: nothing created.
+    let summary = task.sync_once().await.expect("pass");
+    assert_eq!((summary.already_present, summary.created.len()), (5, 0));
+
+    // Deleted on the target (with Kafka's tool): created again. The target's own ACL stays.
+    let bootstrap = clusters.target.bootstrap.clone();
+    tokio::task::spawn_blocking(move || {
+        kafka_tool(
+            "org.apache.kafka.tools.AclCommand",
+            &[
+                "--bootstrap-server",
+                &bootstrap,
+                "--remove",
+                "--force",
+                "--deny-principal",
+                "User:eve",
+                "--deny-host",
+                "10.0.0.9",
+                "--operation",
+                "Read",
+                "--topic",
+                "source.orders",
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    wait_for_topic_acls(&target, 5).await;
+    let summary = task.sync_once().await.expect("pass");
+    assert_eq!(
+        summary.created,
+        [AclBinding {
+            resource_name: "source.orders".into(),
+            ..eve_denied
+        }]
+    );
+    let now = wait_for_topic_acls(&target, 6).await;
+    assert!(now.contains(&auditor), "{now:?}");
 }

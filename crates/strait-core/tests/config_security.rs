@@ -1,27 +1,23 @@
 //! Secured clusters from MM2 properties: `StraitConfig::client_config` builds each client's
 //! TLS and SASL from `security.protocol`, `ssl.*`, `sasl.*` as MM2 resolves them per cluster and
-//! role, with secrets from config providers, and the clients connect to real brokers (nisshi
-//! with TLS and SCRAM). OAUTHBEARER, which nisshi does not enable, authenticates against the
-//! scripted fake broker. Broken settings stop start-up with a message naming the cluster and
-//! key; no secret ever shows in a message or in `Debug`.
+//! role, with secrets from config providers, and the clients connect to Apache Kafka
+//! (`SecureBroker`: TLS, SCRAM and PLAIN; a listener taking OAUTHBEARER with Kafka's unsecured
+//! validator). Broken settings stop start-up with a message naming the cluster and key; no
+//! secret ever shows in a message or in `Debug`.
 
 #![allow(unreachable_pub, dead_code, missing_docs)]
 
-#[path = "../../strait-kafka/tests/fake/mod.rs"]
-mod fake;
+#[path = "../../strait-kafka/tests/secure/mod.rs"]
+mod secure;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kafka_protocol::messages::{ApiKey, SaslAuthenticateResponse, SaslHandshakeResponse};
-use kafka_protocol::protocol::StrBytes;
 use strait_core::config::{ConfigError, Role, Side, StraitConfig};
 use strait_kafka::admin::NewTopic;
 use strait_kafka::sasl::{SaslConfig, ScramHash, TokenSource};
 use strait_kafka::{Client, ClientConfig, Error};
 use strait_testkit::{Scram, SecureBroker, SecureBrokerOptions, TestCa};
-
-use fake::{script, Action, Body, FakeCluster};
 
 const ALICE: &str = "alice-secret-256";
 const BOB: &str = "bob-secret-512";
@@ -185,21 +181,59 @@ async fn refusals_from_a_real_broker_name_the_cluster_from_the_config() {
     assert!(shown.contains("wrong user name or password"), "{shown}");
     assert!(!shown.contains("not-the-password"), "{shown}");
 
-    let plain = config(
+    // PLAIN: the right password connects, a wrong one is refused in Kafka's words.
+    let plain = |password: &str| {
+        config(
+            &a.bootstrap,
+            "b:9092",
+            &format!(
+                "A.security.protocol = SASL_PLAINTEXT\n\
+                 A.sasl.mechanism = PLAIN\n\
+                 A.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule \
+                 required username=alice password=\"{password}\";\n"
+            ),
+        )
+    };
+    let client = Client::connect(short(
+        client_config(&plain("alice-secret-256"), Role::Admin).unwrap(),
+    ))
+    .await
+    .expect("PLAIN");
+    client.refresh_metadata().await.unwrap();
+    let err = Client::connect(short(
+        client_config(&plain("hunter2-guess"), Role::Admin).unwrap(),
+    ))
+    .await
+    .unwrap_err();
+    let shown = err.to_string();
+    assert!(
+        shown.starts_with(&format!(
+            "cluster `A`: SASL PLAIN authentication with broker {}",
+            a.bootstrap
+        )),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("broker says \"Authentication failed: Invalid username or password\""),
+        "{shown}"
+    );
+    assert!(!shown.contains("hunter2-guess"), "{shown}");
+
+    // A mechanism the broker does not enable.
+    let oauth = config(
         &a.bootstrap,
         "b:9092",
         "A.security.protocol = SASL_PLAINTEXT\n\
-         A.sasl.mechanism = PLAIN\n\
-         A.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required \
-         username=alice password=\"alice-secret-256\";\n",
+         A.sasl.mechanism = OAUTHBEARER\n\
+         A.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule \
+         required unsecuredLoginStringClaim_sub=\"mirror\";\n",
     );
-    let err = Client::connect(short(client_config(&plain, Role::Admin).unwrap()))
+    let err = Client::connect(short(client_config(&oauth, Role::Admin).unwrap()))
         .await
         .unwrap_err();
     assert!(
-        err.to_string().contains(
-            "PLAIN is not enabled on the broker; it enables SCRAM-SHA-512, SCRAM-SHA-256"
-        ),
+        err.to_string()
+            .contains("OAUTHBEARER is not enabled on the broker; it enables "),
         "{err}"
     );
 }
@@ -267,9 +301,15 @@ async fn ssl_with_a_pkcs12_truststore_and_hostname_verification() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
-#[test]
-fn pem_in_config_and_encrypted_keys_build_a_client_identity() {
+/// Mutual TLS from PEM in the config, against a broker that requires client certificates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pem_in_config_and_encrypted_keys_make_a_mutual_tls_client() {
     let ca = TestCa::new("strait test CA");
+    let a = SecureBroker::start(SecureBrokerOptions {
+        tls: Some(ca.server_cert(&["127.0.0.1"])),
+        client_ca_pem: Some(ca.pem().to_owned()),
+        ..SecureBrokerOptions::default()
+    });
     let client = ca.client_cert("mirror");
     // PEM in the properties file, folded as people write it: continuation lines, so the value
     // holds spaces where the line breaks were.
@@ -283,7 +323,7 @@ fn pem_in_config_and_encrypted_keys_build_a_client_identity() {
         fold(&client.chain_pem),
         fold(&client.key_pem),
     );
-    let cfg = config("a:9093", "b:9092", &lines);
+    let cfg = config(&a.bootstrap, "b:9092", &lines);
     let c = client_config(&cfg, Role::Producer).unwrap();
     let tls = c.security().tls.clone().unwrap();
     assert!(tls.has_client_certificate());
@@ -291,6 +331,32 @@ fn pem_in_config_and_encrypted_keys_build_a_client_identity() {
     assert!(
         !format!("{cfg:?}{c:?}").contains(&client.key_pem[40..80]),
         "a key in Debug"
+    );
+    let producer = Client::connect(short(c))
+        .await
+        .expect("mutual TLS with PEM from the config");
+    producer
+        .create_topic(NewTopic::new("mtls-orders", 1))
+        .await
+        .unwrap();
+
+    // Without the key pair, the broker's refusal says what is missing.
+    let no_identity = config(
+        &a.bootstrap,
+        "b:9092",
+        &format!(
+            "A.security.protocol = SSL\nA.ssl.truststore.certificates = {}\n",
+            fold(ca.pem())
+        ),
+    );
+    let err = Client::connect(short(client_config(&no_identity, Role::Admin).unwrap()))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Tls { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("requires a client certificate (mutual TLS) and none is set"),
+        "{err}"
     );
 
     // The key encrypted (PKCS#8, as `openssl pkcs8 -topk8 -v2 aes-256-cbc` writes it), opened
@@ -309,20 +375,27 @@ fn pem_in_config_and_encrypted_keys_build_a_client_identity() {
     };
     let with_password = |password: &str| {
         config(
-            "a:9093",
+            &a.bootstrap,
             "b:9092",
             &format!(
                 "A.security.protocol = SSL\n\
+                 A.ssl.truststore.certificates = {}\n\
                  A.ssl.keystore.certificate.chain = {}\n\
                  A.ssl.keystore.key = {}\n\
                  A.ssl.key.password = {password}\n",
+                fold(ca.pem()),
                 fold(&client.chain_pem),
                 fold(&encrypted),
             ),
         )
     };
-    let c = client_config(&with_password("k3y-pass"), Role::Producer).unwrap();
+    let c = client_config(&with_password("k3y-pass"), Role::Consumer).unwrap();
     assert!(c.security().tls.as_ref().unwrap().has_client_certificate());
+    let consumer = Client::connect(short(c))
+        .await
+        .expect("mutual TLS with an encrypted key");
+    let metadata = consumer.refresh_metadata().await.unwrap();
+    assert!(metadata.topics.contains_key("mtls-orders"));
     let shown = refused(&with_password("not-it"), "ssl.keystore.key");
     assert!(
         shown.contains("wrong key password (ssl.key.password)"),
@@ -543,53 +616,67 @@ fn plain_scram_and_oauthbearer_settings() {
     }
 }
 
-/// OAUTHBEARER from the config, end to end, against the fake broker (nisshi does not enable
-/// it): the token file named by `sasl.oauthbearer.token.endpoint.url` is what the broker gets.
-#[tokio::test]
-async fn an_oauthbearer_token_file_reaches_the_broker() {
-    let fake = FakeCluster::start(
-        &[1],
-        script(|_, req| match &req.body {
-            Body::SaslHandshake(_) => req.reply(
-                &SaslHandshakeResponse::default()
-                    .with_mechanisms(vec![StrBytes::from_static_str("OAUTHBEARER")]),
-            ),
-            Body::SaslAuthenticate(a) => {
-                if a.auth_bytes.as_ref() == b"n,,\x01auth=Bearer token-from-file\x01\x01" {
-                    req.reply(&SaslAuthenticateResponse::default())
-                } else {
-                    req.reply(&SaslAuthenticateResponse::default().with_error_code(
-                        kafka_protocol::error::ResponseError::SaslAuthenticationFailed.code(),
-                    ))
-                }
-            }
-            _ => Action::Default,
-        }),
-    )
-    .await;
-    {
-        let mut spec = fake.spec();
-        spec.api_versions.push((ApiKey::SaslHandshake, 0, 1));
-        spec.api_versions.push((ApiKey::SaslAuthenticate, 0, 2));
-    }
+/// An unsigned JWT (`{"alg":"none"}` / `{"sub":"mirror","iat":1700000000,"exp":4102444800}`),
+/// valid until 2100.
+const JWT: &str = "eyJhbGciOiJub25lIn0.\
+                   eyJzdWIiOiJtaXJyb3IiLCJpYXQiOjE3MDAwMDAwMDAsImV4cCI6NDEwMjQ0NDgwMH0.";
+
+/// The same, expired in 2001 (`"iat":900000000,"exp":1000000000`).
+const EXPIRED_JWT: &str = "eyJhbGciOiJub25lIn0.\
+                           eyJzdWIiOiJtaXJyb3IiLCJpYXQiOjkwMDAwMDAwMCwiZXhwIjoxMDAwMDAwMDAwfQ.";
+
+/// OAUTHBEARER from the config, end to end, against Kafka's unsecured validator: the token
+/// file named by `sasl.oauthbearer.token.endpoint.url` (a current token accepted, an expired
+/// one refused), and Kafka's unsecured JWT made from `unsecuredLogin*` JAAS options.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauthbearer_tokens_from_the_config_reach_the_broker() {
+    let clusters = secure::oauthbearer_clusters();
+    let a = &clusters.source.bootstrap;
     let d = dir("oauth");
-    std::fs::write(d.join("token"), "token-from-file\n").unwrap();
-    let cfg = config(
-        &fake.addr(1),
-        "b:9092",
-        &format!(
-            "A.security.protocol = SASL_PLAINTEXT\n\
-             A.sasl.mechanism = OAUTHBEARER\n\
-             A.sasl.login.callback.handler.class = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n\
-             A.sasl.oauthbearer.token.endpoint.url = file:{}/token\n\
-             A.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;\n",
-            d.display()
-        ),
-    );
-    let client = Client::connect(short(client_config(&cfg, Role::Admin).unwrap()))
+    let token_file = |token: &str| {
+        std::fs::write(d.join("token"), format!("{token}\n")).unwrap();
+        config(
+            a,
+            "b:9092",
+            &format!(
+                "A.security.protocol = SASL_PLAINTEXT\n\
+                 A.sasl.mechanism = OAUTHBEARER\n\
+                 A.sasl.login.callback.handler.class = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n\
+                 A.sasl.oauthbearer.token.endpoint.url = file:{}/token\n\
+                 A.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;\n",
+                d.display()
+            ),
+        )
+    };
+    let client = Client::connect(short(client_config(&token_file(JWT), Role::Admin).unwrap()))
         .await
         .expect("OAUTHBEARER with a token file");
-    client.refresh_metadata().await.unwrap();
-    assert_eq!(fake.requests(ApiKey::SaslAuthenticate).len(), 1);
+    client
+        .create_topic(NewTopic::new("oauth-orders", 1))
+        .await
+        .unwrap();
+    let err = Client::connect(short(
+        client_config(&token_file(EXPIRED_JWT), Role::Admin).unwrap(),
+    ))
+    .await
+    .unwrap_err();
+    let shown = err.to_string();
+    assert!(matches!(err, Error::Authentication { .. }), "{shown}");
+    assert!(shown.contains("refused the token"), "{shown}");
+    assert!(!shown.contains(EXPIRED_JWT), "{shown}");
+
+    let unsecured = config(
+        a,
+        "b:9092",
+        "A.security.protocol = SASL_PLAINTEXT\n\
+         A.sasl.mechanism = OAUTHBEARER\n\
+         A.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule \
+         required unsecuredLoginStringClaim_sub=\"mirror\" unsecuredLoginListClaim_scope=\",kafka\";\n",
+    );
+    let client = Client::connect(short(client_config(&unsecured, Role::Consumer).unwrap()))
+        .await
+        .expect("OAUTHBEARER with Kafka's unsecured token");
+    let metadata = client.refresh_metadata().await.unwrap();
+    assert!(metadata.topics.contains_key("oauth-orders"));
     std::fs::remove_dir_all(&d).unwrap();
 }

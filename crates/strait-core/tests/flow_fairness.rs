@@ -103,7 +103,12 @@ async fn every_backlogged_partition_progresses() {
     let stats = flow.stats();
     assert_eq!(stats.records, records.len() as u64, "{stats:?}");
     assert_eq!(stats.duplicate_records, 0, "{stats:?}");
-    let huge = rdk.consume(target, "source.wide", records.len(), Duration::from_secs(60));
+    let huge = rdk.consume(
+        target,
+        "source.wide",
+        records.len(),
+        Duration::from_secs(60),
+    );
     assert_eq!(huge.len(), records.len());
     let last = huge
         .iter()

@@ -523,6 +523,20 @@ impl BrokerConnection {
         }
     }
 
+    /// Closes the connection after a failed re-authentication: later requests get `err`. A
+    /// refusal by the broker replaces the error of the connection closing, which Kafka does
+    /// as it sends the refusal, so the reader may have noticed it first.
+    fn poison_refused(&self, err: Error) {
+        if let Ok(mut shared) = self.shared.lock() {
+            if matches!(err, Error::Authentication { .. }) {
+                shared.poisoned = None;
+            }
+            shared.poison(err);
+        }
+        self.reader.abort();
+        self.writer_task.abort();
+    }
+
     /// Closes the connection, failing every waiter with `err`.
     fn poison(&self, err: Error) {
         if let Ok(mut shared) = self.shared.lock() {
@@ -551,7 +565,7 @@ async fn reauthenticate_loop(
             Ok(None) => return,
             Err(e) => {
                 tracing::warn!(broker = %conn.addr, error = %e, "re-authentication failed");
-                conn.poison(e);
+                conn.poison_refused(e);
                 return;
             }
         }

@@ -638,7 +638,12 @@ fn bare_name(presented: &str) -> &str {
 
 fn describe_alert(alert: AlertDescription, tls: &TlsConfig) -> String {
     match alert {
-        AlertDescription::CertificateRequired if !tls.has_identity => {
+        // TLS 1.3 names it certificate_required; Java's TLS (Kafka's brokers) answers an empty
+        // client certificate with bad_certificate. Either way the only certificate it can mean
+        // is the one this client did not send.
+        AlertDescription::CertificateRequired | AlertDescription::BadCertificate
+            if !tls.has_identity =>
+        {
             "the broker requires a client certificate (mutual TLS) and none is set: set \
              ssl.keystore.location (or ssl.keystore.certificate.chain and ssl.keystore.key)"
                 .to_owned()
@@ -659,8 +664,7 @@ fn describe_alert(alert: AlertDescription, tls: &TlsConfig) -> String {
                  CA the broker trusts and be valid (ssl.keystore.*)"
             )
         }
-        AlertDescription::BadCertificate
-        | AlertDescription::UnknownCA
+        AlertDescription::UnknownCA
         | AlertDescription::CertificateUnknown
         | AlertDescription::HandshakeFailure
             if !tls.has_identity =>

@@ -1,21 +1,23 @@
-//! Every runtime operation against a real Kafka-protocol broker (the test broker of
-//! `scripts/test-broker`), with librdkafka as the independent client at the ends.
+//! Every runtime operation against Apache Kafka (single-node KRaft clusters started by
+//! `scripts/test-broker`), with librdkafka as the independent client at the ends: topics,
+//! configs with their sources, partitions added, offsets by time, records deleted, group
+//! offsets with their metadata, and ACLs with and without Kafka's `StandardAuthorizer`.
 
 mod common;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
 use strait_kafka::admin::{
     AclBinding, AclFilter, AclOperation, AclPatternType, AclPermission, AclResourceType,
-    AlterConfigOp, ConfigResource, IsolationLevel, NewTopic, OffsetSpec,
+    AlterConfigOp, ConfigEntry, ConfigResource, ConfigSource, IsolationLevel, NewTopic, OffsetSpec,
 };
 use strait_kafka::fetch::{FetchOptions, FetchPosition};
-use strait_kafka::groups::OffsetToCommit;
+use strait_kafka::groups::{CommittedOffset, OffsetToCommit};
 use strait_kafka::produce::{ProducerConfig, RawProducer};
-use strait_kafka::{Error, TopicPartition};
-use strait_testkit::{Clusters, GroupProtocol, Rdk, TestRecord};
+use strait_kafka::{Client, Error, TopicPartition};
+use strait_testkit::{ClusterOptions, Clusters, GroupProtocol, Rdk, TestRecord};
 
 use common::{client, fetch_all, topic};
 
@@ -60,7 +62,11 @@ async fn connects_negotiates_and_describes_the_cluster() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn topics_are_created_configured_and_deleted() {
-    let clusters = Clusters::start();
+    // A broker-wide default of our own, to tell STATIC_BROKER_CONFIG from Kafka's built-in
+    // defaults: `log.cleaner.min.compaction.lag.ms` is the broker's `min.compaction.lag.ms`.
+    let clusters = Clusters::start_with(
+        ClusterOptions::default().property("log.cleaner.min.compaction.lag.ms", "4321"),
+    );
     let c = client(&clusters.source.bootstrap).await;
     let name = topic("orders");
     c.create_topic(
@@ -71,10 +77,22 @@ async fn topics_are_created_configured_and_deleted() {
     )
     .await
     .unwrap();
-    let metadata = c.cached_metadata();
-    let info = metadata.topics.get(&name).expect("topic in metadata");
-    assert_eq!(info.partitions.len(), 3);
-    assert!(info.partitions.values().all(|p| p.leader.is_some()));
+    eventually(
+        &format!("{name} with 3 led partitions in metadata"),
+        || async {
+            let metadata = c.refresh_metadata().await.map_err(|e| e.to_string())?;
+            match metadata.topics.get(&name) {
+                Some(info)
+                    if info.partitions.len() == 3
+                        && info.partitions.values().all(|p| p.leader.is_some()) =>
+                {
+                    Ok(())
+                }
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
 
     // Creating it again is a typed error.
     let again = c.create_topic(NewTopic::new(&name, 3)).await.unwrap_err();
@@ -84,39 +102,118 @@ async fn topics_are_created_configured_and_deleted() {
         "{again}"
     );
 
-    // Configs: the keys we set are reported with their values.
+    // Configs: Kafka lists every topic config, each with where its value comes from. Only the
+    // keys set on the topic are DYNAMIC_TOPIC_CONFIG (what MM2 copies); the rest are the
+    // broker's defaults, from its properties or Kafka's built-in ones.
     let resource = ConfigResource::Topic(name.clone());
-    let configs: BTreeMap<_, _> = c
-        .describe_configs(&resource)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| (e.name, e.value))
+    let configs = config_map(&c, &resource).await;
+    assert!(
+        configs.len() > 20,
+        "every topic config is listed: {configs:?}"
+    );
+    let set_on_topic: Vec<&str> = configs
+        .values()
+        .filter(|e| e.source == ConfigSource::DynamicTopic)
+        .map(|e| e.name.as_str())
         .collect();
-    assert_eq!(configs.get("cleanup.policy"), Some(&Some("compact".into())));
-    assert_eq!(configs.get("retention.ms"), Some(&Some("3600000".into())));
+    assert_eq!(set_on_topic, ["cleanup.policy", "retention.ms"]);
+    assert_config(
+        &configs,
+        "cleanup.policy",
+        "compact",
+        ConfigSource::DynamicTopic,
+    );
+    assert_config(
+        &configs,
+        "retention.ms",
+        "3600000",
+        ConfigSource::DynamicTopic,
+    );
+    assert_config(
+        &configs,
+        "min.compaction.lag.ms",
+        "4321",
+        ConfigSource::StaticBroker,
+    );
+    assert_config(
+        &configs,
+        "compression.type",
+        "producer",
+        ConfigSource::Default,
+    );
+    assert!(!configs["cleanup.policy"].is_default());
+    assert!(configs["min.compaction.lag.ms"].is_default());
+    assert!(configs["compression.type"].is_default());
+    assert!(configs.values().all(|e| !e.read_only && !e.sensitive));
 
+    // Key by key: two set, one deleted (back to Kafka's default). A broker applies the change
+    // to its cache a moment after the controller answered, so read until it shows.
     c.incremental_alter_configs(
         &resource,
         &[
             AlterConfigOp::Set("retention.ms".into(), "7200000".into()),
             AlterConfigOp::Set("max.message.bytes".into(), "2097152".into()),
+            AlterConfigOp::Delete("cleanup.policy".into()),
         ],
     )
     .await
     .unwrap();
-    let configs: BTreeMap<_, _> = c
-        .describe_configs(&resource)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| (e.name, e.value))
-        .collect();
-    assert_eq!(configs.get("retention.ms"), Some(&Some("7200000".into())));
-    assert_eq!(
-        configs.get("max.message.bytes"),
-        Some(&Some("2097152".into()))
+    let configs = eventually("the altered configs", || async {
+        let configs = config_map(&c, &resource).await;
+        let value = |key: &str| configs[key].value.clone().unwrap_or_default();
+        if value("retention.ms") == "7200000" && value("cleanup.policy") == "delete" {
+            Ok(configs)
+        } else {
+            Err(format!("{configs:?}"))
+        }
+    })
+    .await;
+    assert_config(
+        &configs,
+        "retention.ms",
+        "7200000",
+        ConfigSource::DynamicTopic,
     );
+    assert_config(
+        &configs,
+        "max.message.bytes",
+        "2097152",
+        ConfigSource::DynamicTopic,
+    );
+    assert_config(&configs, "cleanup.policy", "delete", ConfigSource::Default);
+
+    // Kafka refuses what it does not know, typed and at once (not retried).
+    for op in [
+        AlterConfigOp::Set("cleanup.policy".into(), "sideways".into()),
+        AlterConfigOp::Set("no.such.config".into(), "1".into()),
+    ] {
+        let err = c
+            .incremental_alter_configs(&resource, std::slice::from_ref(&op))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.code(),
+            Some(ResponseError::InvalidConfig),
+            "{op:?}: {err}"
+        );
+        assert!(!err.is_retriable(), "{err}");
+        assert!(err.to_string().contains(&name), "{err}");
+    }
+
+    // A broker's own configs: from its properties file, or read-only.
+    let broker = c.describe_cluster().await.unwrap().brokers[0].id;
+    let configs = config_map(&c, &ConfigResource::Broker(broker)).await;
+    assert_config(
+        &configs,
+        "log.cleaner.min.compaction.lag.ms",
+        "4321",
+        ConfigSource::StaticBroker,
+    );
+    assert_eq!(
+        configs["node.id"].value.as_deref(),
+        Some(broker.0.to_string().as_str())
+    );
+    assert!(configs["node.id"].read_only, "{:?}", configs["node.id"]);
 
     // Asking about a topic that does not exist must not create it.
     let ghost = topic("ghost");
@@ -135,7 +232,14 @@ async fn topics_are_created_configured_and_deleted() {
 
     let results = c.delete_topics(&[&name]).await.unwrap();
     assert!(results[0].1.is_ok(), "{results:?}");
-    assert!(!c.cached_metadata().topics.contains_key(&name));
+    eventually(&format!("{name} gone from metadata"), || async {
+        let metadata = c.refresh_metadata().await.map_err(|e| e.to_string())?;
+        match metadata.topics.get(&name) {
+            None => Ok(()),
+            Some(info) => Err(format!("{info:?}")),
+        }
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -332,9 +436,8 @@ async fn raw_fetch_many_partitions_with_typed_partition_errors() {
         Some(kafka_protocol::records::Compression::Lz4)
     );
 
-    // An offset past the end is OFFSET_OUT_OF_RANGE on Kafka, for that partition only. The test
-    // broker answers it with no records and no error instead; both leave the other partition's
-    // answer intact. (The typed error path is shown below, below the log start.)
+    // An offset past the end is OFFSET_OUT_OF_RANGE, for that partition only; the other
+    // partition's answer is intact.
     let results = c
         .fetch(
             &[
@@ -344,13 +447,8 @@ async fn raw_fetch_many_partitions_with_typed_partition_errors() {
             &options,
         )
         .await;
-    match &results[&p0] {
-        Err(err) => assert_eq!(err.code(), Some(ResponseError::OffsetOutOfRange), "{err}"),
-        Ok(data) => assert!(
-            data.records.is_empty() && data.high_watermark == 30,
-            "{data:?}"
-        ),
-    }
+    let err = results[&p0].as_ref().unwrap_err();
+    assert_eq!(err.code(), Some(ResponseError::OffsetOutOfRange), "{err}");
     // A fetch from inside a batch returns the whole batch; the records from 2 on are there.
     let from_two: Vec<_> =
         strait_wire::BatchScanner::new(results[&p1].as_ref().unwrap().records.clone())
@@ -360,7 +458,7 @@ async fn raw_fetch_many_partitions_with_typed_partition_errors() {
     assert_eq!(from_two.last().unwrap().next_offset(), 5);
 
     // Records deleted before we read them: log start moves, and reading below it is
-    // OFFSET_OUT_OF_RANGE (the loss strait must record, DESIGN.md §3.4).
+    // OFFSET_OUT_OF_RANGE (the loss strait must record, docs/design.md §3.4).
     let low = c.delete_records(&p1, 3).await.unwrap();
     assert_eq!(low, 3);
     let results = c
@@ -368,11 +466,27 @@ async fn raw_fetch_many_partitions_with_typed_partition_errors() {
         .await;
     let err = results[&p1].as_ref().unwrap_err();
     assert_eq!(err.code(), Some(ResponseError::OffsetOutOfRange), "{err}");
+    // Past the high watermark is OFFSET_OUT_OF_RANGE, typed, and moves nothing; -1 deletes up
+    // to the high watermark.
+    let err = c.delete_records(&p1, 99).await.unwrap_err();
+    assert_eq!(err.code(), Some(ResponseError::OffsetOutOfRange), "{err}");
     let earliest = c
         .list_offset(&p1, OffsetSpec::Earliest, IsolationLevel::ReadUncommitted)
         .await
         .unwrap();
     assert_eq!(earliest.offset, 3);
+    assert_eq!(c.delete_records(&p1, -1).await.unwrap(), 5);
+    let earliest = c
+        .list_offset(&p1, OffsetSpec::Earliest, IsolationLevel::ReadUncommitted)
+        .await
+        .unwrap();
+    assert_eq!(earliest.offset, 5);
+    let results = c
+        .fetch(&[FetchPosition::new(p1.clone(), 5)], &options)
+        .await;
+    let emptied = results[&p1].as_ref().unwrap();
+    assert!(emptied.records.is_empty(), "{emptied:?}");
+    assert_eq!(emptied.high_watermark, 5);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -446,18 +560,118 @@ async fn raw_idempotent_produce_returns_exact_offsets() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn acls_describe_and_create_on_a_cluster_without_authorizer() {
+async fn acls_are_created_and_described_with_kafkas_authorizer() {
+    let clusters = Clusters::start_with(ClusterOptions::default().with_authorizer());
+    let c = client(&clusters.source.bootstrap).await;
+    let acl = |name: &str, principal: &str, operation, permission| AclBinding {
+        resource_type: AclResourceType::Topic,
+        resource_name: name.into(),
+        pattern_type: AclPatternType::Literal,
+        principal: principal.into(),
+        host: "*".into(),
+        operation,
+        permission,
+    };
+    let read = acl(
+        "orders",
+        "User:alice",
+        AclOperation::Read,
+        AclPermission::Allow,
+    );
+    let deny = AclBinding {
+        host: "10.0.0.9".into(),
+        ..acl(
+            "orders",
+            "User:eve",
+            AclOperation::Write,
+            AclPermission::Deny,
+        )
+    };
+    let prefixed = AclBinding {
+        pattern_type: AclPatternType::Prefixed,
+        ..acl(
+            "pay",
+            "User:alice",
+            AclOperation::Describe,
+            AclPermission::Allow,
+        )
+    };
+    // A principal without its type: Kafka refuses that one ACL, the others are created.
+    let broken = acl("orders", "alice", AclOperation::Read, AclPermission::Allow);
+    let results = c
+        .create_acls(&[read.clone(), broken, deny.clone(), prefixed.clone()])
+        .await
+        .unwrap();
+    assert_eq!(results.len(), 4);
+    assert!(
+        results[0].is_ok() && results[2].is_ok() && results[3].is_ok(),
+        "{results:?}"
+    );
+    let err = results[1].as_ref().unwrap_err();
+    assert_eq!(err.code(), Some(ResponseError::InvalidRequest), "{err}");
+    assert!(err.to_string().contains("ACL on orders"), "{err}");
+
+    // Listed back once the broker has them (ACLs reach a broker's authorizer through the
+    // metadata log, a moment after CreateAcls is answered).
+    let mut all = eventually("the three ACLs listed", || async {
+        let acls = c
+            .describe_acls(&AclFilter::all_of(AclResourceType::Topic))
+            .await
+            .map_err(|e| e.to_string())?;
+        if acls.len() == 3 {
+            Ok(acls)
+        } else {
+            Err(format!("{acls:?}"))
+        }
+    })
+    .await;
+    all.sort();
+    let mut expected = vec![read.clone(), deny.clone(), prefixed.clone()];
+    expected.sort();
+    assert_eq!(all, expected);
+
+    // Filters: by pattern type (MM2 lists the target's LITERAL ones), by principal, by
+    // resource type.
+    let literal = c
+        .describe_acls(&AclFilter {
+            pattern_type: AclPatternType::Literal,
+            ..AclFilter::all_of(AclResourceType::Topic)
+        })
+        .await
+        .unwrap();
+    assert_eq!(literal.len(), 2, "{literal:?}");
+    assert!(!literal.contains(&prefixed));
+    let eve = c
+        .describe_acls(&AclFilter {
+            principal: Some("User:eve".into()),
+            ..AclFilter::all_of(AclResourceType::Any)
+        })
+        .await
+        .unwrap();
+    assert_eq!(eve, [deny]);
+    let groups = c
+        .describe_acls(&AclFilter::all_of(AclResourceType::Group))
+        .await
+        .unwrap();
+    assert!(groups.is_empty(), "{groups:?}");
+
+    // Creating one that exists is not an error.
+    let again = c.create_acls(std::slice::from_ref(&read)).await.unwrap();
+    assert!(again[0].is_ok(), "{again:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acls_on_a_cluster_without_authorizer_are_security_disabled() {
     let clusters = Clusters::start();
     let c = client(&clusters.source.bootstrap).await;
     // Kafka without an authorizer answers SECURITY_DISABLED; strait reports it typed so that
     // ACL sync can skip with one log line (MM2's behaviour).
-    let described = c
+    let err = c
         .describe_acls(&AclFilter::all_of(AclResourceType::Topic))
-        .await;
-    match described {
-        Ok(acls) => assert!(acls.is_empty(), "{acls:?}"),
-        Err(e) => assert_eq!(e.code(), Some(ResponseError::SecurityDisabled), "{e}"),
-    }
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(ResponseError::SecurityDisabled), "{err}");
+    assert!(!err.is_retriable());
     let binding = AclBinding {
         resource_type: AclResourceType::Topic,
         resource_name: "orders".into(),
@@ -467,34 +681,199 @@ async fn acls_describe_and_create_on_a_cluster_without_authorizer() {
         operation: AclOperation::Read,
         permission: AclPermission::Allow,
     };
-    let created = c.create_acls(std::slice::from_ref(&binding)).await;
-    match created {
-        Ok(results) => {
-            assert_eq!(results.len(), 1);
-            let err = results[0].as_ref().unwrap_err();
-            assert_eq!(err.code(), Some(ResponseError::SecurityDisabled), "{err}");
+    let results = c.create_acls(std::slice::from_ref(&binding)).await.unwrap();
+    assert_eq!(results.len(), 1);
+    let err = results[0].as_ref().unwrap_err();
+    assert_eq!(err.code(), Some(ResponseError::SecurityDisabled), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_are_added_to_a_topic() {
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let bootstrap = &clusters.source.bootstrap;
+    let c = client(bootstrap).await;
+    let name = topic("grow");
+    c.create_topic(NewTopic::new(&name, 1)).await.unwrap();
+    rdk.produce(bootstrap, &name, &records(0, 3, "old"), "none");
+    c.create_partitions(&name, 3).await.unwrap();
+    // Kafka's Admin says it may take a moment for brokers to learn of the new partitions.
+    eventually(&format!("{name} with 3 led partitions"), || async {
+        let metadata = c.refresh_metadata().await.map_err(|e| e.to_string())?;
+        let partitions = &metadata.topics[&name].partitions;
+        if partitions.len() == 3 && partitions.values().all(|p| p.leader.is_some()) {
+            Ok(())
+        } else {
+            Err(format!("{partitions:?}"))
         }
-        Err(e) => assert_eq!(e.code(), Some(ResponseError::SecurityDisabled), "{e}"),
+    })
+    .await;
+
+    // The new partitions take records (librdkafka writes, strait reads), the old one kept its.
+    rdk.produce(bootstrap, &name, &records(2, 4, "new"), "none");
+    let count = |batches: Vec<strait_wire::RawBatch>| -> i64 {
+        batches
+            .iter()
+            .map(|b| i64::from(b.header.record_count))
+            .sum()
+    };
+    assert_eq!(
+        count(fetch_all(&c, &TopicPartition::new(&name, 2), 0).await),
+        4
+    );
+    assert_eq!(
+        count(fetch_all(&c, &TopicPartition::new(&name, 0), 0).await),
+        3
+    );
+    assert_eq!(
+        count(fetch_all(&c, &TopicPartition::new(&name, 1), 0).await),
+        0
+    );
+
+    // As many as it has, or fewer: INVALID_PARTITIONS with Kafka's message, not retried.
+    for total in [3, 2] {
+        match c.create_partitions(&name, total).await.unwrap_err() {
+            Error::Broker {
+                code: ResponseError::InvalidPartitions,
+                message,
+                context,
+            } => {
+                let message = message.unwrap_or_default();
+                assert!(message.contains('3'), "{total}: {message}");
+                assert_eq!(context, strait_kafka::Context::Topic(name.clone()));
+            }
+            other => panic!("{total}: expected INVALID_PARTITIONS, got {other:?}"),
+        }
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn create_partitions_is_not_offered_by_the_test_broker() {
-    // The test broker does not offer CreatePartitions; the request path is covered by the
-    // scripted fake broker (tests/fake_broker.rs). Here: the refusal is typed, not a hang.
+async fn committed_offsets_keep_their_metadata_and_leader_epoch() {
     let clusters = Clusters::start();
-    let c = client(&clusters.source.bootstrap).await;
-    let name = topic("grow");
-    c.create_topic(NewTopic::new(&name, 1)).await.unwrap();
-    match c.create_partitions(&name, 3).await {
-        Ok(()) => {
-            let m = c.refresh_metadata().await.unwrap();
-            assert_eq!(m.topics[&name].partitions.len(), 3);
+    let rdk = Rdk::new();
+    let bootstrap = &clusters.source.bootstrap;
+    let c = client(bootstrap).await;
+    let orders = topic("orders");
+    let refunds = topic("refunds");
+    c.create_topic(NewTopic::new(&orders, 2)).await.unwrap();
+    c.create_topic(NewTopic::new(&refunds, 1)).await.unwrap();
+    let group = topic("mirrored-group");
+    let commit = |tp: TopicPartition, offset: i64, leader_epoch: i32, metadata: Option<&str>| {
+        OffsetToCommit {
+            tp,
+            offset,
+            leader_epoch,
+            metadata: metadata.map(str::to_owned),
         }
-        Err(e) => assert!(
-            matches!(e, Error::Version { .. })
-                || e.code() == Some(ResponseError::UnsupportedVersion),
-            "{e}"
-        ),
+    };
+    let o0 = TopicPartition::new(&orders, 0);
+    let o1 = TopicPartition::new(&orders, 1);
+    let r0 = TopicPartition::new(&refunds, 0);
+    c.offset_commit(
+        &group,
+        &[
+            commit(o0.clone(), 5, 0, Some("strait: from source offset 17")),
+            commit(o1.clone(), 0, -1, None),
+            commit(r0.clone(), 9, 0, Some("ünïcode ✓")),
+        ],
+    )
+    .await
+    .unwrap();
+
+    // All topics of the group at once (topics = null), each with what was committed; no
+    // metadata is kept as "" (as Kafka's own clients send it).
+    let all = c.offset_fetch(&group, None).await.unwrap();
+    let expected = |offset: i64, leader_epoch: i32, metadata: &str| CommittedOffset {
+        offset,
+        leader_epoch,
+        metadata: Some(metadata.to_owned()),
+    };
+    assert_eq!(
+        all,
+        BTreeMap::from([
+            (o0.clone(), expected(5, 0, "strait: from source offset 17")),
+            (o1.clone(), expected(0, -1, "")),
+            (r0.clone(), expected(9, 0, "ünïcode ✓")),
+        ])
+    );
+    // librdkafka sees the same offsets.
+    assert_eq!(
+        rdk.committed(bootstrap, &group, &orders, &[0, 1]),
+        BTreeMap::from([(0, 5), (1, 0)])
+    );
+
+    // A later commit replaces offset, epoch and metadata.
+    c.offset_commit(&group, &[commit(o0.clone(), 6, -1, None)])
+        .await
+        .unwrap();
+    let now = c
+        .offset_fetch(&group, Some(std::slice::from_ref(&o0)))
+        .await
+        .unwrap();
+    assert_eq!(now, BTreeMap::from([(o0.clone(), expected(6, -1, ""))]));
+
+    // Metadata longer than the broker keeps (offset.metadata.max.bytes, 4096) is refused for
+    // that partition, typed, and nothing is written.
+    let long = "m".repeat(5000);
+    let err = c
+        .offset_commit(&group, &[commit(o0.clone(), 7, -1, Some(&long))])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.code(),
+        Some(ResponseError::OffsetMetadataTooLarge),
+        "{err}"
+    );
+    let now = c
+        .offset_fetch(&group, Some(std::slice::from_ref(&o0)))
+        .await
+        .unwrap();
+    assert_eq!(now[&o0].offset, 6);
+}
+
+/// Runs `check` every 100 ms until it returns `Ok`, for up to 30 s, and returns its value; a
+/// panic with its last `Err` otherwise. Kafka applies topic, partition, config and ACL changes
+/// to a broker's caches a moment after the request that made them was answered (its `Admin`
+/// documents it), so a read right after a change may not show it yet.
+async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match check().await {
+            Ok(value) => return value,
+            Err(last) if Instant::now() > deadline => {
+                panic!("{what}: not so after 30 s; last seen: {last}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
     }
+}
+
+/// A resource's configs by name.
+async fn config_map(c: &Client, resource: &ConfigResource) -> BTreeMap<String, ConfigEntry> {
+    c.describe_configs(resource)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name.clone(), e))
+        .collect()
+}
+
+fn assert_config(
+    configs: &BTreeMap<String, ConfigEntry>,
+    key: &str,
+    value: &str,
+    source: ConfigSource,
+) {
+    let entry = configs
+        .get(key)
+        .unwrap_or_else(|| panic!("{key} not listed: {configs:?}"));
+    assert_eq!(
+        (entry.value.as_deref(), entry.source),
+        (Some(value), source),
+        "{entry:?}"
+    );
 }

@@ -1,30 +1,34 @@
-//! SASL authentication. Against a real broker (nisshi `--authentication`, which enables
-//! SCRAM-SHA-256 and SCRAM-SHA-512): both SCRAM mechanisms with produce and fetch, over plain
-//! TCP and over TLS, a wrong password, mechanisms the broker does not enable (PLAIN,
-//! OAUTHBEARER: the broker's own answer), a broker without SASL, and re-authentication when the
-//! broker's session (60 s) ends. Against the scripted fake broker: what nisshi cannot show
-//! (PLAIN and OAUTHBEARER accepted, the bytes of each mechanism, the broker's refusal messages,
-//! short sessions re-authenticated with traffic flowing, a refused re-authentication).
+//! SASL authentication against Apache Kafka (`SecureBroker`: SCRAM-SHA-256, SCRAM-SHA-512 and
+//! PLAIN on its client listener; a pair of clusters whose listener takes OAUTHBEARER with
+//! Kafka's unsecured validator): each mechanism with produce and fetch, over plain TCP and over
+//! TLS, wrong passwords and tokens with the broker's own refusal, a mechanism the broker does
+//! not enable, a broker without SASL; and KIP-368 re-authentication with a short
+//! `connections.max.reauth.ms`: strait's connection authenticates again before each session
+//! ends and keeps working under traffic, where a client that does not is disconnected, and a
+//! re-authentication the broker refuses (the password was changed) closes the connection.
 
-mod fake;
 mod secure;
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
-use kafka_protocol::error::ResponseError;
+use base64::Engine as _;
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{
-    ApiKey, MetadataRequest, SaslAuthenticateResponse, SaslHandshakeResponse,
+    MetadataRequest, RequestHeader, ResponseHeader, SaslAuthenticateRequest, SaslHandshakeRequest,
 };
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use strait_kafka::connection::BrokerConnection;
 use strait_kafka::sasl::{Claim, SaslConfig, ScramHash, TokenSource, UnsecuredToken};
 use strait_kafka::{Client, Error, Secret, Security};
-use strait_testkit::{Scram, SecureBroker, SecureBrokerOptions, TestCa};
+use strait_testkit::{kafka_tool, Scram, SecureBroker, SecureBrokerOptions, TestCa};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
-use fake::{script, Action, Body, FakeCluster, Received};
-use secure::{assert_names_broker, cause, config, failed_connect, produce_and_fetch, tls_trusting};
+use secure::{
+    assert_names_broker, cause, config, failed_connect, oauthbearer_clusters, produce_and_fetch,
+    tls_trusting,
+};
 
 fn scram(hash: ScramHash, user: &str, password: &str) -> SaslConfig {
     SaslConfig::Scram {
@@ -32,6 +36,13 @@ fn scram(hash: ScramHash, user: &str, password: &str) -> SaslConfig {
         username: user.into(),
         password: Secret::new(password),
         token_auth: false,
+    }
+}
+
+fn plain(user: &str, password: &str) -> SaslConfig {
+    SaslConfig::Plain {
+        username: user.into(),
+        password: Secret::new(password),
     }
 }
 
@@ -72,6 +83,15 @@ fn users() -> Vec<(String, String, Scram)> {
         ("alice".into(), "alice-secret-256".into(), Scram::Sha256),
         ("bob".into(), "bob-secret-512".into(), Scram::Sha512),
     ]
+}
+
+/// A SASL broker whose sessions last `ms` (`connections.max.reauth.ms`).
+fn broker_with_sessions_of(ms: u64) -> SecureBroker {
+    SecureBroker::start(SecureBrokerOptions {
+        users: users(),
+        reauth_ms: Some(ms),
+        ..SecureBrokerOptions::default()
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -141,29 +161,57 @@ async fn sasl_ssl_scram_512_against_a_real_broker() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mechanisms_the_real_broker_does_not_enable_are_named() {
+async fn plain_against_a_real_broker_and_its_refusal_quoted() {
     let broker = SecureBroker::start(SecureBrokerOptions {
         users: users(),
         ..SecureBrokerOptions::default()
     });
-    let plain = SaslConfig::Plain {
-        username: "alice".into(),
-        password: Secret::new("alice-secret-256"),
-    };
-    let message = auth_failure(&broker.bootstrap, sasl_only(plain), "alice-secret-256").await;
-    assert!(
-        message.contains(
-            "PLAIN is not enabled on the broker; it enables SCRAM-SHA-512, SCRAM-SHA-256"
-        ),
-        "{message}"
-    );
+    let alice = Client::connect(config(
+        &broker.bootstrap,
+        sasl_only(plain("alice", "alice-secret-256")),
+    ))
+    .await
+    .expect("PLAIN");
+    produce_and_fetch(&alice, "plain").await;
+
+    // A wrong password, and a user the broker does not know: Kafka's own words are quoted.
+    for (user, password) in [("alice", "guess-1234"), ("mallory", "alice-secret-256")] {
+        let message = auth_failure(
+            &broker.bootstrap,
+            sasl_only(plain(user, password)),
+            password,
+        )
+        .await;
+        assert!(message.contains(&format!("user `{user}`")), "{message}");
+        assert!(message.contains("wrong user name or password"), "{message}");
+        assert!(
+            message.contains("broker says \"Authentication failed: Invalid username or password\""),
+            "{message}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mechanism_the_broker_does_not_enable_is_named_with_those_it_does() {
+    let broker = SecureBroker::start(SecureBrokerOptions {
+        users: users(),
+        ..SecureBrokerOptions::default()
+    });
     let oauth = SaslConfig::OAuthBearer {
         token: TokenSource::Static(Secret::new("eyJ.token.")),
         extensions: vec![],
     };
     let message = auth_failure(&broker.bootstrap, sasl_only(oauth), "eyJ.token.").await;
-    assert!(
-        message.contains("OAUTHBEARER is not enabled on the broker"),
+    // Kafka lists its enabled mechanisms in no fixed order.
+    let enabled = message
+        .strip_prefix("OAUTHBEARER is not enabled on the broker; it enables ")
+        .and_then(|rest| rest.strip_suffix(" (sasl.mechanism)"))
+        .unwrap_or_else(|| panic!("{message}"));
+    let mut enabled: Vec<&str> = enabled.split(", ").collect();
+    enabled.sort_unstable();
+    assert_eq!(
+        enabled,
+        ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
         "{message}"
     );
 }
@@ -181,14 +229,61 @@ async fn sasl_to_a_real_broker_without_sasl_says_so() {
     assert!(message.contains("PLAINTEXT or SSL"), "{message}");
 }
 
-/// nisshi limits sessions to 60 s; the connection authenticates again at 51 to 57 s and goes on
-/// working, with no new connection.
+// ---- KIP-368 re-authentication --------------------------------------------------------------
+
+/// Sessions of 3 s: strait's connections (SCRAM and PLAIN) authenticate again before each one
+/// ends, while three tasks keep sending on each, and go on working on the same connection; a
+/// client that authenticated once and never again is disconnected by the broker at its first
+/// request after the session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reauthenticates_with_a_real_broker_before_its_session_ends() {
-    let broker = SecureBroker::start(SecureBrokerOptions {
-        users: users(),
-        ..SecureBrokerOptions::default()
-    });
+async fn connections_reauthenticate_before_the_brokers_session_ends() {
+    const SESSION_MS: u64 = 3000;
+    let broker = broker_with_sessions_of(SESSION_MS);
+
+    // Without re-authentication: the broker says how long the session lasts, answers within
+    // it, and closes the connection at the first request after it.
+    let (mut once, lifetime) =
+        NoReauthClient::plain(&broker.bootstrap, "alice", "alice-secret-256")
+            .await
+            .expect("PLAIN with the raw client");
+    assert_eq!(lifetime, SESSION_MS as i64, "session_lifetime_ms");
+    once.metadata().await.expect("metadata within the session");
+    tokio::time::sleep(Duration::from_millis(SESSION_MS + 500)).await;
+    let err = once
+        .metadata()
+        .await
+        .expect_err("the broker must close a connection whose session ended");
+    assert!(
+        matches!(
+            err.kind(),
+            std::io::ErrorKind::UnexpectedEof
+                | std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::BrokenPipe
+        ),
+        "{err}"
+    );
+
+    // strait, with traffic from several tasks through at least two re-authentications on one
+    // connection each (a request that met a closed connection or a broker refusing requests
+    // in the middle of a SASL exchange would fail here: BrokerConnection does not reconnect).
+    let mut runs = Vec::new();
+    for (user, sasl) in [
+        ("bob", scram(ScramHash::Sha512, "bob", "bob-secret-512")),
+        ("alice", plain("alice", "alice-secret-256")),
+    ] {
+        let cfg = config(&broker.bootstrap, sasl_only(sasl));
+        let conn = BrokerConnection::connect(&broker.bootstrap, cfg.connection.clone())
+            .await
+            .unwrap_or_else(|e| panic!("{user}: {e}"));
+        runs.push(tokio::spawn(traffic_until_reauthenticated(
+            user, conn, 2, SESSION_MS,
+        )));
+    }
+    for run in runs {
+        run.await.unwrap();
+    }
+
+    // And a client keeps its connection through two sessions, producing and fetching after.
     let client = Client::connect(config(
         &broker.bootstrap,
         sasl_only(scram(ScramHash::Sha512, "bob", "bob-secret-512")),
@@ -196,328 +291,317 @@ async fn reauthenticates_with_a_real_broker_before_its_session_ends() {
     .await
     .unwrap();
     let conn = client.any_connection().await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(75);
-    while conn.reauthentications() == 0 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while conn.reauthentications() < 2 {
         assert!(
             Instant::now() < deadline,
-            "no re-authentication within 75 s"
+            "not two re-authentications in 60 s"
         );
-        // Traffic meanwhile, as a mirror would have.
-        conn.send(&MetadataRequest::default().with_topics(Some(vec![])))
-            .await
-            .expect("metadata while the session runs");
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(!conn.is_poisoned());
     let same = client.any_connection().await.unwrap();
     assert!(Arc::ptr_eq(&conn, &same), "the connection was replaced");
     produce_and_fetch(&client, "after-reauth").await;
+    assert!(Arc::ptr_eq(&conn, &client.any_connection().await.unwrap()));
 }
 
-// ---- the scripted fake broker ----------------------------------------------------------------
-
-/// Starts a fake broker that offers SASL: `on_auth(connection, auth bytes)` answers each
-/// SaslAuthenticate; the handshake accepts `enabled`.
-async fn sasl_fake(
-    enabled: &'static [&'static str],
-    on_auth: impl Fn(usize, &[u8]) -> SaslAuthenticateResponse + Send + Sync + 'static,
-) -> FakeCluster {
-    let fake = FakeCluster::start(
-        &[1],
-        script(move |_, req: &Received| match &req.body {
-            Body::SaslHandshake(h) => {
-                let mechanisms = enabled
-                    .iter()
-                    .map(|m| StrBytes::from_static_str(m))
-                    .collect();
-                let code = if enabled.contains(&h.mechanism.as_str()) {
-                    0
-                } else {
-                    ResponseError::UnsupportedSaslMechanism.code()
-                };
-                req.reply(
-                    &SaslHandshakeResponse::default()
-                        .with_error_code(code)
-                        .with_mechanisms(mechanisms),
-                )
+/// Metadata requests from three tasks on `conn` until it has re-authenticated `times` times
+/// (within 20 sessions); every one must succeed.
+async fn traffic_until_reauthenticated(
+    user: &'static str,
+    conn: Arc<BrokerConnection>,
+    times: u64,
+    session_ms: u64,
+) {
+    let deadline = Instant::now() + Duration::from_millis(20 * session_ms);
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        let conn = Arc::clone(&conn);
+        tasks.push(tokio::spawn(async move {
+            let mut sent = 0u64;
+            while conn.reauthentications() < times {
+                assert!(
+                    Instant::now() < deadline,
+                    "{user}: {} re-authentications after {sent} requests",
+                    conn.reauthentications()
+                );
+                conn.send(&MetadataRequest::default().with_topics(Some(vec![])))
+                    .await
+                    .unwrap_or_else(|e| panic!("{user}: request {sent}: {e}"));
+                sent += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            Body::SaslAuthenticate(a) => req.reply(&on_auth(req.conn, &a.auth_bytes)),
-            _ => Action::Default,
-        }),
-    )
-    .await;
-    let mut spec = fake.spec();
-    spec.api_versions.push((ApiKey::SaslHandshake, 0, 1));
-    spec.api_versions.push((ApiKey::SaslAuthenticate, 0, 2));
-    drop(spec);
-    fake
+            sent
+        }));
+    }
+    let mut sent = 0;
+    for task in tasks {
+        sent += task.await.unwrap();
+    }
+    assert!(sent > 50, "{user}: only {sent} requests");
+    assert!(!conn.is_poisoned(), "{user}");
 }
 
-fn ok(lifetime_ms: i64) -> SaslAuthenticateResponse {
-    SaslAuthenticateResponse::default().with_session_lifetime_ms(lifetime_ms)
-}
-
-fn refused(message: &str) -> SaslAuthenticateResponse {
-    SaslAuthenticateResponse::default()
-        .with_error_code(ResponseError::SaslAuthenticationFailed.code())
-        .with_error_message(Some(StrBytes::from_string(message.to_owned())))
-}
-
-/// The token in an OAUTHBEARER initial response.
-fn bearer(bytes: &[u8]) -> Option<String> {
-    let text = std::str::from_utf8(bytes).ok()?;
-    let rest = text.strip_prefix("n,,\x01auth=Bearer ")?;
-    Some(rest.split('\x01').next()?.to_owned())
-}
-
-#[tokio::test]
-async fn plain_is_sent_as_rfc_4616_says_and_refusals_quote_the_broker() {
-    let fake = sasl_fake(&["PLAIN"], |_, bytes| {
-        if bytes == b"\0alice\0open sesame" {
-            ok(0)
-        } else {
-            refused("Authentication failed: Invalid username or password")
-        }
-    })
-    .await;
-    let plain = |password: &str| {
-        sasl_only(SaslConfig::Plain {
-            username: "alice".into(),
-            password: Secret::new(password),
-        })
-    };
-    let client = Client::connect(config(&fake.addr(1), plain("open sesame")))
+/// The user's SCRAM password is changed on the broker (Kafka's `kafka-configs`): the
+/// connection's next re-authentication is refused, which closes it with the broker's refusal;
+/// a new connection needs the new password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_reauthentication_closes_the_connection() {
+    const SESSION_MS: u64 = 3000;
+    let broker = broker_with_sessions_of(SESSION_MS);
+    let bob = sasl_only(scram(ScramHash::Sha512, "bob", "bob-secret-512"));
+    let cfg = config(&broker.bootstrap, bob.clone());
+    let conn = BrokerConnection::connect(&broker.bootstrap, cfg.connection.clone())
         .await
-        .expect("PLAIN accepted");
-    client.refresh_metadata().await.unwrap();
-    let apis: Vec<ApiKey> = fake.received().iter().map(|r| r.api).collect();
-    assert_eq!(
-        &apis[..4],
-        &[
-            ApiKey::ApiVersions,
-            ApiKey::SaslHandshake,
-            ApiKey::SaslAuthenticate,
-            ApiKey::Metadata
-        ]
-    );
+        .unwrap();
 
-    let message = auth_failure(&fake.addr(1), plain("guess"), "guess").await;
-    assert!(message.contains("user `alice`"), "{message}");
-    assert!(message.contains("wrong user name or password"), "{message}");
-    assert!(
-        message.contains("broker says \"Authentication failed: Invalid username or password\""),
-        "{message}"
-    );
+    // Alice changes bob's password (no authorizer: any authenticated user may).
+    let admin = broker.dir().join("alice.properties");
+    std::fs::write(
+        &admin,
+        "security.protocol=SASL_PLAINTEXT\n\
+         sasl.mechanism=SCRAM-SHA-256\n\
+         sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \
+         username=\"alice\" password=\"alice-secret-256\";\n",
+    )
+    .unwrap();
+    let bootstrap = broker.bootstrap.clone();
+    tokio::task::spawn_blocking(move || {
+        kafka_tool(
+            "kafka.admin.ConfigCommand",
+            &[
+                "--bootstrap-server",
+                &bootstrap,
+                "--command-config",
+                admin.to_str().unwrap(),
+                "--alter",
+                "--entity-type",
+                "users",
+                "--entity-name",
+                "bob",
+                "--add-config",
+                "SCRAM-SHA-512=[iterations=4096,password=bob-new-secret]",
+            ],
+        )
+    })
+    .await
+    .unwrap();
 
-    // A mechanism the broker does not enable.
-    let scram = sasl_only(scram(ScramHash::Sha256, "alice", "open sesame"));
-    let message = auth_failure(&fake.addr(1), scram, "open sesame").await;
-    assert!(
-        message.contains("SCRAM-SHA-256 is not enabled on the broker; it enables PLAIN"),
-        "{message}"
-    );
+    let deadline = Instant::now() + Duration::from_millis(10 * SESSION_MS);
+    while !conn.is_poisoned() {
+        assert!(
+            Instant::now() < deadline,
+            "still open 10 sessions after the password changed ({} re-authentications)",
+            conn.reauthentications()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let err = conn
+        .send(&MetadataRequest::default().with_topics(Some(vec![])))
+        .await
+        .unwrap_err();
+    match &err {
+        Error::Authentication {
+            mechanism, message, ..
+        } => {
+            assert_eq!(*mechanism, "SCRAM-SHA-512");
+            assert!(message.contains("user `bob`"), "{message}");
+            assert!(message.contains("wrong user name or password"), "{message}");
+            assert!(
+                message.contains("broker says \"Authentication failed during re-authentication"),
+                "{message}"
+            );
+        }
+        other => panic!("expected an authentication error, got {other}"),
+    }
+    assert!(!err.is_retriable());
+
+    // New connections: the old password is refused, the new one works.
+    auth_failure(&broker.bootstrap, bob, "bob-secret-512").await;
+    let client = Client::connect(config(
+        &broker.bootstrap,
+        sasl_only(scram(ScramHash::Sha512, "bob", "bob-new-secret")),
+    ))
+    .await
+    .expect("the new password");
+    produce_and_fetch(&client, "new-password").await;
 }
 
-#[tokio::test]
-async fn oauthbearer_static_file_and_unsecured_tokens() {
-    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
-    let log = Arc::clone(&seen);
-    let fake = sasl_fake(&["OAUTHBEARER"], move |_, bytes| match bearer(bytes) {
-        Some(token) => {
-            log.lock().unwrap().push(token);
-            ok(0)
-        }
-        None => refused("not an OAUTHBEARER initial response"),
-    })
-    .await;
-    let connect = |token: TokenSource, extensions: Vec<(String, String)>| {
-        Client::connect(config(
-            &fake.addr(1),
-            sasl_only(SaslConfig::OAuthBearer { token, extensions }),
-        ))
-    };
+/// A client that authenticates once (PLAIN) and never again, as clients before Kafka 2.2
+/// (KIP-368) do: raw frames over TCP, SaslHandshake v1, SaslAuthenticate v2, Metadata v12.
+struct NoReauthClient {
+    stream: TcpStream,
+    next_correlation: i32,
+}
 
-    connect(
-        TokenSource::Static(Secret::new("static.jwt.value")),
-        vec![("traceId".into(), "42".into())],
+impl NoReauthClient {
+    /// Connects and authenticates; also returns the session lifetime the broker set (ms).
+    async fn plain(addr: &str, user: &str, password: &str) -> std::io::Result<(Self, i64)> {
+        let mut client = NoReauthClient {
+            stream: TcpStream::connect(addr).await?,
+            next_correlation: 1,
+        };
+        let handshake = client
+            .send(
+                1,
+                &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+            )
+            .await?;
+        assert_eq!(handshake.error_code, 0, "{handshake:?}");
+        let auth = client
+            .send(
+                2,
+                &SaslAuthenticateRequest::default()
+                    .with_auth_bytes(Bytes::from(format!("\0{user}\0{password}"))),
+            )
+            .await?;
+        assert_eq!(auth.error_code, 0, "{auth:?}");
+        Ok((client, auth.session_lifetime_ms))
+    }
+
+    async fn metadata(&mut self) -> std::io::Result<()> {
+        let answer = self
+            .send(12, &MetadataRequest::default().with_topics(Some(vec![])))
+            .await?;
+        assert!(!answer.brokers.is_empty(), "{answer:?}");
+        Ok(())
+    }
+
+    async fn send<R: Request + Sync>(
+        &mut self,
+        version: i16,
+        request: &R,
+    ) -> std::io::Result<R::Response> {
+        let correlation_id = self.next_correlation;
+        self.next_correlation += 1;
+        let mut frame = BytesMut::new();
+        frame.put_i32(0);
+        RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str("no-reauth")))
+            .encode(&mut frame, R::header_version(version))
+            .map_err(std::io::Error::other)?;
+        request
+            .encode(&mut frame, version)
+            .map_err(std::io::Error::other)?;
+        let size = (frame.len() - 4) as i32;
+        frame[..4].copy_from_slice(&size.to_be_bytes());
+        self.stream.write_all(&frame).await?;
+        let size = self.stream.read_i32().await?;
+        let mut answer = vec![0; size as usize];
+        self.stream.read_exact(&mut answer).await?;
+        let mut answer = Bytes::from(answer);
+        let header = ResponseHeader::decode(&mut answer, R::Response::header_version(version))
+            .map_err(std::io::Error::other)?;
+        assert_eq!(header.correlation_id, correlation_id);
+        let response = R::Response::decode(&mut answer, version).map_err(std::io::Error::other)?;
+        assert!(!answer.has_remaining(), "bytes left after the answer");
+        Ok(response)
+    }
+}
+
+// ---- OAUTHBEARER ---------------------------------------------------------------------------
+
+/// An unsigned JWT for `sub`, issued now and expiring `expires_in` seconds from now (in the
+/// past when negative).
+fn unsigned_jwt(sub: &str, expires_in: i64) -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let b64 = |json: String| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json);
+    format!(
+        "{}.{}.",
+        b64(r#"{"alg":"none"}"#.to_owned()),
+        b64(format!(
+            r#"{{"sub":"{sub}","iat":{},"exp":{}}}"#,
+            now.min(now + expires_in - 60),
+            now + expires_in
+        ))
     )
+}
+
+fn oauth(token: TokenSource, extensions: Vec<(String, String)>) -> Security {
+    sasl_only(SaslConfig::OAuthBearer { token, extensions })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauthbearer_static_file_and_unsecured_tokens_against_a_real_broker() {
+    let clusters = oauthbearer_clusters();
+    let bootstrap = &clusters.source.bootstrap;
+
+    // A token in the config, with a SASL extension.
+    let client = Client::connect(config(
+        bootstrap,
+        oauth(
+            TokenSource::Static(Secret::new(unsigned_jwt("mirror", 3600))),
+            vec![("traceId".into(), "42".into())],
+        ),
+    ))
     .await
     .expect("static token");
-    let sent = fake.requests(ApiKey::SaslAuthenticate);
-    let Body::SaslAuthenticate(first) = &sent[0].body else {
-        unreachable!()
-    };
-    assert_eq!(
-        first.auth_bytes,
-        Bytes::from_static(b"n,,\x01auth=Bearer static.jwt.value\x01traceId=42\x01\x01")
-    );
+    produce_and_fetch(&client, "oauth-static").await;
 
-    // A token file, read again at every authentication.
-    let dir = std::env::temp_dir().join(format!("strait-sasl-token-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("token.jwt");
-    std::fs::write(&file, "file.token.one\n").unwrap();
-    connect(TokenSource::File(file.clone()), vec![])
+    // A token file, read again at every authentication: a fresh token is accepted, the same
+    // file holding an expired one then refused.
+    let file = clusters.dir().join("token.jwt");
+    std::fs::write(&file, format!("{}\n", unsigned_jwt("mirror", 3600))).unwrap();
+    let client = Client::connect(config(
+        bootstrap,
+        oauth(TokenSource::File(file.clone()), vec![]),
+    ))
+    .await
+    .expect("file token");
+    assert!(client
+        .refresh_metadata()
         .await
-        .expect("file token");
-    std::fs::write(&file, "file.token.two").unwrap();
-    connect(TokenSource::File(file.clone()), vec![])
-        .await
-        .expect("refreshed file token");
-    std::fs::remove_dir_all(&dir).unwrap();
+        .unwrap()
+        .topics
+        .contains_key("oauth-static"));
+    let expired = unsigned_jwt("mirror", -600);
+    std::fs::write(&file, &expired).unwrap();
+    let message = auth_failure(
+        bootstrap,
+        oauth(TokenSource::File(file.clone()), vec![]),
+        &expired,
+    )
+    .await;
+    assert!(message.contains("refused the token"), "{message}");
 
-    // Kafka's unsecured JWT.
+    // Kafka's unsecured JWT, made by strait (`unsecuredLogin*` JAAS options).
     let unsecured = UnsecuredToken {
         principal_claim: "sub".into(),
         principal: "mirror".into(),
         claims: vec![("scope".into(), Claim::List(vec!["kafka".into()]))],
         lifetime: Duration::from_secs(3600),
     };
-    connect(TokenSource::Unsecured(unsecured), vec![])
-        .await
-        .expect("unsecured token");
-
-    let seen = seen.lock().unwrap().clone();
-    assert_eq!(
-        &seen[..3],
-        &["static.jwt.value", "file.token.one", "file.token.two"]
-    );
-    let parts: Vec<&str> = seen[3].split('.').collect();
-    assert_eq!(parts.len(), 3, "{}", seen[3]);
-    assert_eq!(parts[2], "", "an unsecured JWT has no signature");
-    use base64::Engine as _;
-    let claims = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(parts[1])
-        .unwrap();
-    let claims = String::from_utf8(claims).unwrap();
-    assert!(claims.contains(r#""sub":"mirror""#), "{claims}");
-    assert!(claims.contains(r#""scope":["kafka"]"#), "{claims}");
+    let client = Client::connect(config(
+        bootstrap,
+        oauth(TokenSource::Unsecured(unsecured), vec![]),
+    ))
+    .await
+    .expect("unsecured token");
+    produce_and_fetch(&client, "oauth-unsecured").await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_oauthbearer_token_shows_the_brokers_status() {
-    // Kafka's broker answers a bad token with a JSON status and waits for `\x01` before it
-    // fails the exchange (RFC 7628 §3.2.3).
-    let fake = sasl_fake(&["OAUTHBEARER"], |_, bytes| {
-        if bytes == [0x01] {
-            refused("Authentication failed: invalid token")
-        } else {
-            SaslAuthenticateResponse::default()
-                .with_auth_bytes(Bytes::from_static(br#"{"status":"invalid_token"}"#))
-        }
-    })
-    .await;
-    let oauth = SaslConfig::OAuthBearer {
-        token: TokenSource::Static(Secret::new("expired.jwt.x")),
-        extensions: vec![],
-    };
-    let message = auth_failure(&fake.addr(1), sasl_only(oauth), "expired.jwt.x").await;
-    assert!(
-        message.contains(r#"refused the token ({"status":"invalid_token"})"#),
-        "{message}"
-    );
-    assert!(message.contains("invalid token"), "{message}");
-    let last = fake.requests(ApiKey::SaslAuthenticate);
-    let Body::SaslAuthenticate(ack) = &last[last.len() - 1].body else {
-        unreachable!()
-    };
-    assert_eq!(ack.auth_bytes, Bytes::from_static(&[0x01]));
-}
-
-#[tokio::test]
-async fn short_sessions_are_renewed_while_requests_flow() {
-    let fake = sasl_fake(&["PLAIN"], |_, _| ok(600)).await;
-    let sasl = SaslConfig::Plain {
-        username: "alice".into(),
-        password: Secret::new("pw"),
-    };
-    let mut cfg = config(&fake.addr(1), sasl_only(sasl));
-    cfg.connection.request_timeout = Duration::from_secs(2);
-    let conn = BrokerConnection::connect(&fake.addr(1), cfg.connection.clone())
-        .await
-        .unwrap();
-    // Requests from several tasks for 2.5 s, through four or five sessions.
-    let mut tasks = Vec::new();
-    for _ in 0..3 {
-        let conn = Arc::clone(&conn);
-        tasks.push(tokio::spawn(async move {
-            let until = Instant::now() + Duration::from_millis(2500);
-            let mut n = 0;
-            while Instant::now() < until {
-                conn.send(&MetadataRequest::default().with_topics(Some(vec![])))
-                    .await
-                    .expect("metadata during re-authentication");
-                n += 1;
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            n
-        }));
-    }
-    let mut requests = 0;
-    for t in tasks {
-        requests += t.await.unwrap();
-    }
-    assert!(requests > 100, "{requests}");
-    assert!(
-        conn.reauthentications() >= 3,
-        "{}",
-        conn.reauthentications()
-    );
-    assert!(!conn.is_poisoned());
-    assert_eq!(fake.connections(1), 1, "one connection throughout");
-    // Nothing else reached the broker in the middle of an exchange.
-    let received = fake.received();
-    for (i, r) in received.iter().enumerate() {
-        if r.api == ApiKey::SaslHandshake {
-            assert_eq!(
-                received.get(i + 1).map(|n| n.api),
-                Some(ApiKey::SaslAuthenticate),
-                "request {i}: the handshake is followed by its exchange"
-            );
-        }
-    }
-    let handshakes = fake.requests(ApiKey::SaslHandshake).len() as u64;
-    assert_eq!(handshakes, conn.reauthentications() + 1);
-}
-
-#[tokio::test]
-async fn a_refused_reauthentication_closes_the_connection() {
-    // The first authentication passes; the broker refuses the re-authentication (the user's
-    // password was changed, say).
-    let count = Arc::new(Mutex::new(0));
-    let counter = Arc::clone(&count);
-    let fake = sasl_fake(&["PLAIN"], move |_, _| {
-        let mut n = counter.lock().unwrap();
-        *n += 1;
-        if *n == 1 {
-            ok(300)
-        } else {
-            refused("credentials revoked")
-        }
-    })
-    .await;
-    let sasl = SaslConfig::Plain {
-        username: "alice".into(),
-        password: Secret::new("pw"),
-    };
-    let cfg = config(&fake.addr(1), sasl_only(sasl));
-    let conn = BrokerConnection::connect(&fake.addr(1), cfg.connection.clone())
-        .await
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while !conn.is_poisoned() {
+    // Kafka answers a bad token with a JSON status and waits for `\x01` before it fails the
+    // exchange (RFC 7628 §3.2.3).
+    let clusters = oauthbearer_clusters();
+    let bootstrap = &clusters.source.bootstrap;
+    for token in [unsigned_jwt("mirror", -600), "not.a.jwt".to_owned()] {
+        let message = auth_failure(
+            bootstrap,
+            oauth(TokenSource::Static(Secret::new(token.clone())), vec![]),
+            &token,
+        )
+        .await;
         assert!(
-            Instant::now() < deadline,
-            "still open after a refused re-authentication"
+            message.contains(r#"refused the token ({"status":"invalid_token"})"#),
+            "{message}"
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let err = conn
-        .send(&MetadataRequest::default().with_topics(Some(vec![])))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&err, Error::Authentication { message, .. } if message.contains("credentials revoked")),
-        "{err}"
-    );
 }

@@ -1,21 +1,20 @@
-//! TLS against a real broker (nisshi with `--cert/--key`, certificates made by rcgen at test
-//! time): a working connection that carries produce and fetch, and each way it can fail, with
-//! the message the operator reads. nisshi does not ask for client certificates, so mutual TLS
-//! runs through a TLS-terminating proxy (rustls, requiring a client certificate) in front of a
-//! real plain broker that advertises the proxy's port.
+//! TLS against Apache Kafka (`SecureBroker`, an SSL listener with a PEM key store made by rcgen
+//! at test time): a working connection that carries produce and fetch, and each way it can
+//! fail, with the message the operator reads; mutual TLS against a listener that requires
+//! client certificates (`ssl.client.auth=required`), with PEM, PKCS#12 and encrypted keys, and
+//! refused without a certificate or with one from a CA the broker does not trust.
 
 mod secure;
 
 use std::sync::Arc;
 
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::pki_types::CertificateDer;
 use strait_kafka::tls::{
     read_keystore, read_pem_identity, read_truststore, ClientIdentity, StoreError, TlsConfig,
     TlsOptions, Trust,
 };
 use strait_kafka::{Client, Error, Secret, Security};
 use strait_testkit::{SecureBroker, SecureBrokerOptions, TestCa, TestCert};
-use tokio::net::{TcpListener, TcpStream};
 
 use secure::{assert_names_broker, cause, config, failed_connect, produce_and_fetch, tls_trusting};
 
@@ -95,7 +94,14 @@ async fn tls_connection_carries_metadata_produce_and_fetch() {
     assert!(format!("{conn:?}").contains("SSL"), "{conn:?}");
     let metadata = client.refresh_metadata().await.unwrap();
     assert_eq!(metadata.brokers.len(), 1);
-    assert_eq!(metadata.cluster_id.as_deref(), Some("secure"));
+    // The cluster id the broker's storage was formatted with (its `meta.properties`).
+    let meta = std::fs::read_to_string(broker.dir().join("secure/data/meta.properties"))
+        .expect("the broker's meta.properties");
+    let cluster_id = meta
+        .lines()
+        .find_map(|l| l.strip_prefix("cluster.id="))
+        .expect("cluster.id in meta.properties");
+    assert_eq!(metadata.cluster_id.as_deref(), Some(cluster_id));
     produce_and_fetch(&client, "tls-orders").await;
 
     // By DNS name too (the certificate names localhost), and with the CA in a PKCS#12
@@ -186,47 +192,6 @@ async fn tls_to_a_plain_listener_says_the_listener_is_not_tls() {
     assert!(message.contains("is this listener TLS?"), "{message}");
 }
 
-/// A TLS proxy that requires a client certificate signed by `client_ca`, in front of `upstream`.
-async fn mtls_proxy(listener: TcpListener, server: TestCert, client_ca: Vec<u8>, upstream: String) {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(CertificateDer::from(client_ca)).unwrap();
-    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-        Arc::new(roots),
-        Arc::clone(&provider),
-    )
-    .build()
-    .unwrap();
-    let chain = vec![
-        CertificateDer::from(server.cert_der.clone()),
-        CertificateDer::from(server.ca_der.clone()),
-    ];
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(server.key_der.clone()));
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(chain, key)
-        .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    loop {
-        let Ok((tcp, _)) = listener.accept().await else {
-            return;
-        };
-        let acceptor = acceptor.clone();
-        let upstream = upstream.clone();
-        tokio::spawn(async move {
-            let Ok(mut tls) = acceptor.accept(tcp).await else {
-                return;
-            };
-            let Ok(mut up) = TcpStream::connect(&upstream).await else {
-                return;
-            };
-            let _ = tokio::io::copy_bidirectional(&mut tls, &mut up).await;
-        });
-    }
-}
-
 fn with_identity(ca: &TestCa, identity: Option<ClientIdentity>) -> Arc<TlsConfig> {
     Arc::new(
         TlsConfig::new(TlsOptions {
@@ -254,18 +219,12 @@ fn encrypted_key_pem(key_der: &[u8], password: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mutual_tls_with_pem_pkcs12_and_encrypted_keys() {
     let ca = TestCa::new("strait test CA");
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
+    // The broker requires a client certificate signed by the test CA.
     let broker = SecureBroker::start(SecureBrokerOptions {
-        advertised_port: Some(port),
+        tls: Some(ca.server_cert(&["127.0.0.1"])),
+        client_ca_pem: Some(ca.pem().to_owned()),
         ..SecureBrokerOptions::default()
     });
-    tokio::spawn(mtls_proxy(
-        listener,
-        ca.server_cert(&["127.0.0.1"]),
-        ca.der().to_vec(),
-        broker.listen.clone(),
-    ));
     let bootstrap = broker.bootstrap.clone();
     let client_cert = ca.client_cert("strait-mirror");
 
@@ -320,13 +279,16 @@ async fn mutual_tls_with_pem_pkcs12_and_encrypted_keys() {
     .expect("mutual TLS with an encrypted key");
     produce_and_fetch(&client, "mtls-encrypted").await;
 
-    // No client certificate: the broker's refusal says what to set.
+    // No client certificate: the broker's refusal (Java's TLS answers an empty certificate
+    // with a bad_certificate alert) says so, and what to set.
     let message = tls_failure(&bootstrap, with_identity(&ca, None)).await;
     assert!(
-        message.contains("requires a client certificate"),
+        message.starts_with(
+            "the broker requires a client certificate (mutual TLS) and none is set: set \
+             ssl.keystore.location"
+        ),
         "{message}"
     );
-    assert!(message.contains("ssl.keystore.location"), "{message}");
 
     // A client certificate from a CA the broker does not trust.
     let stranger = TestCa::new("stranger CA").client_cert("intruder");

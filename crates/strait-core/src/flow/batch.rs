@@ -143,7 +143,11 @@ mod tests {
         assert!(batches.len() >= 4, "{}", batches.len());
         let mut count = 0;
         for batch in &batches {
-            assert!(batch.bytes.len() <= MAX_BATCH_BYTES + 100, "{}", batch.bytes.len());
+            assert!(
+                batch.bytes.len() <= MAX_BATCH_BYTES + 100,
+                "{}",
+                batch.bytes.len()
+            );
             count += batch.header.record_count as usize;
         }
         assert_eq!(count, 20_000);
