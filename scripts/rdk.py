@@ -22,6 +22,13 @@ Commands:
                  one transactional producer runs the transactions in order: begin, produce,
                  flush, then commit or abort
                  stdout: [[{"partition", "offset"}] per record] per transaction
+  txn-steps      --bootstrap B --topic T
+                 stdin: [{"producer": NAME, "op": "begin"|"produce"|"commit"|"abort",
+                          "records": [record as for produce] (produce only)}]
+                 one transactional producer per NAME (made at its first step), the steps in
+                 order; a produce step flushes its records before the next step, so several
+                 producers' transactions interleave in the log as the steps do
+                 stdout: [[{"partition", "offset"}] per record] per step ([] for the others)
 
 STRAIT_RDK_CONFIG, a JSON object of librdkafka settings, is added to every client (TLS, SASL).
 
@@ -209,6 +216,50 @@ def cmd_produce_txn(args):
                 producer.abort_transaction(30)
         except KafkaException as e:
             fail(f"produce-txn: transaction {number}: {e}")
+        output.append(results)
+    emit(output)
+
+
+def cmd_txn_steps(args):
+    steps = json.load(sys.stdin)
+    producers = {}
+    output = []
+    for number, step in enumerate(steps):
+        name = step["producer"]
+        op = step["op"]
+        producer = producers.get(name)
+        if producer is None:
+            config = base_config(args)
+            config.update(
+                {"linger.ms": 5, "transactional.id": f"strait-rdk-{name}-{uuid.uuid4()}"}
+            )
+            producer = Producer(config)
+            try:
+                producer.init_transactions(30)
+            except KafkaException as e:
+                fail(f"txn-steps: step {number}: {name}: init_transactions: {e}")
+            producers[name] = producer
+        records = step.get("records") or []
+        results = [None] * len(records)
+        try:
+            if op == "begin":
+                producer.begin_transaction()
+            elif op == "produce":
+                errors = []
+                produce_records(producer, args.topic, records, results, errors)
+                remaining = producer.flush(30)
+                if remaining:
+                    fail(f"txn-steps: step {number}: {remaining} record(s) not delivered")
+                if errors:
+                    fail(f"txn-steps: step {number}: " + "; ".join(errors))
+            elif op == "commit":
+                producer.commit_transaction(30)
+            elif op == "abort":
+                producer.abort_transaction(30)
+            else:
+                fail(f"txn-steps: step {number}: unknown op {op!r}")
+        except KafkaException as e:
+            fail(f"txn-steps: step {number} ({name} {op}): {e}")
         output.append(results)
     emit(output)
 
@@ -441,6 +492,8 @@ def main():
         "--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"]
     )
     p.add_argument("--transactional-id", default=None)
+
+    command("txn-steps", cmd_txn_steps)
 
     args = parser.parse_args()
     args.func(args)

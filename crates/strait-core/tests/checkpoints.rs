@@ -7,8 +7,10 @@
 //! - a checkpoint is written when its group advances or rewinds, never again when nothing
 //!   changed, and a new task reads the last ones back instead of writing them again;
 //! - the loop runs on its intervals and stops when told;
-//! - commit metadata (which the test broker does not keep) travels into the checkpoint and into
-//!   the target group, shown with a scripted fake source and a fake target.
+//! - commit metadata travels into the checkpoint and into the target group, shown with a
+//!   scripted fake source (serving a committed offset with metadata) and a fake target (whose
+//!   OffsetCommit is inspected as strait sent it): the librdkafka client these tests commit
+//!   with commits no metadata.
 
 #![allow(unreachable_pub, dead_code, missing_docs)]
 
@@ -279,7 +281,7 @@ async fn the_task_runs_on_its_intervals_until_stopped() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Commit metadata: the test broker drops it, so a fake source and a fake target show it.
+// Commit metadata: a fake source serves it, a fake target records the commit strait sends.
 
 mod metadata {
     use super::*;

@@ -2,16 +2,25 @@
 //! order, the map exact, a restart resumes without duplicates, a crash's unrecorded tail is
 //! matched instead of written twice, records deleted before mirroring are recorded as lost, and
 //! a remote topic that lost its records on the target is refused, not written over.
+//!
+//! Either side deleting its oldest records (DeleteRecords moves a log start on demand) does not
+//! stop start-up: matching starts at the target's log start, a remote topic without a map is
+//! lined up with the source first, and source records deleted under an unrecorded tail are
+//! counted as lost while their copies stay.
 
 mod common;
 
 use common::client;
 use std::time::Duration;
 
+use kafka_protocol::error::ResponseError;
 use strait_core::flow::Flow;
-use strait_kafka::admin::{IsolationLevel, NewTopic, OffsetSpec};
+use strait_kafka::admin::{
+    AclBinding, AclOperation, AclPatternType, AclPermission, AclResourceType, IsolationLevel,
+    NewTopic, OffsetSpec,
+};
 use strait_kafka::TopicPartition;
-use strait_testkit::{Clusters, Rdk, TestRecord};
+use strait_testkit::{ClusterOptions, Clusters, Rdk, TestRecord};
 use strait_wire::offset_map::{SourcePartition, Translation};
 
 async fn start(clusters: &Clusters, extra: &str) -> Flow {
@@ -35,7 +44,8 @@ fn records(partitions: i32, n: usize, tag: &str) -> Vec<TestRecord> {
                     .then(|| format!("{tag}-{i}").into_bytes())
                     .as_deref(),
             )
-            .with_timestamp(1_720_000_000_000 + i as i64);
+            // Recent: a topic below keeps records for a day, by timestamp.
+            .with_timestamp(common::now_ms() - 3_600_000 + i as i64);
             if i % 2 == 0 {
                 r = r.with_header("h", Some(b"1")).with_header("h", None);
             }
@@ -228,6 +238,295 @@ async fn an_unrecorded_tail_is_matched_not_written_twice() {
     assert_eq!(end, 65, "nothing on the target twice");
 }
 
+/// Writes `batches` source batches of `topic`-0 from offset `from` on to `source.<topic>`-0
+/// behind the map's back, as a flow that crashed after producing them and before recording them
+/// would have. Returns the number of records written.
+async fn write_unrecorded(
+    src: &strait_kafka::Client,
+    dst: &strait_kafka::Client,
+    topic: &str,
+    from: i64,
+    batches: usize,
+) -> i64 {
+    let producer = strait_kafka::produce::RawProducer::new(dst.clone(), Default::default())
+        .await
+        .unwrap();
+    let tp = TopicPartition::new(topic, 0);
+    let options = strait_kafka::fetch::FetchOptions {
+        max_wait: Duration::from_millis(10),
+        ..Default::default()
+    };
+    let data = src
+        .fetch(
+            &[strait_kafka::fetch::FetchPosition::new(tp.clone(), from)],
+            &options,
+        )
+        .await
+        .remove(&tp)
+        .unwrap()
+        .unwrap();
+    let tail: Vec<_> = strait_wire::BatchScanner::new(data.records)
+        .map(Result::unwrap)
+        .take(batches)
+        .map(|b| (TopicPartition::new(format!("source.{topic}"), 0), b))
+        .collect();
+    assert_eq!(tail.len(), batches, "{topic}: batches from {from}");
+    assert_eq!(tail[0].1.header.base_offset, from);
+    let written = tail
+        .iter()
+        .map(|(_, b)| i64::from(b.header.record_count))
+        .sum();
+    for ack in producer.send_all(tail).await {
+        ack.unwrap();
+    }
+    written
+}
+
+/// `(log start, end)` of partition 0 of `topic`.
+async fn log_range(client: &strait_kafka::Client, topic: &str) -> (i64, i64) {
+    let tp = TopicPartition::new(topic, 0);
+    let mut ends = [0; 2];
+    for (end, spec) in ends
+        .iter_mut()
+        .zip([OffsetSpec::Earliest, OffsetSpec::Latest])
+    {
+        *end = client
+            .list_offset(&tp, spec, IsolationLevel::ReadUncommitted)
+            .await
+            .unwrap()
+            .offset;
+    }
+    (ends[0], ends[1])
+}
+
+/// Deletes the offset map topic on the target (what strait's own error message advises when a
+/// remote topic lost records) and waits until the target no longer lists it.
+async fn delete_map_topic(dst: &strait_kafka::Client) {
+    let topic = "strait-offset-map.source.internal";
+    let deleted = dst.delete_topics(&[topic]).await.unwrap();
+    assert!(deleted.iter().all(|(_, r)| r.is_ok()), "{deleted:?}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while dst
+        .refresh_metadata()
+        .await
+        .unwrap()
+        .topics
+        .contains_key(topic)
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{topic} still listed 30 s after its deletion"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The remote topic's log start is above 0 (the target deleted its oldest records; MM2 or an
+/// earlier strait filled it) and there is no map: matching starts at the target's log start,
+/// where the target's first record is a copy of a source record further on, instead of dying
+/// on OFFSET_OUT_OF_RANGE at target offset 0. The source records whose copies the target already
+/// deleted are not copied again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tail_matching_starts_at_the_target_log_start() {
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let src = client(&clusters.source.bootstrap).await;
+    let dst = client(&clusters.target.bootstrap).await;
+    src.create_topic(NewTopic::new("ledger", 1)).await.unwrap();
+    let first = records(1, 40, "a");
+    for chunk in first.chunks(5) {
+        rdk.produce(&clusters.source.bootstrap, "ledger", chunk, "lz4");
+    }
+    let mut flow = start(&clusters, "").await;
+    flow.run_until_caught_up().await.unwrap();
+    drop(flow);
+
+    // The map is gone, and the target deleted its first 15 records of the remote topic.
+    delete_map_topic(&dst).await;
+    let remote = TopicPartition::new("source.ledger", 0);
+    assert_eq!(dst.delete_records(&remote, 15).await.unwrap(), 15);
+    let second = records(1, 10, "b");
+    rdk.produce(&clusters.source.bootstrap, "ledger", &second, "none");
+
+    let mut flow = start(&clusters, "").await;
+    flow.run_until_caught_up().await.unwrap();
+    let stats = flow.stats();
+    assert_eq!(
+        stats.recovered_records, 25,
+        "target 15..40 matched: {stats:?}"
+    );
+    assert_eq!(stats.records, 10, "only the new records written: {stats:?}");
+    assert_eq!(stats.duplicate_records, 0, "{stats:?}");
+    assert_eq!(stats.lost_records, 0, "{stats:?}");
+    assert_eq!(log_range(&dst, "source.ledger").await, (15, 50));
+    let mut all = first.clone();
+    all.extend(second);
+    assert_mirrored(
+        &rdk,
+        &clusters.target.bootstrap,
+        "source.ledger",
+        &all[15..],
+    );
+    let sp = SourcePartition::new("ledger", 0);
+    for pos in 15..=50 {
+        assert_eq!(
+            flow.map().translate(&sp, pos),
+            Translation::Exact { target: pos },
+            "position {pos}"
+        );
+    }
+    assert!(matches!(
+        flow.map().translate(&sp, 3),
+        Translation::BeforeMappedStart { .. }
+    ));
+}
+
+/// No map, the target's copy starts at offset 0, and the source deleted its oldest records
+/// since: the target's records from where the source now starts are matched, not copied again
+/// (the records before that are on the target once and no longer on the source).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_map_matching_finds_the_copy_of_where_the_source_now_starts() {
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let src = client(&clusters.source.bootstrap).await;
+    let dst = client(&clusters.target.bootstrap).await;
+    src.create_topic(NewTopic::new("ledger", 1)).await.unwrap();
+    let first = records(1, 40, "a");
+    for chunk in first.chunks(8) {
+        rdk.produce(&clusters.source.bootstrap, "ledger", chunk, "zstd");
+    }
+    let mut flow = start(&clusters, "").await;
+    flow.run_until_caught_up().await.unwrap();
+    drop(flow);
+
+    delete_map_topic(&dst).await;
+    let tp = TopicPartition::new("ledger", 0);
+    assert_eq!(src.delete_records(&tp, 15).await.unwrap(), 15);
+    let second = records(1, 10, "b");
+    rdk.produce(&clusters.source.bootstrap, "ledger", &second, "none");
+
+    let mut flow = start(&clusters, "").await;
+    flow.run_until_caught_up().await.unwrap();
+    let stats = flow.stats();
+    assert_eq!(
+        stats.recovered_records, 25,
+        "target 15..40 matched: {stats:?}"
+    );
+    assert_eq!(stats.records, 10, "only the new records written: {stats:?}");
+    assert_eq!(stats.duplicate_records, 0, "{stats:?}");
+    assert_eq!(stats.lost_records, 0, "{stats:?}");
+    assert_eq!(
+        log_range(&dst, "source.ledger").await,
+        (0, 50),
+        "nothing on the target twice"
+    );
+    let mut all = first.clone();
+    all.extend(second);
+    assert_mirrored(&rdk, &clusters.target.bootstrap, "source.ledger", &all);
+    let sp = SourcePartition::new("ledger", 0);
+    for pos in 15..=50 {
+        assert_eq!(
+            flow.map().translate(&sp, pos),
+            Translation::Exact { target: pos },
+            "position {pos}"
+        );
+    }
+}
+
+/// A crash left an unrecorded tail on the target (source 40..55), then the source deleted
+/// records past the map's end before the restart: on `ledger` up to 50 (inside the tail), on
+/// `journal` up to 60 (past it). Start-up neither dies on OFFSET_OUT_OF_RANGE nor skips quietly:
+/// the deleted range is recorded and counted as lost (strait cannot show the target holds all of
+/// it), the target records that are copies of deleted ones are kept and not counted as
+/// duplicates, what the source still has is matched or written once; a restart counts nothing
+/// twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unrecorded_tail_whose_source_was_deleted_is_counted_not_fatal() {
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let src = client(&clusters.source.bootstrap).await;
+    let dst = client(&clusters.target.bootstrap).await;
+    let topics = [("ledger", 50i64), ("journal", 60i64)];
+    let mut produced = Vec::new();
+    for (topic, _) in topics {
+        src.create_topic(NewTopic::new(topic, 1)).await.unwrap();
+        let first = records(1, 40, &format!("{topic}-a"));
+        rdk.produce(&clusters.source.bootstrap, topic, &first, "none");
+        produced.push(first);
+    }
+    let mut flow = start(&clusters, "").await;
+    flow.run_until_caught_up().await.unwrap();
+    drop(flow);
+
+    for (i, (topic, cut)) in topics.into_iter().enumerate() {
+        let second = records(1, 25, &format!("{topic}-b"));
+        for chunk in second.chunks(5) {
+            rdk.produce(&clusters.source.bootstrap, topic, chunk, "gzip");
+        }
+        produced[i].extend(second);
+        assert_eq!(write_unrecorded(&src, &dst, topic, 40, 3).await, 15);
+        let tp = TopicPartition::new(topic, 0);
+        assert_eq!(src.delete_records(&tp, cut).await.unwrap(), cut);
+    }
+
+    // Start-up alone, then a crash before the first round: the losses and the matches are in
+    // the map. ledger: source 40..50 lost, target 50..55 matched; journal: source 40..60 lost,
+    // target 40..55 copies of deleted records.
+    let flow = start(&clusters, "").await;
+    let stats = flow.stats();
+    assert_eq!(stats.lost_records, 10 + 20, "{stats:?}");
+    assert_eq!(stats.recovered_records, 5, "{stats:?}");
+    assert_eq!(stats.records, 0, "{stats:?}");
+    drop(flow);
+    // The next run counts none of it again, and writes ledger 55..65 and journal 60..65 once.
+    let mut flow = start(&clusters, "").await;
+    flow.run_until_caught_up().await.unwrap();
+    let stats = flow.stats();
+    assert_eq!(stats.lost_records, 0, "{stats:?}");
+    assert_eq!(stats.recovered_records, 0, "{stats:?}");
+    assert_eq!(stats.records, 10 + 5, "{stats:?}");
+    assert_eq!(stats.duplicate_records, 0, "{stats:?}");
+    for (i, (topic, cut)) in topics.into_iter().enumerate() {
+        let remote = format!("source.{topic}");
+        // Source 0..55 are on the target from the first run and the crash; the rest once.
+        let end = if cut <= 55 { 65 } else { 55 + 65 - cut };
+        assert_eq!(log_range(&dst, &remote).await, (0, end), "{remote}");
+        let expected: Vec<TestRecord> = produced[i][..55]
+            .iter()
+            .chain(&produced[i][cut.max(55) as usize..])
+            .cloned()
+            .collect();
+        assert_mirrored(&rdk, &clusters.target.bootstrap, &remote, &expected);
+        let sp = SourcePartition::new(topic, 0);
+        let map = flow.map().partition(&sp).unwrap();
+        let lost: Vec<_> = map
+            .lost_ranges()
+            .iter()
+            .map(|r| (r.src_from, r.src_to))
+            .collect();
+        assert_eq!(lost, [(40, cut)], "{topic}");
+        assert!(matches!(
+            flow.map().translate(&sp, 45),
+            Translation::InLostRange { .. }
+        ));
+        for pos in cut..=65 {
+            assert_eq!(
+                flow.map().translate(&sp, pos),
+                Translation::Exact {
+                    target: end - (65 - pos)
+                },
+                "{topic} position {pos}"
+            );
+        }
+    }
+    drop(flow);
+
+    // Nothing is counted again by a restart.
+    let mut flow = start(&clusters, "").await;
+    flow.run_until_caught_up().await.unwrap();
+    assert_eq!(flow.stats(), Default::default());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_deleted_before_mirroring_are_recorded_as_lost() {
     let clusters = Clusters::start();
@@ -280,8 +579,13 @@ async fn remote_topic_configs_follow_the_source() {
     let mut flow = start(&clusters, "sync.topic.configs.interval.seconds = 1").await;
     flow.round().await.unwrap();
     let remote = strait_kafka::admin::ConfigResource::Topic("source.prices".into());
+    // What is set on the remote topic itself (Kafka also lists every default).
     let read = |configs: Vec<strait_kafka::admin::ConfigEntry>| -> std::collections::BTreeMap<String, Option<String>> {
-        configs.into_iter().map(|c| (c.name, c.value)).collect()
+        configs
+            .into_iter()
+            .filter(|c| c.source == strait_kafka::admin::ConfigSource::DynamicTopic)
+            .map(|c| (c.name, c.value))
+            .collect()
     };
     let before = read(dst.describe_configs(&remote).await.unwrap());
     assert_eq!(before.get("retention.ms"), Some(&Some("3600000".into())));
@@ -319,10 +623,18 @@ async fn remote_topic_configs_follow_the_source() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_topic_that_cannot_grow_does_not_stop_the_flow() {
-    // The remote topic exists with fewer partitions than the source, and the target cannot add
-    // partitions (the test broker lacks CreatePartitions; on Kafka a quota or policy can refuse
-    // it). The partitions that exist are mirrored; the flow goes on and says why the rest wait.
-    let clusters = Clusters::start();
+    // The remote topic exists with fewer partitions than the source, and the target refuses to
+    // add partitions: an ACL denies ALTER on it (Kafka's StandardAuthorizer, everything else
+    // allowed). The partitions that exist are mirrored; the flow goes on and says why the rest
+    // wait.
+    let clusters = Clusters::start_with(
+        ClusterOptions::default()
+            .property(
+                "authorizer.class.name",
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            )
+            .property("allow.everyone.if.no.acl.found", "true"),
+    );
     let rdk = Rdk::new();
     let src = client(&clusters.source.bootstrap).await;
     let dst = client(&clusters.target.bootstrap).await;
@@ -330,13 +642,41 @@ async fn a_remote_topic_that_cannot_grow_does_not_stop_the_flow() {
     dst.create_topic(NewTopic::new("source.wide", 1))
         .await
         .unwrap();
+    // Once a topic has ACLs, only what they allow is allowed: everything, but ALTER (a DENY
+    // wins over an ALLOW).
+    let acl = |operation, permission| AclBinding {
+        resource_type: AclResourceType::Topic,
+        resource_name: "source.wide".into(),
+        pattern_type: AclPatternType::Literal,
+        principal: "User:ANONYMOUS".into(),
+        host: "*".into(),
+        operation,
+        permission,
+    };
+    let acls = [
+        acl(AclOperation::All, AclPermission::Allow),
+        acl(AclOperation::Alter, AclPermission::Deny),
+    ];
+    for created in dst.create_acls(&acls).await.unwrap() {
+        created.unwrap();
+    }
+    // Until the broker applies the ACL, asking for the count the topic has changes nothing.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let refused = dst.create_partitions("source.wide", 1).await.unwrap_err();
+        if refused.code() == Some(ResponseError::TopicAuthorizationFailed) {
+            assert!(!refused.is_retriable(), "{refused:?}");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the ACL is not in force after 30 s: {refused:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let recs = records(3, 30, "w");
     rdk.produce(&clusters.source.bootstrap, "wide", &recs, "none");
     let mut flow = start(&clusters, "").await;
-    match dst.create_partitions("source.wide", 3).await {
-        Err(e) if !e.is_retriable() => {}
-        other => panic!("this test needs a target that refuses CreatePartitions: {other:?}"),
-    }
     flow.run_until_caught_up().await.unwrap();
     assert_eq!(flow.stats().records, 10, "{:?}", flow.stats());
     let p0: Vec<_> = recs.iter().filter(|r| r.partition == 0).cloned().collect();
@@ -345,6 +685,8 @@ async fn a_remote_topic_that_cannot_grow_does_not_stop_the_flow() {
         .map()
         .partition(&SourcePartition::new("wide", 1))
         .is_none());
+    let m = dst.refresh_metadata().await.unwrap();
+    assert_eq!(m.topics["source.wide"].partitions.len(), 1, "not grown");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

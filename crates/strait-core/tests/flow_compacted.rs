@@ -1,8 +1,8 @@
-//! A compacted source topic with offset holes, on a real broker: the SQLite-backed test broker
-//! compacts `cleanup.policy=compact` topics (every 2 s with `scripts/test-broker`), so the
-//! source holds keyed records with holes where older values of a key were removed. Every
-//! surviving record arrives identical and in order, and the map is exact for every surviving
-//! offset and for every hole (a hole translates to the next surviving record's target offset).
+//! A compacted source topic with offset holes, on Apache Kafka: its log cleaner compacts a topic
+//! made with [`QUICK_COMPACTION`] within seconds, so the source holds keyed records with holes
+//! where older values of a key were removed (all but the active segment). Every surviving record
+//! arrives identical and in order, and the map is exact for every surviving offset and for every
+//! hole (a hole translates to the next surviving record's target offset).
 
 mod common;
 
@@ -36,7 +36,7 @@ fn records() -> Vec<TestRecord> {
                 Some(key.as_bytes()),
                 Some(format!("balance-{i}").as_bytes()),
             )
-            // Current timestamps: the broker's 7-day retention must not delete them.
+            // Current timestamps: compaction lag (and retention) go by record timestamps.
             .with_timestamp(now + i as i64);
             if i % 3 == 0 {
                 r = r.with_header("rev", Some(i.to_string().as_bytes()));
@@ -47,7 +47,7 @@ fn records() -> Vec<TestRecord> {
 }
 
 /// Reads the whole topic until the broker has compacted it and compaction has settled: fewer
-/// records than written, and the same records again one maintenance pass (2 s) later.
+/// records than written, and the same records again 2.5 s later (several cleaner passes).
 fn wait_for_compaction(rdk: &Rdk, bootstrap: &str) -> Vec<TestRecord> {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut previous: Option<Vec<TestRecord>> = None;

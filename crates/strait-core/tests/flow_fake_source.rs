@@ -1,7 +1,8 @@
 //! A flow whose source is the scripted fake broker (one broker, Kafka's answers) and whose target
-//! is a real cluster: the fake serves source logs a real broker cannot be made to show on demand
-//! (aborted transactions with their fetch list, compacted batches with holes, a log start inside
-//! a batch), and the target shows what was really written.
+//! is a real cluster: the fake serves exactly the source logs a case needs, byte for byte and on
+//! demand (aborted transactions with their fetch list, compacted batches with holes, a log start
+//! inside a batch), where Kafka would need timing to show them (`flow_txn.rs` and
+//! `flow_compacted.rs` show them on Kafka itself), and the target shows what was really written.
 
 #![allow(unreachable_pub, dead_code, missing_docs)]
 

@@ -4,7 +4,7 @@
 //! two flows in opposite directions do not mirror each other's remote topics (or their offset
 //! maps) back.
 //!
-//! The restart tests use sqlite storage, so a broker comes back with its data, on the same port.
+//! Kafka keeps its data on disk, so a stopped broker comes back with it, on the same port.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -163,9 +163,8 @@ async fn start(clusters: &Clusters, aliases: (&str, &str)) -> Flow {
     .expect("flow starts")
 }
 
-/// Records `from..from + n` of a run tagged `tag`, spread over `partitions`. Timestamps are
-/// recent: a sqlite broker applies time retention (7 days by default) when it starts, so older
-/// ones would be deleted by a restart.
+/// Records `from..from + n` of a run tagged `tag`, spread over `partitions`, stamped a minute
+/// ago (Kafka's time retention goes by record timestamps).
 fn records(partitions: i32, from: usize, n: usize, tag: &str) -> Vec<TestRecord> {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

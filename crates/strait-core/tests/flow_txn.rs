@@ -1,9 +1,14 @@
 //! A flow whose source holds transactional data: transaction markers take source offsets and are
-//! not mirrored, aborted transactions are not mirrored, and the offset map stays exact across
-//! both.
+//! not mirrored, aborted transactions are not mirrored under read_committed (the default) and
+//! are under read_uncommitted (as MM2's consumer reads by default), and the offset map stays
+//! exact across all of it.
 //!
-//! The transactions are written by librdkafka's transactional producer into Apache Kafka, which
-//! writes the commit and abort markers and lists aborted transactions in READ_COMMITTED fetches.
+//! The transactions are written by librdkafka's transactional producers into Apache Kafka, which
+//! writes the commit and abort markers (after EndTxn has returned to the producer, so a test
+//! waits for the last stable offset to reach the high watermark before it mirrors) and lists
+//! aborted transactions in READ_COMMITTED fetches. Small fetches (one batch each) put a
+//! transaction's data and its marker, and the batches of transactions interleaved by two
+//! producers, in different fetches, hence different rounds.
 
 mod common;
 
@@ -11,57 +16,91 @@ use common::client;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use strait_core::flow::Flow;
+use strait_core::flow::{Flow, FlowOptions};
 use strait_kafka::admin::{IsolationLevel, OffsetSpec};
-use strait_kafka::fetch::{FetchOptions, FetchPosition};
 use strait_kafka::{Client, TopicPartition};
-use strait_testkit::{Broker, Clusters, Rdk, TestRecord};
+use strait_testkit::{Clusters, Rdk, TestRecord};
 use strait_wire::offset_map::{SourcePartition, Translation};
 
-/// How long mirroring may take before a test gives up.
-const MIRROR_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long mirroring, or the source finishing its transactions, may take before a test gives
+/// up (the suite runs many brokers on few cores).
+const TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The `source->target` flow.
-async fn start(source: &Broker, clusters: &Clusters) -> Flow {
-    common::start_flow(&source.bootstrap, &clusters.target.bootstrap, "").await
+/// Bytes per partition per fetch small enough that Kafka returns one batch per fetch (it always
+/// returns the first batch, whatever its size).
+const ONE_BATCH: i32 = 1;
+
+/// The `source->target` flow with `extra` config lines, fetching at most `partition_max_bytes`
+/// per partition.
+async fn start(clusters: &Clusters, extra: &str, partition_max_bytes: i32) -> Flow {
+    let options = FlowOptions {
+        fetch_max_wait: Duration::from_millis(50),
+        partition_max_bytes,
+        ..FlowOptions::default()
+    };
+    Flow::start(
+        common::flow_config(
+            &clusters.source.bootstrap,
+            &clusters.target.bootstrap,
+            extra,
+        ),
+        options,
+        client(&clusters.source.bootstrap).await,
+        client(&clusters.target.bootstrap).await,
+    )
+    .await
+    .expect("flow starts")
 }
 
-/// Mirrors with `run_until_caught_up`, then runs more rounds until `expected` records were
-/// written, all bounded by [`MIRROR_TIMEOUT`]. The extra rounds are for tansu's ListOffsets
-/// (latest), which answers the last batch's base offset + 1 instead of the end for multi-record
-/// batches, so `run_until_caught_up` may see an end that is too early.
-async fn mirror(flow: &mut Flow, expected: usize) {
-    let deadline = tokio::time::Instant::now() + MIRROR_TIMEOUT;
-    tokio::time::timeout_at(deadline, flow.run_until_caught_up())
+/// `(read_committed end, high watermark)` of `tp`.
+async fn ends(client: &Client, tp: &TopicPartition) -> (i64, i64) {
+    let mut out = [0; 2];
+    for (end, isolation) in out.iter_mut().zip([
+        IsolationLevel::ReadCommitted,
+        IsolationLevel::ReadUncommitted,
+    ]) {
+        *end = client
+            .list_offset(tp, OffsetSpec::Latest, isolation)
+            .await
+            .expect("list offsets")
+            .offset;
+    }
+    (out[0], out[1])
+}
+
+/// Waits until every transaction on `topic`'s `partitions` is complete on the source: Kafka
+/// writes a transaction's markers after EndTxn returned to the producer, and until then the
+/// last stable offset stays at the transaction's first offset.
+async fn wait_for_markers(source: &Client, topic: &str, partitions: i32) {
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    for p in 0..partitions {
+        let tp = TopicPartition::new(topic, p);
+        loop {
+            let (stable, end) = ends(source, &tp).await;
+            if stable == end {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{tp}: last stable offset {stable} still below the end {end} after {TIMEOUT:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// `run_until_caught_up`, bounded by [`TIMEOUT`].
+async fn mirror(flow: &mut Flow) {
+    tokio::time::timeout(TIMEOUT, flow.run_until_caught_up())
         .await
-        .unwrap_or_else(|_| {
-            panic!(
-                "run_until_caught_up did not return within {MIRROR_TIMEOUT:?}: {:?}",
-                flow.stats()
-            )
-        })
+        .unwrap_or_else(|_| panic!("not caught up within {TIMEOUT:?}: {:?}", flow.stats()))
         .expect("flow mirrors");
-    let after_catch_up = flow.stats().records;
-    let mut extra_rounds = 0;
-    while flow.stats().records < expected as u64 {
-        extra_rounds += 1;
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "not all records mirrored within {MIRROR_TIMEOUT:?}: {:?}",
-            flow.stats()
-        );
-        flow.round().await.expect("flow round");
-    }
-    if extra_rounds > 0 {
-        eprintln!(
-            "run_until_caught_up returned after {after_catch_up} of {expected} records; \
-             {extra_rounds} more round(s) mirrored the rest"
-        );
-    }
 }
 
-/// `n` records tagged `tag`, round-robin over `partitions`, with keys, headers and timestamps.
+/// `n` records tagged `tag`, round-robin over `partitions`, with keys, headers and recent
+/// timestamps.
 fn records(partitions: i32, n: usize, tag: &str) -> Vec<TestRecord> {
+    let now = common::now_ms();
     (0..n)
         .map(|i| {
             let mut r = TestRecord::new(
@@ -71,7 +110,7 @@ fn records(partitions: i32, n: usize, tag: &str) -> Vec<TestRecord> {
                     .as_deref(),
                 Some(format!("{tag}-{i}").as_bytes()),
             )
-            .with_timestamp(1_720_000_000_000 + i as i64);
+            .with_timestamp(now - 60_000 + i as i64);
             if i % 2 == 0 {
                 r = r.with_header("tx", Some(tag.as_bytes()));
             }
@@ -80,150 +119,80 @@ fn records(partitions: i32, n: usize, tag: &str) -> Vec<TestRecord> {
         .collect()
 }
 
-/// The source's high watermark of `tp`, from a Fetch (tansu's ListOffsets(latest) is wrong for
-/// multi-record batches).
-async fn high_watermark(source: &Client, tp: &TopicPartition) -> i64 {
-    let options = FetchOptions {
-        max_wait: Duration::from_millis(10),
-        isolation: IsolationLevel::ReadUncommitted,
-        ..FetchOptions::default()
-    };
-    source
-        .fetch(&[FetchPosition::new(tp.clone(), 0)], &options)
-        .await
-        .remove(tp)
-        .expect("the partition is in the fetch response")
-        .expect("fetch succeeds")
-        .high_watermark
+/// Records with the `(partition, offset)` they got on the source.
+fn placed(records: &[TestRecord], offsets: &[(i32, i64)]) -> Vec<(i32, i64, TestRecord)> {
+    assert_eq!(records.len(), offsets.len());
+    records
+        .iter()
+        .zip(offsets)
+        .map(|(r, &(p, o))| {
+            assert_eq!(p, r.partition);
+            (p, o, r.clone())
+        })
+        .collect()
 }
 
-fn by_partition(records: &[TestRecord]) -> BTreeMap<i32, Vec<&TestRecord>> {
-    let mut map: BTreeMap<i32, Vec<&TestRecord>> = BTreeMap::new();
-    for r in records {
-        map.entry(r.partition).or_default().push(r);
-    }
-    map
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn committed_transactions_mirror_and_the_map_stays_exact_across_markers() {
-    let clusters = Clusters::start();
-    let source = &clusters.source;
+/// Checks what `flow` made of `topic`: its remote topic holds exactly the records of `want`
+/// (placed on the source as given), per partition in source order, dense from target offset 0,
+/// payloads and timestamps equal; and the map translates every source position up to the
+/// source's end exactly: a record's offset to its copy's, any other offset (markers, aborted
+/// data) to the next mirrored record's, the end to the target's end.
+async fn assert_mirrored_exactly(
+    clusters: &Clusters,
+    flow: &Flow,
+    topic: &str,
+    partitions: i32,
+    want: &[(i32, i64, TestRecord)],
+) {
     let rdk = Rdk::new();
-    let topic = "ledger";
-    rdk.create_topic(&source.bootstrap, topic, 2);
-
-    // Plain batches (several records each) and committed transactions touching both
-    // partitions, interleaved: every transaction leaves a commit marker in each partition.
-    let mut expected = Vec::new();
-    let mut committed_txns = 0;
-    for round in 0..3 {
-        let plain = records(2, 8, &format!("plain{round}"));
-        rdk.produce(&source.bootstrap, topic, &plain, "none");
-        expected.extend(plain);
-        let txns: Vec<(Vec<TestRecord>, bool)> = (0..2)
-            .map(|t| (records(2, 4 + t, &format!("txn{round}.{t}")), true))
-            .collect();
-        rdk.produce_transactions(&source.bootstrap, topic, &txns);
-        committed_txns += txns.len();
-        expected.extend(txns.into_iter().flat_map(|(r, _)| r));
-    }
-    let tail = records(2, 6, "tail");
-    rdk.produce(&source.bootstrap, topic, &tail, "lz4");
-    expected.extend(tail);
-
-    let mut flow = start(source, &clusters).await;
-    mirror(&mut flow, expected.len()).await;
-    let stats = flow.stats();
-    assert_eq!(stats.records, expected.len() as u64, "{stats:?}");
-    assert_eq!(stats.aborted_batches_skipped, 0, "{stats:?}");
-    assert_eq!(
-        stats.control_batches_skipped,
-        2 * committed_txns as u64,
-        "one commit marker per transaction and partition: {stats:?}"
-    );
-    assert_eq!(stats.duplicate_records, 0, "{stats:?}");
-
-    // The target holds exactly the committed and plain records, in order per partition.
     let remote = format!("source.{topic}");
-    let on_source = rdk.consume(
-        &source.bootstrap,
-        topic,
-        expected.len(),
-        Duration::from_secs(20),
-    );
     let on_target = rdk.consume(
         &clusters.target.bootstrap,
         &remote,
-        expected.len(),
-        Duration::from_secs(20),
+        want.len(),
+        Duration::from_secs(30),
     );
-    assert_eq!(on_source.len(), expected.len());
-    assert_eq!(on_target.len(), expected.len());
-    let want = by_partition(&expected);
-    let src = by_partition(&on_source);
-    let dst = by_partition(&on_target);
-    let src_client = client(&source.bootstrap).await;
-    let dst_client = client(&clusters.target.bootstrap).await;
-    for p in 0..2 {
-        let (want, src, dst) = (&want[&p], &src[&p], &dst[&p]);
-        assert_eq!(want.len(), dst.len(), "{remote}-{p}: count");
-        assert_eq!(want.len(), src.len(), "{topic}-{p}: count");
-        for ((w, s), d) in want.iter().zip(src).zip(dst) {
-            assert!(w.same_payload(s), "{topic}-{p}: {w:?} vs {s:?}");
-            assert!(w.same_payload(d), "{remote}-{p}: {w:?} vs {d:?}");
-            assert_eq!(w.timestamp_ms, d.timestamp_ms, "{remote}-{p}: timestamp");
+    let src = client(&clusters.source.bootstrap).await;
+    let dst = client(&clusters.target.bootstrap).await;
+    for p in 0..partitions {
+        let mut mine: Vec<&(i32, i64, TestRecord)> = want.iter().filter(|w| w.0 == p).collect();
+        mine.sort_by_key(|w| w.1);
+        let copies: Vec<&TestRecord> = on_target.iter().filter(|r| r.partition == p).collect();
+        assert_eq!(copies.len(), mine.len(), "{remote}-{p}: count");
+        for (i, ((_, offset, w), c)) in mine.iter().zip(&copies).enumerate() {
+            assert!(w.same_payload(c), "{remote}-{p} [{i}]: {w:?} vs {c:?}");
+            assert_eq!(w.timestamp_ms, c.timestamp_ms, "{remote}-{p}: timestamp");
+            assert_eq!(c.offset, Some(i as i64), "{remote}-{p}: dense");
+            assert!(*offset >= 0);
         }
-        let target_end = dst_client
-            .list_offset(
-                &TopicPartition::new(&remote, p),
-                OffsetSpec::Latest,
-                IsolationLevel::ReadUncommitted,
-            )
-            .await
-            .unwrap()
-            .offset;
+        let target_end = ends(&dst, &TopicPartition::new(&remote, p)).await.1;
         assert_eq!(
             target_end,
-            want.len() as i64,
+            mine.len() as i64,
             "{remote}-{p}: nothing else on the target"
         );
-
-        // The map: every record's source offset translates to its target offset; a marker's
-        // offset, and the end, to the next record's target offset.
-        let sp = SourcePartition::new(topic, p);
-        let source_end = high_watermark(&src_client, &TopicPartition::new(topic, p)).await;
-        let record_offsets: BTreeMap<i64, i64> = src
+        let source_end = ends(&src, &TopicPartition::new(topic, p)).await.1;
+        let record_at: BTreeMap<i64, i64> = mine
             .iter()
-            .zip(dst)
-            .map(|(s, d)| (s.offset.unwrap(), d.offset.unwrap()))
+            .enumerate()
+            .map(|(i, w)| (w.1, i as i64))
             .collect();
-        let markers: Vec<i64> = (0..source_end)
-            .filter(|o| !record_offsets.contains_key(o))
-            .collect();
-        assert_eq!(
-            markers.len(),
-            committed_txns,
-            "{topic}-{p}: one marker offset per transaction; records at {:?}",
-            record_offsets.keys().collect::<Vec<_>>()
-        );
+        let sp = SourcePartition::new(topic, p);
         for pos in 0..=source_end {
-            let want_target = match record_offsets.range(pos..).next() {
-                Some((_, &target)) => target,
-                None => target_end,
-            };
+            let target = record_at
+                .range(pos..)
+                .next()
+                .map_or(target_end, |(_, &t)| t);
             assert_eq!(
                 flow.map().translate(&sp, pos),
-                Translation::Exact {
-                    target: want_target
-                },
+                Translation::Exact { target },
                 "{topic}-{p} position {pos} ({})",
-                if record_offsets.contains_key(&pos) {
+                if record_at.contains_key(&pos) {
                     "a record"
                 } else if pos == source_end {
                     "the end"
                 } else {
-                    "a marker"
+                    "a marker or aborted data"
                 }
             );
         }
@@ -231,20 +200,65 @@ async fn committed_transactions_mirror_and_the_map_stays_exact_across_markers() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn committed_transactions_mirror_and_the_map_stays_exact_across_markers() {
+    let clusters = Clusters::start();
+    let source = &clusters.source.bootstrap;
+    let rdk = Rdk::new();
+    let topic = "ledger";
+    rdk.create_topic(source, topic, 2);
+
+    // Plain batches (several records each) and committed transactions touching both
+    // partitions, interleaved: every transaction leaves a commit marker in each partition.
+    let mut want = Vec::new();
+    let mut committed_txns = 0;
+    for round in 0..3 {
+        let plain = records(2, 8, &format!("plain{round}"));
+        let offsets = rdk.produce(source, topic, &plain, "none");
+        want.extend(placed(&plain, &offsets));
+        let txns: Vec<(Vec<TestRecord>, bool)> = (0..2)
+            .map(|t| (records(2, 4 + t, &format!("txn{round}.{t}")), true))
+            .collect();
+        let offsets = rdk.produce_transactions(source, topic, &txns);
+        committed_txns += txns.len();
+        for ((records, _), offsets) in txns.iter().zip(&offsets) {
+            want.extend(placed(records, offsets));
+        }
+    }
+    let tail = records(2, 6, "tail");
+    let offsets = rdk.produce(source, topic, &tail, "lz4");
+    want.extend(placed(&tail, &offsets));
+    wait_for_markers(&client(source).await, topic, 2).await;
+
+    let mut flow = start(&clusters, "", FlowOptions::default().partition_max_bytes).await;
+    mirror(&mut flow).await;
+    let stats = flow.stats();
+    assert_eq!(stats.records, want.len() as u64, "{stats:?}");
+    assert_eq!(stats.aborted_batches_skipped, 0, "{stats:?}");
+    assert_eq!(
+        stats.control_batches_skipped,
+        2 * committed_txns as u64,
+        "one commit marker per transaction and partition: {stats:?}"
+    );
+    assert_eq!(stats.duplicate_records, 0, "{stats:?}");
+    assert_eq!(stats.lost_records, 0, "{stats:?}");
+    assert_mirrored_exactly(&clusters, &flow, topic, 2, &want).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aborted_transactions_are_not_mirrored() {
     let clusters = Clusters::start();
-    let source = &clusters.source;
+    let source = &clusters.source.bootstrap;
     let rdk = Rdk::new();
     let topic = "payments";
-    rdk.create_topic(&source.bootstrap, topic, 1);
+    rdk.create_topic(source, topic, 1);
 
     let before = records(1, 5, "before");
-    rdk.produce(&source.bootstrap, topic, &before, "none");
+    let before_at = rdk.produce(source, topic, &before, "none");
     let committed = records(1, 4, "committed");
     let aborted = records(1, 3, "aborted");
     let later = records(1, 2, "later");
     let offsets = rdk.produce_transactions(
-        &source.bootstrap,
+        source,
         topic,
         &[
             (committed.clone(), true),
@@ -253,61 +267,217 @@ async fn aborted_transactions_are_not_mirrored() {
         ],
     );
     let after = records(1, 5, "after");
-    rdk.produce(&source.bootstrap, topic, &after, "none");
-    // On the target the records are dense from 0: `later` follows `before` and `committed`.
-    let target_of_later = (before.len() + committed.len()) as i64;
-    let expected: Vec<TestRecord> = [before, committed, later, after].concat();
+    let after_at = rdk.produce(source, topic, &after, "none");
+    wait_for_markers(&client(source).await, topic, 1).await;
+    let mut want = placed(&before, &before_at);
+    want.extend(placed(&committed, &offsets[0]));
+    want.extend(placed(&later, &offsets[2]));
+    want.extend(placed(&after, &after_at));
 
-    let mut flow = start(source, &clusters).await;
-    mirror(&mut flow, expected.len()).await;
+    let mut flow = start(&clusters, "", FlowOptions::default().partition_max_bytes).await;
+    mirror(&mut flow).await;
     let stats = flow.stats();
     assert!(stats.aborted_batches_skipped > 0, "{stats:?}");
     assert_eq!(
         stats.control_batches_skipped, 3,
         "commit, abort, commit: {stats:?}"
     );
-    assert_eq!(stats.records, expected.len() as u64, "{stats:?}");
+    assert_eq!(stats.records, want.len() as u64, "{stats:?}");
+    assert_eq!(stats.lost_records, 0, "{stats:?}");
+    assert_mirrored_exactly(&clusters, &flow, topic, 1, &want).await;
+}
 
-    let remote = format!("source.{topic}");
-    let on_target = rdk.consume(
-        &clusters.target.bootstrap,
-        &remote,
-        expected.len(),
-        Duration::from_secs(20),
-    );
-    assert_eq!(on_target.len(), expected.len());
-    for (w, h) in expected.iter().zip(&on_target) {
-        assert!(w.same_payload(h), "{remote}: {w:?} vs {h:?}");
-    }
-    let aborted_values: BTreeSet<_> = aborted.iter().map(|r| r.value.clone()).collect();
-    assert!(on_target.iter().all(|r| !aborted_values.contains(&r.value)));
-    let dst_client = client(&clusters.target.bootstrap).await;
-    let target_end = dst_client
-        .list_offset(
-            &TopicPartition::new(&remote, 0),
-            OffsetSpec::Latest,
-            IsolationLevel::ReadUncommitted,
-        )
-        .await
-        .unwrap()
-        .offset;
+/// One batch per fetch: the aborted transaction's data comes in one round and its ABORT marker
+/// in a later one. The data is skipped all the same (the fetch that returns it lists the
+/// transaction as aborted), and the map is exact at every step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abort_marker_fetched_after_its_data_still_drops_the_data() {
+    let clusters = Clusters::start();
+    let source = &clusters.source.bootstrap;
+    let rdk = Rdk::new();
+    let topic = "payments";
+    rdk.create_topic(source, topic, 1);
+
+    let before = records(1, 3, "before");
+    let before_at = rdk.produce(source, topic, &before, "none");
+    // The aborted transaction in three batches: one record per produce step, each flushed on
+    // its own.
+    let aborted: Vec<Vec<TestRecord>> = (0..3)
+        .map(|b| records(1, 1, &format!("aborted{b}")))
+        .collect();
+    let mut steps = vec![("p", "begin", vec![])];
+    steps.extend(aborted.iter().map(|r| ("p", "produce", r.clone())));
+    steps.push(("p", "abort", vec![]));
+    let committed = records(1, 2, "committed");
+    steps.extend([
+        ("p", "begin", vec![]),
+        ("p", "produce", committed.clone()),
+        ("p", "commit", vec![]),
+    ]);
+    let at = rdk.transaction_steps(source, topic, &steps);
+    let after = records(1, 2, "after");
+    let after_at = rdk.produce(source, topic, &after, "none");
+    wait_for_markers(&client(source).await, topic, 1).await;
+    let aborted_end = at[3].last().unwrap().1 + 1;
+    // The abort marker is the offset right after the aborted data.
+    let abort_marker = aborted_end;
     assert_eq!(
-        target_end,
-        expected.len() as i64,
-        "no aborted record on the target"
+        at[6][0].1,
+        abort_marker + 1,
+        "the next transaction follows it"
     );
+    let mut want = placed(&before, &before_at);
+    want.extend(placed(&committed, &at[6]));
+    want.extend(placed(&after, &after_at));
 
-    // The aborted range and its marker translate to the first record after them.
+    let mut flow = start(&clusters, "", ONE_BATCH).await;
     let sp = SourcePartition::new(topic, 0);
-    let first_aborted = offsets[1][0].1;
-    let first_later = offsets[2][0].1;
-    for pos in first_aborted..=first_later {
-        assert_eq!(
-            flow.map().translate(&sp, pos),
-            Translation::Exact {
-                target: target_of_later
-            },
-            "position {pos}"
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    let mut data_dropped_before_marker = false;
+    let mut rounds = 0;
+    while flow.stats().records < want.len() as u64 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not mirrored within {TIMEOUT:?} ({rounds} rounds): {:?}",
+            flow.stats()
         );
+        flow.round().await.expect("round");
+        rounds += 1;
+        let accounted = flow
+            .map()
+            .partition(&sp)
+            .and_then(|m| m.src_end())
+            .unwrap_or(0);
+        if flow.stats().aborted_batches_skipped > 0 && accounted <= abort_marker {
+            data_dropped_before_marker = true;
+        }
     }
+    assert!(
+        data_dropped_before_marker,
+        "no round dropped aborted data before fetching its marker ({rounds} rounds)"
+    );
+    let stats = flow.stats();
+    assert_eq!(stats.aborted_batches_skipped, 3, "{stats:?}");
+    assert_eq!(stats.control_batches_skipped, 2, "abort, commit: {stats:?}");
+    assert_eq!(stats.lost_records, 0, "{stats:?}");
+    assert_mirrored_exactly(&clusters, &flow, topic, 1, &want).await;
+}
+
+/// Two transactional producers whose transactions interleave batch by batch, fetched one batch
+/// at a time: first A aborts and B commits, then A commits and B aborts. Only the committed
+/// transactions' records reach the target, in source order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interleaved_transactions_of_two_producers_across_fetches() {
+    let clusters = Clusters::start();
+    let source = &clusters.source.bootstrap;
+    let rdk = Rdk::new();
+    let topic = "payments";
+    rdk.create_topic(source, topic, 1);
+
+    let before = records(1, 2, "before");
+    let before_at = rdk.produce(source, topic, &before, "none");
+    let part = |tag: &str, n| records(1, n, tag);
+    let steps = vec![
+        ("a", "begin", vec![]),
+        ("b", "begin", vec![]),
+        ("a", "produce", part("a1", 2)),
+        ("b", "produce", part("b1", 2)),
+        ("a", "produce", part("a2", 1)),
+        ("b", "produce", part("b2", 3)),
+        ("a", "abort", vec![]),
+        ("b", "commit", vec![]),
+        ("a", "begin", vec![]),
+        ("b", "begin", vec![]),
+        ("b", "produce", part("b3", 2)),
+        ("a", "produce", part("a3", 2)),
+        ("b", "produce", part("b4", 1)),
+        ("a", "produce", part("a4", 2)),
+        ("a", "commit", vec![]),
+        ("b", "abort", vec![]),
+    ];
+    let at = rdk.transaction_steps(source, topic, &steps);
+    let after = records(1, 2, "after");
+    let after_at = rdk.produce(source, topic, &after, "none");
+    wait_for_markers(&client(source).await, topic, 1).await;
+
+    let committed_steps = [3, 5, 11, 13]; // b1, b2, a3, a4
+    let mut want = placed(&before, &before_at);
+    for i in committed_steps {
+        want.extend(placed(&steps[i].2, &at[i]));
+    }
+    want.extend(placed(&after, &after_at));
+    let aborted: BTreeSet<i64> = [2, 4, 10, 12]
+        .iter()
+        .flat_map(|&i| at[i].iter().map(|&(_, o)| o))
+        .collect();
+    // The producers really interleave: an aborted batch lies between committed ones.
+    let first_b1 = at[3][0].1;
+    let last_b2 = at[5].last().unwrap().1;
+    assert!(aborted.range(first_b1..last_b2).next().is_some(), "{at:?}");
+
+    let mut flow = start(&clusters, "", ONE_BATCH).await;
+    mirror(&mut flow).await;
+    let stats = flow.stats();
+    assert_eq!(stats.records, want.len() as u64, "{stats:?}");
+    // a1, a2, b3, b4: at least one batch each.
+    assert!(stats.aborted_batches_skipped >= 4, "{stats:?}");
+    assert_eq!(
+        stats.control_batches_skipped, 4,
+        "two markers each: {stats:?}"
+    );
+    assert_eq!(stats.lost_records, 0, "{stats:?}");
+    assert_eq!(stats.duplicate_records, 0, "{stats:?}");
+    assert_mirrored_exactly(&clusters, &flow, topic, 1, &want).await;
+}
+
+/// `strait.isolation.level = read_uncommitted`: the flow reads as MM2's consumer does by default,
+/// so aborted transactions are mirrored like any data; only the markers (which no client may
+/// write) are left out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_uncommitted_mirrors_aborted_transactions_as_mm2_does() {
+    let clusters = Clusters::start();
+    let source = &clusters.source.bootstrap;
+    let rdk = Rdk::new();
+    let topic = "payments";
+    rdk.create_topic(source, topic, 1);
+
+    let before = records(1, 3, "before");
+    let before_at = rdk.produce(source, topic, &before, "none");
+    let committed = records(1, 4, "committed");
+    let aborted = records(1, 3, "aborted");
+    let later = records(1, 2, "later");
+    let offsets = rdk.produce_transactions(
+        source,
+        topic,
+        &[
+            (committed.clone(), true),
+            (aborted.clone(), false),
+            (later.clone(), true),
+        ],
+    );
+    let after = records(1, 2, "after");
+    let after_at = rdk.produce(source, topic, &after, "none");
+    wait_for_markers(&client(source).await, topic, 1).await;
+    let mut want = placed(&before, &before_at);
+    want.extend(placed(&committed, &offsets[0]));
+    want.extend(placed(&aborted, &offsets[1]));
+    want.extend(placed(&later, &offsets[2]));
+    want.extend(placed(&after, &after_at));
+
+    let mut flow = start(
+        &clusters,
+        "strait.isolation.level = read_uncommitted",
+        FlowOptions::default().partition_max_bytes,
+    )
+    .await;
+    mirror(&mut flow).await;
+    let stats = flow.stats();
+    assert_eq!(stats.records, want.len() as u64, "{stats:?}");
+    assert_eq!(stats.aborted_batches_skipped, 0, "{stats:?}");
+    assert_eq!(
+        stats.control_batches_skipped, 3,
+        "commit, abort, commit: {stats:?}"
+    );
+    assert_eq!(stats.lost_records, 0, "{stats:?}");
+    assert_mirrored_exactly(&clusters, &flow, topic, 1, &want).await;
 }

@@ -1,5 +1,5 @@
 //! A flow mirrors the topics of one source cluster into one target cluster (`A->B`), batch by
-//! batch, and keeps the exact offset map (`DESIGN.md` §3–§4).
+//! batch, and keeps the exact offset map (`docs/design.md` §3–§4).
 //!
 //! One round: fetch every mirrored partition from where its map ends (read_committed by
 //! default), decide per batch (forward, skip, rebuild), produce everything to the target through
@@ -9,11 +9,15 @@
 //!
 //! At start the map is loaded and each partition resumes where its map ends. Batches the target
 //! holds beyond the map (written before a crash, not yet recorded) are matched against the source
-//! record by record (`tail.rs`): a match is recorded and not produced again; what cannot be
-//! matched is produced again and counted as duplicates (at-least-once, never loss).
+//! record by record (`tail.rs`), from the target's log start at the earliest: a match is recorded
+//! and not produced again; what cannot be matched is produced again and counted as duplicates
+//! (at-least-once, never loss). Source records deleted before they were matched are recorded as
+//! lost, and their copies on the target kept. A remote topic without a map (filled by MM2, or the
+//! map topic deleted) is first lined up with the source, whichever side deleted its oldest
+//! records.
 //!
 //! Records deleted on the source before they were mirrored (OFFSET_OUT_OF_RANGE, or a log start
-//! past our position) are recorded as a lost range, logged and counted (`DESIGN.md` §3.4).
+//! past our position) are recorded as a lost range, logged and counted (`docs/design.md` §3.4).
 
 pub(crate) mod batch;
 pub mod classify;
@@ -163,6 +167,10 @@ pub struct Flow {
     /// The order partitions are asked for in the next fetch: those that got records last go to
     /// the back (see [`Flow::round`]).
     fetch_order: Vec<TopicPartition>,
+    /// Per partition, where the target records end that start-up left unmapped because they are
+    /// copies of source records deleted before they were recorded: a write there is not
+    /// preceded by duplicates.
+    orphan_ends: BTreeMap<TopicPartition, i64>,
     topics: Vec<MirroredTopic>,
     next_refresh: Instant,
     next_config_sync: Instant,
@@ -237,6 +245,7 @@ impl Flow {
             next_delayed_syncs: Instant::now() + DELAYED_SYNC_INTERVAL,
             partitions: BTreeMap::new(),
             fetch_order: Vec::new(),
+            orphan_ends: BTreeMap::new(),
             topics: Vec::new(),
             next_refresh: Instant::now(),
             next_config_sync: Instant::now(),
@@ -378,6 +387,17 @@ impl Flow {
             .list_offset(remote, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
             .await?
             .offset;
+        // The target may have deleted its oldest records (retention, DeleteRecords): what it
+        // holds beyond the map starts at its log start at the earliest.
+        let target_start = self
+            .target
+            .list_offset(
+                remote,
+                OffsetSpec::Earliest,
+                IsolationLevel::ReadUncommitted,
+            )
+            .await?
+            .offset;
         let (src, dst) = match mapped {
             Some(m) => m,
             None => {
@@ -386,14 +406,28 @@ impl Flow {
                     .list_offset(tp, OffsetSpec::Earliest, IsolationLevel::ReadUncommitted)
                     .await?
                     .offset;
-                if target_end == 0 {
+                if target_end <= target_start {
                     return self.start_position(tp, earliest).await;
                 }
-                (earliest, 0)
+                self.align_without_map(tp, remote, earliest, target_start, target_end)
+                    .await?
             }
         };
         if target_end > dst {
-            return self.recover_tail(tp, remote, src, dst, target_end).await;
+            let from = dst.max(target_start);
+            if from > dst {
+                tracing::warn!(
+                    flow = %self.config.name(),
+                    partition = %tp,
+                    remote = %remote,
+                    mapped_end = dst,
+                    target_log_start = target_start,
+                    "the target deleted records beyond the offset map's end (an earlier run \
+                     wrote them and stopped before recording them): they cannot be matched, \
+                     and matching starts at the target's log start"
+                );
+            }
+            return self.recover_tail(tp, remote, src, from, target_end).await;
         }
         if target_end < dst {
             // Writing on would put records at target offsets the map gives to others.
@@ -412,11 +446,110 @@ impl Flow {
         Ok(src)
     }
 
+    /// A partition without a map whose remote topic holds `target_start..target_end` (MM2 or an
+    /// earlier strait filled it, or the map topic was deleted): where the source (from its log
+    /// start `earliest`) and the target line up, as `(source offset, target offset)` to match
+    /// from. Either side may have deleted its oldest records since the copy was made:
+    ///
+    /// - the target's first record is a copy of a later source record: matching starts there,
+    ///   and the source records before it, whose copies the target deleted, are not copied
+    ///   again;
+    /// - the source's first record has its copy further on in the target: matching starts
+    ///   there, and the target records before it are copies of records the source deleted.
+    ///
+    /// When neither is found (the target holds other records), matching starts at both starts,
+    /// as before: what does not match is written again.
+    async fn align_without_map(
+        &self,
+        tp: &TopicPartition,
+        remote: &TopicPartition,
+        earliest: i64,
+        target_start: i64,
+        target_end: i64,
+    ) -> Result<(i64, i64), FlowError> {
+        /// Fetches a search may read on either side before it gives up.
+        const SEARCH_FETCHES: usize = 4;
+        let target_options = FetchOptions {
+            max_wait: Duration::from_millis(10),
+            isolation: IsolationLevel::ReadUncommitted,
+            ..FetchOptions::default()
+        };
+        let source_options = FetchOptions {
+            isolation: self.config.isolation_level,
+            ..target_options
+        };
+        let fallback = (earliest, target_start);
+        // Either side's log start may move meanwhile: then matching starts as before, and
+        // handles it.
+        let first = |result: Result<(Vec<tail::TailRecord>, i64), FlowError>| match result {
+            Ok((records, _)) => Ok(records.into_iter().next()),
+            Err(e) if tail::is_out_of_range(&e) => Ok(None),
+            Err(e) => Err(e),
+        };
+        let t = first(
+            tail::mirrorable_records(&self.target, remote, target_start, &target_options).await,
+        )?;
+        let s = first(tail::mirrorable_records(&self.source, tp, earliest, &source_options).await)?;
+        let (Some(t), Some(s)) = (t, s) else {
+            return Ok(fallback);
+        };
+        if t.same_record(&s) {
+            return Ok((earliest, t.offset));
+        }
+        let aligned = match tail::find_record(
+            &self.source,
+            tp,
+            &t,
+            earliest,
+            i64::MAX,
+            SEARCH_FETCHES,
+            &source_options,
+        )
+        .await?
+        {
+            Some(original) => Some((original, t.offset)),
+            None => tail::find_record(
+                &self.target,
+                remote,
+                &s,
+                target_start,
+                target_end,
+                SEARCH_FETCHES,
+                &target_options,
+            )
+            .await?
+            .map(|copy| (earliest, copy)),
+        };
+        let Some((src, dst)) = aligned else {
+            return Ok(fallback);
+        };
+        tracing::info!(
+            flow = %self.config.name(),
+            partition = %tp,
+            remote = %remote,
+            source_from = src,
+            target_from = dst,
+            not_copied_again = src - earliest,
+            target_copies_of_deleted = dst - target_start,
+            "no offset map for this partition: the remote topic holds copies of it from source \
+             offset {src} at target offset {dst}; source records before {src} (their copies were \
+             deleted on the target) are not copied again, and target records before {dst} are \
+             copies of records deleted on the source"
+        );
+        Ok((src, dst))
+    }
+
     /// The target holds `dst..target_end` beyond the map. Matches those records, in order,
     /// against the source records from `src` that the flow would have written (aborted
     /// transactions and markers skipped as in a round), record by record (`tail.rs`), and
     /// records the matches. Returns where mirroring resumes, possibly inside a source batch (the
     /// next round rebuilds the rest of it).
+    ///
+    /// Source records deleted before they were matched (the source's log start passed `src`,
+    /// OFFSET_OUT_OF_RANGE) are recorded and counted as lost, as in a round: strait cannot show
+    /// the target holds them. The target records that are copies of them are kept: matching
+    /// goes on at the copy of the first record the source still has, and the target records
+    /// before it are neither matched nor written again nor counted as duplicates.
     async fn recover_tail(
         &mut self,
         tp: &TopicPartition,
@@ -435,13 +568,33 @@ impl Flow {
             isolation: self.config.isolation_level,
             ..options
         };
+        self.orphan_ends.remove(tp);
         let mut matched = 0i64;
+        let mut lost = 0u64;
+        // Target records that are copies of source records deleted before they were recorded.
+        let mut orphans = 0i64;
+        // Whether the target records from `dst` may be copies of records the source deleted: the
+        // map (or this matching) has just recorded a loss that ends at `src`.
+        let mut after_loss = self
+            .map
+            .partition(&sp)
+            .is_some_and(|m| ends_in_loss_at(m, src));
         let mut stopped_by: Option<String> = None;
         'outer: while dst < target_end {
             let progress = (src, dst);
             // The target's records from `dst`, whichever batches hold them.
             let mut target = Vec::new();
-            for b in fetch_batches(&self.target, remote, dst, &options).await? {
+            let target_batches = match fetch_batches(&self.target, remote, dst, &options).await {
+                Ok(batches) => batches,
+                Err(e) if tail::is_out_of_range(&e) => {
+                    stopped_by = Some(format!(
+                        "the target deleted its records at offset {dst} while they were matched"
+                    ));
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
+            for b in target_batches {
                 match tail::records_from(&b, dst) {
                     Ok(records) => target.extend(records),
                     Err(e) => {
@@ -454,7 +607,34 @@ impl Flow {
                 }
             }
             let mut target = target.into_iter();
-            let source_data = fetch_data(&self.source, tp, src, &committed).await?;
+            let source_data = match fetch_data(&self.source, tp, src, &committed).await {
+                Ok(data) => data,
+                Err(e) if tail::is_out_of_range(&e) => {
+                    let earliest = self
+                        .source
+                        .list_offset(tp, OffsetSpec::Earliest, IsolationLevel::ReadUncommitted)
+                        .await?
+                        .offset;
+                    if earliest <= src {
+                        stopped_by =
+                            Some(format!("the source ends before offset {src} (truncated?)"));
+                        break;
+                    }
+                    lost += record_loss(
+                        &self.config.name(),
+                        &mut self.map,
+                        &mut self.store,
+                        &sp,
+                        src,
+                        earliest,
+                    )?;
+                    self.metrics.partition(tp, remote).lost(src, earliest);
+                    src = earliest;
+                    after_loss = true;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             let mut tracker = AbortTracker::new(&source_data.aborted);
             let from = src;
             let source_batches = BatchScanner::new(source_data.records)
@@ -498,6 +678,25 @@ impl Flow {
                         ));
                         break 'outer;
                     }
+                    if !t.same_record(&s) && after_loss {
+                        // The target records from here are copies of records the source
+                        // deleted, up to the copy of `s` if the tail holds one.
+                        let copy = tail::find_record(
+                            &self.target,
+                            remote,
+                            &s,
+                            dst,
+                            target_end,
+                            usize::MAX,
+                            &options,
+                        )
+                        .await?;
+                        let to = copy.unwrap_or(target_end);
+                        orphans += to - dst;
+                        dst = to;
+                        after_loss = false;
+                        continue 'outer;
+                    }
                     if !t.same_record(&s) {
                         // A compacted source may have removed the record the target holds a
                         // copy of (superseded by a later record with its key) since it was
@@ -521,6 +720,7 @@ impl Flow {
                         ));
                         break 'outer;
                     }
+                    after_loss = false;
                     let segment = self
                         .map
                         .record(&sp, s.offset, dst, 1)
@@ -534,6 +734,13 @@ impl Flow {
                 src = b.header.next_offset();
             }
             if (src, dst) == progress {
+                if after_loss && !target_ran_out {
+                    // The source has nothing left to match: the rest of the tail is copies of
+                    // what it deleted.
+                    orphans += target_end - dst;
+                    dst = target_end;
+                    break;
+                }
                 stopped_by.get_or_insert_with(|| {
                     if target_ran_out {
                         format!("the target returned no records from offset {dst}")
@@ -544,21 +751,30 @@ impl Flow {
                 break;
             }
         }
+        if orphans > 0 && self.map.partition(&sp).and_then(|m| m.dst_end()) < Some(dst) {
+            // Written at `dst` next: the target records before it are not duplicates.
+            self.orphan_ends.insert(tp.clone(), dst);
+        }
         let unmatched = (target_end - dst).max(0);
         self.stats.recovered_records += matched as u64;
+        self.stats.lost_records += lost;
         self.metrics.partition(tp, remote).recovered(matched as u64);
         // Duplicates are counted when the records are written again (a target gap in the map),
         // not here: a run stopped before that would otherwise count them twice.
-        if matched > 0 || unmatched > 0 {
+        if matched > 0 || unmatched > 0 || orphans > 0 {
             tracing::warn!(
                 flow = %self.config.name(),
                 partition = %tp,
                 remote = %remote,
                 recovered = matched,
                 duplicates = unmatched,
+                lost,
+                copies_of_lost = orphans,
                 stopped_by = stopped_by.as_deref().unwrap_or("-"),
                 "target held records beyond the offset map (an earlier run stopped before \
-                 recording them): matched ones are kept, the rest will be written again"
+                 recording them): matched ones are kept, the rest will be written again; copies \
+                 of records the source deleted before they were recorded are kept, not written \
+                 again"
             );
         }
         self.persist_map().await?;
@@ -671,7 +887,8 @@ impl Flow {
         // in it (or whose next batch is larger than the limit) could get nothing round after
         // round until retention deleted their records. So, as Kafka's own consumer does,
         // partitions that got records go to the back of the order for the next fetch.
-        self.fetch_order.retain(|tp| self.partitions.contains_key(tp));
+        self.fetch_order
+            .retain(|tp| self.partitions.contains_key(tp));
         if self.fetch_order.len() < self.partitions.len() {
             let known: std::collections::HashSet<&TopicPartition> =
                 self.fetch_order.iter().collect();
@@ -897,7 +1114,11 @@ impl Flow {
                         // Target records between the map's end and this write are copies of
                         // source records the map could not account for (an earlier run wrote
                         // them and stopped before recording them).
-                        let mapped_end = self.map.partition(&sp).and_then(|m| m.dst_end());
+                        let mapped_end = self
+                            .map
+                            .partition(&sp)
+                            .and_then(|m| m.dst_end())
+                            .max(self.orphan_ends.remove(&tp));
                         if let Some(end) = mapped_end.filter(|e| ack.base_offset > *e) {
                             self.stats.duplicate_records += (ack.base_offset - end) as u64;
                             if let Some(state) = self.partitions.get(&tp) {
@@ -1049,6 +1270,18 @@ impl Flow {
     }
 }
 
+/// Whether the last thing `map` recorded is a lost range that ends at `src`, with nothing
+/// mirrored after it: target records beyond the map may be copies of the records it lost.
+fn ends_in_loss_at(map: &strait_wire::offset_map::PartitionMap, src: i64) -> bool {
+    map.lost_ranges().last().is_some_and(|lost| {
+        lost.src_to == src
+            && map
+                .segments()
+                .last()
+                .is_none_or(|s| s.src_end() <= lost.src_from)
+    })
+}
+
 /// Records `from..to` as lost, loudly: one error line naming the flow, topic, partition and
 /// range.
 fn record_loss(
@@ -1126,4 +1359,24 @@ async fn fetch_batches(
         .filter_map(Result::ok)
         .filter(|b| b.header.next_offset() > offset)
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strait_wire::offset_map::PartitionMap;
+
+    #[test]
+    fn a_loss_ends_the_map_only_while_nothing_is_mirrored_after_it() {
+        let mut map = PartitionMap::new();
+        map.record(0, 0, 40).unwrap();
+        assert!(!ends_in_loss_at(&map, 40), "no loss");
+        map.record_lost(40, 60).unwrap();
+        assert!(ends_in_loss_at(&map, 60));
+        assert!(!ends_in_loss_at(&map, 59), "not where matching resumes");
+        map.record_skipped(60, 61).unwrap();
+        assert!(!ends_in_loss_at(&map, 61), "a marker after the loss");
+        map.record(61, 40, 5).unwrap();
+        assert!(!ends_in_loss_at(&map, 66), "mirrored after the loss");
+    }
 }

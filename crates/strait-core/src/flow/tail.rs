@@ -9,10 +9,23 @@
 //! may hold the same records in other batches than the ones written. Kafka keeps batches as
 //! written, but recompresses a batch whose codec differs from the topic's `compression.type`,
 //! and other Kafka-protocol brokers may return several written batches as one.
+//!
+//! Where the two sides no longer start together, [`find_record`] looks for one record on the
+//! other side: from the first offset stamped at or after the record's timestamp (a copy keeps
+//! its original's create time), forward. That lines up a target whose oldest copies were
+//! deleted (its log start moved) with the source, and a target tail with a source whose oldest
+//! records were deleted since they were copied.
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use strait_kafka::admin::{IsolationLevel, OffsetSpec};
+use strait_kafka::fetch::{FetchOptions, FetchPosition};
+use strait_kafka::{Client, TopicPartition};
 use strait_wire::records::{batch_records, RecordsError};
-use strait_wire::RawBatch;
+use strait_wire::{BatchScanner, RawBatch};
+
+use super::classify::{AbortTracker, Action};
+use super::FlowError;
 
 /// A record as a consumer sees it, with its absolute offset.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +91,103 @@ pub(super) fn records_from(batch: &RawBatch, from: i64) -> Result<Vec<TailRecord
         })
         .filter(|r| r.offset >= from)
         .collect())
+}
+
+/// Whether `e` is OFFSET_OUT_OF_RANGE: the offset is before the partition's log start or past
+/// its end.
+pub(super) fn is_out_of_range(e: &FlowError) -> bool {
+    matches!(e, FlowError::Kafka(e) if e.code() == Some(ResponseError::OffsetOutOfRange))
+}
+
+/// The records of `tp` that a flow would mirror, from offset `from`, as far as one fetch reaches:
+/// control batches left out, and under read_committed (`options.isolation`) aborted
+/// transactions too. Also returns the offset after the last batch looked at (`from` when the
+/// fetch returned none). A batch that cannot be read ends the list.
+pub(super) async fn mirrorable_records(
+    client: &Client,
+    tp: &TopicPartition,
+    from: i64,
+    options: &FetchOptions,
+) -> Result<(Vec<TailRecord>, i64), FlowError> {
+    let mut results = client
+        .fetch(&[FetchPosition::new(tp.clone(), from)], options)
+        .await;
+    let data = results
+        .remove(tp)
+        .unwrap_or(Err(strait_kafka::Error::Closed))?;
+    let mut tracker = AbortTracker::new(&data.aborted);
+    let mut records = Vec::new();
+    let mut next = from;
+    for batch in BatchScanner::new(data.records) {
+        let Ok(batch) = batch else { break };
+        if batch.header.next_offset() <= from {
+            continue;
+        }
+        let end = batch.header.next_offset();
+        match tracker.classify(batch) {
+            Action::Skip { .. } => {}
+            Action::Forward(b) | Action::Rebuild(b) => match records_from(&b, from) {
+                Ok(r) => records.extend(r),
+                Err(_) => break,
+            },
+        }
+        next = end;
+    }
+    Ok((records, next))
+}
+
+/// The offset of the first record of `tp` at or after `from` and before `until` that is the
+/// same record as `wanted` ([`TailRecord::same_record`]), reading at most `fetches` fetches.
+///
+/// The search starts at the first offset stamped at or after `wanted`'s timestamp (ListOffsets
+/// by time), when that is past `from`: a copy keeps its original's create time, so nothing
+/// before that offset can be it. `None` when no such record was found within the limits, or
+/// `tp` has nothing there any more.
+pub(super) async fn find_record(
+    client: &Client,
+    tp: &TopicPartition,
+    wanted: &TailRecord,
+    from: i64,
+    until: i64,
+    fetches: usize,
+    options: &FetchOptions,
+) -> Result<Option<i64>, FlowError> {
+    let mut position = from;
+    if let Some(ts) = wanted.timestamp {
+        let stamped = client
+            .list_offset(
+                tp,
+                OffsetSpec::Timestamp(ts),
+                IsolationLevel::ReadUncommitted,
+            )
+            .await?
+            .offset;
+        if stamped < 0 {
+            // Every record there is older than `wanted`.
+            return Ok(None);
+        }
+        position = position.max(stamped);
+    }
+    for _ in 0..fetches {
+        if position >= until {
+            break;
+        }
+        let (records, next) = match mirrorable_records(client, tp, position, options).await {
+            Ok(found) => found,
+            Err(e) if is_out_of_range(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        for r in records.iter().take_while(|r| r.offset < until) {
+            if r.same_record(wanted) {
+                return Ok(Some(r.offset));
+            }
+        }
+        if next <= position {
+            break;
+        }
+        position = next;
+    }
+    Ok(None)
 }
 
 #[cfg(test)]

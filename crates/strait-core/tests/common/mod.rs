@@ -161,3 +161,11 @@ pub async fn assert_compacted_single_partition(client: &Client, topic: &str) {
         "{topic}: cleanup.policy=compact; {configs:?}"
     );
 }
+
+/// Milliseconds since the epoch, for record timestamps that a topic's time retention keeps.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as i64
+}
