@@ -389,10 +389,25 @@ def cmd_commit(args):
         offsets.append(TopicPartition(args.topic, int(partition), int(offset)))
     consumer = Consumer(consumer_config(args, args.group))
     consumer.assign(offsets)
-    try:
-        result = consumer.commit(offsets=offsets, asynchronous=False)
-    except KafkaException as e:
-        fail(f"commit: {e}")
+    # A coordinator that is still loading its offsets (a broker just started) or moving is
+    # asked again, as Kafka's clients do; any other refusal (an active group) is final.
+    transient = {
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError._TIMED_OUT,
+        KafkaError.REQUEST_TIMED_OUT,
+    }
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            result = consumer.commit(offsets=offsets, asynchronous=False)
+            break
+        except KafkaException as e:
+            if e.args[0].code() in transient and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            fail(f"commit: {e}")
     bad = [f"partition {tp.partition}: {tp.error}" for tp in result if tp.error is not None]
     if bad:
         fail("commit: " + "; ".join(bad))

@@ -342,12 +342,14 @@ fn strait_decodes_what_mm2_wrote() {
             .filter(|s| s.partition == p)
             .map(|s| s.upstream_offset)
             .collect();
-        assert_eq!(upstream.first(), Some(&0), "p{p}: {upstream:?}");
-        assert_eq!(upstream.last(), Some(&29), "p{p}: {upstream:?}");
+        // Not necessarily in order: a sync MM2 held back is sent at its next offset commit,
+        // after syncs it sent at once (seen: 0, 11, 1, 22, 29). MM2's reader keeps what is
+        // consistent; each sync below must still say where its record landed.
         assert!(
-            upstream.windows(2).all(|w| w[0] < w[1]),
-            "p{p}: {upstream:?}"
+            upstream.contains(&0),
+            "p{p}: the first record's sync: {upstream:?}"
         );
+        assert_eq!(upstream.iter().max(), Some(&29), "p{p}: {upstream:?}");
         assert!(upstream.len() >= 3, "offset.lag.max 10: {upstream:?}");
     }
     for s in &syncs {
