@@ -1,26 +1,34 @@
 #!/usr/bin/env python3
-"""The benchmark driver behind `bench/run`: strait against the baseline record-level mirror
-(librdkafka), on two local test clusters, then translation precision; writes the JSON results
-and regenerates docs/benchmarks.md and its charts (bench/report.py).
+"""The benchmark driver behind `bench/run`: three mirrors side by side on two local Apache Kafka
+4.1.1 clusters (single-node KRaft, `scripts/test-broker`): strait, Kafka's own MirrorMaker 2
+(dedicated mode, tuned for throughput) and the baseline record-level mirror on librdkafka; plus
+the broker-bound ceiling (the source's batches replayed into the target by a raw producer), then
+translation precision. Writes the JSON results; bench/report.py turns them into
+docs/benchmarks.md and its charts.
 
-Every run of a mirror starts from a freshly restarted (empty, in-memory) target cluster and
-copies the same pre-produced source topic to the end. Per run: wall time from process start to
-exit once everything is mirrored, the mirror's CPU (user+sys) and peak RSS from wait4(), the
-source and target brokers' CPU from /proc/<pid>/stat, and the CPU everything else on the
-machine used meanwhile (from /proc/stat), so contention shows. Repetitions are interleaved
-(strait, baseline and the ceiling take turns first) and the median is reported.
+Every run copies the same pre-loaded source topic to a target topic of its own (unique cluster
+aliases per run, so no run sees another's topics; every topic a run made is deleted after it).
+Each run is watched from outside the same way for every mirror (`bench-tool watch`): the target
+topic's end offsets are polled every 100 ms, with the CPU time (utime + stime, every thread:
+the MM2 JVM's included) of the mirror and of both brokers read from /proc/<pid>/stat at each
+poll. The measured window runs from the poll where WARMUP_SHARE of the records are on the
+target to the poll where all of them are: the mirror's start-up (a JVM, Connect's herders,
+topic creation) and its first seconds of data (JIT compilation) stay out of the window; they
+are reported beside it. Peak RSS is the mirror process's, from wait4(). Repetitions are
+interleaved (the mirrors take turns going first) and the median is reported.
 """
 
 import argparse
+import ctypes
 import datetime
 import json
 import os
 import platform
 import re
 import shlex
+import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,17 +37,45 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 TOOLS = BENCH / "target" / "release"
 TEST_BROKER = ROOT / "scripts" / "test-broker"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
+KAFKA_CONF = ROOT / "scripts" / "kafka"
+CORES = os.cpu_count() or 1
 
 CODECS = ["none", "lz4", "zstd"]
+# The mirrors measured, and the broker-bound reference.
+MIRRORS = ["strait", "mm2", "baseline"]
+RUNNERS = MIRRORS + ["ceiling"]
+# The share of the records that must be on the target before the measured window opens.
+WARMUP_SHARE = 0.10
+# ... for the many-partition workload: Kafka's first append to each new partition is costly
+# (measured here: about 5 s of target broker CPU for a new 1,024-partition topic, against 0.7 s
+# for the same batches into partitions already written), and every mirror's first round writes
+# to every partition, so its window opens later.
+WARMUP_SHARE_MANY_PARTITIONS = 0.25
+POLL_MS = 100
+# The workloads of a quick run: every codec, both record sizes, 1, 64 and 1,024 partitions.
+QUICK = ["100B-lz4-p64", "100B-zstd-p1", "1024B-none-p64", "1024B-lz4-p1024"]
+# Broker heap for the benchmark clusters: kafka-server-start.sh's default.
+BROKER_HEAP = "1g"
+# MM2's JVM as bin/connect-mirror-maker.sh starts it (its heap) through kafka-run-class.sh
+# (KAFKA_JVM_PERFORMANCE_OPTS).
+MM2_JVM = [
+    "-Xms256M", "-Xmx2G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true",
+]
 
 
-def workloads(quick):
-    """The workload matrix: record size x codec x partitions, and one many-partition case."""
+def matrix(quick):
+    """The workload matrix: record size x codec x partitions, and one many-partition case.
+
+    A full run moves about 0.7 GB of payload per workload (keys and headers included), so that
+    MM2's measured window lasts tens of seconds and strait's several; a quick run a tenth of
+    it. The many-partition case has 400 records per partition (30 batches), so that the
+    broker's cost of a first write to each new partition falls in the part left out
+    (WARMUP_SHARE_MANY_PARTITIONS)."""
     out = []
     for size in (100, 1024):
-        # About 270 MB of payload per workload in a full run, a tenth of it in a quick one.
-        records = (2_000_000 if size == 100 else 250_000) // (10 if quick else 1)
+        records = (5_000_000 if size == 100 else 650_000) // (10 if quick else 1)
         for codec in CODECS:
             for partitions in (1, 64):
                 out.append(
@@ -51,7 +87,7 @@ def workloads(quick):
                         "records": records,
                     }
                 )
-    per_partition = 20 if quick else 100
+    per_partition = 160 if quick else 400
     out.append(
         {
             "name": "1024B-lz4-p1024",
@@ -59,9 +95,15 @@ def workloads(quick):
             "codec": "lz4",
             "partitions": 1024,
             "records": 1024 * per_partition,
+            "warmup_share": WARMUP_SHARE_MANY_PARTITIONS,
         }
     )
     return out
+
+
+def workloads(quick):
+    """A full run's workloads: the whole matrix; a quick run's: QUICK, with less data."""
+    return [w for w in matrix(quick) if not quick or w["name"] in QUICK]
 
 
 def log(msg):
@@ -70,7 +112,7 @@ def log(msg):
 
 def run(cmd, **kw):
     """Runs a command, returns its stdout; fails loudly with its output."""
-    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    p = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
     if p.returncode != 0:
         raise RuntimeError(f"{shlex.join(map(str, cmd))} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
     return p.stdout
@@ -83,34 +125,19 @@ def json_line(text):
     raise RuntimeError(f"no JSON line in output:\n{text}")
 
 
-def proc_cpu(pid):
-    """utime + stime of a process, in seconds (0 if it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return 0.0
-
-
-def machine_busy():
-    """Non-idle CPU seconds of the whole machine since boot."""
-    with open("/proc/stat") as f:
-        parts = f.readline().split()[1:]
-    values = [int(x) for x in parts]
-    idle = values[3] + (values[4] if len(values) > 4 else 0)
-    return (sum(values[:8]) - idle) / CLK_TCK
-
-
 class Clusters:
-    """The test-broker pair (in-memory storage), restarted empty between runs."""
+    """The test-broker pair, started once: Apache Kafka 4.1.1, data on disk."""
 
     def __init__(self, workdir):
         self.dir = Path(workdir)
-        run([TEST_BROKER, "start", "--dir", self.dir, "--parent", str(os.getpid())])
-        self.reload()
-
-    def reload(self):
+        props = self.dir.parent / "bench-broker.properties"
+        # Deleted topics leave the disk at once instead of a minute later, so one run's
+        # clean-up does not land in the next run's window.
+        props.write_text("file.delete.delay.ms=0\n")
+        env = dict(os.environ)
+        env.setdefault("STRAIT_KAFKA_HEAP", BROKER_HEAP)
+        self.heap = env["STRAIT_KAFKA_HEAP"]
+        run([TEST_BROKER, "start", "--dir", self.dir, "--parent", str(os.getpid()), "--props", props], env=env)
         env = {}
         for line in (self.dir / "clusters.env").read_text().splitlines():
             if "=" in line:
@@ -121,55 +148,142 @@ class Clusters:
         self.source_pid = int(env["SOURCE_PID"])
         self.target_pid = int(env["TARGET_PID"])
 
-    def restart(self, which):
-        """A fresh, empty broker (memory storage) on the same port."""
-        run([TEST_BROKER, "restart", "--dir", self.dir, "--which", which, "--grace", "0"])
-        self.reload()
+    def clean(self, keep_source=()):
+        """Deletes every topic a run made, on both clusters (the workload's source topic stays)."""
+        run([TOOLS / "bench-tool", "clean", "--bootstrap", self.target])
+        keep = [a for t in keep_source for a in ("--keep", t)]
+        run([TOOLS / "bench-tool", "clean", "--bootstrap", self.source, *keep])
 
     def stop(self):
-        subprocess.run([TEST_BROKER, "stop", "--dir", self.dir], capture_output=True)
+        subprocess.run([str(TEST_BROKER), "stop", "--dir", str(self.dir)], capture_output=True)
 
 
-def measured(cmd, clusters, logfile, env=None):
-    """Runs `cmd` to completion and measures it and the brokers."""
-    src0, tgt0 = proc_cpu(clusters.source_pid), proc_cpu(clusters.target_pid)
-    busy0 = machine_busy()
-    load0 = os.getloadavg()[0]
-    with open(logfile, "w") as err:
-        t0 = time.monotonic()
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, env=env, text=True)
-        out = p.stdout.read()
-        _, status, ru = os.wait4(p.pid, 0)
-        wall = time.monotonic() - t0
+def die_with_parent():
+    """In a child before exec: SIGKILL when this driver dies (prctl PR_SET_PDEATHSIG), so a
+    mirror (an MM2 JVM, which never exits by itself) cannot outlive an interrupted run."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def read_trace(path):
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def window_figures(trace, records, wire_bytes, warmup_share=WARMUP_SHARE):
+    """The measured window of one watched run (see the module's doc), and what lies outside it.
+
+    Trace columns: cpu[0] the mirror, cpu[1] the source broker, cpu[2] the target broker."""
+    first = next(s for s in trace if s["records"] > 0)
+    done = trace[-1]
+    warm = next(s for s in trace if s["records"] >= warmup_share * records)
+    if warm is done:
+        # Everything after the warm-up share landed between two polls: from the first record.
+        warm = first
+    start = warm
+    moved = done["records"] - start["records"]
+    seconds = max(done["t"] - start["t"], POLL_MS / 1000)
+    share = moved / records
+    gb = wire_bytes * share / 1e9
+
+    def delta(i):
+        a, b = start["cpu"][i], done["cpu"][i]
+        return (b - a) if a is not None and b is not None else float("nan")
+
+    mirror, src, tgt = delta(0), delta(1), delta(2)
+    watcher = (done["self_cpu"] or 0) - (start["self_cpu"] or 0)
+    busy = (done["busy"] or 0) - (start["busy"] or 0)
+    out = {
+        "seconds": seconds,
+        "window_records": moved,
+        "window_from_share": start["records"] / records,
+        "records_per_s": moved / seconds,
+        "mb_per_s": wire_bytes * share / 1e6 / seconds,
+        "cpu_s": mirror,
+        "cpu_s_per_gb": mirror / gb,
+        "cpu_pct": 100 * mirror / seconds,
+        "source_broker_cpu_s": src,
+        "target_broker_cpu_s": tgt,
+        "source_broker_pct": 100 * src / seconds,
+        "target_broker_pct": 100 * tgt / seconds,
+        "source_broker_cpu_per_gb": src / gb,
+        "target_broker_cpu_per_gb": tgt / gb,
+        "other_cpu_s": max(0.0, busy - mirror - src - tgt - watcher),
+        "other_pct": 100 * max(0.0, busy - mirror - src - tgt - watcher) / seconds,
+        # Outside the window: start-up (spawn to the first record on the target) and the
+        # warm-up phase (first record to the window's start), with the rate over that phase.
+        "startup_s": first["t"],
+        "warmup_s": start["t"] - first["t"],
+        "warmup_records_per_s": (start["records"] - first["records"]) / (start["t"] - first["t"])
+        if start["t"] > first["t"] else float("nan"),
+        "spawn_to_done_s": done["t"],
+        "moving_s": done["t"] - first["t"],
+        "mirror_cpu_before_window_s": start["cpu"][0] if start["cpu"][0] is not None else float("nan"),
+    }
+    return out
+
+
+def watched(name, cmd, clusters, topic, records, logfile, env=None, stop_when_done=False, timeout=3600):
+    """Runs a mirror command while `bench-tool watch` polls `topic` on the target until it holds
+    `records`. A mirror that exits by itself (strait --until-caught-up, the baseline, the ceiling)
+    is waited for; one that does not (MM2) is killed once the target is complete."""
+    trace_path = Path(str(logfile) + ".trace.jsonl")
+    out_path = Path(str(logfile) + ".out")
+    load = os.getloadavg()[0]
+    with open(logfile, "w") as err, open(out_path, "w") as stdout:
+        p = subprocess.Popen([str(c) for c in cmd], stdout=stdout, stderr=err, stdin=subprocess.DEVNULL, env=env,
+                             preexec_fn=die_with_parent)
+        w = subprocess.Popen(
+            [str(TOOLS / "bench-tool"), "watch", "--bootstrap", clusters.target, "--topic", topic,
+             "--records", str(records), "--pid", str(p.pid), "--pid", str(clusters.source_pid),
+             "--pid", str(clusters.target_pid), "--exit-pid", str(p.pid), "--interval-ms", str(POLL_MS),
+             "--timeout-s", str(timeout), "--out", str(trace_path)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent,
+        )
+        try:
+            wout, werr = w.communicate(timeout=timeout + 60)
+            if w.returncode != 0:
+                raise RuntimeError(f"{name}: the watch failed: {werr.strip()[-2000:]}; log {logfile}")
+        finally:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+            if stop_when_done or w.returncode != 0:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGKILL)
+        deadline = time.monotonic() + 300
+        while True:
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                p.send_signal(signal.SIGKILL)
+                pid, status, ru = os.wait4(p.pid, 0)
+                break
+            time.sleep(0.05)
     p.returncode = os.waitstatus_to_exitcode(status)
-    src1, tgt1 = proc_cpu(clusters.source_pid), proc_cpu(clusters.target_pid)
-    busy1 = machine_busy()
-    cpu = ru.ru_utime + ru.ru_stime
-    brokers = (src1 - src0) + (tgt1 - tgt0)
+    if not stop_when_done and p.returncode != 0:
+        raise RuntimeError(f"{name} exited {p.returncode}; log {logfile}")
     return {
         "exit_code": p.returncode,
-        "stdout": out,
-        "wall_s": wall,
-        "cpu_s": cpu,
-        "user_s": ru.ru_utime,
-        "sys_s": ru.ru_stime,
+        "stdout": out_path.read_text(),
+        "trace": read_trace(trace_path),
+        "process_cpu_s": ru.ru_utime + ru.ru_stime,
         "peak_rss_mb": ru.ru_maxrss / 1024,
-        "source_broker_cpu_s": src1 - src0,
-        "target_broker_cpu_s": tgt1 - tgt0,
-        "other_cpu_s": max(0.0, (busy1 - busy0) - cpu - brokers),
-        "loadavg_1m_before": load0,
+        "loadavg_1m_before": load,
     }
 
 
-def strait_config(path, clusters, topic):
+def strait_config(path, clusters, topic, src, tgt):
     path.write_text(
         "\n".join(
             [
-                "clusters = source, target",
-                f"source.bootstrap.servers = {clusters.source}",
-                f"target.bootstrap.servers = {clusters.target}",
-                "source->target.enabled = true",
-                f"source->target.topics = {topic}",
+                f"clusters = {src}, {tgt}",
+                f"{src}.bootstrap.servers = {clusters.source}",
+                f"{tgt}.bootstrap.servers = {clusters.target}",
+                f"{src}->{tgt}.enabled = true",
+                f"{src}->{tgt}.topics = {topic}",
                 "replication.factor = 1",
                 "checkpoints.topic.replication.factor = 1",
                 "heartbeats.topic.replication.factor = 1",
@@ -180,67 +294,123 @@ def strait_config(path, clusters, topic):
     )
 
 
-def figures(m, records, wire_bytes, seconds=None):
-    """Throughput and cost figures of one measured run."""
-    s = seconds if seconds is not None else m["wall_s"]
-    gb = wire_bytes / 1e9
-    return {
-        "seconds": s,
-        "records_per_s": records / s,
-        "mb_per_s": wire_bytes / 1e6 / s,
-        "cpu_s": m["cpu_s"],
-        "cpu_s_per_gb": m["cpu_s"] / gb,
-        "peak_rss_mb": m["peak_rss_mb"],
-        "source_broker_cpu_s": m["source_broker_cpu_s"],
-        "target_broker_cpu_s": m["target_broker_cpu_s"],
-        "source_broker_cpu_per_gb": m["source_broker_cpu_s"] / gb,
-        "target_broker_cpu_per_gb": m["target_broker_cpu_s"] / gb,
-        "other_cpu_s": m["other_cpu_s"],
-        "loadavg_1m_before": m["loadavg_1m_before"],
-        "wall_s": m["wall_s"],
-    }
+def mm2_tuning(wl):
+    """MM2's throughput settings for a workload: what Kafka's producer and consumer docs and the
+    MM2 tuning guides name (batch size, linger, compression, fetch sizes, records per poll,
+    tasks), sized like the baseline's librdkafka settings. Returned as (key suffix, value, why)
+    triples; `S.` keys go to the source cluster's clients, `T.` keys to the target's."""
+    tasks = min(wl["partitions"], CORES)
+    per_task = -(-wl["partitions"] // tasks)
+    buffer_memory = 256 << 20
+    # The Java producer allocates a whole batch.size buffer per partition it batches for: a
+    # task's partitions times batch.size must fit in its buffer.memory, with room to spare.
+    batch = 1_000_000
+    while batch > 16384 and per_task * batch * 2 > buffer_memory:
+        batch //= 2
+    return [
+        ("tasks.max", tasks, "one task per partition, up to the cores"),
+        ("T.producer.batch.size", batch,
+         "1 MB batches like the baseline's (smaller where many partitions share a task's buffer)"),
+        ("T.producer.linger.ms", 100, "fill batches, as the baseline's librdkafka producer does"),
+        ("T.producer.compression.type", wl["codec"], "the source's codec, as the baseline writes"),
+        ("T.producer.buffer.memory", buffer_memory, "room for a batch per partition of a task"),
+        ("T.producer.max.request.size", 8 << 20, "several full batches per produce request"),
+        ("T.producer.enable.idempotence", "true", "as strait and the baseline produce"),
+        ("T.producer.max.in.flight.requests.per.connection", 5,
+         "Connect's default is 1; idempotence keeps order with up to 5"),
+        ("S.consumer.fetch.max.bytes", 52428800, "50 MiB per fetch, as the baseline"),
+        ("S.consumer.max.partition.fetch.bytes", 4194304, "4 MiB per partition, as the baseline"),
+        ("S.consumer.max.poll.records", 10000, "fewer, larger polls (default 500)"),
+    ]
 
 
-def count(clusters, topic):
-    return json_line(run([TOOLS / "bench-tool", "count", "--bootstrap", clusters.target, "--topic", topic]))["records"]
+def mm2_config(path, clusters, wl, topic, src, tgt, tuned=True):
+    lines = [
+        f"clusters = {src}, {tgt}",
+        f"{src}.bootstrap.servers = {clusters.source}",
+        f"{tgt}.bootstrap.servers = {clusters.target}",
+        f"{src}->{tgt}.enabled = true",
+        f"{src}->{tgt}.topics = {topic}",
+        f"{tgt}->{src}.enabled = false",
+        f"{tgt}->{src}.emit.heartbeats.enabled = false",
+        # Single-broker clusters: replication factor 1 everywhere, no ACL sync (no authorizer).
+        "replication.factor = 1",
+        "checkpoints.topic.replication.factor = 1",
+        "heartbeats.topic.replication.factor = 1",
+        "offset-syncs.topic.replication.factor = 1",
+        "offset.storage.replication.factor = 1",
+        "status.storage.replication.factor = 1",
+        "config.storage.replication.factor = 1",
+        "sync.topic.acls.enabled = false",
+    ]
+    if tuned:
+        for key, value, _ in mm2_tuning(wl):
+            key = key.replace("S.", f"{src}.", 1) if key.startswith("S.") else key
+            key = key.replace("T.", f"{tgt}.", 1) if key.startswith("T.") else key
+            lines.append(f"{key} = {value}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+class Runs:
+    """Numbers the runs: each has its own cluster aliases, hence its own topics."""
+
+    def __init__(self):
+        self.n = 0
+
+    def next(self):
+        self.n += 1
+        return self.n
+
+
+RUN_IDS = Runs()
 
 
 def run_strait(args, clusters, wl, topic, work, rep):
+    n = RUN_IDS.next()
+    src, tgt = f"src{n}", f"tgt{n}"
     cfg = work / f"strait-{wl['name']}-{rep}.properties"
-    strait_config(cfg, clusters, topic)
+    strait_config(cfg, clusters, topic, src, tgt)
     env = dict(os.environ, RUST_LOG="info", NO_COLOR="1")
     cmd = [args.strait, "run", "--config", str(cfg), "--until-caught-up", "--listen", "off"]
-    m = measured(cmd, clusters, work / f"strait-{wl['name']}-{rep}.log", env)
-    if m["exit_code"] != 0:
-        raise RuntimeError(f"strait failed ({m['exit_code']}); log {work}/strait-{wl['name']}-{rep}.log")
-    return m, count(clusters, f"source.{topic}")
+    return watched("strait", cmd, clusters, f"{src}.{topic}", wl["records"],
+                   work / f"strait-{wl['name']}-{rep}.log", env)
+
+
+def run_mm2(args, clusters, wl, topic, work, rep):
+    n = RUN_IDS.next()
+    src, tgt = f"src{n}", f"tgt{n}"
+    cfg = work / f"mm2-{wl['name']}-{rep}.properties"
+    mm2_config(cfg, clusters, wl, topic, src, tgt, tuned=not args.mm2_untuned)
+    cmd = [java(), *MM2_JVM, f"-Dlog4j2.configurationFile={KAFKA_CONF / 'log4j2.properties'}",
+           "-cp", args.kafka_classpath, "org.apache.kafka.connect.mirror.MirrorMaker", str(cfg),
+           "--clusters", tgt]
+    return watched("mm2", cmd, clusters, f"{src}.{topic}", wl["records"],
+                   work / f"mm2-{wl['name']}-{rep}.log", stop_when_done=True)
 
 
 def run_baseline(args, clusters, wl, topic, work, rep):
+    n = RUN_IDS.next()
+    remote = f"src{n}.{topic}"
     cmd = [
         TOOLS / "baseline-mirror", "mirror",
         "--source", clusters.source, "--target", clusters.target,
-        "--topic", topic, "--target-topic", f"source.{topic}", "--codec", wl["codec"],
+        "--topic", topic, "--target-topic", remote, "--codec", wl["codec"],
     ]
-    m = measured(cmd, clusters, work / f"baseline-{wl['name']}-{rep}.log")
-    if m["exit_code"] != 0:
-        raise RuntimeError(f"baseline failed; log {work}/baseline-{wl['name']}-{rep}.log")
-    return m, count(clusters, f"source.{topic}")
+    return watched("baseline", cmd, clusters, remote, wl["records"], work / f"baseline-{wl['name']}-{rep}.log")
 
 
 def run_ceiling(args, clusters, wl, topic, work, rep):
+    n = RUN_IDS.next()
+    remote = f"ceiling{n}.{topic}"
     cmd = [
         TOOLS / "bench-tool", "ceiling",
         "--source", clusters.source, "--target", clusters.target,
-        "--topic", topic, "--target-topic", f"ceiling.{topic}",
+        "--topic", topic, "--target-topic", remote,
     ]
-    m = measured(cmd, clusters, work / f"ceiling-{wl['name']}-{rep}.log")
-    if m["exit_code"] != 0:
-        raise RuntimeError(f"ceiling failed; log {work}/ceiling-{wl['name']}-{rep}.log")
-    return m, count(clusters, f"ceiling.{topic}")
+    return watched("ceiling", cmd, clusters, remote, wl["records"], work / f"ceiling-{wl['name']}-{rep}.log")
 
 
-RUNNERS = {"strait": run_strait, "baseline": run_baseline, "ceiling": run_ceiling}
+RUN = {"strait": run_strait, "mm2": run_mm2, "baseline": run_baseline, "ceiling": run_ceiling}
 
 
 def perf_rate(text):
@@ -268,15 +438,15 @@ def fairness(args, clusters, wl, topic, work):
             "-X", "fetch.message.max.bytes=4194304", "-X", "queued.max.messages.kbytes=524288",
             "-X", "fetch.wait.max.ms=100",
         ],
-        timeout=600,
+        timeout=1800,
     )
     out["librdkafka_consume_records_per_s"] = perf_rate(perf)
-    clusters.restart("target")
+    target_topic = f"produce-only-{RUN_IDS.next()}"
     r = json_line(
         run(
             [
                 TOOLS / "baseline-mirror", "produce-only", "--target", clusters.target,
-                "--topic", "produce-only", "--partitions", str(wl["partitions"]),
+                "--topic", target_topic, "--partitions", str(wl["partitions"]),
                 "--codec", wl["codec"], "--size", str(wl["size"]), "--records", str(wl["records"]),
             ]
         )
@@ -284,19 +454,50 @@ def fairness(args, clusters, wl, topic, work):
     out["baseline_produce_records_per_s"] = r["records"] / r["seconds"]
     perf = run(
         [
-            args.rdkafka_performance, "-P", "-t", "produce-only", "-b", clusters.target,
+            args.rdkafka_performance, "-P", "-t", target_topic, "-b", clusters.target,
             "-s", str(wl["size"]), "-c", str(wl["records"]), "-z", wl["codec"], "-a", "-1", "-q",
             "-X", "enable.idempotence=true", "-X", "linger.ms=100", "-X", "batch.size=1000000",
             "-X", "batch.num.messages=1000000", "-X", "queue.buffering.max.kbytes=1048576",
             "-X", "queue.buffering.max.messages=2000000",
         ],
-        timeout=600,
+        timeout=1800,
     )
     out["librdkafka_produce_records_per_s"] = perf_rate(perf)
+    clusters.clean(keep_source=[topic])
     return out
 
 
-def machine():
+def warm_up_brokers(clusters, work, quick):
+    """Both brokers' JVMs compile their produce and fetch paths before the first measured run:
+    a topic is loaded, copied by the baseline and replayed by the ceiling, untimed."""
+    topic = "warmup"
+    records = 100_000 if quick else 1_000_000
+    run([TOOLS / "bench-tool", "load", "--bootstrap", clusters.source, "--topic", topic, "--partitions", "8",
+         "--codec", "lz4", "--size", "200", "--records", str(records)])
+    run([TOOLS / "baseline-mirror", "mirror", "--source", clusters.source, "--target", clusters.target,
+         "--topic", topic, "--target-topic", "warmup.baseline", "--codec", "lz4"])
+    run([TOOLS / "bench-tool", "ceiling", "--source", clusters.source, "--target", clusters.target,
+         "--topic", topic, "--target-topic", "warmup.ceiling"])
+    clusters.clean()
+
+
+def java():
+    """java from $JAVA_HOME when set, as scripts/test-broker picks it."""
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").is_file():
+        return str(Path(home) / "bin" / "java")
+    return "java"
+
+
+def java_version():
+    try:
+        p = subprocess.run([java(), "-version"], capture_output=True, text=True)
+        return (p.stderr or p.stdout).splitlines()[0].strip()
+    except (OSError, IndexError):
+        return ""
+
+
+def machine(clusters):
     def first(cmd):
         try:
             return subprocess.run(cmd, capture_output=True, text=True).stdout.strip()
@@ -314,56 +515,78 @@ def machine():
                 mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
     return {
         "cpu": model,
-        "cores": os.cpu_count(),
+        "cores": CORES,
         "memory": mem,
         "kernel": platform.release(),
         "rustc": first(["rustc", "--version"]),
+        "java": java_version(),
         "strait_commit": first(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]),
         "strait_tree_dirty": bool(first(["git", "-C", str(ROOT), "status", "--porcelain", "--", "crates"])),
-        "broker": "nisshi 0.8.1, in-memory storage (scripts/test-broker)",
+        "broker": f"Apache Kafka 4.1.1, single-node KRaft (combined broker and controller), data on disk, "
+                  f"heap {clusters.heap} (scripts/test-broker)",
+        "mm2": "Apache Kafka 4.1.1 MirrorMaker 2, dedicated mode (org.apache.kafka.connect.mirror.MirrorMaker), "
+               + " ".join(MM2_JVM),
         "librdkafka": "2.12.1 (rdkafka 0.39 crate, bundled)",
     }
 
 
 def median_figures(runs):
-    keys = runs[0].keys()
-    return {k: statistics.median(r[k] for r in runs) for k in keys if isinstance(runs[0][k], (int, float))}
+    keys = [k for k, v in runs[0].items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    out = {}
+    for k in keys:
+        values = [r[k] for r in runs if isinstance(r.get(k), (int, float)) and r[k] == r[k]]
+        out[k] = statistics.median(values) if values else float("nan")
+    return out
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="a tenth of the data, one repetition (under 5 minutes)")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"{len(QUICK)} workloads, a tenth of the data, one repetition (a few minutes)")
     ap.add_argument("--reps", type=int, help="repetitions per mirror and workload (default 3, quick 1)")
     ap.add_argument("--only", help="comma-separated workload names")
+    ap.add_argument("--mirrors", default=",".join(RUNNERS), help="comma-separated: strait,mm2,baseline,ceiling")
+    ap.add_argument("--mm2-untuned", action="store_true", help="MM2 with its defaults (no throughput tuning)")
+    ap.add_argument("--no-fairness", action="store_true", help="skip the baseline's fairness check")
     ap.add_argument("--strait", required=True)
     ap.add_argument("--rdkafka-performance", required=True)
+    ap.add_argument("--kafka-classpath", required=True, help="the Kafka jars ('<lib>/*')")
     ap.add_argument("--out", required=True, help="results JSON")
     ap.add_argument("--command", default="bench/run", help="the command line, for the report")
     args = ap.parse_args()
     reps = args.reps or (1 if args.quick else 3)
-    wls = workloads(args.quick)
     if args.only:
-        names = set(args.only.split(","))
-        wls = [w for w in wls if w["name"] in names]
+        names = args.only.split(",")
+        wls = [w for w in matrix(args.quick) if w["name"] in names]
+        if len(wls) != len(names):
+            ap.error(f"--only: unknown workload among {names}; known: {[w['name'] for w in matrix(False)]}")
+    else:
+        wls = workloads(args.quick)
+    runners = [r for r in RUNNERS if r in args.mirrors.split(",")]
 
     started = time.time()
+    work = Path(tempfile.mkdtemp(prefix="strait-bench-"))
+    log(f"work dir {work}")
+    clusters = Clusters(work / "clusters")
     results = {
         "mode": "quick" if args.quick else "full",
         "command": args.command,
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine(),
+        "machine": machine(clusters),
         "loadavg_at_start": os.getloadavg(),
         "repetitions": reps,
+        "warmup_share": WARMUP_SHARE,
+        "poll_ms": POLL_MS,
+        "mm2_tuned": not args.mm2_untuned,
+        "runners": runners,
         "workloads": [],
     }
-    work = Path(tempfile.mkdtemp(prefix="strait-bench-"))
-    log(f"work dir {work}")
-    clusters = Clusters(work / "clusters")
     try:
+        log("warming up both brokers (untimed)")
+        warm_up_brokers(clusters, work, args.quick)
         for wl in wls:
             topic = f"bench-{wl['name']}"
-            log(f"{wl['name']}: loading {wl['records']} records into a fresh source")
-            clusters.restart("source")
+            log(f"{wl['name']}: loading {wl['records']} records into the source")
             load = json_line(
                 run(
                     [
@@ -375,27 +598,35 @@ def main():
             )
             size = json_line(run([TOOLS / "bench-tool", "wire-size", "--bootstrap", clusters.source, "--topic", topic]))
             entry = dict(wl, payload_bytes=load["payload_bytes"], wire_bytes=size["wire_bytes"],
-                         source_batches=size["batches"], runs={k: [] for k in RUNNERS})
+                         source_batches=size["batches"], runs={k: [] for k in runners},
+                         mm2_tuning=[[k, v, why] for k, v, why in mm2_tuning(wl)] if not args.mm2_untuned else [])
             log(f"  {size['records']} records, {size['batches']} batches, {size['wire_bytes'] / 1e6:.1f} MB on the wire")
-            order = list(RUNNERS)
             for rep in range(reps):
-                turn = order[rep % 3:] + order[:rep % 3]
-                for who in turn:
-                    clusters.restart("target")
-                    m, copied = RUNNERS[who](args, clusters, wl, topic, work, rep)
-                    if copied != wl["records"]:
-                        raise RuntimeError(f"{who} {wl['name']}: target holds {copied} of {wl['records']} records")
-                    seconds = json.loads(m["stdout"])["seconds"] if who == "ceiling" else None
-                    f = figures(m, wl["records"], size["wire_bytes"], seconds)
+                k = rep % len(runners)
+                for who in runners[k:] + runners[:k]:
+                    # Each run starts on a quiet machine: what the last one left is gone.
+                    time.sleep(2)
+                    m = RUN[who](args, clusters, wl, topic, work, rep)
+                    f = window_figures(m["trace"], wl["records"], size["wire_bytes"],
+                                       wl.get("warmup_share", WARMUP_SHARE))
+                    f.update(process_cpu_s=m["process_cpu_s"], peak_rss_mb=m["peak_rss_mb"],
+                             loadavg_1m_before=m["loadavg_1m_before"])
+                    if who == "ceiling":
+                        f["replay_seconds"] = json_line(m["stdout"])["seconds"]
                     entry["runs"][who].append(f)
-                    log(f"  {who:<8} rep {rep}: {f['seconds']:.2f} s, {f['mb_per_s']:.1f} MB/s, "
-                        f"{f['records_per_s']:.0f} rec/s, cpu {f['cpu_s']:.2f} s ({f['cpu_s_per_gb']:.1f} s/GB), "
-                        f"rss {f['peak_rss_mb']:.0f} MB, brokers src {f['source_broker_cpu_s']:.2f} s "
-                        f"tgt {f['target_broker_cpu_s']:.2f} s, other {f['other_cpu_s']:.2f} s")
+                    log(f"  {who:<8} rep {rep}: {f['seconds']:.2f} s window ({f['window_from_share']:.0%}-100%), "
+                        f"{f['mb_per_s']:.1f} MB/s, {f['records_per_s']:.0f} rec/s, "
+                        f"cpu {f['cpu_s']:.2f} s ({f['cpu_pct']:.0f}%, {f['cpu_s_per_gb']:.1f} s/GB), "
+                        f"rss {f['peak_rss_mb']:.0f} MB, brokers src {f['source_broker_pct']:.0f}% "
+                        f"tgt {f['target_broker_pct']:.0f}%, other {f['other_pct']:.0f}%; "
+                        f"start-up {f['startup_s']:.1f} s, warm-up {f['warmup_s']:.1f} s "
+                        f"at {f['warmup_records_per_s']:.0f} rec/s")
+                    clusters.clean(keep_source=[topic])
             entry["median"] = {who: median_figures(runs) for who, runs in entry["runs"].items()}
-            if wl["partitions"] <= 64:
+            if wl["partitions"] <= 64 and "baseline" in runners and not args.no_fairness:
                 entry["fairness"] = fairness(args, clusters, wl, topic, work)
                 log(f"  fairness: {entry['fairness']}")
+            clusters.clean()
             results["workloads"].append(entry)
             # Written after every workload, so an interrupted run keeps what it measured.
             Path(args.out).write_text(json.dumps(results, indent=1) + "\n")

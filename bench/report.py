@@ -5,21 +5,25 @@
 """
 
 import argparse
-import os
 import json
 import math
+import os
 import statistics
-from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-MIRRORS = ("strait", "baseline")
+MIRRORS = ("strait", "mm2", "baseline")
+LABEL = {
+    "strait": "strait",
+    "mm2": "MirrorMaker 2",
+    "baseline": "baseline (librdkafka record mirror)",
+    "ceiling": "ceiling (raw replay of the source's batches)",
+}
+SHORT = {"strait": "strait", "mm2": "MM2", "baseline": "baseline", "ceiling": "ceiling"}
 
 
 def fmt(x, digits=1):
-    if x is None:
-        return "-"
-    if isinstance(x, float) and math.isnan(x):
+    if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
     if abs(x) >= 1000:
         return f"{x:,.0f}"
@@ -27,11 +31,17 @@ def fmt(x, digits=1):
 
 
 def krec(x):
-    return f"{x / 1000:,.0f}k"
+    return "-" if x is None or math.isnan(x) else f"{x / 1000:,.0f}k"
 
 
-def pct(cpu, wall):
-    return f"{100 * cpu / wall:.0f}%"
+def pct(x):
+    return "-" if x is None or math.isnan(x) else f"{x:.0f}%"
+
+
+def ratio(a, b, digits=2):
+    if not a or not b or math.isnan(a) or math.isnan(b):
+        return "-"
+    return f"{a / b:.{digits}f}x"
 
 
 def table(header, rows):
@@ -40,7 +50,16 @@ def table(header, rows):
     return "\n".join(out)
 
 
-def charts(results, docs):
+def gmean(xs):
+    xs = [x for x in xs if x and not math.isnan(x) and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def med(w, who, key):
+    return w["median"].get(who, {}).get(key, float("nan"))
+
+
+def charts(results, docs, runners):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -49,32 +68,36 @@ def charts(results, docs):
     wls = results["workloads"]
     names = [w["name"] for w in wls]
     x = range(len(names))
-    width = 0.27
+    shown = [r for r in ("strait", "mm2", "baseline", "ceiling") if r in runners]
+    width = 0.8 / max(len(shown), 1)
     fig, ax = plt.subplots(figsize=(12, 5))
-    for i, (who, label) in enumerate(
-        (("strait", "strait"), ("baseline", "baseline (librdkafka record mirror)"), ("ceiling", "ceiling (target ingest of the same batches)"))
-    ):
-        ax.bar([j + (i - 1) * width for j in x], [w["median"][who]["mb_per_s"] for w in wls], width, label=label)
+    for i, who in enumerate(shown):
+        ax.bar([j + (i - (len(shown) - 1) / 2) * width for j in x], [med(w, who, "mb_per_s") for w in wls], width,
+               label=LABEL[who])
     ax.set_xticks(list(x))
     ax.set_xticklabels(names, rotation=35, ha="right")
-    ax.set_ylabel("MB/s of source wire bytes, to fully mirrored")
-    ax.set_title(f"Throughput by workload (median of {results['repetitions']}, {results['mode']} run)")
+    ax.set_ylabel("MB/s of source wire bytes (measured window)")
+    ax.set_title(f"Throughput by workload on Apache Kafka 4.1.1 (median of {results['repetitions']}, "
+                 f"{results['mode']} run)")
     ax.legend()
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(docs / "bench-throughput.png", dpi=90)
     plt.close(fig)
 
+    mirrors = [m for m in MIRRORS if m in runners]
+    width = 0.8 / max(len(mirrors), 1)
     fig, ax = plt.subplots(figsize=(12, 5))
-    for i, who in enumerate(MIRRORS):
-        ax.bar([j + (i - 0.5) * 0.4 for j in x], [w["median"][who]["cpu_s_per_gb"] for w in wls], 0.4,
-               label="strait" if who == "strait" else "baseline (librdkafka record mirror)")
+    for i, who in enumerate(mirrors):
+        ax.bar([j + (i - (len(mirrors) - 1) / 2) * width for j in x], [med(w, who, "cpu_s_per_gb") for w in wls],
+               width, label=LABEL[who])
     ax.set_xticks(list(x))
     ax.set_xticklabels(names, rotation=35, ha="right")
     ax.set_ylabel("mirror process CPU seconds per GB (wire)")
-    ax.set_title("CPU cost of the mirror process by workload (lower is better)")
+    ax.set_yscale("log")
+    ax.set_title("CPU cost of the mirror process by workload (lower is better; log scale)")
     ax.legend()
-    ax.grid(axis="y", alpha=0.3)
+    ax.grid(axis="y", alpha=0.3, which="both")
     fig.tight_layout()
     fig.savefig(docs / "bench-cpu-per-gb.png", dpi=90)
     plt.close(fig)
@@ -175,8 +198,9 @@ translations. A translation before it re-delivers records (duplicates); one afte
 records (lost). strait translates through its exact offset map; MirrorMaker 2 through its
 offset syncs, modelled by `strait_wire::offset_map::mm2_model` (`offset.lag.max` = 100, 64 syncs
 kept per partition, the "+1 rule"), fed with the same records at the same target offsets as
-`crates/strait/tests/drill.rs` does, every sync delivered at once: MM2's best case. Per lag
-bucket ({len(prec['points']) // 3} groups per topic, at the powers of ten and at random
+`crates/strait/tests/drill.rs` does, every sync delivered at once: MM2's best case. (That the
+model matches Kafka 4.1.1's own MM2 client is checked in `crates/strait/tests/mm2_client.rs`.)
+Per lag bucket ({len(prec['points']) // 3} groups per topic, at the powers of ten and at random
 log-spaced lags):
 
 {parts}
@@ -187,71 +211,166 @@ log-spaced lags):
 """
 
 
-def findings_section(wls):
-    """What the figures say, computed from them."""
-    med = lambda w, who: w["median"][who]
-    faster = [w for w in wls if med(w, "strait")["mb_per_s"] > med(w, "baseline")["mb_per_s"]]
-    cheaper = [w for w in wls if med(w, "strait")["cpu_s_per_gb"] < med(w, "baseline")["cpu_s_per_gb"]]
-    per_batch = {w["name"]: med(w, "strait")["cpu_s"] / w["source_batches"] * 1e6 for w in wls}
-    one = [per_batch[w["name"]] for w in wls if w["partitions"] == 1]
-    many = [per_batch[w["name"]] for w in wls if w["partitions"] > 1]
-    tgt_s = [med(w, "strait")["target_broker_cpu_s"] for w in wls]
-    tgt_b = [med(w, "baseline")["target_broker_cpu_s"] for w in wls]
-    other = [med(w, who)["other_cpu_s"] / med(w, who)["wall_s"] for w in wls for who in ("strait", "baseline")]
-    batches = [w["source_batches"] for w in wls if w["partitions"] <= 64]
-    above = [w["name"] for w in wls if med(w, "strait")["mb_per_s"] > med(w, "ceiling")["mb_per_s"]]
-    cpu_ratios = sorted(
-        (med(w, "baseline")["cpu_s_per_gb"] / med(w, "strait")["cpu_s_per_gb"], w["name"]) for w in wls
-    )
-    lines = [
-        "### What the figures say",
-        "",
-        f"- **CPU.** strait's mirror process uses less CPU per GB than the baseline in {len(cheaper)} of "
-        f"{len(wls)} workloads; the baseline's CPU per GB is {cpu_ratios[0][0]:.1f}x strait's at the least "
-        f"({cpu_ratios[0][1]}) and {cpu_ratios[-1][0]:.1f}x at the most ({cpu_ratios[-1][1]}). The baseline pays per record and for decompressing and "
-        "recompressing; strait pays per batch and never opens one: about "
-        f"{min(many):.0f}-{max(many):.0f} µs of CPU per source batch with 64 or more partitions and "
-        f"{min(one):.0f}-{max(one):.0f} µs with one. So the gap is widest with small compressed records "
-        "(many records per batch, costly codecs) and narrowest with uncompressed 1 KiB records.",
-        f"- **Throughput.** strait is faster in {len(faster)} of {len(wls)} workloads "
-        f"({', '.join(w['name'] for w in faster) or 'none'}). Where it is slower, the target broker was "
-        "the limit: strait forwards the source's batches as they are "
-        f"({min(batches):,}-{max(batches):,} batches of about 16 KiB per workload), and this broker's cost "
-        "per appended batch dominates its ingest; the baseline re-batches into 1 MB batches. The target "
-        f"broker spent {min(tgt_s):.1f}-{max(tgt_s):.1f} s of CPU per strait run against "
-        f"{min(tgt_b):.1f}-{max(tgt_b):.1f} s per baseline run. (Kafka also refuses more than one batch "
-        "per partition in a produce request, so a forwarding mirror cannot merge them.)",
-        "- **One partition.** A strait round is sequential: fetch (up to 1 MiB per partition), produce, "
-        "write the map, fetch again; and its producer sends at most five batches per partition per round "
-        "trip, waiting for each wave before the next (`RawProducer::send_all`). One partition of 16 KiB "
-        "batches therefore moves about 80 KiB per round trip to the target, and strait's CPU per batch "
-        "doubles against 64 partitions (per-request costs shared by fewer batches). The one-partition "
-        "uncompressed workloads are where strait is furthest behind the baseline. Overlapping the next "
-        "fetch with the produce was tried and measured (same data, alternating binaries, 3 repetitions: "
-        "one partition 47.1 vs 46.8 MB/s, 64 partitions 78 vs 91 MB/s, more memory) and left out: the "
-        "target is the limit, not the fetch. Keeping five batches in flight per partition continuously "
-        "rather than in waves is the improvement left to try.",
-        "- **Contention.** The rest of the machine (other engineers' builds and tests) used "
-        f"{min(other):.0%}-{max(other):.0%} of a core during the runs, of the 2 cores there are"
-        + (": every run here shared the CPU with them, which is why each repetition is listed and "
-           "medians are compared within a workload." if max(other) >= 0.1 else
-           ": the machine was otherwise quiet. Each repetition is still listed below."),
-        "- **The test broker.** These figures are against nisshi, whose cost per appended batch is "
-        "high next to its cost per byte (it stores single records and rebuilds batches on fetch), "
-        "which favours a mirror that re-batches. Apache Kafka validates each batch and appends it to "
-        "its log as it came when the codec matches the topic's, so its costs are shaped differently; "
-        "how the throughput comparison turns out against Kafka is not measured here (no JVM Kafka on "
-        "this machine). The mirror processes' CPU figures are their own and do not depend on the "
-        "broker's speed.",
-    ]
-    if above:
+def machine_share(f):
+    """Cores busy during a run's window: the mirror, both brokers, everything else."""
+    parts = [f.get(k, float("nan")) for k in ("cpu_pct", "source_broker_pct", "target_broker_pct", "other_pct")]
+    return sum(p for p in parts if not math.isnan(p)) / 100
+
+
+def findings_section(results, wls, runners):
+    cores = results["machine"]["cores"]
+    lines = ["### What the figures say", ""]
+    have = lambda who: who in runners
+    if have("strait") and have("mm2"):
+        thr = [(med(w, "strait", "mb_per_s") / med(w, "mm2", "mb_per_s"), w["name"]) for w in wls]
+        cpu = [(med(w, "mm2", "cpu_s_per_gb") / med(w, "strait", "cpu_s_per_gb"), w["name"]) for w in wls]
+        thr.sort()
+        cpu.sort()
+        faster = [n for r, n in thr if r > 1]
         lines.append(
-            f"- **The ceiling** is the same batches replayed by a plain raw producer that also sends "
-            f"wave by wave; strait beat it in {', '.join(above)} (within the noise of the shared "
-            "machine), so read it as the target's ingest time for "
-            "these batches, not a strict bound."
-        )
+            f"- **strait against MM2.** strait moves the data faster in {len(faster)} of {len(wls)} workloads "
+            f"(strait/MM2 throughput {thr[0][0]:.2f}x at the least, {thr[0][1]}, to {thr[-1][0]:.2f}x at the most, "
+            f"{thr[-1][1]}). MM2's JVM spends {cpu[0][0]:.1f}x ({cpu[0][1]}) to {cpu[-1][0]:.1f}x "
+            f"({cpu[-1][1]}) strait's CPU per GB: it decompresses every batch, deserialises and copies every "
+            "record through Connect's source task loop, and compresses again; strait forwards the batches "
+            "unopened.")
+    if have("strait") and have("baseline"):
+        thr = sorted((med(w, "strait", "mb_per_s") / med(w, "baseline", "mb_per_s"), w["name"]) for w in wls)
+        cpu = sorted((med(w, "baseline", "cpu_s_per_gb") / med(w, "strait", "cpu_s_per_gb"), w["name"]) for w in wls)
+        faster = [n for r, n in thr if r > 1]
+        lines.append(
+            f"- **strait against the baseline.** strait is faster in {len(faster)} of {len(wls)} workloads "
+            f"({thr[0][0]:.2f}x to {thr[-1][0]:.2f}x); the baseline spends {cpu[0][0]:.1f}x to {cpu[-1][0]:.1f}x "
+            "strait's CPU per GB (it pays per record and for the codecs, strait per batch).")
+    if have("mm2") and have("baseline"):
+        thr = sorted((med(w, "baseline", "mb_per_s") / med(w, "mm2", "mb_per_s"), w["name"]) for w in wls)
+        cpu = sorted((med(w, "mm2", "cpu_s_per_gb") / med(w, "baseline", "cpu_s_per_gb"), w["name"]) for w in wls)
+        lines.append(
+            f"- **The two record-level mirrors.** The librdkafka baseline moves {thr[0][0]:.2f}x to "
+            f"{thr[-1][0]:.2f}x MM2's throughput, and MM2 spends {cpu[0][0]:.1f}x to {cpu[-1][0]:.1f}x the "
+            "baseline's CPU per GB: the same architecture, on the JVM and through Connect.")
+    if have("strait") and have("ceiling"):
+        share = sorted((med(w, "strait", "mb_per_s") / med(w, "ceiling", "mb_per_s"), w["name"]) for w in wls)
+        lines.append(
+            f"- **The ceiling.** strait reaches {share[0][0]:.0%} ({share[0][1]}) to {share[-1][0]:.0%} "
+            f"({share[-1][1]}) of the target's ingest rate for the same batches replayed by a producer that does "
+            "nothing else. Above 100% is within the noise of the shared machine, or the ceiling's own "
+            "wave-by-wave producer: read the ceiling as the target's ingest time for these batches, not a "
+            "strict bound.")
+    saturated = []
+    for w in wls:
+        for who in runners:
+            if who in w["median"] and machine_share(w["median"][who]) >= 0.9 * cores:
+                saturated.append(f"{SHORT[who]} {w['name']}")
+    if saturated:
+        lines.append(
+            f"- **Two cores for three JVMs and a mirror.** Both brokers and the mirror share {cores} cores. In "
+            f"{len(saturated)} of the runs the machine was at least 90% busy over the window "
+            f"({', '.join(saturated[:8])}{', ...' if len(saturated) > 8 else ''}): there, throughput is bounded "
+            "by the CPU left to the brokers, and a mirror that uses less of it leaves more to them.")
+    tgt_busy = [(med(w, who, "target_broker_pct"), SHORT[who], w["name"]) for w in wls for who in MIRRORS
+                if have(who)]
+    if tgt_busy:
+        top = max(tgt_busy)
+        per_gb = {who: [med(w, who, "target_broker_cpu_per_gb") for w in wls] for who in MIRRORS if have(who)}
+        spread = "; ".join(f"{SHORT[who]} {min(v):.1f}-{max(v):.1f}" for who, v in per_gb.items())
+        line = (f"- **The target broker** used up to {top[0]:.0f}% of a core during a mirror's window "
+                f"({top[1]}, {top[2]}). Its CPU per GB written, by mirror: {spread} s/GB.")
+        if have("strait") and have("baseline"):
+            more = [w["name"] for w in wls
+                    if med(w, "strait", "target_broker_cpu_per_gb") > med(w, "baseline", "target_broker_cpu_per_gb")]
+            line += (f" It spent more per GB on strait's writes than on the baseline's in {len(more)} of "
+                     f"{len(wls)} workloads: strait forwards the source's batches as they came (16 KiB, a "
+                     "default Kafka producer's `batch.size`; a produce request carries one batch per "
+                     "partition), the record-level mirrors re-batch into batches of up to 1 MB, and the "
+                     "broker's cost is partly per batch.")
+        lines.append(line)
+    other = [med(w, who, "other_pct") for w in wls for who in runners if who in w["median"]]
+    other = [o for o in other if not math.isnan(o)]
+    if other:
+        lines.append(
+            f"- **Contention.** The rest of the machine (other engineers' builds and tests) used "
+            f"{min(other):.0f}%-{max(other):.0f}% of a core during the measured windows, of the {cores} cores "
+            "there are"
+            + (": every run shared the CPU with them, so compare mirrors within a workload and read "
+               "each repetition below." if max(other) >= 10 else ": the machine was otherwise quiet."))
     return "\n".join(lines)
+
+
+def warmup_section(results, wls, runners):
+    rows = []
+    for w in wls:
+        for who in MIRRORS:
+            if who not in runners:
+                continue
+            runs = w["runs"].get(who, [])
+            if not runs:
+                continue
+            f = w["median"][who]
+            rows.append([
+                w["name"] if who == runners[0] or who == "strait" else "",
+                SHORT[who],
+                fmt(f["startup_s"], 1),
+                fmt(f["warmup_s"], 1),
+                krec(f["warmup_records_per_s"]),
+                fmt(f["seconds"], 1),
+                krec(f["records_per_s"]),
+                ratio(f["records_per_s"], f["warmup_records_per_s"]),
+                fmt(f["spawn_to_done_s"], 1),
+                pct(100 * f["seconds"] / f["moving_s"]) if f.get("moving_s") else "-",
+            ])
+    return table(
+        ["workload", "mirror", "start-up s (spawn to first record)", "warm-up s (excluded)", "warm-up rec/s",
+         "window s", "window rec/s", "window / warm-up rate", "spawn to done s",
+         "window share of the data-moving time"],
+        rows,
+    )
+
+
+def tuning_section(results, wls):
+    if not results.get("mm2_tuned", True):
+        return ("MM2 ran **untuned** in this run (`--mm2-untuned`): its defaults, with only what a "
+                "single-broker cluster needs (replication factors 1, no ACL sync, no reverse herder).")
+    rows = []
+    keys = []
+    for w in wls:
+        for k, v, why in w.get("mm2_tuning", []):
+            if k not in keys:
+                keys.append(k)
+    per = {w["name"]: {k: v for k, v, _ in w.get("mm2_tuning", [])} for w in wls}
+    why = {k: y for w in wls for k, _, y in w.get("mm2_tuning", [])}
+    for k in keys:
+        values = sorted({str(per[n].get(k, "-")) for n in per}, key=lambda s: (len(s), s))
+        where = ", ".join(values) if len(values) > 1 else values[0]
+        name = k.replace("S.", "SOURCE.", 1) if k.startswith("S.") else k.replace("T.", "TARGET.", 1)
+        rows.append([f"`{name}`", where, why[k]])
+    varying = table(
+        ["workload", "tasks.max", "batch.size", "compression.type"],
+        [[w["name"], per[w["name"]].get("tasks.max", "-"), f"{per[w['name']].get('T.producer.batch.size', 0):,}",
+          per[w["name"]].get("T.producer.compression.type", "-")] for w in wls],
+    )
+    return f"""MM2 runs as Kafka ships it for dedicated mode: `java {results['machine']['mm2'].split('), ', 1)[-1]}
+org.apache.kafka.connect.mirror.MirrorMaker mm2.properties --clusters TARGET` (the heap and
+JVM options of `bin/connect-mirror-maker.sh` and `kafka-run-class.sh`), with one flow
+`SOURCE->TARGET` limited to the workload's topic, the reverse herder and its heartbeats off,
+replication factor 1 for every topic it creates and no ACL sync (single-broker clusters without
+an authorizer), everything else at MM2's defaults (offset syncs, checkpoints, heartbeats, topic
+config sync all on). On top of that, the throughput settings that Kafka's producer and consumer
+documentation and MM2 tuning guides (for example Red Hat's "Handling high volumes of messages")
+name, sized like the baseline's librdkafka settings. `TARGET.producer.*` reaches the Connect
+worker's producer that the replication tasks write with; `SOURCE.consumer.*` reaches the
+tasks' source consumer (checked in MM2's logged client configs):
+
+{table(["setting", "value", "why"], rows)}
+
+Per workload:
+
+{varying}
+
+`tasks.max` is the number of partitions up to the {results['machine']['cores']} cores; the batch size
+shrinks where a task's partitions times `batch.size` would not fit twice in `buffer.memory` (the
+Java producer allocates a whole batch per partition it batches for). `bench/run --mm2-untuned`
+runs MM2 with its defaults instead, to see what the tuning is worth."""
 
 
 def main():
@@ -261,56 +380,62 @@ def main():
     args = ap.parse_args()
     results = json.loads(Path(args.results).read_text())
     docs = Path(args.docs)
-    charts(results, docs)
+    runners = results.get("runners", ["strait", "mm2", "baseline", "ceiling"])
+    charts(results, docs, runners)
     rel = Path(args.results).resolve().relative_to(ROOT)
     link = os.path.relpath(Path(args.results).resolve(), docs.resolve())
     m = results["machine"]
     wls = results["workloads"]
+    mirrors = [w for w in MIRRORS if w in runners]
 
     head_rows = []
     for w in wls:
-        s, b, c = (w["median"][k] for k in ("strait", "baseline", "ceiling"))
-        head_rows.append([
-            w["name"],
-            fmt(w["wire_bytes"] / 1e6),
-            fmt(s["mb_per_s"]),
-            fmt(b["mb_per_s"]),
-            f"**{s['mb_per_s'] / b['mb_per_s']:.2f}x**",
-            fmt(s["cpu_s_per_gb"]),
-            fmt(b["cpu_s_per_gb"]),
-            f"**{b['cpu_s_per_gb'] / s['cpu_s_per_gb']:.1f}x less**" if s["cpu_s_per_gb"] <= b["cpu_s_per_gb"]
-            else f"**{s['cpu_s_per_gb'] / b['cpu_s_per_gb']:.1f}x more**",
-            fmt(c["mb_per_s"]),
-            f"{s['mb_per_s'] / c['mb_per_s']:.0%}",
-        ])
-    headline = table(
-        ["workload", "wire MB", "strait MB/s", "baseline MB/s", "throughput strait/baseline",
-         "strait CPU s/GB", "baseline CPU s/GB", "strait CPU per GB", "ceiling MB/s", "strait of ceiling"],
-        head_rows,
-    )
+        row = [w["name"], fmt(w["wire_bytes"] / 1e6)]
+        row += [fmt(med(w, who, "mb_per_s")) for who in mirrors]
+        if "ceiling" in runners:
+            row.append(fmt(med(w, "ceiling", "mb_per_s")))
+        if "strait" in runners and "mm2" in runners:
+            row.append(f"**{ratio(med(w, 'strait', 'mb_per_s'), med(w, 'mm2', 'mb_per_s'))}**")
+        row += [fmt(med(w, who, "cpu_s_per_gb")) for who in mirrors]
+        row += [fmt(med(w, who, "peak_rss_mb"), 0) for who in mirrors]
+        head_rows.append(row)
+    header = ["workload", "wire MB"] + [f"{SHORT[w]} MB/s" for w in mirrors]
+    if "ceiling" in runners:
+        header.append("ceiling MB/s")
+    if "strait" in runners and "mm2" in runners:
+        header.append("strait / MM2 throughput")
+    header += [f"{SHORT[w]} CPU s/GB" for w in mirrors] + [f"{SHORT[w]} peak RSS MB" for w in mirrors]
+    headline = table(header, head_rows)
 
     detail_rows = []
     for w in wls:
-        for who in ("strait", "baseline", "ceiling"):
+        first = True
+        for who in runners:
+            if who not in w["median"]:
+                continue
             f = w["median"][who]
-            wall = f["seconds"] if who != "ceiling" else f["wall_s"]
             detail_rows.append([
-                w["name"] if who == "strait" else "",
-                who,
+                w["name"] if first else "",
+                SHORT[who],
                 fmt(f["seconds"], 2),
                 krec(f["records_per_s"]),
                 fmt(f["mb_per_s"]),
-                fmt(f["cpu_s"], 2) if who != "ceiling" else "-",
-                fmt(f["cpu_s_per_gb"]) if who != "ceiling" else "-",
-                fmt(f["peak_rss_mb"], 0) if who != "ceiling" else "-",
-                f"{fmt(f['source_broker_cpu_s'], 2)} ({pct(f['source_broker_cpu_s'], wall)})",
-                f"{fmt(f['target_broker_cpu_s'], 2)} ({pct(f['target_broker_cpu_s'], wall)})",
-                f"{fmt(f['other_cpu_s'], 2)} ({pct(f['other_cpu_s'], wall)})",
-                " / ".join(f"{r['seconds']:.2f}" for r in w["runs"][who]),
+                fmt(f["cpu_s"], 2),
+                pct(f["cpu_pct"]),
+                fmt(f["cpu_s_per_gb"]),
+                fmt(f["peak_rss_mb"], 0),
+                pct(f["source_broker_pct"]),
+                pct(f["target_broker_pct"]),
+                fmt(f["target_broker_cpu_per_gb"]),
+                pct(f["other_pct"]),
+                f"{machine_share(f):.2f}",
+                " / ".join(f"{r['seconds']:.1f}" for r in w["runs"][who]),
             ])
+            first = False
     details = table(
-        ["workload", "run", "seconds", "records/s", "MB/s", "mirror CPU s", "CPU s/GB", "peak RSS MB",
-         "source broker CPU s", "target broker CPU s", "rest of machine CPU s", "each repetition, s"],
+        ["workload", "run", "window s", "records/s", "MB/s", "mirror CPU s", "mirror CPU", "mirror CPU s/GB",
+         "peak RSS MB", "source broker CPU", "target broker CPU", "target broker CPU s/GB", "rest of machine",
+         "cores busy", "each repetition, window s"],
         detail_rows,
     )
 
@@ -332,54 +457,59 @@ def main():
         ["workload", "baseline consume-only rec/s", "rdkafka_performance -C rec/s", "ratio",
          "baseline produce-only rec/s", "rdkafka_performance -P rec/s", "ratio"],
         fair_rows,
-    )
+    ) if fair_rows else "(not measured in this run)"
 
-    # Geometric means of the ratios, for the summary sentence.
-    def gmean(xs):
-        return math.exp(sum(math.log(x) for x in xs) / len(xs))
-
-    thr = gmean([w["median"]["strait"]["mb_per_s"] / w["median"]["baseline"]["mb_per_s"] for w in wls])
-    cpu = gmean([w["median"]["baseline"]["cpu_s_per_gb"] / w["median"]["strait"]["cpu_s_per_gb"] for w in wls])
-    rss_s = max(w["median"]["strait"]["peak_rss_mb"] for w in wls)
-    rss_b = max(w["median"]["baseline"]["peak_rss_mb"] for w in wls)
-
-    findings = findings_section(wls)
+    summary = []
+    if "strait" in runners and "mm2" in runners:
+        summary.append(
+            f"strait mirrors at **{gmean([med(w, 'strait', 'mb_per_s') / med(w, 'mm2', 'mb_per_s') for w in wls]):.2f}x** "
+            f"MirrorMaker 2's throughput and its process uses **"
+            f"{gmean([med(w, 'mm2', 'cpu_s_per_gb') / med(w, 'strait', 'cpu_s_per_gb') for w in wls]):.1f}x less CPU "
+            "per GB** than MM2's JVM")
+    if "strait" in runners and "baseline" in runners:
+        summary.append(
+            f"against the librdkafka baseline, **{gmean([med(w, 'strait', 'mb_per_s') / med(w, 'baseline', 'mb_per_s') for w in wls]):.2f}x** "
+            f"the throughput and **{gmean([med(w, 'baseline', 'cpu_s_per_gb') / med(w, 'strait', 'cpu_s_per_gb') for w in wls]):.1f}x less CPU per GB**")
+    rss = ", ".join(f"{SHORT[who]} at most {max(med(w, who, 'peak_rss_mb') for w in wls):.0f} MB" for who in mirrors)
+    findings = findings_section(results, wls, runners)
     la0, la1 = results["loadavg_at_start"][0], results.get("loadavg_at_end", [float("nan")])[0]
     workload_list = ", ".join(w["name"] for w in wls)
+    share = results.get("warmup_share", 0.1)
+    quick_note = (
+        "\n**This is a quick run** (a few workloads, little data, one repetition): a check that the "
+        "benchmark works, not figures to quote. The full run is `bench/run`.\n" if results["mode"] == "quick" else "")
     text = f"""# Benchmarks
 
 Generated by `{results['command'].strip()}` from [`{rel}`]({link}) — a real **{results['mode']}** run
 started {results['started']} ({results['duration_s'] / 60:.0f} minutes). Do not edit by hand: run
-`bench/run` again (`bench/run --quick` takes under 5 minutes).
-
-strait against **the baseline**: a record-level mirror on librdkafka (`bench/src/bin/baseline_mirror.rs`).
-MirrorMaker 2 cannot run here (no JVM Kafka distribution), so the baseline is the architecture
-MM2, MirrorMaker 1, Confluent Replicator and uReplicator share (consume records, produce them
-again), built on the fastest Kafka client there is: it keeps partition, key, value, headers and
-timestamp, produces with the source's codec, acks=all, idempotence on, 1 MB batches lingering up
-to 100 ms, a 1 GiB producer queue, 50 MB fetches with 4 MiB per partition and 512 MiB queued.
-It exits once everything the source held at start is acknowledged, as `strait run
---until-caught-up` does.
+`bench/run` again (`bench/run --quick` takes a few minutes).
+{quick_note}
+Three mirrors copy the same topic between two Apache Kafka 4.1.1 clusters on this machine, one
+after another: **strait**; **MirrorMaker 2**, Kafka's own, in dedicated mode, tuned for
+throughput (below); and **the baseline**, a record-level mirror on librdkafka
+(`bench/src/bin/baseline_mirror.rs`: MM2's architecture on the fastest Kafka client; it keeps
+partition, key, value, headers and timestamp, produces with the source's codec, acks=all,
+idempotence on, 1 MB batches lingering up to 100 ms, 50 MB fetches with 4 MiB per partition).
+The **ceiling** is the broker-bound reference: the source's batches, read into memory first,
+written to an empty target topic by a raw idempotent producer that does nothing else
+(`bench-tool ceiling`). strait and the baseline exit once everything the source held is on the
+target (`strait run --until-caught-up`); MM2 never exits, so it is stopped once the target's end
+offsets add up to the source's record count.
 
 ## Summary
 
-Over the {len(wls)} workloads (geometric means): strait mirrors at **{thr:.2f}x** the baseline's
-throughput and uses **{cpu:.1f}x less CPU per GB** in the mirror process. Peak RSS: strait at most
-{rss_s:.0f} MB, the baseline at most {rss_b:.0f} MB. strait does its whole job in these runs
-(the offset map, MM2's offset syncs, topic configs and ACL sync, a final checkpoint pass); the
-baseline only copies records.
+Over the {len(wls)} workloads (geometric means): {'; '.join(summary) or 'see the table'}. Peak RSS:
+{rss}. strait does its whole job in these runs (the offset map, MM2's offset syncs, topic
+configs, a final checkpoint pass); MM2 does its own (offset syncs, heartbeats, topic configs,
+checkpoints); the baseline only copies records.
 
 {headline}
 
-MB/s are the source topic's wire bytes (its record batches as stored, compressed) over the
-time from the mirror's start to its exit, fully mirrored, median of {results['repetitions']}
-repetition(s). CPU s/GB is the mirror process's user+sys CPU per GB of wire bytes. The
-**ceiling** is the broker-bound reference for strait: the same source batches, read into memory
-first, written to an empty target by a raw idempotent producer doing nothing else (`bench-tool
-ceiling`: five batches in flight per partition, many partitions per request); its time is the
-target's ingest time alone. The baseline re-batches into 1 MB batches and so is not bound by that
-ceiling: with these source batches (16 KiB, a Kafka producer's default `batch.size`) the test
-broker's per-batch cost dominates its ingest, and strait forwards batches as they are.
+MB/s are the source topic's wire bytes (its record batches as stored, compressed) moved during
+the measured window, median of {results['repetitions']} repetition(s). CPU s/GB is the mirror
+process's user+sys CPU over the window (every thread; for MM2 the whole JVM: its JIT, GC and
+Connect's threads) per GB of wire bytes moved in it. Peak RSS is the process's high-water mark
+over its whole life, start-up included.
 
 {findings}
 
@@ -387,33 +517,50 @@ broker's per-batch cost dominates its ingest, and strait forwards batches as the
 
 ![CPU per GB by workload](bench-cpu-per-gb.png)
 
-## Where the time went (medians)
+## How the window excludes start-up and warm-up
 
-CPU seconds of each process during the run, and in parentheses as a share of one core over the
-run's wall time (the machine has {m['cores']} cores, so 200% is everything): the mirror, the
-source broker (serving fetches), the target broker (appending), and everything else on the
-machine meanwhile (other engineers' builds and tests: see the conditions below). A broker near
-100% was the limit. For the ceiling, seconds are the replay alone and the CPU columns cover its
-whole process, including the untimed read of the source (slow on this broker for one-partition
-topics: the source broker's large CPU figures there).
+Each run is watched from outside, the same way for every mirror: `bench-tool watch` polls the
+target topic's end offsets every {results.get('poll_ms', 100)} ms (one ListOffsets request) and, at
+each poll, reads the CPU time of the mirror process and of both brokers from `/proc/<pid>/stat`.
+The measured window opens at the first poll where {share:.0%} of the records are on the target
+and closes at the poll where all of them are. So it leaves out a mirror's start-up (MM2: the
+JVM, plugin scanning, Connect's herder joining its group, the connectors creating the remote
+topic and starting their tasks; strait: reading its map, creating topics) and its first
+{share:.0%} of the data, in which the JVM compiles its hot paths. For the 1,024-partition workload
+the window opens at 25% instead: Kafka's first append to each new partition is costly (about 5 s
+of target broker CPU for a new 1,024-partition topic on this machine, against 0.7 s for the same
+batches into partitions already written), every mirror's first round writes to every partition,
+and a mirror in service writes to partitions created long before. Each workload carries enough
+data that the window is most of the data-moving time. What was left out, per mirror (medians):
+
+{warmup_section(results, wls, runners)}
+
+A window / warm-up rate above 1 means the mirror ran faster once warm (MM2's JIT); the window
+figures are the warm ones.
+
+## Where the CPU went (medians, over the window)
+
+CPU of each process during the window, as a share of one core (the machine has {m['cores']}
+cores, so {m['cores']}00% is everything; "cores busy" adds them up): the mirror, the source broker
+(serving fetches), the target broker (appending), and everything else on the machine meanwhile
+(other engineers' builds and tests: see the conditions below). For the ceiling the mirror
+columns are the replaying tool's.
 
 {details}
+
+## MirrorMaker 2's configuration
+
+{tuning_section(results, wls)}
 
 ## Is the baseline tuned fairly?
 
 Each half of the baseline alone, against librdkafka's own benchmark tool `rdkafka_performance`
-(C, built by `bench/run` from the same bundled librdkafka 2.12.1 source; Debian's kcat bundles
-librdkafka 2.0.2, which cannot talk to these brokers), with the same client settings:
-consume-only reads the whole source topic; produce-only writes the same number of records of the
-same size and codec to an empty target (`rdkafka_performance` sends its own constant payload,
-which compresses far better than the workload's values, so its produce rate with lz4 and zstd is
-an upper bound; and it sends no key and no header).
-
-Most of the produce-side gap is the per-record key and header the baseline must carry: in a spot
-check on this machine (100-byte records, codec none, same settings, 1,000,000 records),
-`rdkafka_performance -P` wrote 670k records/s without a key or header and 465k with
-`-k user-1234567 -H producer=strait-bench`, against 382k for the baseline's produce-only, 82% of
-it. The consume side is within reach throughout.
+(C, built by `bench/run` from the same bundled librdkafka 2.12.1 source), with the same client
+settings: consume-only reads the whole source topic; produce-only writes the same number of
+records of the same size and codec to an empty target topic (`rdkafka_performance` sends its own
+constant payload, which compresses far better than the workload's values, so its produce rate
+with lz4 and zstd is an upper bound; and it sends no key and no header, which the baseline
+must carry).
 
 {fairness}
 
@@ -424,37 +571,42 @@ it. The consume side is within reach throughout.
 each record with a key (`user-NNNNNNN`), one header, a create timestamp, and a value of the
 stated size made of `field=value;` pairs (words, numbers and random hex ids; lz4 compresses it
 about 2x, zstd about 3x). 64-partition topics get records round robin. The many-partition case is
-1,024 partitions with little data each. Each mirror copies the topic to an empty target
-(`source.<topic>`), checked afterwards: the target holds as many records as the source.
+1,024 partitions with little data each. Each run copies the topic to a target topic of its own,
+checked afterwards: it holds as many records as the source.
 
 {precision_section(results)}
 
 ## How it was measured
 
-- Clusters: two nisshi 0.8.1 brokers (`scripts/test-broker`), in-memory storage, on loopback.
-  The source broker is restarted empty before each workload is loaded; the target broker is
-  restarted empty before every single run.
+- Clusters: two Apache Kafka 4.1.1 single-node KRaft clusters (`scripts/test-broker`, combined
+  broker and controller, data on disk, heap from `STRAIT_KAFKA_HEAP`, 1g here as
+  `kafka-server-start.sh` sets), on loopback, started once per run of `bench/run`. Before the
+  first workload both brokers are warmed up untimed (a topic loaded, mirrored and replayed).
+- Every run gets cluster aliases of its own (`srcN`, `tgtN`), hence a remote topic and internal
+  topics of its own; after each run every topic it made on either cluster is deleted
+  (`bench-tool clean`; `file.delete.delay.ms=0`, so the files go at once).
 - strait: `cargo build --release -p strait`, then `strait run --config F --until-caught-up
   --listen off` with the default settings of an MM2 config naming the topic.
-- Order: in repetition *r* the three runs (strait, baseline, ceiling) start at position *r* mod 3
-  of that list, so drift of the machine hits each in turn.
-- Per run: wall time from spawn to exit; the process's user+sys CPU and peak RSS from `wait4`;
-  each broker's CPU from `/proc/<pid>/stat` before and after; the rest of the machine's CPU from
-  `/proc/stat`.
+- Order: in repetition *r* the runs (strait, MM2, baseline, ceiling) start at position *r* of
+  that list, so drift of the machine hits each in turn.
+- Per run: the window figures from `bench-tool watch` (above); the process's peak RSS and total
+  CPU from `wait4`; the rest of the machine's CPU from `/proc/stat` minus the mirror, the brokers
+  and the watcher.
 
 Reproduce:
 
 ```sh
-bench/run            # full: 3 repetitions, about 270 MB of payload per workload
-bench/run --quick    # a tenth of the data, one repetition, under 5 minutes
+bench/run            # full: 13 workloads, 3 repetitions, about 0.7 GB of payload per workload
+bench/run --quick    # four workloads (every codec, both sizes, 1/64/1,024 partitions), a tenth of the data, once
 bench/run --only 100B-lz4-p64,1024B-zstd-p1   # some workloads
+bench/run --mirrors strait,mm2 --mm2-untuned  # some mirrors; MM2 with its defaults
 ```
 
-`bench/run` builds what it needs: the test broker (`scripts/test-broker install`), strait in
-release, `bench/` (its own cargo project, outside the workspace: librdkafka is compiled from the
-`rdkafka` crate's bundled source with `./configure` and `make`, no cmake; it installs `gcc`,
-`make` and `perl` with apt-get when they are missing), `rdkafka_performance`, and a virtualenv
-with matplotlib under `~/.cache/strait/bench-venv`.
+`bench/run` builds what it needs: the test broker (`scripts/test-broker install`: Kafka's jars
+from Maven Central), strait in release, `bench/` (its own cargo project, outside the workspace:
+librdkafka is compiled from the `rdkafka` crate's bundled source with `./configure` and `make`,
+no cmake; it installs `gcc`, `make` and `perl` with apt-get when they are missing),
+`rdkafka_performance`, and a virtualenv with matplotlib under `~/.cache/strait/bench-venv`.
 
 ## Machine and conditions
 
@@ -463,16 +615,16 @@ with matplotlib under `~/.cache/strait/bench-venv`.
 | CPU | {m['cpu']}, {m['cores']} cores |
 | memory | {m['memory']} |
 | kernel | {m['kernel']} |
-| toolchain | {m['rustc']} |
+| toolchain | {m['rustc']}; {m.get('java', '')} |
 | strait | commit {m['strait_commit']}{' (with uncommitted changes in crates/)' if m['strait_tree_dirty'] else ''} |
 | broker | {m['broker']} |
+| MirrorMaker 2 | {m.get('mm2', '-')} |
 | librdkafka | {m['librdkafka']} |
 | load average | {la0:.1f} at start, {la1:.1f} at end |
 
-The machine was shared: other engineers were compiling and running tests during the run (the
-"rest of machine" column above shows how much CPU they took during each run). Figures are
-medians of interleaved repetitions for that reason; compare strait and the baseline within a
-workload rather than across runs of this page.
+The machine may be shared: the "rest of machine" column above shows how much CPU others took
+during each window. Figures are medians of interleaved repetitions for that reason; compare the
+mirrors within a workload rather than across runs of this page.
 """
     out = docs / "benchmarks.md"
     out.write_text(text)

@@ -7,13 +7,16 @@
 //! - [`raw`]: reading a topic's record batches as stored, with strait's own client, to count
 //!   wire bytes and to replay the same batches for the broker-bound ceiling;
 //! - [`precision`]: consumer-offset translation at failover, strait's exact map against the
-//!   model of MirrorMaker 2's sampled offset syncs, on synthetic partitions.
+//!   model of MirrorMaker 2's sampled offset syncs, on synthetic partitions;
+//! - [`watch`]: a mirror watched from outside (the target's end offsets and the processes'
+//!   CPU, polled), and the topic clean-up between runs.
 //!
 //! Nothing here is part of strait: this is its own cargo project, built by `bench/run`.
 
 pub mod precision;
 pub mod raw;
 pub mod rdk;
+pub mod watch;
 pub mod workload;
 
 /// Seconds since `start`, as a float, for the JSON results.

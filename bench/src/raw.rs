@@ -161,6 +161,7 @@ pub async fn replay(
         .create_topic(NewTopic::new(target_topic, partitions).replication_factor(1))
         .await
         .with_context(|| format!("create {target_topic}"))?;
+    crate::watch::wait_partitions_ready(target, target_topic, partitions as usize).await?;
     let producer = RawProducer::new(target.clone(), ProducerConfig::default()).await?;
     // Round-robin over partitions, so each request carries many partitions.
     let mut list = Vec::with_capacity(batches.batches());

@@ -7,13 +7,17 @@
 //! - `ceiling`: the broker-bound ceiling: a topic's batches read into memory first, then
 //!   written to a new target topic by a raw producer that does nothing else; the time is the
 //!   target's ingest time for exactly those batches;
-//! - `precision`: offset translation at failover, strait against the MM2 model.
+//! - `precision`: offset translation at failover, strait against the MM2 model;
+//! - `watch`: polls a target topic's end offsets until it holds a number of records, with the
+//!   CPU of the processes named at every poll (a JSON line per poll, to `--out`): the measured
+//!   window of every mirror run;
+//! - `clean`: deletes every non-internal topic of a cluster but the ones kept.
 
 use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use strait_bench::workload::Pool;
-use strait_bench::{precision, raw, rdk};
+use strait_bench::{precision, raw, rdk, watch};
 
 #[derive(Debug, Parser)]
 #[command(name = "bench-tool")]
@@ -69,6 +73,35 @@ enum Command {
         topic: String,
         #[arg(long)]
         target_topic: String,
+    },
+    /// Poll `--topic` on `--bootstrap` until it holds `--records` records; one JSON line per
+    /// poll (when the count changed) to `--out`, with the CPU seconds of each `--pid`.
+    Watch {
+        #[arg(long)]
+        bootstrap: String,
+        #[arg(long)]
+        topic: String,
+        #[arg(long)]
+        records: i64,
+        /// Processes whose CPU is sampled (repeat the option).
+        #[arg(long = "pid")]
+        pids: Vec<u32>,
+        /// Fail once this process has exited and the topic stays short for 30 s.
+        #[arg(long)]
+        exit_pid: Option<u32>,
+        #[arg(long, default_value_t = 100)]
+        interval_ms: u64,
+        #[arg(long, default_value_t = 3600)]
+        timeout_s: u64,
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
+    /// Delete every topic of `--bootstrap` except internal ones and each `--keep`.
+    Clean {
+        #[arg(long)]
+        bootstrap: String,
+        #[arg(long)]
+        keep: Vec<String>,
     },
     /// Offset translation at failover for groups at lags 0 to `--max-lag`.
     Precision {
@@ -152,6 +185,35 @@ fn main() -> anyhow::Result<()> {
                 "wire_bytes": r.wire_bytes,
                 "seconds": r.seconds,
             }))
+        })?,
+        Command::Watch {
+            bootstrap,
+            topic,
+            records,
+            pids,
+            exit_pid,
+            interval_ms,
+            timeout_s,
+            out,
+        } => runtime.block_on(async {
+            let client = raw::connect(&bootstrap).await?;
+            let spec = watch::WatchSpec {
+                topic,
+                records,
+                pids,
+                interval: std::time::Duration::from_millis(interval_ms),
+                timeout: std::time::Duration::from_secs(timeout_s),
+                exit_pid,
+                grace: std::time::Duration::from_secs(30),
+            };
+            let mut file = std::io::BufWriter::new(std::fs::File::create(&out)?);
+            watch::watch(&client, &spec, &mut file).await?;
+            anyhow::Ok(serde_json::json!({ "done": true }))
+        })?,
+        Command::Clean { bootstrap, keep } => runtime.block_on(async {
+            let client = raw::connect(&bootstrap).await?;
+            let deleted = watch::clean(&client, &keep).await?;
+            anyhow::Ok(serde_json::json!({ "deleted": deleted }))
         })?,
         Command::Precision {
             max_lag,
