@@ -1,4 +1,4 @@
-//! MM2's topic ACL sync (`reference/mm2.md` §1.9) against Apache Kafka and at the request level:
+//! MM2's topic ACL sync (`docs/mm2-behaviour.md` §1.9) against Apache Kafka and at the request level:
 //!
 //! - **Kafka with `StandardAuthorizer` at both ends**: ACLs made on the source are copied to the
 //!   target as MM2's rules say, the target's ACLs read back by Kafka's own `kafka-acls` tool;
