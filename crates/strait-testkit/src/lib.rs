@@ -21,7 +21,6 @@ mod rdk;
 mod record;
 mod secure;
 mod txn;
-mod txn2;
 
 pub use clusters::{Broker, ClusterOptions, Clusters, Which, QUICK_COMPACTION};
 pub use java::{java_command, kafka_classpath, kafka_conf_dir, kafka_tool, KAFKA_VERSION};
