@@ -64,6 +64,9 @@ pub const DUPLICATE_RECORDS: &str = "strait_duplicate_records_total";
 /// Records found on the target after a restart and matched, so not written again; per
 /// partition.
 pub const RECOVERED_RECORDS: &str = "strait_recovered_records_total";
+/// 1 while the target refuses a partition's batches for good (too large, invalid, a policy,
+/// an ACL) and the partition waits to be tried again, else 0; per partition.
+pub const PARTITION_REFUSED: &str = "strait_partition_refused";
 /// How far a group's translated offset could be off, in records: 0 when exact; per group and
 /// partition.
 pub const TRANSLATION_ERROR: &str = "strait_translation_error_records";
@@ -202,6 +205,11 @@ pub fn describe() {
     );
     describe_counter!(FLOW_STALLS, Unit::Count, "Times the flow stalled.");
     describe_gauge!(
+        PARTITION_REFUSED,
+        Unit::Count,
+        "1 while the target refuses the partition's batches for good (too large, invalid, a policy, an ACL): the partition waits and is tried again with backoff, the others go on."
+    );
+    describe_gauge!(
         FLOW_LAST_ROUND,
         Unit::Seconds,
         "When the flow's last round finished, in seconds since the Unix epoch."
@@ -322,6 +330,7 @@ struct PartitionHandles {
     lost: Counter,
     duplicates: Counter,
     recovered: Counter,
+    refused: Gauge,
     entry: Arc<PartitionEntry>,
 }
 
@@ -365,6 +374,7 @@ impl PartitionMetrics {
             lost: ::metrics::counter!(LOST_RECORDS, &partition),
             duplicates: ::metrics::counter!(DUPLICATE_RECORDS, &partition),
             recovered: ::metrics::counter!(RECOVERED_RECORDS, &partition),
+            refused: ::metrics::gauge!(PARTITION_REFUSED, &partition),
             entry,
         };
         // Present from the start, so "none lost" reads as 0, not as a missing series.
@@ -442,6 +452,16 @@ impl PartitionMetrics {
     /// Something went wrong with this partition (it is retried).
     pub(crate) fn error(&self, message: impl std::fmt::Display) {
         self.0.entry.error(message.to_string(), &Now::new());
+    }
+
+    /// The target refuses the partition's batches for good (`Some(why)`; also its last error),
+    /// or took them again (`None`).
+    pub(crate) fn refused(&self, why: Option<&str>) {
+        self.0.refused.set(if why.is_some() { 1.0 } else { 0.0 });
+        if let Some(why) = why {
+            self.error(why);
+        }
+        self.0.entry.refused(why.is_some());
     }
 
     /// The partition resumes at `position`, where its map ends.

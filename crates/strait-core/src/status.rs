@@ -186,6 +186,10 @@ pub struct PartitionStatus {
     pub duplicate_records: u64,
     /// The last error about this partition.
     pub last_error: Option<ErrorNote>,
+    /// True while the target refuses this partition's batches for good (too large, invalid, a
+    /// policy, an ACL; `last_error` says which): it waits and is tried again with backoff.
+    #[serde(default)]
+    pub refused: bool,
 }
 
 /// The status of every flow of this process, in name order.
@@ -493,6 +497,7 @@ struct PartitionData {
     /// When the partition was last seen caught up, ms since the epoch.
     caught_up_ms: Option<i64>,
     last_error: Option<(String, i64)>,
+    refused: bool,
     rate: Rate,
 }
 
@@ -508,6 +513,7 @@ impl PartitionData {
             last_mirrored_ms: None,
             caught_up_ms: None,
             last_error: None,
+            refused: false,
             rate: Rate::default(),
         }
     }
@@ -547,6 +553,10 @@ impl PartitionEntry {
 
     pub(crate) fn error(&self, message: String, now: &Now) {
         lock(&self.data).last_error = Some((message, now.unix_ms));
+    }
+
+    pub(crate) fn refused(&self, refused: bool) {
+        lock(&self.data).refused = refused;
     }
 
     /// Where the partition stands after a round (`position` all on the target), or after a
@@ -598,6 +608,7 @@ impl PartitionEntry {
             lost_records: d.lost,
             duplicate_records: d.duplicates,
             last_error: d.last_error.as_ref().map(|(m, at)| error_note(m, *at, now)),
+            refused: d.refused,
         }
     }
 }

@@ -222,6 +222,26 @@ impl Error {
         }
     }
 
+    /// Whether the broker refused a produced batch for good: the same bytes to the same
+    /// partition will be refused again until someone changes the topic or the permissions
+    /// (a batch over the topic's `max.message.bytes`, a record the broker rejects, a policy, an
+    /// ACL). Only that partition is affected; the producer's other partitions can go on.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self.code(),
+            Some(
+                ResponseError::MessageTooLarge
+                    | ResponseError::RecordListTooLarge
+                    | ResponseError::InvalidRecord
+                    | ResponseError::InvalidTimestamp
+                    | ResponseError::PolicyViolation
+                    | ResponseError::TopicAuthorizationFailed
+                    | ResponseError::InvalidTopicException
+                    | ResponseError::UnsupportedForMessageFormat
+            )
+        )
+    }
+
     /// The broker error code, if this is one.
     pub fn code(&self) -> Option<ResponseError> {
         match self {

@@ -13,8 +13,15 @@
 //! in order. A retry of a batch that was in fact written is answered with its original offset (or
 //! DUPLICATE_SEQUENCE_NUMBER, an [`Error::DuplicateSequence`]), never appended twice. A batch
 //! that fails for good leaves a hole in its partition's sequence; that partition then refuses
-//! further batches until a new producer is made, so nothing after the hole can be written out of
-//! order.
+//! further batches until the producer's epoch is bumped ([`RawProducer::bump_epoch`]), so
+//! nothing after the hole can be written out of order.
+//!
+//! The epoch is bumped on the client, as Kafka's own idempotent producer does (KIP-360): the
+//! same producer id with epoch + 1 and every sequence back to 0. The broker accepts a higher
+//! epoch starting at sequence 0 and from then on refuses the lower one, so a late batch of the
+//! old epoch cannot land after the new epoch's. Taking a new producer id instead would leave
+//! one more producer's state on every partition of the target until it expires, which is what
+//! a producer failing in a loop must not do (KIP-936).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex as StdMutex};
@@ -154,6 +161,26 @@ impl RawProducer {
             producer_epoch: resp.producer_epoch,
             partitions: StdMutex::new(HashMap::new()),
         })
+    }
+
+    /// Starts a new epoch of the same producer id, every partition's sequence back to 0, so
+    /// that partitions whose sequence has a hole (a batch failed for good, or its fate is
+    /// unknown) can be written again. Call it only when no batch is in flight (no `send_all`
+    /// running). At the last epoch, a new producer id is taken instead.
+    pub async fn bump_epoch(&mut self) -> Result<()> {
+        if self.producer_epoch == i16::MAX {
+            let fresh = Self::new(self.client.clone(), self.config.clone()).await?;
+            *self = fresh;
+            return Ok(());
+        }
+        self.producer_epoch += 1;
+        self.partitions.lock().map_err(|_| Error::Closed)?.clear();
+        tracing::info!(
+            producer_id = self.producer_id,
+            epoch = self.producer_epoch,
+            "idempotent producer epoch bumped; sequences start again at 0"
+        );
+        Ok(())
     }
 
     /// Our producer id and epoch.

@@ -118,7 +118,28 @@ struct PartitionState {
     source_end: i64,
     /// Where its events are counted (`/metrics`, `/v1/status`).
     metrics: PartitionMetrics,
+    /// Set while the target refuses the partition's batches for good.
+    refused: Option<Refused>,
 }
+
+/// A partition whose batches the target refuses for good (MESSAGE_TOO_LARGE, INVALID_RECORD,
+/// POLICY_VIOLATION, TOPIC_AUTHORIZATION_FAILED ...): it is left out of fetches until
+/// `retry_at`, then placed again from its map and tried once more, with a growing wait. The
+/// other partitions go on meanwhile.
+#[derive(Debug)]
+struct Refused {
+    /// The first source offset of the refused write: where the partition resumes.
+    resume: i64,
+    /// When to try again.
+    retry_at: Instant,
+    /// Whether it has been placed again for the try at `retry_at`.
+    retrying: bool,
+    /// The waits between tries: 1 s doubling up to 5 minutes.
+    backoff: strait_kafka::backoff::Backoff,
+}
+
+/// The first wait after a refusal, and the longest.
+const REFUSED_BACKOFF: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(300));
 
 /// A planned change to a partition's map, applied after the round's writes are acknowledged.
 #[derive(Debug)]
@@ -176,6 +197,9 @@ pub struct Flow {
     next_config_sync: Instant,
     /// Set after a failure: the producer and positions must be re-established first.
     needs_reset: bool,
+    /// Set when the target no longer knows our producer id: the reset takes a new one rather
+    /// than bumping the epoch.
+    fresh_producer: bool,
     stats: FlowStats,
     /// The map as last persisted, for readers beside the flow (checkpoints, the HTTP API).
     published: tokio::sync::watch::Sender<std::sync::Arc<OffsetMap>>,
@@ -250,6 +274,7 @@ impl Flow {
             next_refresh: Instant::now(),
             next_config_sync: Instant::now(),
             needs_reset: false,
+            fresh_producer: false,
             stats: FlowStats::default(),
             published,
             metrics,
@@ -292,6 +317,11 @@ impl Flow {
         self.stats
     }
 
+    /// The target producer's id and epoch (the epoch grows after each failed write).
+    pub fn producer_id(&self) -> (i64, i16) {
+        self.producer.producer_id()
+    }
+
     /// The exact offset map.
     pub fn map(&self) -> &OffsetMap {
         &self.map
@@ -320,7 +350,7 @@ impl Flow {
                     continue;
                 }
                 let remote = TopicPartition::new(&t.remote, p);
-                let position = self.initial_position(&tp, &remote).await?;
+                let position = self.initial_position(&tp, &remote, None).await?;
                 let metrics = self.metrics.partition(&tp, &remote);
                 metrics.placed(position);
                 self.partitions.insert(
@@ -330,6 +360,7 @@ impl Flow {
                         position,
                         source_end: position,
                         metrics,
+                        refused: None,
                     },
                 );
             }
@@ -371,11 +402,13 @@ impl Flow {
     }
 
     /// Where a partition resumes: the end of its map, after matching whatever the target holds
-    /// beyond it; or the source's log start for a partition never mirrored.
+    /// beyond it; or for a partition never mirrored, `unmapped` if given (where it was before),
+    /// else its start position (the source's log start, or its end under `latest`).
     async fn initial_position(
         &mut self,
         tp: &TopicPartition,
         remote: &TopicPartition,
+        unmapped: Option<i64>,
     ) -> Result<i64, FlowError> {
         let sp = source_partition(tp);
         let mapped = self
@@ -407,7 +440,10 @@ impl Flow {
                     .await?
                     .offset;
                 if target_end <= target_start {
-                    return self.start_position(tp, earliest).await;
+                    return match unmapped {
+                        Some(position) => Ok(position),
+                        None => self.start_position(tp, earliest).await,
+                    };
                 }
                 self.align_without_map(tp, remote, earliest, target_start, target_end)
                     .await?
@@ -882,6 +918,7 @@ impl Flow {
                 self.next_config_sync = Instant::now() + every;
             }
         }
+        self.replace_refused().await?;
         // Kafka fills a fetch answer in request order, and lets only the first partition with
         // data go past its size limit (KIP-74): asked always in the same order, partitions late
         // in it (or whose next batch is larger than the limit) could get nothing round after
@@ -905,6 +942,9 @@ impl Flow {
             .iter()
             .filter_map(|tp| {
                 let p = self.partitions.get(tp)?;
+                if p.refused.as_ref().is_some_and(|r| !r.retrying) {
+                    return None;
+                }
                 Some(FetchPosition {
                     max_bytes: self.options.partition_max_bytes,
                     ..FetchPosition::new(tp.clone(), p.position)
@@ -1094,7 +1134,13 @@ impl Flow {
             .collect();
         self.metrics.in_flight(0);
         let mut records = 0u64;
+        // Partitions with a failed write: nothing after it is recorded this round.
         let mut failed: std::collections::BTreeSet<TopicPartition> = Default::default();
+        // Writes the target refused for good: (partition, first source offset, why).
+        let mut refusals: Vec<(TopicPartition, i64, strait_kafka::Error)> = Vec::new();
+        // Whether a write failed in a way that needs every partition placed again (its fate
+        // unknown: a timeout, a broker gone), not only the refused ones.
+        let mut reset = false;
         for (tp, step) in plans {
             if failed.contains(&tp) {
                 // Everything after a failed write waits for the map-driven restart.
@@ -1141,14 +1187,27 @@ impl Flow {
                         }
                         records += ack.record_count as u64;
                         self.stats.bytes += sends[send].1.bytes.len() as u64;
-                        if let Some(state) = self.partitions.get(&tp) {
+                        if let Some(state) = self.partitions.get_mut(&tp) {
                             let batch = &sends[send].1;
                             state.metrics.written(
                                 ack.record_count as u64,
                                 batch.bytes.len() as u64,
                                 batch.header.max_timestamp,
                             );
+                            if state.refused.take().is_some() {
+                                tracing::info!(
+                                    flow = %self.config.name(),
+                                    partition = %tp,
+                                    "the target takes this partition's batches again"
+                                );
+                                state.metrics.refused(None);
+                            }
                         }
+                    }
+                    Some(Err(e)) if e.is_refusal() => {
+                        let from = runs.first().map_or(0, |r| r.0);
+                        refusals.push((tp.clone(), from, e));
+                        failed.insert(tp);
                     }
                     Some(Err(e)) => {
                         tracing::warn!(flow = %self.config.name(), partition = %tp, error = %e, "produce failed; resuming from the offset map");
@@ -1157,19 +1216,31 @@ impl Flow {
                                 .metrics
                                 .error(format_args!("produce to the target: {e}"));
                         }
+                        self.fresh_producer |= needs_new_producer(&e);
                         failed.insert(tp);
+                        reset = true;
                     }
                     None => {
                         failed.insert(tp);
+                        reset = true;
                     }
                 },
             }
         }
-        let failed = !failed.is_empty();
         self.stats.records += records;
         self.persist_map().await?;
         self.flush_offset_syncs(false).await?;
-        if failed {
+        if !refusals.is_empty() {
+            for (tp, from, e) in refusals {
+                self.refuse(&tp, from, &e);
+            }
+            if !reset {
+                // The refused partitions' sequences have a hole; nothing is in flight.
+                self.producer.bump_epoch().await?;
+            }
+            caught_up = false;
+        }
+        if reset {
             self.needs_reset = true;
             self.reset_after_failure().await?;
             self.needs_reset = false;
@@ -1201,21 +1272,92 @@ impl Flow {
         Ok(())
     }
 
-    /// After a produce failure the producer's sequences have a hole: start a new producer and
-    /// put every partition back where its map ends, matching what the target already holds.
+    /// After a produce failure the producer's sequences have a hole: start a new epoch of the
+    /// producer (a new producer id only if the target no longer knows ours) and put every
+    /// partition back where its map ends, matching what the target already holds.
     async fn reset_after_failure(&mut self) -> Result<(), FlowError> {
-        self.producer =
-            RawProducer::new(self.target.clone(), self.options.producer.clone()).await?;
-        let parts: Vec<(TopicPartition, TopicPartition)> = self
+        if std::mem::take(&mut self.fresh_producer) {
+            self.producer =
+                RawProducer::new(self.target.clone(), self.options.producer.clone()).await?;
+        } else {
+            self.producer.bump_epoch().await?;
+        }
+        let parts: Vec<(TopicPartition, TopicPartition, Option<i64>)> = self
             .partitions
             .iter()
-            .map(|(tp, p)| (tp.clone(), p.remote.clone()))
+            .map(|(tp, p)| {
+                let resume = p.refused.as_ref().map(|r| r.resume);
+                (tp.clone(), p.remote.clone(), resume)
+            })
             .collect();
-        for (tp, remote) in parts {
-            let position = self.initial_position(&tp, &remote).await?;
+        for (tp, remote, resume) in parts {
+            let position = self.initial_position(&tp, &remote, resume).await?;
             if let Some(p) = self.partitions.get_mut(&tp) {
                 p.position = position;
                 p.metrics.placed(position);
+            }
+        }
+        Ok(())
+    }
+
+    /// The target refused the write of `tp` from source offset `from` for good: the partition
+    /// goes back to `from` and waits (logged at error the first time, at debug after), the
+    /// others go on.
+    fn refuse(&mut self, tp: &TopicPartition, from: i64, e: &strait_kafka::Error) {
+        let flow = self.config.name();
+        let Some(state) = self.partitions.get_mut(tp) else {
+            return;
+        };
+        state.position = from;
+        let first = state.refused.is_none();
+        let refused = state.refused.get_or_insert_with(|| Refused {
+            resume: from,
+            retry_at: Instant::now(),
+            retrying: false,
+            backoff: strait_kafka::backoff::Backoff::new(REFUSED_BACKOFF.0, REFUSED_BACKOFF.1),
+        });
+        let wait = refused.backoff.next_wait();
+        refused.resume = from;
+        refused.retrying = false;
+        refused.retry_at = Instant::now() + wait;
+        let why = format!(
+            "the target refuses the batch from source offset {from} for good ({e}); the \
+             partition waits and is tried again in {:.1} s, then less and less often (at most \
+             every {} s); the other partitions go on. Fix it on the target: the remote topic's \
+             max.message.bytes (or the broker's message.max.bytes), its policies or its ACLs",
+            wait.as_secs_f64(),
+            REFUSED_BACKOFF.1.as_secs()
+        );
+        if first {
+            tracing::error!(flow = %flow, partition = %tp, remote = %state.remote, offset = from, error = %e, "{why}");
+        } else {
+            tracing::debug!(flow = %flow, partition = %tp, offset = from, error = %e, "refused again");
+        }
+        state.metrics.refused(Some(&why));
+    }
+
+    /// Places again, from their maps, the refused partitions whose wait is over, so the next
+    /// fetch tries them once more.
+    async fn replace_refused(&mut self) -> Result<(), FlowError> {
+        let now = Instant::now();
+        let due: Vec<(TopicPartition, TopicPartition, i64)> = self
+            .partitions
+            .iter()
+            .filter_map(|(tp, p)| {
+                let r = p.refused.as_ref()?;
+                (!r.retrying && r.retry_at <= now).then(|| (tp.clone(), p.remote.clone(), r.resume))
+            })
+            .collect();
+        for (tp, remote, resume) in due {
+            // A later batch of the refused write may have landed (a partition the producer had
+            // never written to accepts any sequence): matching the target's tail finds it.
+            let position = self.initial_position(&tp, &remote, Some(resume)).await?;
+            if let Some(p) = self.partitions.get_mut(&tp) {
+                p.position = position;
+                p.metrics.placed(position);
+                if let Some(r) = &mut p.refused {
+                    r.retrying = true;
+                }
             }
         }
         Ok(())
@@ -1268,6 +1410,20 @@ impl Flow {
         }
         Ok(())
     }
+}
+
+/// Whether a failed write means the target no longer accepts our producer id and epoch, so
+/// that only a new producer id helps.
+fn needs_new_producer(e: &strait_kafka::Error) -> bool {
+    matches!(
+        e.code(),
+        Some(
+            ResponseError::InvalidProducerEpoch
+                | ResponseError::ProducerFenced
+                | ResponseError::UnknownProducerId
+                | ResponseError::InvalidProducerIdMapping
+        )
+    )
 }
 
 /// Whether the last thing `map` recorded is a lost range that ends at `src`, with nothing
