@@ -298,7 +298,10 @@ fn render_flow(out: &mut String, f: &FlowStatus) {
             [
                 t.topic.clone(),
                 t.remote_topic.clone(),
-                t.partitions.len().to_string(),
+                match t.partitions.iter().filter(|p| p.refused).count() {
+                    0 => t.partitions.len().to_string(),
+                    refused => format!("{} ({refused} refused)", t.partitions.len()),
+                },
                 count_i(t.lag_records),
                 lag_seconds(t.lag_seconds),
                 rate(t.records_per_second),
