@@ -891,3 +891,92 @@ async fn a_remote_topic_created_again_on_the_target_is_refused_not_written_over(
         "every source record once on the new remote topic"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_that_loses_acknowledged_records_mid_run_is_caught_then_and_at_restart() {
+    // What an unclean leader election does to the remote topic while strait runs: the records
+    // it acknowledged are gone and the next write lands below them. Deleting and creating the
+    // remote topic again does the same on one broker. The round that sees it says so (not a
+    // map error about overlapping segments), and a restart refuses too, although the target
+    // has by then grown past the map's end again.
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let src = client(&clusters.source.bootstrap).await;
+    let tgt = client(&clusters.target.bootstrap).await;
+    src.create_topic(NewTopic::new("ledger2", 1)).await.unwrap();
+    rdk.produce(
+        &clusters.source.bootstrap,
+        "ledger2",
+        &records(1, 100, "a"),
+        "none",
+    );
+    let mut flow = start(&clusters, "").await;
+    flow.run_until_caught_up().await.unwrap();
+    let remote = TopicPartition::new("source.ledger2", 0);
+
+    let deleted = tgt.delete_topics(&["source.ledger2"]).await.unwrap();
+    assert!(deleted.iter().all(|(_, r)| r.is_ok()), "{deleted:?}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        // Kafka may still be deleting the old topic for a moment.
+        match tgt.create_topic(NewTopic::new("source.ledger2", 1)).await {
+            Ok(()) => break,
+            Err(e) => assert!(tokio::time::Instant::now() < deadline, "{e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Ready for writes before the flow writes to it (else the write fails and the flow's
+    // start-of-partition check catches it instead).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while tgt
+        .list_offset(&remote, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
+        .await
+        .is_err()
+    {
+        assert!(tokio::time::Instant::now() < deadline, "the new topic has no leader");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    rdk.produce(
+        &clusters.source.bootstrap,
+        "ledger2",
+        &records(1, 150, "b"),
+        "none",
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let caught = loop {
+        match flow.round().await {
+            Err(e) if !e.is_retriable() => break e.to_string(),
+            other => assert!(
+                tokio::time::Instant::now() < deadline,
+                "no round saw the lost records: {other:?}"
+            ),
+        }
+    };
+    assert!(
+        caught.contains("lost records it had acknowledged")
+            && caught.contains("landed at target offset 0")
+            && caught.contains("end at target offset 100")
+            && caught.contains("strait-offset-map.source.internal"),
+        "{caught}"
+    );
+    drop(flow);
+
+    let (_, end) = log_range(&tgt, "source.ledger2").await;
+    assert!(end >= 100, "the target grew past the map's end again ({end})");
+    let refused = match Flow::start(
+        common::flow_config(&clusters.source.bootstrap, &clusters.target.bootstrap, ""),
+        strait_core::flow::FlowOptions::default(),
+        client(&clusters.source.bootstrap).await,
+        client(&clusters.target.bootstrap).await,
+    )
+    .await
+    {
+        Ok(_) => panic!("the flow started over a remote topic that lost its records"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        refused.contains("source.ledger2-0 on the target holds at offset 99 a record that is not the copy of source offset 99")
+            && refused.contains("strait-offset-map.source.internal"),
+        "{refused}"
+    );
+}

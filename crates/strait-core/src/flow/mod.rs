@@ -449,6 +449,14 @@ impl Flow {
                     .await?
             }
         };
+        if let Some(last) = self
+            .map
+            .partition(&sp)
+            .and_then(|m| m.segments().last().copied())
+        {
+            self.check_last_copy(tp, remote, &last, target_start)
+                .await?;
+        }
         if target_end > dst {
             let from = dst.max(target_start);
             if from > dst {
@@ -471,15 +479,63 @@ impl Flow {
                 "{remote} on the target ends at offset {target_end}, but the offset map says \
                  {dst} records were written to it: the remote topic was deleted and created \
                  again, or truncated, on the target, and the records below offset {dst} that \
-                 were mirrored to it are gone. strait stops rather than write at offsets the \
-                 map gives to other records. To mirror again what is missing, delete the map \
-                 topic {} on the target and start strait: it rebuilds the map from what the \
-                 remote topics hold (records it can match against the source are not written \
-                 again) and copies the rest",
-                MapStore::topic_name(self.config.source_alias.as_str())
+                 were mirrored to it are gone. {}",
+                self.remap_advice()
             )));
         }
         Ok(src)
+    }
+
+    /// What to do when the target lost records the map says it holds.
+    fn remap_advice(&self) -> String {
+        format!(
+            "strait stops rather than write at offsets the map gives to other records. To \
+             mirror again what is missing, delete the map topic {} on the target and start \
+             strait: it rebuilds the map from what the remote topics hold (records it can match \
+             against the source are not written again) and copies the rest",
+            MapStore::topic_name(self.config.source_alias.as_str())
+        )
+    }
+
+    /// The target must still hold, at the last target offset the map gives, a copy of its
+    /// source record: if it holds another record there, the remote topic lost records it had
+    /// acknowledged (an unclean leader election on the target, or the topic deleted and created
+    /// again) and was written to since, so that its end alone no longer shows it. Where either
+    /// record is gone (retention, compaction), nothing can be told and nothing is said.
+    async fn check_last_copy(
+        &self,
+        tp: &TopicPartition,
+        remote: &TopicPartition,
+        last: &strait_wire::offset_map::Segment,
+        target_start: i64,
+    ) -> Result<(), FlowError> {
+        let (src, dst) = (last.src_end() - 1, last.dst_end() - 1);
+        if dst < target_start {
+            return Ok(());
+        }
+        let options = FetchOptions {
+            max_wait: Duration::from_millis(10),
+            isolation: IsolationLevel::ReadUncommitted,
+            ..FetchOptions::default()
+        };
+        let Some(copy) = record_at(&self.target, remote, dst, &options).await? else {
+            return Ok(());
+        };
+        let Some(original) = record_at(&self.source, tp, src, &options).await? else {
+            return Ok(());
+        };
+        if copy.same_record(&original) {
+            return Ok(());
+        }
+        Err(FlowError::Map(format!(
+            "{remote} on the target holds at offset {dst} a record that is not the copy of \
+             source offset {src} the offset map says was written there ({} differ, target vs \
+             source): the remote topic lost records it had acknowledged (an unclean leader \
+             election on the target, or the topic deleted and created again) and was written \
+             to since. {}",
+            copy.differences(&original),
+            self.remap_advice()
+        )))
     }
 
     /// A partition without a map whose remote topic holds `target_start..target_end` (MM2 or an
@@ -1138,6 +1194,8 @@ impl Flow {
         let mut failed: std::collections::BTreeSet<TopicPartition> = Default::default();
         // Writes the target refused for good: (partition, first source offset, why).
         let mut refusals: Vec<(TopicPartition, i64, strait_kafka::Error)> = Vec::new();
+        // A write that landed below what the map says the target holds: the target lost records.
+        let mut truncated: Option<FlowError> = None;
         // Whether a write failed in a way that needs every partition placed again (its fate
         // unknown: a timeout, a broker gone), not only the refused ones.
         let mut reset = false;
@@ -1157,14 +1215,24 @@ impl Flow {
                 }
                 Step::Write { send, runs } => match acks.get_mut(send).and_then(Option::take) {
                     Some(Ok(ack)) => {
+                        let map_dst_end = self.map.partition(&sp).and_then(|m| m.dst_end());
+                        if let Some(end) = map_dst_end.filter(|end| ack.base_offset < *end) {
+                            // The target took this write below records it had acknowledged:
+                            // it lost them. Nothing more is recorded for the partition.
+                            let from = runs.first().map_or(0, |r| r.0);
+                            truncated.get_or_insert(self.target_truncated(
+                                &tp,
+                                from,
+                                ack.base_offset,
+                                end,
+                            ));
+                            failed.insert(tp);
+                            continue;
+                        }
                         // Target records between the map's end and this write are copies of
                         // source records the map could not account for (an earlier run wrote
                         // them and stopped before recording them).
-                        let mapped_end = self
-                            .map
-                            .partition(&sp)
-                            .and_then(|m| m.dst_end())
-                            .max(self.orphan_ends.remove(&tp));
+                        let mapped_end = map_dst_end.max(self.orphan_ends.remove(&tp));
                         if let Some(end) = mapped_end.filter(|e| ack.base_offset > *e) {
                             self.stats.duplicate_records += (ack.base_offset - end) as u64;
                             if let Some(state) = self.partitions.get(&tp) {
@@ -1230,6 +1298,9 @@ impl Flow {
         self.stats.records += records;
         self.persist_map().await?;
         self.flush_offset_syncs(false).await?;
+        if let Some(e) = truncated {
+            return Err(e);
+        }
         if !refusals.is_empty() {
             for (tp, from, e) in refusals {
                 self.refuse(&tp, from, &e);
@@ -1298,6 +1369,39 @@ impl Flow {
             }
         }
         Ok(())
+    }
+
+    /// A write of `tp` from source offset `from` landed at target offset `base`, below `end`
+    /// where the map says the records mirrored so far end: the target lost `base..end` (an
+    /// unclean leader election, the remote topic deleted and created again). Logged and shown
+    /// on the partition; the flow stops with the returned error, since translations into the
+    /// lost range are wrong and writing on would put records where the map gives others.
+    fn target_truncated(&self, tp: &TopicPartition, from: i64, base: i64, end: i64) -> FlowError {
+        let remote = self
+            .partitions
+            .get(tp)
+            .map_or_else(|| tp.to_string(), |p| p.remote.to_string());
+        let what = format!(
+            "{remote} on the target lost records it had acknowledged: the write of source \
+             offset {from} onwards landed at target offset {base}, but the offset map says the \
+             records mirrored so far end at target offset {end}, so target records {base}..{end} \
+             ({} records) are gone or were replaced (an unclean leader election on the target, \
+             or the remote topic deleted and created again)",
+            end - base
+        );
+        tracing::error!(
+            flow = %self.config.name(),
+            partition = %tp,
+            remote = %remote,
+            target_offset = base,
+            mapped_end = end,
+            target_records_gone = end - base,
+            "{what}"
+        );
+        if let Some(p) = self.partitions.get(tp) {
+            p.metrics.error(&what);
+        }
+        FlowError::Map(format!("{what}. {}", self.remap_advice()))
     }
 
     /// The target refused the write of `tp` from source offset `from` for good: the partition
@@ -1502,6 +1606,28 @@ async fn fetch_data(
     Ok(results
         .remove(tp)
         .unwrap_or(Err(strait_kafka::Error::Closed))?)
+}
+
+/// The record at exactly `offset`, read uncommitted; `None` if it is gone (retention,
+/// compaction) or unreadable.
+async fn record_at(
+    client: &Client,
+    tp: &TopicPartition,
+    offset: i64,
+    options: &FetchOptions,
+) -> Result<Option<tail::TailRecord>, FlowError> {
+    let batches = match fetch_batches(client, tp, offset, options).await {
+        Ok(batches) => batches,
+        Err(e) if tail::is_out_of_range(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let Some(first) = batches.first() else {
+        return Ok(None);
+    };
+    Ok(tail::records_from(first, offset)
+        .ok()
+        .and_then(|records| records.into_iter().next())
+        .filter(|r| r.offset == offset))
 }
 
 async fn fetch_batches(
