@@ -126,7 +126,10 @@ def cmd_produce(args):
     config.update(
         {
             "acks": "all",
-            "linger.ms": 5,
+            # One produce call is one batch per partition (up to batch.size), which tests rely
+            # on: flush() sends at once, so a long linger costs nothing, while a short one splits
+            # a call into several batches on a busy machine.
+            "linger.ms": 1000,
             "compression.type": args.compression,
             "enable.idempotence": args.idempotent,
         }

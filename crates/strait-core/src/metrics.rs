@@ -64,9 +64,10 @@ pub const DUPLICATE_RECORDS: &str = "strait_duplicate_records_total";
 /// Records found on the target after a restart and matched, so not written again; per
 /// partition.
 pub const RECOVERED_RECORDS: &str = "strait_recovered_records_total";
-/// 1 while the target refuses a partition's batches for good (too large, invalid, a policy,
-/// an ACL) and the partition waits to be tried again, else 0; per partition.
-pub const PARTITION_REFUSED: &str = "strait_partition_refused";
+/// 1 while a partition is not mirrored: the target refuses its batches for good (too large,
+/// invalid, a policy, an ACL; tried again with backoff), or it no longer matches its offset map
+/// (needs a person); else 0. Per partition; its last error says which.
+pub const PARTITION_BLOCKED: &str = "strait_partition_blocked";
 /// How far a group's translated offset could be off, in records: 0 when exact; per group and
 /// partition.
 pub const TRANSLATION_ERROR: &str = "strait_translation_error_records";
@@ -205,9 +206,9 @@ pub fn describe() {
     );
     describe_counter!(FLOW_STALLS, Unit::Count, "Times the flow stalled.");
     describe_gauge!(
-        PARTITION_REFUSED,
+        PARTITION_BLOCKED,
         Unit::Count,
-        "1 while the target refuses the partition's batches for good (too large, invalid, a policy, an ACL): the partition waits and is tried again with backoff, the others go on."
+        "1 while the partition is not mirrored: the target refuses its batches for good (too large, invalid, a policy, an ACL; retried with backoff) or it no longer matches its offset map (a source or remote topic deleted and created again, truncated; needs a person). Its last error says which; the other partitions go on."
     );
     describe_gauge!(
         FLOW_LAST_ROUND,
@@ -330,7 +331,7 @@ struct PartitionHandles {
     lost: Counter,
     duplicates: Counter,
     recovered: Counter,
-    refused: Gauge,
+    blocked: Gauge,
     entry: Arc<PartitionEntry>,
 }
 
@@ -374,7 +375,7 @@ impl PartitionMetrics {
             lost: ::metrics::counter!(LOST_RECORDS, &partition),
             duplicates: ::metrics::counter!(DUPLICATE_RECORDS, &partition),
             recovered: ::metrics::counter!(RECOVERED_RECORDS, &partition),
-            refused: ::metrics::gauge!(PARTITION_REFUSED, &partition),
+            blocked: ::metrics::gauge!(PARTITION_BLOCKED, &partition),
             entry,
         };
         // Present from the start, so "none lost" reads as 0, not as a missing series.
@@ -454,14 +455,14 @@ impl PartitionMetrics {
         self.0.entry.error(message.to_string(), &Now::new());
     }
 
-    /// The target refuses the partition's batches for good (`Some(why)`; also its last error),
-    /// or took them again (`None`).
-    pub(crate) fn refused(&self, why: Option<&str>) {
-        self.0.refused.set(if why.is_some() { 1.0 } else { 0.0 });
+    /// The partition is not mirrored (`Some(why)`, also its last error), or is again
+    /// (`None`).
+    pub(crate) fn blocked(&self, why: Option<&str>) {
+        self.0.blocked.set(if why.is_some() { 1.0 } else { 0.0 });
         if let Some(why) = why {
             self.error(why);
         }
-        self.0.entry.refused(why.is_some());
+        self.0.entry.blocked(why.is_some());
     }
 
     /// The partition resumes at `position`, where its map ends.

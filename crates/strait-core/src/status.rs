@@ -186,10 +186,12 @@ pub struct PartitionStatus {
     pub duplicate_records: u64,
     /// The last error about this partition.
     pub last_error: Option<ErrorNote>,
-    /// True while the target refuses this partition's batches for good (too large, invalid, a
-    /// policy, an ACL; `last_error` says which): it waits and is tried again with backoff.
+    /// True while the partition is not mirrored (`last_error` says why): the target refuses its
+    /// batches for good (too large, invalid, a policy, an ACL), and it is tried again with a
+    /// growing wait; or it no longer matches its offset map (a source or remote topic deleted
+    /// and created again, or truncated), and it waits for a person.
     #[serde(default)]
-    pub refused: bool,
+    pub blocked: bool,
 }
 
 /// The status of every flow of this process, in name order.
@@ -497,7 +499,7 @@ struct PartitionData {
     /// When the partition was last seen caught up, ms since the epoch.
     caught_up_ms: Option<i64>,
     last_error: Option<(String, i64)>,
-    refused: bool,
+    blocked: bool,
     rate: Rate,
 }
 
@@ -513,7 +515,7 @@ impl PartitionData {
             last_mirrored_ms: None,
             caught_up_ms: None,
             last_error: None,
-            refused: false,
+            blocked: false,
             rate: Rate::default(),
         }
     }
@@ -555,8 +557,8 @@ impl PartitionEntry {
         lock(&self.data).last_error = Some((message, now.unix_ms));
     }
 
-    pub(crate) fn refused(&self, refused: bool) {
-        lock(&self.data).refused = refused;
+    pub(crate) fn blocked(&self, blocked: bool) {
+        lock(&self.data).blocked = blocked;
     }
 
     /// Where the partition stands after a round (`position` all on the target), or after a
@@ -608,7 +610,7 @@ impl PartitionEntry {
             lost_records: d.lost,
             duplicate_records: d.duplicates,
             last_error: d.last_error.as_ref().map(|(m, at)| error_note(m, *at, now)),
-            refused: d.refused,
+            blocked: d.blocked,
         }
     }
 }

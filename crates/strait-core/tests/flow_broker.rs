@@ -831,23 +831,23 @@ async fn a_remote_topic_created_again_on_the_target_is_refused_not_written_over(
     assert!(deleted.iter().all(|(_, r)| r.is_ok()), "{deleted:?}");
     let second = records(2, 10, "b");
     rdk.produce(&clusters.source.bootstrap, "ledger", &second, "none");
-    let refused = match Flow::start(
-        common::flow_config(&clusters.source.bootstrap, &clusters.target.bootstrap, ""),
-        strait_core::flow::FlowOptions::default(),
-        client(&clusters.source.bootstrap).await,
-        client(&clusters.target.bootstrap).await,
-    )
-    .await
-    {
-        Ok(_) => panic!("the flow started over a remote topic that lost its records"),
-        Err(e) => e.to_string(),
-    };
-    assert!(
-        refused.contains("source.ledger-")
-            && refused.contains("deleted and created again")
-            && refused.contains("strait-offset-map.source.internal"),
-        "{refused}"
-    );
+    // The flow starts, but both partitions are halted: they no longer match the map.
+    let mut flow = start(&clusters, "").await;
+    flow.run_until_caught_up().await.unwrap();
+    let halted = flow.halted();
+    assert_eq!(halted.len(), 2, "{halted:?}");
+    for (tp, why) in &halted {
+        assert!(
+            why.contains(&format!(
+                "source.ledger-{} on the target ends at offset",
+                tp.partition
+            )) && why.contains("deleted and created again")
+                && why.contains("strait-offset-map.source.internal"),
+            "{why}"
+        );
+    }
+    assert_eq!(flow.stats().records, 0);
+    drop(flow);
     let written = tgt
         .list_offset(
             &TopicPartition::new("source.ledger", 0),
@@ -893,12 +893,12 @@ async fn a_remote_topic_created_again_on_the_target_is_refused_not_written_over(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_target_that_loses_acknowledged_records_mid_run_is_caught_then_and_at_restart() {
+async fn a_target_that_loses_acknowledged_records_mid_run_is_halted_then_and_at_restart() {
     // What an unclean leader election does to the remote topic while strait runs: the records
     // it acknowledged are gone and the next write lands below them. Deleting and creating the
-    // remote topic again does the same on one broker. The round that sees it says so (not a
-    // map error about overlapping segments), and a restart refuses too, although the target
-    // has by then grown past the map's end again.
+    // remote topic again does the same on one broker. The round that sees it halts the
+    // partition and says why (not a map error about overlapping segments that stops the flow),
+    // and a restart halts it too, although the target has by then grown past the map's end.
     let clusters = Clusters::start();
     let rdk = Rdk::new();
     let src = client(&clusters.source.bootstrap).await;
@@ -933,7 +933,10 @@ async fn a_target_that_loses_acknowledged_records_mid_run_is_caught_then_and_at_
         .await
         .is_err()
     {
-        assert!(tokio::time::Instant::now() < deadline, "the new topic has no leader");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the new topic has no leader"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     rdk.produce(
@@ -944,13 +947,14 @@ async fn a_target_that_loses_acknowledged_records_mid_run_is_caught_then_and_at_
     );
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     let caught = loop {
-        match flow.round().await {
-            Err(e) if !e.is_retriable() => break e.to_string(),
-            other => assert!(
-                tokio::time::Instant::now() < deadline,
-                "no round saw the lost records: {other:?}"
-            ),
+        flow.round().await.expect("only the partition stops");
+        if let Some((_, why)) = flow.halted().pop() {
+            break why;
         }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no round saw the lost records"
+        );
     };
     assert!(
         caught.contains("lost records it had acknowledged")
@@ -962,21 +966,215 @@ async fn a_target_that_loses_acknowledged_records_mid_run_is_caught_then_and_at_
     drop(flow);
 
     let (_, end) = log_range(&tgt, "source.ledger2").await;
-    assert!(end >= 100, "the target grew past the map's end again ({end})");
-    let refused = match Flow::start(
-        common::flow_config(&clusters.source.bootstrap, &clusters.target.bootstrap, ""),
-        strait_core::flow::FlowOptions::default(),
-        client(&clusters.source.bootstrap).await,
-        client(&clusters.target.bootstrap).await,
-    )
-    .await
-    {
-        Ok(_) => panic!("the flow started over a remote topic that lost its records"),
-        Err(e) => e.to_string(),
-    };
+    assert!(
+        end >= 100,
+        "the target grew past the map's end again ({end})"
+    );
+    let flow = start(&clusters, "").await;
+    let halted = flow.halted();
+    assert_eq!(
+        halted.len(),
+        1,
+        "the restart halts the partition: {halted:?}"
+    );
+    let refused = &halted[0].1;
     assert!(
         refused.contains("source.ledger2-0 on the target holds at offset 99 a record that is not the copy of source offset 99")
             && refused.contains("strait-offset-map.source.internal"),
         "{refused}"
     );
+}
+
+/// Deletes `topic` on `client` and creates it again with `partitions`, once Kafka lets it.
+async fn recreate_topic(client: &strait_kafka::Client, topic: &str, partitions: i32) {
+    let deleted = client.delete_topics(&[topic]).await.unwrap();
+    assert!(deleted.iter().all(|(_, r)| r.is_ok()), "{deleted:?}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match client.create_topic(NewTopic::new(topic, partitions)).await {
+            Ok(()) => break,
+            Err(e) => assert!(tokio::time::Instant::now() < deadline, "{e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let tp = TopicPartition::new(topic, 0);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while client
+        .list_offset(&tp, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
+        .await
+        .is_err()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{topic} has no leader"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_topic_created_again_halts_its_partitions_and_nothing_is_skipped_unsaid() {
+    // The source topic is deleted and created again under the same name while strait mirrors
+    // it: its offsets start over. Seen by the topic id (KIP-516) while running, by offsets
+    // behind the map or a record that is not the one mirrored at a restart. Its partition is
+    // halted and says what to do; the other topic goes on; nothing of the new topic is
+    // written at offsets the old map describes, and the flow never exits over it. Doing what
+    // the message says mirrors every record of the new topic once, after the old copies.
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let src = client(&clusters.source.bootstrap).await;
+    let tgt = client(&clusters.target.bootstrap).await;
+    src.create_topic(NewTopic::new("reborn", 1)).await.unwrap();
+    src.create_topic(NewTopic::new("steady", 1)).await.unwrap();
+    let old = records(1, 100, "old");
+    rdk.produce(&clusters.source.bootstrap, "reborn", &old, "none");
+    rdk.produce(
+        &clusters.source.bootstrap,
+        "steady",
+        &records(1, 10, "s1"),
+        "none",
+    );
+    let mut flow = start(&clusters, "").await;
+    flow.run_until_caught_up().await.unwrap();
+
+    // While running: the topic comes back with fewer records than were mirrored, then more.
+    recreate_topic(&src, "reborn", 1).await;
+    let new_a = records(1, 30, "new-a");
+    rdk.produce(&clusters.source.bootstrap, "reborn", &new_a, "none");
+    rdk.produce(
+        &clusters.source.bootstrap,
+        "steady",
+        &records(1, 10, "s2"),
+        "none",
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while flow.halted().is_empty() {
+        flow.round().await.expect("the flow goes on");
+        assert!(tokio::time::Instant::now() < deadline, "not halted");
+    }
+    let halted = flow.halted();
+    assert_eq!(halted.len(), 1, "{halted:?}");
+    assert_eq!(halted[0].0, TopicPartition::new("reborn", 0));
+    let why = &halted[0].1;
+    assert!(
+        why.contains("deleted and created again")
+            && why.contains("strait-offset-map.source.internal"),
+        "{why}"
+    );
+    flow.run_until_caught_up().await.unwrap();
+    assert_eq!(
+        log_range(&tgt, "source.steady").await.1,
+        20,
+        "the other topic goes on"
+    );
+    let new_b = records(1, 200, "new-b");
+    rdk.produce(&clusters.source.bootstrap, "reborn", &new_b, "none");
+    for _ in 0..5 {
+        flow.round().await.unwrap();
+    }
+    assert_eq!(
+        log_range(&tgt, "source.reborn").await.1,
+        100,
+        "nothing of the new topic written"
+    );
+    drop(flow);
+
+    // A restart, with the new topic now past the old map's end: halted again, not exited.
+    let mut flow = start(&clusters, "").await;
+    let halted = flow.halted();
+    assert_eq!(halted.len(), 1, "{halted:?}");
+    assert!(
+        halted[0]
+            .1
+            .contains("or the source topic was deleted and created again"),
+        "{}",
+        halted[0].1
+    );
+    flow.run_until_caught_up().await.unwrap();
+    assert_eq!(log_range(&tgt, "source.reborn").await.1, 100);
+    assert_eq!(flow.stats().lost_records, 0);
+    drop(flow);
+
+    // What the message says: the map rebuilt by matching; the new topic follows the old copies.
+    delete_map_topic(&tgt).await;
+    let mut flow = start(&clusters, "").await;
+    assert!(flow.halted().is_empty(), "{:?}", flow.halted());
+    flow.run_until_caught_up().await.unwrap();
+    let got = rdk.consume(
+        &clusters.target.bootstrap,
+        "source.reborn",
+        330,
+        Duration::from_secs(30),
+    );
+    assert_eq!(got.len(), 330);
+    let want: Vec<&TestRecord> = old.iter().chain(&new_a).chain(&new_b).collect();
+    for (i, (w, h)) in want.iter().zip(&got).enumerate() {
+        assert!(w.same_payload(h), "target offset {i}: {w:?} vs {h:?}");
+    }
+    let map = flow
+        .map()
+        .partition(&SourcePartition::new("reborn", 0))
+        .unwrap();
+    for src_offset in [0, 29, 30, 229] {
+        assert_eq!(
+            map.translate(src_offset),
+            Translation::Exact {
+                target: 100 + src_offset
+            },
+            "new topic offset {src_offset}"
+        );
+    }
+    let steady = rdk.consume(
+        &clusters.target.bootstrap,
+        "source.steady",
+        20,
+        Duration::from_secs(30),
+    );
+    assert_eq!(steady.len(), 20);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_topic_created_again_and_grown_past_the_position_is_seen_by_its_topic_id() {
+    // Between two rounds the source topic is deleted, created again, and given more records
+    // than strait had mirrored: read by name, offset 100 of the new topic would be served and
+    // its records 0..100 skipped without a word. Fetch by topic id (v13) refuses the old id.
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let src = client(&clusters.source.bootstrap).await;
+    let tgt = client(&clusters.target.bootstrap).await;
+    src.create_topic(NewTopic::new("phoenix", 1)).await.unwrap();
+    rdk.produce(
+        &clusters.source.bootstrap,
+        "phoenix",
+        &records(1, 100, "old"),
+        "none",
+    );
+    let mut flow = start(&clusters, "").await;
+    flow.run_until_caught_up().await.unwrap();
+
+    recreate_topic(&src, "phoenix", 1).await;
+    rdk.produce(
+        &clusters.source.bootstrap,
+        "phoenix",
+        &records(1, 150, "new"),
+        "none",
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while flow.halted().is_empty() {
+        flow.round().await.expect("the flow goes on");
+        assert!(tokio::time::Instant::now() < deadline, "not halted");
+    }
+    let halted = flow.halted();
+    assert!(
+        halted[0]
+            .1
+            .contains("source topic phoenix was deleted and created again (its topic id was"),
+        "{halted:?}"
+    );
+    assert_eq!(
+        log_range(&tgt, "source.phoenix").await.1,
+        100,
+        "none of the new topic's records written"
+    );
+    assert_eq!(flow.stats().records, 100);
 }

@@ -1,7 +1,7 @@
 //! A flow whose source is the scripted fake broker (one broker, Kafka's answers) and whose target
 //! is a real cluster: the fake serves exactly the source logs a case needs, byte for byte and on
 //! demand (aborted transactions with their fetch list, compacted batches with holes, a log start
-//! inside a batch), where Kafka would need timing to show them (`flow_txn.rs` and
+//! inside a batch, an empty batch left by compaction, a legacy v1 message), where Kafka would need timing to show them (`flow_txn.rs` and
 //! `flow_compacted.rs` show them on Kafka itself), and the target shows what was really written.
 
 #![allow(unreachable_pub, dead_code, missing_docs)]
@@ -544,4 +544,88 @@ async fn a_batch_cut_by_the_log_start_is_rebuilt_from_the_position() {
             "source offset {p}"
         );
     }
+}
+
+/// An empty v2 batch covering `base..base + span`, as Kafka's log cleaner leaves one when it
+/// removed every record of a producer's last batch (the batch keeps the producer's state).
+fn empty_batch(base: i64, span: i32) -> Bytes {
+    let full = batch(&[Rec::plain(base)], PLAIN, Compression::None);
+    let mut b = BytesMut::from(&full[..61]);
+    b[8..12].copy_from_slice(&(61i32 - 12).to_be_bytes());
+    b[23..27].copy_from_slice(&(span - 1).to_be_bytes());
+    b[57..61].copy_from_slice(&0i32.to_be_bytes());
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b.freeze()
+}
+
+/// A compacted partition whose last batch lost all its records (Kafka keeps it empty): the
+/// batch has nothing to write, but its offsets are passed over, and the map must cover them,
+/// or a group committed at the partition's end looks unreplicated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_batch_is_passed_over_and_the_map_covers_it() {
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let recs: Vec<Rec> = (0..3).map(Rec::plain).collect();
+    let log: Shared = Arc::default();
+    {
+        let mut l = log.lock().unwrap();
+        l.push(batch(&recs, PLAIN, Compression::None));
+        l.push(empty_batch(3, 3));
+        l.end = 6;
+    }
+    let fake = fake_source(Arc::clone(&log)).await;
+    let mut flow = within(start_flow(&fake, &clusters)).await;
+    within(flow.run_until_caught_up()).await.unwrap();
+
+    assert_eq!(flow.stats().records, 3, "{:?}", flow.stats());
+    assert_target_holds(&rdk, &clusters, &recs);
+    let sp = SourcePartition::new(TOPIC, 0);
+    let extent = flow.map().partition(&sp).and_then(|m| m.extent());
+    assert_eq!(extent.map(|e| e.src_end), Some(6), "{extent:?}");
+    assert_exact(&flow, &[(2, 2), (3, 3), (5, 3), (6, 3)]);
+}
+
+/// A legacy message (format v1, as written before Kafka 0.11): strait forwards v2 batches only,
+/// so the partition is halted there with a message saying what to do, after mirroring what
+/// comes before it, instead of fetching the same bytes every round forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_format_v1_record_halts_its_partition_with_a_clear_reason() {
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let recs: Vec<Rec> = (0..3).map(Rec::plain).collect();
+    // offset, size, crc, magic 1, attributes, timestamp, key (null), value "legacy".
+    let mut message = BytesMut::new();
+    message.extend_from_slice(&1i8.to_be_bytes());
+    message.extend_from_slice(&0i8.to_be_bytes());
+    message.extend_from_slice(&1_720_000_000_003i64.to_be_bytes());
+    message.extend_from_slice(&(-1i32).to_be_bytes());
+    message.extend_from_slice(&6i32.to_be_bytes());
+    message.extend_from_slice(b"legacy");
+    let mut legacy = BytesMut::new();
+    legacy.extend_from_slice(&3i64.to_be_bytes());
+    legacy.extend_from_slice(&(4 + message.len() as i32).to_be_bytes());
+    // The message's CRC-32: never checked, strait stops at the magic byte.
+    legacy.extend_from_slice(&0u32.to_be_bytes());
+    legacy.extend_from_slice(&message);
+    let log: Shared = Arc::default();
+    {
+        let mut l = log.lock().unwrap();
+        l.push(batch(&recs, PLAIN, Compression::None));
+        l.batches.push((3, 4, legacy.freeze()));
+        l.end = 4;
+    }
+    let fake = fake_source(Arc::clone(&log)).await;
+    let mut flow = within(start_flow(&fake, &clusters)).await;
+    within(flow.run_until_caught_up()).await.unwrap();
+
+    assert_eq!(flow.stats().records, 3, "{:?}", flow.stats());
+    assert_target_holds(&rdk, &clusters, &recs);
+    let halted = flow.halted();
+    assert_eq!(halted.len(), 1, "{halted:?}");
+    assert!(
+        halted[0].1.contains("message format v1") && halted[0].1.contains("from offset 3"),
+        "{}",
+        halted[0].1
+    );
 }

@@ -86,7 +86,9 @@ async fn a_refused_batch_holds_back_its_partition_only_and_takes_no_new_producer
     let mut more_sent = false;
     let mut rounds = 0;
     while started.elapsed() < Duration::from_secs(6) {
-        flow.round().await.expect("a refused batch does not stop the flow");
+        flow.round()
+            .await
+            .expect("a refused batch does not stop the flow");
         rounds += 1;
         if !more_sent && started.elapsed() > Duration::from_secs(3) {
             let more = small(0, "p0b", 20);
@@ -109,7 +111,10 @@ async fn a_refused_batch_holds_back_its_partition_only_and_takes_no_new_producer
         assert!(w.same_payload(h), "{w:?} vs {h:?}");
     }
     let sp1 = SourcePartition::new("orders", 1);
-    assert_eq!(flow.map().partition(&sp1).and_then(|m| m.src_end()), Some(3));
+    assert_eq!(
+        flow.map().partition(&sp1).and_then(|m| m.src_end()),
+        Some(3)
+    );
 
     // Reported: the partition is refused, and says why.
     let status = strait_core::status::snapshot();
@@ -122,9 +127,12 @@ async fn a_refused_batch_holds_back_its_partition_only_and_takes_no_new_producer
         .find(|p| p.partition == 1)
         .expect("partition 1 in the status")
         .clone();
-    assert!(partition.refused, "{partition:?}");
+    assert!(partition.blocked, "{partition:?}");
     let why = partition.last_error.expect("a last error").message;
-    assert!(why.contains("MessageTooLarge") || why.contains("MESSAGE_TOO_LARGE"), "{why}");
+    assert!(
+        why.contains("MessageTooLarge") || why.contains("MESSAGE_TOO_LARGE"),
+        "{why}"
+    );
 
     // Tried again with a growing wait, not every round; always the same producer id.
     let (id, epoch) = flow.producer_id();
@@ -143,7 +151,10 @@ async fn a_refused_batch_holds_back_its_partition_only_and_takes_no_new_producer
     // The topic takes 1 MB batches now: partition 1 catches up, each record once.
     dst.incremental_alter_configs(
         &ConfigResource::Topic("source.orders".into()),
-        &[AlterConfigOp::Set("max.message.bytes".into(), "1048576".into())],
+        &[AlterConfigOp::Set(
+            "max.message.bytes".into(),
+            "1048576".into(),
+        )],
     )
     .await
     .unwrap();
@@ -180,5 +191,5 @@ async fn a_refused_batch_holds_back_its_partition_only_and_takes_no_new_producer
         .find(|p| p.partition == 1)
         .unwrap()
         .clone();
-    assert!(!partition.refused, "{partition:?}");
+    assert!(!partition.blocked, "{partition:?}");
 }

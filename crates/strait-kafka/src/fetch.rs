@@ -9,6 +9,11 @@
 //!
 //! Fetch sessions (KIP-227) are not used yet: every request is a full fetch (session id 0,
 //! epoch -1), which every broker accepts.
+//!
+//! From Fetch v13 on, topics are named by id (KIP-516), from the client's metadata: a topic
+//! deleted and created again under the same name then answers UNKNOWN_TOPIC_ID instead of
+//! serving the new topic's records at offsets that meant other records before. The caller sees
+//! the error, the metadata is refreshed, and the new id is there to compare.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -110,6 +115,7 @@ impl Client {
     ) -> Result<FetchResults> {
         // In the caller's order (topics in the order they first appear): the broker fills the
         // answer in request order, so the order decides which partitions get data first.
+        let metadata = self.cached_metadata();
         let mut by_topic: Vec<(&str, Vec<WireFetchPartition>)> = Vec::new();
         let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
         for p in positions {
@@ -139,8 +145,12 @@ impl Client {
                 by_topic
                     .into_iter()
                     .map(|(t, ps)| {
+                        // The name up to v12, the id from v13: the codec writes the one the
+                        // negotiated version has.
+                        let id = metadata.topics.get(t).map_or([0; 16], |m| m.id);
                         FetchTopic::default()
                             .with_topic(TopicName(StrBytes::from_string(t.to_owned())))
+                            .with_topic_id(uuid::Uuid::from_bytes(id))
                             .with_partitions(ps)
                     })
                     .collect(),
@@ -149,7 +159,17 @@ impl Client {
         check(resp.error_code, None, || Context::None)?;
         let mut out = FetchResults::new();
         for t in resp.responses {
-            let topic = t.topic.0.to_string();
+            let mut topic = t.topic.0.to_string();
+            if topic.is_empty() {
+                // v13+: named by id only.
+                let id = *t.topic_id.as_bytes();
+                topic = positions
+                    .iter()
+                    .map(|p| p.tp.topic.as_str())
+                    .find(|name| metadata.topics.get(*name).is_some_and(|m| m.id == id))
+                    .unwrap_or_default()
+                    .to_owned();
+            }
             for p in t.partitions {
                 let tp = TopicPartition::new(topic.clone(), p.partition_index);
                 if !positions.iter().any(|pos| pos.tp == tp) {

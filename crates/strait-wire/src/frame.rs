@@ -113,10 +113,11 @@ pub enum VersionError {
 /// Newer versions switch from topic names to topic ids (Fetch v13, Produce v13, OffsetFetch v10)
 /// or batch several groups into one request (FindCoordinator v4, OffsetFetch v8); strait does not
 /// need either yet, and every broker that speaks the newer versions also speaks these (KIP-896
-/// removed only versions below them).
+/// removed only versions below them). Fetch goes to v13 for its topic ids: a source topic
+/// deleted and created again is then refused by id rather than read by name.
 fn strait_max(api: ApiKey) -> Option<i16> {
     match api {
-        ApiKey::Fetch => Some(12),
+        ApiKey::Fetch => Some(13),
         ApiKey::Produce => Some(12),
         ApiKey::OffsetFetch => Some(7),
         ApiKey::FindCoordinator => Some(3),

@@ -327,7 +327,16 @@ async fn run_flow(started: StartedFlow, until: Until, stop: Stop) -> FlowOutcome
             if let (Ok(()), Some(task)) = (&result, checkpoints) {
                 final_checkpoint_passes(task, &flow.name()).await;
             }
-            result
+            // Caught up everywhere it could: a halted partition was not copied, which a
+            // one-shot copy must not report as success.
+            let halted = flow.halted();
+            match (result, halted.first()) {
+                (Ok(()), Some((tp, why))) => Err(strait_core::flow::FlowError::Diverged(format!(
+                    "{} partition(s) halted, not copied; {tp}: {why}",
+                    halted.len()
+                ))),
+                (result, _) => result,
+            }
         }
         (Until::Stopped, Some(task)) => {
             // The task stops with the flow, whether on the signal or on a flow failure.

@@ -298,9 +298,9 @@ fn render_flow(out: &mut String, f: &FlowStatus) {
             [
                 t.topic.clone(),
                 t.remote_topic.clone(),
-                match t.partitions.iter().filter(|p| p.refused).count() {
+                match t.partitions.iter().filter(|p| p.blocked).count() {
                     0 => t.partitions.len().to_string(),
-                    refused => format!("{} ({refused} refused)", t.partitions.len()),
+                    blocked => format!("{} ({blocked} blocked)", t.partitions.len()),
                 },
                 count_i(t.lag_records),
                 lag_seconds(t.lag_seconds),

@@ -64,6 +64,11 @@ pub enum FlowError {
     /// The offset map could not be read, written or extended.
     #[error("offset map: {0}")]
     Map(String),
+    /// A partition no longer matches its offset map (a source or remote topic deleted and
+    /// created again, or truncated): it is not mirrored until someone acts. Stops only that
+    /// partition.
+    #[error("{0}")]
+    Diverged(String),
 }
 
 impl FlowError {
@@ -72,7 +77,7 @@ impl FlowError {
     pub fn is_retriable(&self) -> bool {
         match self {
             FlowError::Kafka(e) | FlowError::Topic { source: e, .. } => e.is_retriable(),
-            FlowError::Map(_) => false,
+            FlowError::Map(_) | FlowError::Diverged(_) => false,
         }
     }
 }
@@ -120,6 +125,9 @@ struct PartitionState {
     metrics: PartitionMetrics,
     /// Set while the target refuses the partition's batches for good.
     refused: Option<Refused>,
+    /// Set when the partition no longer matches its offset map, with why: it is not mirrored
+    /// until strait is restarted after someone acted.
+    halted: Option<String>,
 }
 
 /// A partition whose batches the target refuses for good (MESSAGE_TOO_LARGE, INVALID_RECORD,
@@ -197,6 +205,9 @@ pub struct Flow {
     next_config_sync: Instant,
     /// Set after a failure: the producer and positions must be re-established first.
     needs_reset: bool,
+    /// The source topics' ids as last seen (KIP-516), to notice a topic deleted and created
+    /// again.
+    topic_ids: BTreeMap<String, [u8; 16]>,
     /// Set when the target no longer knows our producer id: the reset takes a new one rather
     /// than bumping the epoch.
     fresh_producer: bool,
@@ -275,6 +286,7 @@ impl Flow {
             next_config_sync: Instant::now(),
             needs_reset: false,
             fresh_producer: false,
+            topic_ids: BTreeMap::new(),
             stats: FlowStats::default(),
             published,
             metrics,
@@ -336,6 +348,7 @@ impl Flow {
     /// partitions.
     pub async fn refresh_topics(&mut self) -> Result<(), FlowError> {
         let topics = topics::discover(&self.source, &self.config).await?;
+        self.check_topic_ids(topics.iter().map(|t| (t.source.as_str(), t.id)));
         let remote_counts =
             topics::ensure_remote_topics(&self.source, &self.target, &self.config, &topics).await?;
         for t in &topics {
@@ -350,19 +363,29 @@ impl Flow {
                     continue;
                 }
                 let remote = TopicPartition::new(&t.remote, p);
-                let position = self.initial_position(&tp, &remote, None).await?;
+                let placed = self.place(&tp, &remote, None).await?;
+                let position = placed.as_ref().copied().unwrap_or_else(|_| {
+                    self.map
+                        .partition(&source_partition(&tp))
+                        .and_then(|m| m.src_end())
+                        .unwrap_or(0)
+                });
                 let metrics = self.metrics.partition(&tp, &remote);
                 metrics.placed(position);
                 self.partitions.insert(
-                    tp,
+                    tp.clone(),
                     PartitionState {
                         remote,
                         position,
                         source_end: position,
                         metrics,
                         refused: None,
+                        halted: None,
                     },
                 );
+                if let Err(why) = placed {
+                    self.halt(&tp, why);
+                }
             }
         }
         self.topics = topics;
@@ -372,6 +395,91 @@ impl Flow {
                 .refresh_topics
                 .unwrap_or(Duration::from_secs(u64::from(u32::MAX)));
         Ok(())
+    }
+
+    /// [`Flow::initial_position`], with a partition that no longer matches its map as
+    /// `Ok(Err(why))`: it is halted, the others go on.
+    async fn place(
+        &mut self,
+        tp: &TopicPartition,
+        remote: &TopicPartition,
+        unmapped: Option<i64>,
+    ) -> Result<Result<i64, String>, FlowError> {
+        match self.initial_position(tp, remote, unmapped).await {
+            Ok(position) => Ok(Ok(position)),
+            Err(FlowError::Diverged(why)) => Ok(Err(why)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Compares the source topics' ids (from the source's metadata, zero where the broker gives
+    /// none) with those seen before: a topic whose id changed was deleted and created again,
+    /// and its partitions are halted, since its offsets start over below what the map records.
+    fn check_topic_ids<'a>(&mut self, ids: impl Iterator<Item = (&'a str, [u8; 16])>) {
+        let mut recreated = Vec::new();
+        for (topic, id) in ids {
+            if id == [0; 16] {
+                continue;
+            }
+            match self.topic_ids.insert(topic.to_owned(), id) {
+                Some(before) if before != id => recreated.push((topic.to_owned(), before, id)),
+                _ => {}
+            }
+        }
+        for (topic, before, now) in recreated {
+            let parts: Vec<TopicPartition> = self
+                .partitions
+                .keys()
+                .filter(|tp| tp.topic == topic)
+                .cloned()
+                .collect();
+            for tp in parts {
+                let why = format!(
+                    "source topic {topic} was deleted and created again (its topic id was {}, \
+                     now {}): its offsets start over, and the offset map of the old topic \
+                     cannot describe its records. {}",
+                    topic_id(&before),
+                    topic_id(&now),
+                    self.diverged_advice()
+                );
+                self.halt(&tp, why);
+            }
+        }
+    }
+
+    /// What to do about a partition that no longer matches its map.
+    fn diverged_advice(&self) -> String {
+        format!(
+            "The partition is not mirrored until someone acts; the others go on. To mirror it \
+             as the source is now, delete the map topic {} on the target and restart strait: \
+             it lines each remote topic up with its source again by matching records (what \
+             matches is not copied again), keeps the target's copies of records the source no \
+             longer has, and copies the source's records after them",
+            MapStore::topic_name(self.config.source_alias.as_str())
+        )
+    }
+
+    /// Stops mirroring `tp` until restart: logged at error once, shown as blocked with why.
+    fn halt(&mut self, tp: &TopicPartition, why: String) {
+        let flow = self.config.name();
+        let Some(state) = self.partitions.get_mut(tp) else {
+            return;
+        };
+        if state.halted.is_some() {
+            return;
+        }
+        tracing::error!(flow = %flow, partition = %tp, remote = %state.remote, "partition halted: {why}");
+        state.metrics.blocked(Some(&why));
+        state.refused = None;
+        state.halted = Some(why);
+    }
+
+    /// The partitions halted because they no longer match their offset map, with why.
+    pub fn halted(&self) -> Vec<(TopicPartition, String)> {
+        self.partitions
+            .iter()
+            .filter_map(|(tp, p)| Some((tp.clone(), p.halted.clone()?)))
+            .collect()
     }
 
     /// Where a partition never mirrored (no map, nothing on the target) starts: the source's
@@ -449,6 +557,22 @@ impl Flow {
                     .await?
             }
         };
+        if mapped.is_some() {
+            let source_end = self
+                .source
+                .list_offset(tp, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
+                .await?
+                .offset;
+            if source_end < src {
+                return Err(FlowError::Diverged(format!(
+                    "source partition {tp} ends at offset {source_end}, but the offset map says \
+                     strait mirrored it up to offset {src}: the source topic was deleted and \
+                     created again, or truncated (an unclean leader election), and its offsets \
+                     from {source_end} on are not the records strait mirrored. {}",
+                    self.diverged_advice()
+                )));
+            }
+        }
         if let Some(last) = self
             .map
             .partition(&sp)
@@ -475,7 +599,7 @@ impl Flow {
         }
         if target_end < dst {
             // Writing on would put records at target offsets the map gives to others.
-            return Err(FlowError::Map(format!(
+            return Err(FlowError::Diverged(format!(
                 "{remote} on the target ends at offset {target_end}, but the offset map says \
                  {dst} records were written to it: the remote topic was deleted and created \
                  again, or truncated, on the target, and the records below offset {dst} that \
@@ -489,10 +613,11 @@ impl Flow {
     /// What to do when the target lost records the map says it holds.
     fn remap_advice(&self) -> String {
         format!(
-            "strait stops rather than write at offsets the map gives to other records. To \
-             mirror again what is missing, delete the map topic {} on the target and start \
-             strait: it rebuilds the map from what the remote topics hold (records it can match \
-             against the source are not written again) and copies the rest",
+            "The partition is not mirrored, rather than written at offsets the map gives to \
+             other records; the others go on. To mirror again what is missing, delete the map \
+             topic {} on the target and restart strait: it rebuilds the map from what the \
+             remote topics hold (records it can match against the source are not written \
+             again) and copies the rest",
             MapStore::topic_name(self.config.source_alias.as_str())
         )
     }
@@ -527,12 +652,13 @@ impl Flow {
         if copy.same_record(&original) {
             return Ok(());
         }
-        Err(FlowError::Map(format!(
+        Err(FlowError::Diverged(format!(
             "{remote} on the target holds at offset {dst} a record that is not the copy of \
              source offset {src} the offset map says was written there ({} differ, target vs \
-             source): the remote topic lost records it had acknowledged (an unclean leader \
-             election on the target, or the topic deleted and created again) and was written \
-             to since. {}",
+             source): either the remote topic lost records it had acknowledged (an unclean \
+             leader election on the target, or the topic deleted and created again) and was \
+             written to since, or the source topic was deleted and created again (or truncated) \
+             and its offset {src} holds another record now. {}",
             copy.differences(&original),
             self.remap_advice()
         )))
@@ -909,9 +1035,11 @@ impl Flow {
             ends.insert(tp.clone(), end);
         }
         loop {
-            let done = ends
-                .iter()
-                .all(|(tp, end)| self.partitions.get(tp).is_some_and(|p| p.position >= *end));
+            let done = ends.iter().all(|(tp, end)| {
+                self.partitions
+                    .get(tp)
+                    .is_some_and(|p| p.position >= *end || p.halted.is_some())
+            });
             if done {
                 break;
             }
@@ -998,7 +1126,7 @@ impl Flow {
             .iter()
             .filter_map(|tp| {
                 let p = self.partitions.get(tp)?;
-                if p.refused.as_ref().is_some_and(|r| !r.retrying) {
+                if p.halted.is_some() || p.refused.as_ref().is_some_and(|r| !r.retrying) {
                     return None;
                 }
                 Some(FetchPosition {
@@ -1015,6 +1143,15 @@ impl Flow {
             ..FetchOptions::default()
         };
         let results = self.source.fetch(&positions, &options).await;
+        // A source topic deleted and created again keeps its name, not its id: the metadata the
+        // client holds (refreshed on fetch errors and every `metadata.max.age.ms`) tells.
+        let metadata = self.source.cached_metadata();
+        let ids: Vec<(String, [u8; 16])> = self
+            .topics
+            .iter()
+            .filter_map(|t| Some((t.source.clone(), metadata.topics.get(&t.source)?.id)))
+            .collect();
+        self.check_topic_ids(ids.iter().map(|(t, id)| (t.as_str(), *id)));
         let (waited, fed): (Vec<TopicPartition>, Vec<TopicPartition>) =
             std::mem::take(&mut self.fetch_order)
                 .into_iter()
@@ -1047,7 +1184,13 @@ impl Flow {
         // Skips are recorded in the same order as the writes around them, never ahead of them.
         let mut plans: Vec<(TopicPartition, Step)> = Vec::new();
         let mut caught_up = true;
+        // Partitions whose next batch is in message format v0/v1: halted after this round.
+        let mut old_format: Vec<(TopicPartition, String)> = Vec::new();
         for (tp, result) in results {
+            if self.partitions.get(&tp).is_some_and(|p| p.halted.is_some()) {
+                // Halted by the topic id check above: nothing of it is written.
+                continue;
+            }
             let data = match result {
                 Ok(d) => d,
                 Err(e) if e.code() == Some(ResponseError::OffsetOutOfRange) => {
@@ -1096,6 +1239,26 @@ impl Flow {
             for batch in BatchScanner::new(data.records) {
                 let batch = match batch {
                     Ok(b) => b,
+                    Err(strait_wire::ScanError::UnsupportedMagic {
+                        magic, base_offset, ..
+                    }) if (0..2).contains(&magic) && base_offset >= state.position => {
+                        // Fetched again, it would be the same bytes every round, forever.
+                        old_format.push((
+                            tp.clone(),
+                            format!(
+                                "source partition {tp} holds records in message format v{magic} \
+                                 (written by Kafka before 0.11, or with an old \
+                                 log.message.format.version) from offset {base_offset}: strait \
+                                 forwards record batches as they are and mirrors format v2 only. \
+                                 The records before offset {base_offset} are mirrored; this \
+                                 partition is halted there, the others go on. To mirror it, \
+                                 rewrite the topic's records in format v2 on the source (copy it \
+                                 with a current producer into a new topic, or let retention \
+                                 remove the old records), or leave the topic out of `topics`"
+                            ),
+                        ));
+                        break;
+                    }
                     Err(e) => {
                         tracing::warn!(partition = %tp, error = %e, "bad batch from the source; fetched again next round");
                         break;
@@ -1162,7 +1325,21 @@ impl Flow {
                                 self.stats.batches_rebuilt += 1;
                                 state.metrics.rebuilt();
                             }
-                            Ok(None) => {}
+                            Ok(None) => {
+                                // Nothing left to write (every record before the position, or
+                                // none left after compaction): its offsets are passed over,
+                                // and the map must say so, or groups committed there would
+                                // look unreplicated.
+                                if next > state.position {
+                                    plans.push((
+                                        tp.clone(),
+                                        Step::Skip {
+                                            from: state.position,
+                                            to: next,
+                                        },
+                                    ));
+                                }
+                            }
                             Err(e) => {
                                 return Err(FlowError::Map(format!(
                                     "{tp}: cannot rebuild the batch at offset {}: {e}",
@@ -1194,8 +1371,8 @@ impl Flow {
         let mut failed: std::collections::BTreeSet<TopicPartition> = Default::default();
         // Writes the target refused for good: (partition, first source offset, why).
         let mut refusals: Vec<(TopicPartition, i64, strait_kafka::Error)> = Vec::new();
-        // A write that landed below what the map says the target holds: the target lost records.
-        let mut truncated: Option<FlowError> = None;
+        // Writes that landed below what the map says the target holds: the target lost records.
+        let mut truncated: Vec<(TopicPartition, String)> = Vec::new();
         // Whether a write failed in a way that needs every partition placed again (its fate
         // unknown: a timeout, a broker gone), not only the refused ones.
         let mut reset = false;
@@ -1220,12 +1397,8 @@ impl Flow {
                             // The target took this write below records it had acknowledged:
                             // it lost them. Nothing more is recorded for the partition.
                             let from = runs.first().map_or(0, |r| r.0);
-                            truncated.get_or_insert(self.target_truncated(
-                                &tp,
-                                from,
-                                ack.base_offset,
-                                end,
-                            ));
+                            let why = self.target_truncated(&tp, from, ack.base_offset, end);
+                            truncated.push((tp.clone(), why));
                             failed.insert(tp);
                             continue;
                         }
@@ -1268,7 +1441,7 @@ impl Flow {
                                     partition = %tp,
                                     "the target takes this partition's batches again"
                                 );
-                                state.metrics.refused(None);
+                                state.metrics.blocked(None);
                             }
                         }
                     }
@@ -1298,8 +1471,9 @@ impl Flow {
         self.stats.records += records;
         self.persist_map().await?;
         self.flush_offset_syncs(false).await?;
-        if let Some(e) = truncated {
-            return Err(e);
+        for (tp, why) in truncated.into_iter().chain(old_format) {
+            self.halt(&tp, why);
+            caught_up = false;
         }
         if !refusals.is_empty() {
             for (tp, from, e) in refusals {
@@ -1356,16 +1530,21 @@ impl Flow {
         let parts: Vec<(TopicPartition, TopicPartition, Option<i64>)> = self
             .partitions
             .iter()
+            .filter(|(_, p)| p.halted.is_none())
             .map(|(tp, p)| {
                 let resume = p.refused.as_ref().map(|r| r.resume);
                 (tp.clone(), p.remote.clone(), resume)
             })
             .collect();
         for (tp, remote, resume) in parts {
-            let position = self.initial_position(&tp, &remote, resume).await?;
-            if let Some(p) = self.partitions.get_mut(&tp) {
-                p.position = position;
-                p.metrics.placed(position);
+            match self.place(&tp, &remote, resume).await? {
+                Ok(position) => {
+                    if let Some(p) = self.partitions.get_mut(&tp) {
+                        p.position = position;
+                        p.metrics.placed(position);
+                    }
+                }
+                Err(why) => self.halt(&tp, why),
             }
         }
         Ok(())
@@ -1373,10 +1552,10 @@ impl Flow {
 
     /// A write of `tp` from source offset `from` landed at target offset `base`, below `end`
     /// where the map says the records mirrored so far end: the target lost `base..end` (an
-    /// unclean leader election, the remote topic deleted and created again). Logged and shown
-    /// on the partition; the flow stops with the returned error, since translations into the
-    /// lost range are wrong and writing on would put records where the map gives others.
-    fn target_truncated(&self, tp: &TopicPartition, from: i64, base: i64, end: i64) -> FlowError {
+    /// unclean leader election, the remote topic deleted and created again). Returns why, for
+    /// halting the partition: translations into the lost range are wrong, and writing on would
+    /// put records where the map gives others.
+    fn target_truncated(&self, tp: &TopicPartition, from: i64, base: i64, end: i64) -> String {
         let remote = self
             .partitions
             .get(tp)
@@ -1398,10 +1577,7 @@ impl Flow {
             target_records_gone = end - base,
             "{what}"
         );
-        if let Some(p) = self.partitions.get(tp) {
-            p.metrics.error(&what);
-        }
-        FlowError::Map(format!("{what}. {}", self.remap_advice()))
+        format!("{what}. {}", self.remap_advice())
     }
 
     /// The target refused the write of `tp` from source offset `from` for good: the partition
@@ -1437,7 +1613,7 @@ impl Flow {
         } else {
             tracing::debug!(flow = %flow, partition = %tp, offset = from, error = %e, "refused again");
         }
-        state.metrics.refused(Some(&why));
+        state.metrics.blocked(Some(&why));
     }
 
     /// Places again, from their maps, the refused partitions whose wait is over, so the next
@@ -1455,7 +1631,13 @@ impl Flow {
         for (tp, remote, resume) in due {
             // A later batch of the refused write may have landed (a partition the producer had
             // never written to accepts any sequence): matching the target's tail finds it.
-            let position = self.initial_position(&tp, &remote, Some(resume)).await?;
+            let position = match self.place(&tp, &remote, Some(resume)).await? {
+                Ok(position) => position,
+                Err(why) => {
+                    self.halt(&tp, why);
+                    continue;
+                }
+            };
             if let Some(p) = self.partitions.get_mut(&tp) {
                 p.position = position;
                 p.metrics.placed(position);
@@ -1498,22 +1680,27 @@ impl Flow {
             state.metrics.lost(state.position, earliest);
             state.position = earliest;
         } else if state.position > latest {
-            tracing::error!(
-                flow = %self.config.name(),
-                partition = %tp,
-                position = state.position,
-                source_end = latest,
-                "the source partition ends before records strait already mirrored (truncated \
-                 by an unclean leader election?); waiting at the source's end"
+            // Moving to the source's end would skip its new records there unrecorded, and the
+            // map refuses offsets it has recorded already.
+            let position = state.position;
+            let why = format!(
+                "source partition {tp} ends at offset {latest}, before offset {position}, up to \
+                 which strait mirrored it: the source topic was deleted and created again, or \
+                 truncated (an unclean leader election), and its offsets from {latest} on are \
+                 not the records strait mirrored. {}",
+                self.diverged_advice()
             );
-            state.metrics.error(format_args!(
-                "the source ends at {latest}, before records already mirrored (up to {})",
-                state.position
-            ));
-            state.position = latest;
+            self.halt(tp, why);
         }
         Ok(())
     }
+}
+
+/// A topic id as Kafka prints it (`kafka-topics.sh --describe`): its 16 bytes in URL-safe
+/// base64 without padding.
+fn topic_id(id: &[u8; 16]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id)
 }
 
 /// Whether a failed write means the target no longer accepts our producer id and epoch, so

@@ -19,6 +19,8 @@ pub struct MirroredTopic {
     pub remote: String,
     /// Partition count on the source.
     pub partitions: i32,
+    /// Its topic id on the source (KIP-516); zero where the broker gives none.
+    pub id: [u8; 16],
 }
 
 /// The source topics the flow mirrors now, with their remote names.
@@ -32,6 +34,7 @@ pub async fn discover(source: &Client, flow: &FlowConfig) -> Result<Vec<Mirrored
             source: t.name.clone(),
             remote: flow.remote_topic(&t.name),
             partitions: t.partitions.len() as i32,
+            id: t.id,
         })
         .collect())
 }
