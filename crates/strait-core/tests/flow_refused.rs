@@ -116,6 +116,20 @@ async fn a_refused_batch_holds_back_its_partition_only_and_takes_no_new_producer
         Some(3)
     );
 
+    // Tried again with a growing wait, not every round; always the same producer id.
+    let (id, epoch) = flow.producer_id();
+    assert_eq!(id, producer_id, "no new producer id");
+    let tries = epoch - first_epoch;
+    assert!(
+        (1..=5).contains(&tries),
+        "{tries} refused tries in 6 s over {rounds} rounds: the partition must back off"
+    );
+    // Kafka's own view: one producer's state on the written partitions.
+    for p in [0, 1] {
+        let ids = producers_on_target(&clusters.target.bootstrap, "source.orders", p);
+        assert_eq!(ids, vec![producer_id.to_string()], "partition {p}");
+    }
+
     // Reported: the partition is refused, and says why.
     let status = strait_core::status::snapshot();
     let partition = status
@@ -133,20 +147,6 @@ async fn a_refused_batch_holds_back_its_partition_only_and_takes_no_new_producer
         why.contains("MessageTooLarge") || why.contains("MESSAGE_TOO_LARGE"),
         "{why}"
     );
-
-    // Tried again with a growing wait, not every round; always the same producer id.
-    let (id, epoch) = flow.producer_id();
-    assert_eq!(id, producer_id, "no new producer id");
-    let tries = epoch - first_epoch;
-    assert!(
-        (1..=5).contains(&tries),
-        "{tries} refused tries in 6 s over {rounds} rounds: the partition must back off"
-    );
-    // Kafka's own view: one producer's state on the written partitions.
-    for p in [0, 1] {
-        let ids = producers_on_target(&clusters.target.bootstrap, "source.orders", p);
-        assert_eq!(ids, vec![producer_id.to_string()], "partition {p}");
-    }
 
     // The topic takes 1 MB batches now: partition 1 catches up, each record once.
     dst.incremental_alter_configs(
