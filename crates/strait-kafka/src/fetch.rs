@@ -60,7 +60,10 @@ pub struct FetchOptions {
     pub max_wait: Duration,
     /// `fetch.min.bytes` (default 1).
     pub min_bytes: i32,
-    /// `fetch.max.bytes` (default 50 MiB): the response's limit over all partitions.
+    /// `fetch.max.bytes` (default 50 MiB): the limit over all partitions of one
+    /// [`Client::fetch`], however many leaders it asks. Each leader's request gets a share in
+    /// proportion to its partitions; as Kafka returns at least the first batch of a request
+    /// whatever the limit (KIP-74), each leader may exceed its share by one batch.
     pub max_bytes: i32,
     /// Transaction isolation (default read_committed).
     pub isolation: IsolationLevel,
@@ -199,9 +202,10 @@ impl Client {
         Ok(out)
     }
 
-    /// Fetches the given partitions from their leaders, one request per leader, concurrently.
-    /// Every partition asked for gets an entry: data or its own error. A whole request that
-    /// fails (the broker unreachable) gives that error to each of its partitions.
+    /// Fetches the given partitions from their leaders, one request per leader, concurrently,
+    /// within `options.max_bytes` over all of them (split by partitions per leader). Every
+    /// partition asked for gets an entry: data or its own error. A whole request that fails
+    /// (the broker unreachable) gives that error to each of its partitions.
     pub async fn fetch(&self, positions: &[FetchPosition], options: &FetchOptions) -> FetchResults {
         let mut by_leader: BTreeMap<BrokerId, Vec<FetchPosition>> = BTreeMap::new();
         let mut out = FetchResults::new();
@@ -213,8 +217,13 @@ impl Client {
                 }
             }
         }
+        let asked: usize = by_leader.values().map(Vec::len).sum();
         let requests = by_leader.into_iter().map(|(leader, ps)| async move {
-            let result = self.fetch_from(leader, &ps, options).await;
+            let share = FetchOptions {
+                max_bytes: share_of(options.max_bytes, ps.len(), asked),
+                ..*options
+            };
+            let result = self.fetch_from(leader, &ps, &share).await;
             (ps, result)
         });
         for (ps, result) in futures::future::join_all(requests).await {
@@ -246,5 +255,30 @@ impl Client {
             }
         }
         out
+    }
+}
+
+/// A leader's share of a fetch's byte limit: `total` split in proportion to its `partitions`
+/// of the `asked`, at least 1 (Kafka still returns the first batch).
+fn share_of(total: i32, partitions: usize, asked: usize) -> i32 {
+    if asked == 0 {
+        return total;
+    }
+    let share = i64::from(total.max(0)) * partitions as i64 / asked as i64;
+    i32::try_from(share).unwrap_or(i32::MAX).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::share_of;
+
+    #[test]
+    fn leaders_share_the_limit_by_partitions() {
+        assert_eq!(share_of(3_000, 1, 3), 1_000);
+        assert_eq!(share_of(3_000, 2, 3), 2_000);
+        assert_eq!(share_of(3_000, 3, 3), 3_000);
+        assert_eq!(share_of(i32::MAX, 1, 1), i32::MAX);
+        assert_eq!(share_of(10, 1, 1_000), 1);
+        assert_eq!(share_of(0, 1, 2), 1);
     }
 }

@@ -948,3 +948,71 @@ async fn a_commit_for_an_active_group_is_refused() {
     })
     .await;
 }
+
+/// A fetch over partitions led by three brokers stays within its byte limit as a whole: each
+/// leader's request asks for its share (by partitions), not the whole limit, so a flow's
+/// budget holds however many leaders its partitions have.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_over_many_leaders_shares_its_byte_limit() {
+    let fake = FakeCluster::start(
+        &[1, 2, 3],
+        script(|_, req| match &req.body {
+            Body::Fetch(f) => req.reply(
+                &FetchResponse::default().with_responses(
+                    f.topics
+                        .iter()
+                        .map(|t| {
+                            FetchableTopicResponse::default()
+                                .with_topic(t.topic.clone())
+                                .with_partitions(
+                                    t.partitions
+                                        .iter()
+                                        .map(|p| {
+                                            PartitionData::default()
+                                                .with_partition_index(p.partition)
+                                                .with_high_watermark(0)
+                                                .with_last_stable_offset(0)
+                                                .with_log_start_offset(0)
+                                                .with_records(Some(Bytes::new()))
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                ),
+            ),
+            _ => Action::Default,
+        }),
+    )
+    .await;
+    // Six partitions: broker 1 leads three, broker 2 two, broker 3 one.
+    fake.set_topic("t", &[1, 1, 1, 2, 2, 3]);
+    within(async {
+        let client = client(&fake).await;
+        let positions: Vec<FetchPosition> = (0..6)
+            .map(|p| FetchPosition::new(TopicPartition::new("t", p), 0))
+            .collect();
+        let options = FetchOptions {
+            max_wait: Duration::from_millis(1),
+            max_bytes: 6_000_000,
+            ..FetchOptions::default()
+        };
+        let results = client.fetch(&positions, &options).await;
+        assert!(results.values().all(Result::is_ok), "{results:?}");
+    })
+    .await;
+    let mut asked: Vec<(i32, i32)> = fake
+        .requests(ApiKey::Fetch)
+        .iter()
+        .filter_map(|r| match &r.body {
+            Body::Fetch(f) => Some((r.broker, f.max_bytes)),
+            _ => None,
+        })
+        .collect();
+    asked.sort();
+    assert_eq!(
+        asked,
+        [(1, 3_000_000), (2, 2_000_000), (3, 1_000_000)],
+        "each leader asks its share; together the limit"
+    );
+}

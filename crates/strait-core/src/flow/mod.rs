@@ -4,8 +4,9 @@
 //! One round: fetch every mirrored partition from where its map ends (read_committed by
 //! default), decide per batch (forward, skip, rebuild), produce everything to the target through
 //! the idempotent raw producer, record each written batch in the map, and flush the map's changes
-//! to its topic. One round holds at most the flow's byte budget (`strait.max.bytes.in.flight`)
-//! whatever the partition count, and per partition the order is kept.
+//! to its topic. One round holds at most the flow's byte budget (`strait.max.bytes.in.flight`:
+//! half fetched, half the producer's copies) whatever the partition and leader count, and per
+//! partition the order is kept.
 //!
 //! At start the map is loaded and each partition resumes where its map ends. Batches the target
 //! holds beyond the map (written before a crash, not yet recorded) are matched against the source
@@ -1135,7 +1136,10 @@ impl Flow {
                 })
             })
             .collect();
-        let budget = i32::try_from(self.config.max_bytes_in_flight).unwrap_or(i32::MAX);
+        // Half the flow's budget for what is fetched, half for the copies the producer makes of
+        // it (each batch's header is rewritten for our producer id, so a batch is held twice
+        // until the round ends). Split across the leaders by `Client::fetch`.
+        let budget = i32::try_from(self.config.max_bytes_in_flight / 2).unwrap_or(i32::MAX);
         let options = FetchOptions {
             max_wait: self.options.fetch_max_wait,
             max_bytes: budget,
