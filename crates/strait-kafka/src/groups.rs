@@ -166,10 +166,26 @@ impl Client {
         self.retry("describe group", || async {
             let coordinator = self.coordinator(group).await?;
             let conn = self.connection(coordinator).await?;
-            if conn.version_of::<ConsumerGroupDescribeRequest>().is_ok() {
-                let request =
-                    ConsumerGroupDescribeRequest::default().with_group_ids(vec![group_id(group)]);
-                let resp = conn.send(&request).await?;
+            // Both questions at once (one round trip, pipelined on the connection): the
+            // consumer-protocol answer where the group is one, else the classic one.
+            let classic = DescribeGroupsRequest::default().with_groups(vec![group_id(group)]);
+            let modern = conn
+                .version_of::<ConsumerGroupDescribeRequest>()
+                .is_ok()
+                .then(|| {
+                    ConsumerGroupDescribeRequest::default().with_group_ids(vec![group_id(group)])
+                });
+            let (modern, classic) = futures::join!(
+                async {
+                    match &modern {
+                        Some(request) => Some(conn.send(request).await),
+                        None => None,
+                    }
+                },
+                conn.send(&classic)
+            );
+            if let Some(modern) = modern {
+                let resp = modern?;
                 if let Some(g) = resp
                     .groups
                     .into_iter()
@@ -201,8 +217,7 @@ impl Client {
                     }
                 }
             }
-            let request = DescribeGroupsRequest::default().with_groups(vec![group_id(group)]);
-            let resp = conn.send(&request).await?;
+            let resp = classic?;
             let g = resp
                 .groups
                 .into_iter()

@@ -356,6 +356,12 @@ pub async fn apply_plan(
     })
 }
 
+/// The group as the origin sees it at apply time.
+struct OriginState {
+    description: GroupDescription,
+    now: BTreeMap<TopicPartition, CommittedOffset>,
+}
+
 struct Ctx<'a> {
     plan: &'a FailoverPlan,
     destination: &'a Client,
@@ -457,7 +463,19 @@ impl Ctx<'_> {
             return Err(Refusal::NothingToApply);
         }
         let written: Vec<TopicPartition> = todo.iter().map(|(_, tp, _)| tp.clone()).collect();
-        let current = self.committed(self.destination, dest, id, &written).await?;
+        // Everything the checks below need, asked at once; checked in the same order as if
+        // asked one by one.
+        let (current, description, origin) = futures::join!(
+            self.committed(self.destination, dest, id, &written),
+            self.describe(self.destination, dest, id),
+            async {
+                match self.origin {
+                    Some(origin) => Some(self.origin_state(origin, id, &todo).await),
+                    None => None,
+                }
+            }
+        );
+        let current = current?;
         for r in report.iter_mut() {
             let tp = TopicPartition::new(r.topic.clone(), r.partition);
             r.committed_before = current.get(&tp).map(|c| c.offset);
@@ -470,7 +488,7 @@ impl Ctx<'_> {
             return Ok(Outcome::AlreadyApplied);
         }
 
-        let description = self.describe(self.destination, dest, id).await?;
+        let description = description?;
         if description.is_active() {
             return Err(Refusal::ActiveOnDestination {
                 cluster: dest.clone(),
@@ -519,8 +537,8 @@ impl Ctx<'_> {
                 }
             }
         }
-        if let Some(origin) = self.origin {
-            self.check_origin(origin, id, &todo).await?;
+        if let Some(origin) = origin {
+            self.check_origin(origin?, &todo)?;
         }
         if self.options.dry_run {
             return Ok(Outcome::DryRun);
@@ -548,27 +566,44 @@ impl Ctx<'_> {
         }
     }
 
-    /// The group must not run on the origin, nor have moved there since the plan.
-    async fn check_origin(
+    /// The group on the origin: its description and its committed offsets of the partitions
+    /// the plan read.
+    async fn origin_state(
         &self,
         origin: &Client,
         id: &str,
         todo: &[(&PartitionPlan, TopicPartition, i64)],
+    ) -> Result<OriginState, Refusal> {
+        let cluster = &self.plan.origin().alias;
+        let read: Vec<TopicPartition> = todo
+            .iter()
+            .map(|(p, _, _)| p.read_partition(self.plan.direction))
+            .collect();
+        let (description, now) = futures::join!(
+            self.describe(origin, cluster, id),
+            self.committed(origin, cluster, id, &read)
+        );
+        Ok(OriginState {
+            description: description?,
+            now: now?,
+        })
+    }
+
+    /// The group must not run on the origin, nor have moved there since the plan.
+    fn check_origin(
+        &self,
+        origin: OriginState,
+        todo: &[(&PartitionPlan, TopicPartition, i64)],
     ) -> Result<(), Refusal> {
         let direction = self.plan.direction;
         let cluster = &self.plan.origin().alias;
-        let description = self.describe(origin, cluster, id).await?;
+        let OriginState { description, now } = origin;
         if description.is_active() {
             return Err(Refusal::ActiveOnOrigin {
                 cluster: cluster.clone(),
                 state: description.state,
             });
         }
-        let read: Vec<TopicPartition> = todo
-            .iter()
-            .map(|(p, _, _)| p.read_partition(direction))
-            .collect();
-        let now = self.committed(origin, cluster, id, &read).await?;
         for (p, _, _) in todo {
             let tp = p.read_partition(direction);
             let at = now.get(&tp).map(|c| c.offset);

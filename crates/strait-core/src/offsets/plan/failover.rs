@@ -83,8 +83,9 @@ pub async fn plan_failover(
     ))
 }
 
-/// How many groups a plan or an apply works on at once.
-pub(super) const GROUPS_AT_ONCE: usize = 16;
+/// How many groups a plan or an apply works on at once: each takes a few round trips to both
+/// clusters, and their coordinators answer many at once (`bench/failover-scale`).
+pub(super) const GROUPS_AT_ONCE: usize = 64;
 
 /// One group's part of [`plan_failover`]: `None` when it has no offsets on mirrored topics.
 async fn plan_group(
@@ -98,8 +99,8 @@ async fn plan_group(
 ) -> Result<Option<GroupPlan>, PlanError> {
     let (a, b) = (flow.source.as_str(), flow.target.as_str());
     let what = || format!("read the committed offsets of group {group}");
-    // Kafka lists every committed partition for "all topics"; asking by partition as well
-    // covers brokers that answer that form with nothing.
+    // Kafka lists every committed partition for "all topics"; asking by partition when that
+    // answer is empty covers brokers that answer that form with nothing.
     // The all-topics form only adds topics the flow does not mirror (listed as blocked);
     // a broker that cannot answer it leaves the plan complete for the mirrored ones.
     let mut offsets = match source.offset_fetch(&group, None).await {
@@ -116,11 +117,13 @@ async fn plan_group(
         }
         Err(e) => return Err(PlanError::kafka(a, what())(e)),
     };
-    offsets.extend(
-        committed(source, &group, ask)
-            .await
-            .map_err(PlanError::kafka(a, what()))?,
-    );
+    if offsets.is_empty() {
+        offsets.extend(
+            committed(source, &group, ask)
+                .await
+                .map_err(PlanError::kafka(a, what()))?,
+        );
+    }
     let (on_mirrored, elsewhere): (BTreeMap<_, _>, BTreeMap<_, _>) = offsets
         .into_iter()
         .partition(|(tp, _)| mirrored.contains(&tp.topic));
@@ -132,9 +135,13 @@ async fn plan_group(
         .iter()
         .map(TranslatedOffset::remote_partition)
         .collect();
-    let on_target = committed_on(target, b, &group, &remote).await?;
-    let source_state = describe_group(source, a, &group).await?;
-    let target_state = describe_group(target, b, &group).await?;
+    // Independent questions, asked at once.
+    let (on_target, source_state, target_state) = futures::join!(
+        committed_on(target, b, &group, &remote),
+        describe_group(source, a, &group),
+        describe_group(target, b, &group)
+    );
+    let (on_target, source_state, target_state) = (on_target?, source_state?, target_state?);
 
     let mut partitions: Vec<PartitionPlan> = translated
         .into_iter()
