@@ -1,7 +1,8 @@
 //! The `.properties` reader against Java's rules: hand-picked cases, a property test that writes
 //! random maps the way `Properties.store` does (with random separators, comments, continuations
 //! and line endings) and reads them back with their line numbers, a no-panic property on
-//! arbitrary text, and a cross-check against the JDK itself (`--ignored`, needs `javac`).
+//! arbitrary text, and a cross-check against the JDK itself (`javac` and `java`, which the
+//! Kafka tests need anyway).
 
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -236,9 +237,8 @@ fn hex(s: &str) -> String {
 }
 
 /// Compares with `java.util.Properties.load` on random ASCII text rich in the characters that
-/// matter. Run with `cargo test -p strait-core --test config_properties -- --ignored`.
+/// matter.
 #[test]
-#[ignore = "needs a JDK (javac, java) on PATH"]
 fn same_as_java() {
     use std::process::Command;
     let dir = std::env::temp_dir().join(format!("strait-props-check-{}", std::process::id()));
