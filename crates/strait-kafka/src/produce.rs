@@ -16,6 +16,11 @@
 //! further batches until the producer's epoch is bumped ([`RawProducer::bump_epoch`]), so
 //! nothing after the hole can be written out of order.
 //!
+//! A partition that holds nothing of the producer yet (its first batch of an epoch) takes any
+//! sequence: were a second batch in flight beside a first one that is retried (a new topic's
+//! leader not ready), it would land first. So until a partition acknowledges one batch of the
+//! epoch, its batches go one at a time.
+//!
 //! The epoch is bumped on the client, as Kafka's own idempotent producer does (KIP-360): the
 //! same producer id with epoch + 1 and every sequence back to 0. The broker accepts a higher
 //! epoch starting at sequence 0 and from then on refuses the lower one, so a late batch of the
@@ -92,6 +97,10 @@ struct SequenceState {
     unresolved: VecDeque<i32>,
     /// Set when a batch failed for good; the partition's sequence has a hole.
     broken: Option<Error>,
+    /// Whether a batch of this epoch was acknowledged. Until one is, the partition may hold
+    /// nothing of the producer, and Kafka then takes any sequence: a second batch in flight
+    /// could land before a first one that is retried. So only one is sent until then.
+    acknowledged: bool,
 }
 
 #[derive(Debug)]
@@ -116,6 +125,8 @@ enum Outcome {
     Done(ProduceAck),
     Retry(Error),
     Fail(Error),
+    /// Not sent: an earlier batch of its partition must be acknowledged first.
+    Wait,
 }
 
 /// The idempotent raw producer for one target cluster.
@@ -202,6 +213,7 @@ impl RawProducer {
                     next: 0,
                     unresolved: VecDeque::new(),
                     broken: None,
+                    acknowledged: false,
                 }),
             })
         })))
@@ -318,7 +330,8 @@ impl RawProducer {
         }
     }
 
-    /// Sends prepared batches until each is written, fails for good, or `deadline` passes.
+    /// Sends prepared batches until each is written, fails for good, or `deadline` passes (to a
+    /// partition with no batch acknowledged yet in this epoch, one at a time until one is).
     /// An attempt still in flight at the deadline is abandoned: its batches' fate is unknown,
     /// so they fail and poison their partitions' sequences.
     async fn deliver(
@@ -341,13 +354,16 @@ impl RawProducer {
             };
             let mut retry = Vec::new();
             let mut refresh = false;
+            let mut failed_some = false;
             for (p, outcome) in pending.into_iter().zip(outcomes) {
                 match outcome {
                     Outcome::Done(ack) => {
                         resolve(&p, None);
                         results[p.index] = Some(Ok(ack));
                     }
+                    Outcome::Wait => retry.push(p),
                     Outcome::Retry(e) if Instant::now() < deadline => {
+                        failed_some = true;
                         refresh |= e.needs_metadata_refresh();
                         tracing::debug!(partition = %p.tp, sequence = p.sequence, error = %e, "retrying batch");
                         retry.push(p);
@@ -361,7 +377,7 @@ impl RawProducer {
                 }
             }
             pending = retry;
-            if !pending.is_empty() {
+            if !pending.is_empty() && failed_some {
                 if refresh {
                     match tokio::time::timeout_at(deadline, self.client.refresh_metadata()).await {
                         Ok(Ok(_)) => {}
@@ -424,6 +440,17 @@ impl RawProducer {
         let mut requests: BTreeMap<(BrokerId, usize), Vec<usize>> = BTreeMap::new();
         let mut rounds: HashMap<&TopicPartition, usize> = HashMap::new();
         for (i, p) in pending.iter().enumerate() {
+            // Until a batch of this epoch is acknowledged, only the partition's first one goes.
+            let waits = p
+                .state
+                .seq
+                .lock()
+                .map(|s| !s.acknowledged && s.unresolved.front() != Some(&p.sequence))
+                .unwrap_or(false);
+            if waits {
+                outcomes[i] = Some(Outcome::Wait);
+                continue;
+            }
             match self.client.leader(&p.tp).await {
                 Ok(leader) => {
                     let round = rounds.entry(&p.tp).or_insert(0);
@@ -555,6 +582,7 @@ fn classify_request_error(e: Error) -> Outcome {
 fn resolve(p: &Pending, broken: Option<Error>) {
     if let Ok(mut seq) = p.state.seq.lock() {
         seq.unresolved.retain(|s| *s != p.sequence);
+        seq.acknowledged |= broken.is_none();
         if broken.is_some() && seq.broken.is_none() {
             seq.broken = broken;
         }

@@ -647,21 +647,22 @@ async fn a_fetch_ending_in_a_partial_batch_scans_cleanly() {
 /// What the fake leader did with produced batches.
 #[derive(Debug, Default)]
 struct Log {
-    /// The base sequence of the batch refused with NOT_LEADER_OR_FOLLOWER.
-    rejected_first: Option<i32>,
+    /// The base sequence to refuse once with NOT_LEADER_OR_FOLLOWER.
+    reject_once: Option<i32>,
+    /// The base sequence refused with NOT_LEADER_OR_FOLLOWER.
+    rejected: Option<i32>,
     expected_sequence: i32,
     next_offset: i64,
     appended: Vec<i32>,
     refused_out_of_order: usize,
 }
 
-/// An idempotent produce whose first batch meets NOT_LEADER_OR_FOLLOWER, and whose later
-/// batches meet OUT_OF_ORDER_SEQUENCE_NUMBER behind it (as Kafka answers), is retried in
-/// order: all three batches land, in sequence order, at consecutive offsets.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn produce_retries_keep_the_order_of_sequences() {
-    let log = Arc::new(Mutex::new(Log::default()));
-    let leader_log = Arc::clone(&log);
+/// A fake leader of `t-0` that appends what the producer (id 1000) sends, refuses the batch
+/// `log.reject_once` names once with NOT_LEADER_OR_FOLLOWER, and checks sequences as Kafka
+/// does: OUT_OF_ORDER_SEQUENCE_NUMBER for a gap, but any sequence while it holds nothing of
+/// the producer (Kafka keeps no state for a producer that never wrote to the partition).
+async fn sequence_checking_leader(log: Arc<Mutex<Log>>) -> FakeCluster {
+    let leader_log = log;
     let fake = FakeCluster::start(
         &[1],
         script(move |_, req| match &req.body {
@@ -686,13 +687,16 @@ async fn produce_retries_keep_the_order_of_sequences() {
                                 let h: BatchHeader = batch.header;
                                 assert_eq!((h.producer_id, h.producer_epoch), (1000, 0));
                                 assert!(scan.next().is_none(), "one batch per partition");
-                                if log.rejected_first.is_none() {
-                                    log.rejected_first = Some(h.base_sequence);
+                                if log.reject_once == Some(h.base_sequence) {
+                                    log.reject_once = None;
+                                    log.rejected = Some(h.base_sequence);
                                     return answer.with_error_code(
                                         ResponseError::NotLeaderOrFollower.code(),
                                     );
                                 }
-                                if h.base_sequence != log.expected_sequence {
+                                if !log.appended.is_empty()
+                                    && h.base_sequence != log.expected_sequence
+                                {
                                     log.refused_out_of_order += 1;
                                     return answer.with_error_code(
                                         ResponseError::OutOfOrderSequenceNumber.code(),
@@ -700,7 +704,7 @@ async fn produce_retries_keep_the_order_of_sequences() {
                                 }
                                 let base = log.next_offset;
                                 log.appended.push(h.base_sequence);
-                                log.expected_sequence += h.record_count;
+                                log.expected_sequence = h.base_sequence + h.record_count;
                                 log.next_offset += i64::from(h.record_count);
                                 answer.with_base_offset(base)
                             })
@@ -717,52 +721,97 @@ async fn produce_retries_keep_the_order_of_sequences() {
     )
     .await;
     fake.set_topic("t", &[1]);
+    fake
+}
+
+/// Batches of `counts` records for `t-0`, one per count.
+fn batches_of(counts: &[usize]) -> Vec<(TopicPartition, strait_wire::RawBatch)> {
+    let tp = TopicPartition::new("t", 0);
+    counts
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let raw = BatchScanner::new(batch(100 * (i as i64 + 1), *n, "p"))
+                .next()
+                .unwrap()
+                .unwrap();
+            (tp.clone(), raw)
+        })
+        .collect()
+}
+
+async fn producer_of(fake: &FakeCluster) -> RawProducer {
+    let producer = RawProducer::new(
+        client(fake).await,
+        ProducerConfig {
+            delivery_timeout: Duration::from_secs(3),
+            ..ProducerConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(producer.producer_id(), (1000, 0));
+    producer
+}
+
+fn offsets_of(acks: Vec<strait_kafka::Result<strait_kafka::produce::ProduceAck>>) -> Vec<i64> {
+    acks.into_iter()
+        .map(|a| a.expect("batch written").base_offset)
+        .collect()
+}
+
+/// An idempotent produce whose first batch meets NOT_LEADER_OR_FOLLOWER, and whose later
+/// batches meet OUT_OF_ORDER_SEQUENCE_NUMBER behind it (as Kafka answers), is retried in
+/// order: all three batches land, in sequence order, at consecutive offsets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_retries_keep_the_order_of_sequences() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let fake = sequence_checking_leader(Arc::clone(&log)).await;
     within(async {
-        let client = client(&fake).await;
-        let producer = RawProducer::new(
-            client,
-            ProducerConfig {
-                delivery_timeout: Duration::from_secs(3),
-                ..ProducerConfig::default()
-            },
-        )
-        .await
-        .unwrap();
-        assert_eq!(producer.producer_id(), (1000, 0));
-        let tp = TopicPartition::new("t", 0);
-        let counts = [2, 3, 4];
-        let batches = counts
-            .iter()
-            .zip([100, 200, 300])
-            .map(|(n, base)| {
-                let raw = BatchScanner::new(batch(base, *n, "p"))
-                    .next()
-                    .unwrap()
-                    .unwrap();
-                (tp.clone(), raw)
-            })
-            .collect();
-        let acks = producer.send_all(batches).await;
-        let offsets: Vec<i64> = acks
-            .into_iter()
-            .map(|a| a.expect("batch written").base_offset)
-            .collect();
-        assert_eq!(offsets, [0, 2, 5]);
+        let producer = producer_of(&fake).await;
+        // One batch first: the leader holds the producer's state from then on.
+        assert_eq!(offsets_of(producer.send_all(batches_of(&[1])).await), [0]);
+        log.lock().unwrap().reject_once = Some(1);
+        let offsets = offsets_of(producer.send_all(batches_of(&[2, 3, 4])).await);
+        assert_eq!(offsets, [1, 3, 6]);
         let log = log.lock().unwrap();
-        assert_eq!(log.rejected_first, Some(0));
+        assert_eq!(log.rejected, Some(1));
         // The two batches behind the refused one were sent before the retry, and refused.
         assert_eq!(log.refused_out_of_order, 2);
-        assert_eq!(log.appended, [0, 2, 5]);
-        assert_eq!(log.expected_sequence, 9);
+        assert_eq!(log.appended, [0, 1, 3, 6]);
+        assert_eq!(log.expected_sequence, 10);
         assert_eq!(fake.requests(ApiKey::InitProducerId).len(), 1);
+    })
+    .await;
+}
+
+/// The first batches a producer sends to a partition that holds nothing of it: Kafka accepts
+/// any sequence there, so if the first batch is refused (NOT_LEADER_OR_FOLLOWER while a new
+/// topic gets its leader) a second one sent beside it would land first, out of order. The
+/// producer sends one batch to such a partition until one is acknowledged, then pipelines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_batches_to_a_partition_land_in_order_when_the_first_is_retried() {
+    let log = Arc::new(Mutex::new(Log {
+        reject_once: Some(0),
+        ..Log::default()
+    }));
+    let fake = sequence_checking_leader(Arc::clone(&log)).await;
+    within(async {
+        let producer = producer_of(&fake).await;
+        let offsets = offsets_of(producer.send_all(batches_of(&[2, 3, 4])).await);
+        assert_eq!(offsets, [0, 2, 5]);
+        let log = log.lock().unwrap();
+        assert_eq!(log.rejected, Some(0));
+        assert_eq!(log.appended, [0, 2, 5], "in sequence order");
+        assert_eq!(log.refused_out_of_order, 0);
     })
     .await;
 }
 
 /// The delivery timeout counts from the call, as Kafka's `delivery.timeout.ms` does, however
 /// many waves the batches need: against a leader that refuses every batch with a retriable
-/// error, the first wave is retried until the timeout, and the later waves are never sent but
-/// fail with `DeliveryTimeout`.
+/// error, the first batch is retried until the timeout, and the others are never sent but fail
+/// with `DeliveryTimeout`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_delivery_timeout_bounds_a_whole_send_not_each_wave() {
     let sequences = Arc::new(Mutex::new(std::collections::BTreeSet::new()));
@@ -838,9 +887,11 @@ async fn the_delivery_timeout_bounds_a_whole_send_not_each_wave() {
                 .all(|r| matches!(r, Err(Error::DeliveryTimeout { .. }))),
             "{results:?}"
         );
-        // Only the first wave (sequences 0-4) ever reached the broker.
+        // Only the first batch ever reached the broker: the partition holds nothing of the
+        // producer, so the rest of the first wave waits for it to be acknowledged, and the
+        // later waves are never sent.
         let sent = sequences.lock().unwrap().clone();
-        assert_eq!(sent.into_iter().collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+        assert_eq!(sent.into_iter().collect::<Vec<_>>(), [0]);
         // One timeout and a backoff's rounding, not one per wave.
         assert!(took < timeout * 2, "send_all took {took:?}");
     })
