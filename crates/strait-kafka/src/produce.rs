@@ -440,13 +440,26 @@ impl RawProducer {
         let mut requests: BTreeMap<(BrokerId, usize), Vec<usize>> = BTreeMap::new();
         let mut rounds: HashMap<&TopicPartition, usize> = HashMap::new();
         for (i, p) in pending.iter().enumerate() {
-            // Until a batch of this epoch is acknowledged, only the partition's first one goes.
-            let waits = p
+            let (broken, waits) = p
                 .state
                 .seq
                 .lock()
-                .map(|s| !s.acknowledged && s.unresolved.front() != Some(&p.sequence))
-                .unwrap_or(false);
+                .map(|s| {
+                    (
+                        s.broken.clone(),
+                        // Until a batch of this epoch is acknowledged, only the first goes.
+                        !s.acknowledged && s.unresolved.front() != Some(&p.sequence),
+                    )
+                })
+                .unwrap_or((None, false));
+            if let Some(e) = broken {
+                // Behind a hole in the sequence: never sent, so it cannot land out of order.
+                outcomes[i] = Some(Outcome::Fail(Error::Invalid(format!(
+                    "{}: not sent, an earlier batch failed ({e})",
+                    p.tp
+                ))));
+                continue;
+            }
             if waits {
                 outcomes[i] = Some(Outcome::Wait);
                 continue;
