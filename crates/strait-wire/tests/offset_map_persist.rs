@@ -3,8 +3,8 @@
 use proptest::prelude::*;
 use strait_wire::mm2::CodecError;
 use strait_wire::offset_map::{
-    Extent, Floor, LoadError, LostRange, MapEntry, MapError, MapKey, MapLoader, MapRecord, OffsetMap,
-    PartitionMap, PersistError, Segment, SourcePartition, Translation,
+    Extent, Floor, LoadError, LostRange, MapEntry, MapError, MapKey, MapLoader, MapRecord,
+    OffsetMap, PartitionMap, PersistError, Segment, SourcePartition, Translation,
 };
 
 fn orders(partition: i32) -> SourcePartition {

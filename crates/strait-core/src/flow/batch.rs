@@ -181,10 +181,7 @@ mod tests {
 
     #[test]
     fn a_null_value_is_written_as_a_tombstone() {
-        let records = vec![
-            (b"a".to_vec(), Some(b"1".to_vec())),
-            (b"b".to_vec(), None),
-        ];
+        let records = vec![(b"a".to_vec(), Some(b"1".to_vec())), (b"b".to_vec(), None)];
         let batches = key_value_batches_nullable("test records", records).unwrap();
         assert_eq!(batches.len(), 1);
         let decoded = strait_wire::records::batch_records(&batches[0]).unwrap();

@@ -214,9 +214,9 @@ mod tests {
         // Four segments dropped: their records are not written, tombstones are.
         assert_eq!(store.removed.len(), 4);
         assert_eq!(store.pending.len(), 10 - 4 + 1);
-        assert!(store
-            .pending
-            .contains_key(&MapKey::Floor { partition: sp.clone() }));
+        assert!(store.pending.contains_key(&MapKey::Floor {
+            partition: sp.clone()
+        }));
         assert_eq!(store.pending(), 11);
         // Noting a removed key again (never the case for a dropped entry) cancels the removal.
         store.note(&sp, MapEntry::Segment(compacted.segments[0]));

@@ -23,12 +23,28 @@ use super::{Extent, Floor, LostRange, MapError, ReverseTranslation, Segment, Tra
 /// assert_eq!(map.translate(9), Translation::PastMappedEnd { target: 5, unreplicated: 3 });
 /// # Ok::<(), strait_wire::offset_map::MapError>(())
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct PartitionMap {
     segments: Vec<Segment>,
     lost: Vec<LostRange>,
     extent: Option<Extent>,
     floor: Option<Floor>,
+}
+
+/// A copy with room to grow: a map is copied when a change finds it shared
+/// ([`OffsetMap`](super::OffsetMap) copies on write), and the change that follows appends a
+/// segment, which would otherwise copy the whole list a second time to grow it.
+impl Clone for PartitionMap {
+    fn clone(&self) -> Self {
+        let mut segments = Vec::with_capacity(self.segments.len() + self.segments.len() / 8 + 4);
+        segments.extend_from_slice(&self.segments);
+        Self {
+            segments,
+            lost: self.lost.clone(),
+            extent: self.extent,
+            floor: self.floor,
+        }
+    }
 }
 
 /// What [`PartitionMap::compact_below`] dropped, and the floor that now stands for it: what to

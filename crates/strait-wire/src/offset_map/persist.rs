@@ -312,7 +312,11 @@ impl PartitionMap {
         self.floor()
             .map(|f| record(MapEntry::Floor(f)))
             .into_iter()
-            .chain(self.segments().iter().map(|s| record(MapEntry::Segment(*s))))
+            .chain(
+                self.segments()
+                    .iter()
+                    .map(|s| record(MapEntry::Segment(*s))),
+            )
             .chain(
                 self.lost_ranges()
                     .iter()
