@@ -27,13 +27,14 @@
 //! translation, kept for comparison; the persisted form of the map is in [`MapRecord`].
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 pub mod mm2_model;
 mod partition;
 mod persist;
 mod translation;
 
-pub use partition::PartitionMap;
+pub use partition::{Compacted, PartitionMap};
 pub use translation::{ReverseTranslation, Translation};
 
 pub use persist::{
@@ -135,6 +136,18 @@ pub struct Extent {
     pub src_end: i64,
 }
 
+/// What stands for the segments and lost ranges a map dropped below a bound
+/// ([`PartitionMap::compact_below`]): source positions below `src_end` are no longer mapped
+/// exactly, and translate to `dst_start`, the lowest target offset the map ever mapped (so at
+/// or before where they were).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Floor {
+    /// Source positions below this were compacted away; nothing kept starts before it.
+    pub src_end: i64,
+    /// The lowest target offset the map ever mapped.
+    pub dst_start: i64,
+}
+
 /// Why the map refused a change, or a persisted map could not be loaded.
 ///
 /// A refused change leaves the map as it was. None of these is retriable: the same call fails
@@ -215,6 +228,13 @@ pub enum MapError {
         /// The extent as loaded.
         extent: Extent,
     },
+    /// A persisted floor is negative, a segment or lost range crosses it, a segment kept
+    /// above it starts below its target offset, or nothing is left above it.
+    #[error("floor at source {} target {} is invalid", floor.src_end, floor.dst_start)]
+    InvalidFloor {
+        /// The floor as loaded.
+        floor: Floor,
+    },
     /// Two persisted source ranges (segments or lost ranges) overlap.
     #[error(
         "source offsets [{first_start}, {first_end}) and [{second_start}, {second_end}) \
@@ -262,9 +282,13 @@ impl MapError {
 
 /// The offset maps of every mirrored source partition, with the [`PartitionMap`] API per
 /// partition.
+///
+/// Each partition's map is held behind an [`Arc`] and copied on write: cloning an `OffsetMap`
+/// (as a flow does to publish it after every flush) copies one pointer per partition, and the
+/// next change to a partition copies that partition's map only if a clone still shares it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OffsetMap {
-    partitions: BTreeMap<SourcePartition, PartitionMap>,
+    partitions: BTreeMap<SourcePartition, Arc<PartitionMap>>,
 }
 
 impl OffsetMap {
@@ -275,6 +299,12 @@ impl OffsetMap {
 
     /// The map of one partition, if anything was recorded for it.
     pub fn partition(&self, partition: &SourcePartition) -> Option<&PartitionMap> {
+        self.partitions.get(partition).map(|m| &**m)
+    }
+
+    /// The map of one partition as shared with clones of this `OffsetMap`: two clones hold the
+    /// same `Arc` (`Arc::ptr_eq`) until one of them changes the partition.
+    pub fn shared_partition(&self, partition: &SourcePartition) -> Option<&Arc<PartitionMap>> {
         self.partitions.get(partition)
     }
 
@@ -284,17 +314,19 @@ impl OffsetMap {
         partition: SourcePartition,
         map: PartitionMap,
     ) -> Option<PartitionMap> {
-        self.partitions.insert(partition, map)
+        self.partitions
+            .insert(partition, Arc::new(map))
+            .map(Arc::unwrap_or_clone)
     }
 
     /// Removes the map of one partition.
     pub fn remove(&mut self, partition: &SourcePartition) -> Option<PartitionMap> {
-        self.partitions.remove(partition)
+        self.partitions.remove(partition).map(Arc::unwrap_or_clone)
     }
 
     /// Every partition's map, in partition order.
     pub fn iter(&self) -> impl Iterator<Item = (&SourcePartition, &PartitionMap)> {
-        self.partitions.iter()
+        self.partitions.iter().map(|(p, m)| (p, &**m))
     }
 
     /// Number of partitions.
@@ -312,6 +344,25 @@ impl OffsetMap {
         self.partitions.values().map(|m| m.segments().len()).sum()
     }
 
+    /// [`PartitionMap::compact_below`] for one partition; `None` for a partition with no map
+    /// or nothing to drop (then nothing is copied).
+    pub fn compact_below(&mut self, partition: &SourcePartition, bound: i64) -> Option<Compacted> {
+        let map = self.partitions.get_mut(partition)?;
+        let last = map.segments().last()?;
+        let droppable = map
+            .segments()
+            .first()
+            .is_some_and(|s| s.src_end() <= bound.min(last.src_start))
+            || map
+                .lost_ranges()
+                .first()
+                .is_some_and(|r| r.src_to <= bound.min(last.src_start));
+        if !droppable {
+            return None;
+        }
+        Arc::make_mut(map).compact_below(bound)
+    }
+
     /// Applies `change` to the partition's map, creating it only if the change succeeds.
     fn change<T>(
         &mut self,
@@ -319,11 +370,11 @@ impl OffsetMap {
         change: impl FnOnce(&mut PartitionMap) -> Result<T, MapError>,
     ) -> Result<T, MapError> {
         if let Some(map) = self.partitions.get_mut(partition) {
-            return change(map);
+            return change(Arc::make_mut(map));
         }
         let mut map = PartitionMap::new();
         let out = change(&mut map)?;
-        self.partitions.insert(partition.clone(), map);
+        self.partitions.insert(partition.clone(), Arc::new(map));
         Ok(out)
     }
 

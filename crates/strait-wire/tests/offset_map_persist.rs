@@ -3,8 +3,8 @@
 use proptest::prelude::*;
 use strait_wire::mm2::CodecError;
 use strait_wire::offset_map::{
-    Extent, LoadError, LostRange, MapEntry, MapError, MapKey, MapLoader, MapRecord, OffsetMap,
-    PartitionMap, PersistError, Segment, SourcePartition, Translation,
+    Extent, Floor, LoadError, LostRange, MapEntry, MapError, MapKey, MapLoader, MapRecord,
+    OffsetMap, PartitionMap, PersistError, Segment, SourcePartition, Translation,
 };
 
 fn orders(partition: i32) -> SourcePartition {
@@ -86,6 +86,28 @@ fn lost_and_extent_record_bytes() {
 }
 
 #[test]
+fn floor_record_bytes() {
+    let floor = MapRecord {
+        partition: orders(3),
+        entry: MapEntry::Floor(Floor {
+            src_end: 500,
+            dst_start: 7,
+        }),
+        generation: 2,
+    };
+    let key = floor.encode_key().unwrap();
+    assert_eq!(&key[..3], &[0, 0, 3]);
+    // One floor per partition: the key ends with the partition.
+    assert_eq!(&key[key.len() - 4..], &[0, 0, 0, 3]);
+    let mut value = vec![0, 0];
+    value.extend_from_slice(&500i64.to_be_bytes());
+    value.extend_from_slice(&7i64.to_be_bytes());
+    value.extend_from_slice(&2i32.to_be_bytes());
+    assert_eq!(floor.encode_value(), value);
+    assert_eq!(MapRecord::decode(&key, &value).unwrap(), floor);
+}
+
+#[test]
 fn bad_keys_and_values_are_errors() {
     let record = segment_record(1, 2, 3, 4);
     let key = record.encode_key().unwrap();
@@ -101,6 +123,11 @@ fn bad_keys_and_values_are_errors() {
         }))
     );
     let mut bad = key.clone();
+    bad[2] = 4;
+    assert_eq!(
+        MapKey::decode(&bad),
+        Err(PersistError::UnknownKind { kind: 4 })
+    );
     bad[2] = 9;
     assert_eq!(
         MapKey::decode(&bad),
@@ -266,6 +293,8 @@ fn entry() -> impl Strategy<Value = MapEntry> {
             .prop_map(|(src_from, src_to)| MapEntry::Lost(LostRange { src_from, src_to })),
         (any::<i64>(), any::<i64>())
             .prop_map(|(src_start, src_end)| MapEntry::Extent(Extent { src_start, src_end })),
+        (any::<i64>(), any::<i64>())
+            .prop_map(|(src_end, dst_start)| MapEntry::Floor(Floor { src_end, dst_start })),
     ]
 }
 

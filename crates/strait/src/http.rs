@@ -327,6 +327,10 @@ pub(crate) fn translation_json(t: &Translation) -> Value {
         Translation::InLostRange { target, lost } => {
             json!({ "kind": "in_lost_range", "target": target, "lost": lost })
         }
+        Translation::Compacted {
+            target,
+            reread_at_most,
+        } => json!({ "kind": "compacted", "target": target, "reread_at_most": reread_at_most }),
         Translation::Unmapped => json!({ "kind": "unmapped" }),
     }
 }
@@ -341,6 +345,10 @@ pub(crate) fn reverse_json(t: &ReverseTranslation) -> Value {
         ReverseTranslation::PastMappedEnd { source, unmapped } => {
             json!({ "kind": "past_mapped_end", "source": source, "unmapped": unmapped })
         }
+        ReverseTranslation::Compacted {
+            source,
+            reread_at_most,
+        } => json!({ "kind": "compacted", "source": source, "reread_at_most": reread_at_most }),
         ReverseTranslation::Unmapped => json!({ "kind": "unmapped" }),
     }
 }

@@ -61,6 +61,21 @@ pub(crate) fn key_value_batches(
         .collect()
 }
 
+/// [`key_value_batches`] where a value may be null (`None`): a tombstone, which deletes its key
+/// from a compacted topic.
+pub(crate) fn key_value_batches_nullable(
+    what: &str,
+    records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+) -> Result<Vec<RawBatch>, FlowError> {
+    let now = now_ms();
+    chunks_by_size(records, MAX_BATCH_BYTES, |(k, v)| {
+        record_size(k, v.as_deref().unwrap_or_default())
+    })
+    .into_iter()
+    .map(|chunk| nullable_batch_at(what, chunk, now))
+    .collect()
+}
+
 /// One batch holding `records` (key, value) in order. `what` names them in errors.
 pub(crate) fn key_value_batch(
     what: &str,
@@ -85,6 +100,16 @@ pub(crate) fn key_value_batch_at(
     records: Vec<(Vec<u8>, Vec<u8>)>,
     timestamp_ms: i64,
 ) -> Result<RawBatch, FlowError> {
+    let records = records.into_iter().map(|(k, v)| (k, Some(v))).collect();
+    nullable_batch_at(what, records, timestamp_ms)
+}
+
+/// [`key_value_batch_at`] where a value may be null (a tombstone).
+fn nullable_batch_at(
+    what: &str,
+    records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    timestamp_ms: i64,
+) -> Result<RawBatch, FlowError> {
     let now = timestamp_ms;
     let count = records.len();
     let records: Vec<Record> = records
@@ -103,7 +128,7 @@ pub(crate) fn key_value_batch_at(
             sequence: i as i32,
             timestamp: now,
             key: Some(Bytes::from(key)),
-            value: Some(Bytes::from(value)),
+            value: value.map(Bytes::from),
             headers: Default::default(),
             delete_horizon: false,
         })
@@ -152,5 +177,17 @@ mod tests {
         }
         assert_eq!(count, 20_000);
         assert!(key_value_batches("none", Vec::new()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_null_value_is_written_as_a_tombstone() {
+        let records = vec![(b"a".to_vec(), Some(b"1".to_vec())), (b"b".to_vec(), None)];
+        let batches = key_value_batches_nullable("test records", records).unwrap();
+        assert_eq!(batches.len(), 1);
+        let decoded = strait_wire::records::batch_records(&batches[0]).unwrap();
+        assert_eq!(decoded.len(), 2);
+        assert_eq!(decoded[0].value.as_deref(), Some(&b"1"[..]));
+        assert_eq!(decoded[1].key.as_deref(), Some(&b"b"[..]));
+        assert_eq!(decoded[1].value, None);
     }
 }

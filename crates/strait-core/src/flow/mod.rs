@@ -22,6 +22,7 @@
 
 pub(crate) mod batch;
 pub mod classify;
+mod compact;
 pub mod map_store;
 pub mod offset_syncs;
 mod tail;
@@ -316,8 +317,13 @@ impl Flow {
 
     /// Writes the map's changes to its topic and publishes the new map to
     /// [`Flow::map_updates`] readers (and the counters to [`Flow::stats_updates`] readers).
+    /// Every so many flushes, large partitions are compacted below their source log start
+    /// first (`compact.rs`).
     async fn persist_map(&mut self) -> Result<(), FlowError> {
+        self.compact_map().await;
         if self.store.flush(&self.producer).await? > 0 {
+            // Cheap: the clone shares each partition's map (copy on write, `OffsetMap`), so it
+            // costs a pointer per partition, not a copy of every segment.
             self.published
                 .send_replace(std::sync::Arc::new(self.map.clone()));
         }

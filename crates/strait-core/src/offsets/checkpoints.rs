@@ -607,13 +607,15 @@ fn read_record(
 }
 
 /// How many records a translation could be off: 0 when exact, else the records it could not
-/// place (not mirrored yet, never mirrored, lost); `None` for an unmapped partition.
+/// place (not mirrored yet, never mirrored, lost) or may have the group read twice (below the
+/// map's compacted start); `None` for an unmapped partition.
 fn translation_error(t: &Translation) -> Option<i64> {
     match *t {
         Translation::Exact { .. } => Some(0),
         Translation::PastMappedEnd { unreplicated, .. } => Some(unreplicated),
         Translation::BeforeMappedStart { skipped, .. } => Some(skipped),
         Translation::InLostRange { lost, .. } => Some(lost),
+        Translation::Compacted { reread_at_most, .. } => Some(reread_at_most),
         Translation::Unmapped => None,
     }
 }

@@ -84,6 +84,10 @@ pub fn describe(translation: &Translation) -> String {
         Translation::InLostRange { lost, .. } => {
             format!("{lost} records were lost on the source before mirroring")
         }
+        Translation::Compacted { reread_at_most, .. } => format!(
+            "the offset map was compacted below this offset (it was below the source's log \
+             start): up to {reread_at_most} records will be read again"
+        ),
         Translation::Unmapped => "partition not mirrored yet".into(),
     }
 }
@@ -98,6 +102,10 @@ pub fn describe_back(translation: &ReverseTranslation) -> String {
         ReverseTranslation::PastMappedEnd { unmapped, .. } => format!(
             "{unmapped} records read on the target were never on the source \
              (written there after the failover; a reverse flow is needed to copy them back)"
+        ),
+        ReverseTranslation::Compacted { reread_at_most, .. } => format!(
+            "the offset map was compacted below this offset: up to {reread_at_most} records \
+             will be read again, if the source still has them"
         ),
         ReverseTranslation::Unmapped => "partition not mirrored".into(),
     }

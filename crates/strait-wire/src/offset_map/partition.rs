@@ -1,12 +1,14 @@
 //! The offset map of one source partition: recording and translation.
-use super::{Extent, LostRange, MapError, ReverseTranslation, Segment, Translation};
+use super::{Extent, Floor, LostRange, MapError, ReverseTranslation, Segment, Translation};
 
 /// The offset map of one source partition.
 ///
 /// Invariants: segments are non-empty and strictly increasing and non-overlapping in both
 /// source and target; lost ranges are non-empty, increasing, and overlap neither each other
 /// nor segments; the extent covers all of them. Every change that would break one is refused
-/// with a [`MapError`] and changes nothing.
+/// with a [`MapError`] and changes nothing. After [`compact_below`](Self::compact_below), a
+/// [`Floor`] stands for what was dropped: nothing kept starts before its `src_end`, and every
+/// segment, dropped or kept, starts at or after its `dst_start` on the target.
 ///
 /// ```
 /// use strait_wire::offset_map::{PartitionMap, Translation};
@@ -21,11 +23,40 @@ use super::{Extent, LostRange, MapError, ReverseTranslation, Segment, Translatio
 /// assert_eq!(map.translate(9), Translation::PastMappedEnd { target: 5, unreplicated: 3 });
 /// # Ok::<(), strait_wire::offset_map::MapError>(())
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct PartitionMap {
     segments: Vec<Segment>,
     lost: Vec<LostRange>,
     extent: Option<Extent>,
+    floor: Option<Floor>,
+}
+
+/// A copy with room to grow: a map is copied when a change finds it shared
+/// ([`OffsetMap`](super::OffsetMap) copies on write), and the change that follows appends a
+/// segment, which would otherwise copy the whole list a second time to grow it.
+impl Clone for PartitionMap {
+    fn clone(&self) -> Self {
+        let mut segments = Vec::with_capacity(self.segments.len() + self.segments.len() / 8 + 4);
+        segments.extend_from_slice(&self.segments);
+        Self {
+            segments,
+            lost: self.lost.clone(),
+            extent: self.extent,
+            floor: self.floor,
+        }
+    }
+}
+
+/// What [`PartitionMap::compact_below`] dropped, and the floor that now stands for it: what to
+/// persist (the floor's record first, then a tombstone per dropped segment and lost range).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compacted {
+    /// The map's floor after compaction.
+    pub floor: Floor,
+    /// The segments dropped, in source order.
+    pub segments: Vec<Segment>,
+    /// The lost ranges dropped, in source order.
+    pub lost: Vec<LostRange>,
 }
 
 impl PartitionMap {
@@ -51,8 +82,38 @@ impl PartitionMap {
         lost: impl IntoIterator<Item = LostRange>,
         extent: Option<Extent>,
     ) -> Result<Self, MapError> {
+        Self::from_parts_with_floor(segments, lost, extent, None)
+    }
+
+    /// [`from_parts`](Self::from_parts) for a map that was compacted
+    /// ([`compact_below`](Self::compact_below)) under `floor`.
+    ///
+    /// Segments and lost ranges that end at or below the floor's `src_end` are left out: they
+    /// were compacted away, and a tombstone that did not make it to the topic (or a late write
+    /// that landed after it) must not bring them back. One that crosses the floor, or a segment
+    /// whose target range starts below the floor's `dst_start`, is an error.
+    pub fn from_parts_with_floor(
+        segments: impl IntoIterator<Item = Segment>,
+        lost: impl IntoIterator<Item = LostRange>,
+        extent: Option<Extent>,
+        floor: Option<Floor>,
+    ) -> Result<Self, MapError> {
         let mut segments: Vec<Segment> = segments.into_iter().collect();
         let mut lost: Vec<LostRange> = lost.into_iter().collect();
+        if let Some(f) = floor {
+            if f.src_end < 0 || f.dst_start < 0 {
+                return Err(MapError::InvalidFloor { floor: f });
+            }
+            segments.retain(|s| s.src_end() > f.src_end);
+            lost.retain(|r| r.src_to > f.src_end);
+            let below = segments
+                .iter()
+                .any(|s| s.src_start < f.src_end || s.dst_start < f.dst_start)
+                || lost.iter().any(|r| r.src_from < f.src_end);
+            if below || segments.is_empty() {
+                return Err(MapError::InvalidFloor { floor: f });
+            }
+        }
         for segment in &segments {
             segment.check()?;
         }
@@ -116,10 +177,18 @@ impl PartitionMap {
             }),
             (e, c) => e.or(c),
         };
+        let extent = match (extent, floor) {
+            (Some(e), Some(f)) => Some(Extent {
+                src_start: e.src_start.min(f.src_end),
+                ..e
+            }),
+            (e, _) => e,
+        };
         Ok(Self {
             segments,
             lost,
             extent,
+            floor,
         })
     }
 
@@ -136,6 +205,19 @@ impl PartitionMap {
     /// The source offsets the map accounts for, or `None` if nothing was recorded yet.
     pub fn extent(&self) -> Option<Extent> {
         self.extent
+    }
+
+    /// What stands for the segments and lost ranges dropped by
+    /// [`compact_below`](Self::compact_below), if any were.
+    pub fn floor(&self) -> Option<Floor> {
+        self.floor
+    }
+
+    /// The lowest target offset the map ever mapped: the floor's, or the first segment's.
+    fn first_dst(&self) -> Option<i64> {
+        self.floor
+            .map(|f| f.dst_start)
+            .or_else(|| self.segments.first().map(|s| s.dst_start))
     }
 
     /// Whether nothing was recorded yet.
@@ -311,6 +393,9 @@ impl PartitionMap {
     ///   [`InLostRange`](Translation::InLostRange);
     /// - past the source end: [`PastMappedEnd`](Translation::PastMappedEnd);
     /// - before the map's start: [`BeforeMappedStart`](Translation::BeforeMappedStart);
+    /// - below the [`floor`](Self::floor) left by [`compact_below`](Self::compact_below): the
+    ///   lowest target offset ever mapped, [`Compacted`](Translation::Compacted), at or before
+    ///   the exact answer, so a consumer may read records twice but skips none;
     /// - nothing mirrored yet: [`Unmapped`](Translation::Unmapped).
     ///
     /// `O(log segments)`, plus the lost ranges passed over.
@@ -322,9 +407,17 @@ impl PartitionMap {
         };
         if p < extent.src_start {
             return Translation::BeforeMappedStart {
-                target: first.dst_start,
+                target: self.first_dst().unwrap_or(first.dst_start),
                 skipped: extent.src_start.saturating_sub(p),
             };
+        }
+        if let Some(floor) = self.floor {
+            if p < floor.src_end {
+                return Translation::Compacted {
+                    target: floor.dst_start,
+                    reread_at_most: first.dst_start.saturating_sub(floor.dst_start),
+                };
+            }
         }
         let i = self.segments.partition_point(|s| s.src_end() <= p);
         let (target, limit) = match self.segments.get(i) {
@@ -356,11 +449,21 @@ impl PartitionMap {
     /// - before a segment, where the target holds offsets not mirrored from this partition:
     ///   that segment's `src_start`, [`InTargetGap`](ReverseTranslation::InTargetGap);
     /// - past the mapped target end: [`PastMappedEnd`](ReverseTranslation::PastMappedEnd);
+    /// - before the first segment kept by [`compact_below`](Self::compact_below): the map's
+    ///   source start, [`Compacted`](ReverseTranslation::Compacted);
     /// - nothing mirrored yet: [`Unmapped`](ReverseTranslation::Unmapped).
     pub fn translate_back(&self, q: i64) -> ReverseTranslation {
-        let (Some(last), Some(extent)) = (self.segments.last(), self.extent) else {
+        let (Some(first), Some(last), Some(extent)) =
+            (self.segments.first(), self.segments.last(), self.extent)
+        else {
             return ReverseTranslation::Unmapped;
         };
+        if self.floor.is_some() && q < first.dst_start {
+            return ReverseTranslation::Compacted {
+                source: extent.src_start,
+                reread_at_most: first.src_start.saturating_sub(extent.src_start),
+            };
+        }
         let i = self.segments.partition_point(|s| s.dst_end() <= q);
         match self.segments.get(i) {
             Some(s) if s.dst_start <= q => ReverseTranslation::Exact {
@@ -378,5 +481,66 @@ impl PartitionMap {
                 unmapped: q - last.dst_end(),
             },
         }
+    }
+
+    /// Drops what no consumer can still need below source position `bound`: every segment and
+    /// lost range that ends at or below `bound`, except the last segment, which is always kept
+    /// (it is where the map resumes). A [`Floor`] stands for what was dropped; returns it with
+    /// the dropped entries, for the caller to persist, or `None` if nothing was dropped.
+    ///
+    /// `bound` is the lower of the source's log start and the lowest offset any group has
+    /// committed on the partition, as far as the caller knows. Translation is then:
+    ///
+    /// - for a position at or above the floor's `src_end` (so for every position `>= bound`):
+    ///   unchanged, exact stays exact at the same target offset;
+    /// - for a position below it: [`Translation::Compacted`] at the lowest target offset the
+    ///   map ever mapped, which is at or before the exact answer. A consumer there reads some
+    ///   records twice; it never skips one. That is what makes any `bound` safe, even one above
+    ///   a group's committed offset: a tighter bound only costs precision, never data.
+    ///
+    /// ```
+    /// use strait_wire::offset_map::{PartitionMap, Translation};
+    ///
+    /// let mut map = PartitionMap::new();
+    /// for i in 0..100 {
+    ///     map.record(i * 11, i * 10, 10)?; // ten records and a commit marker, 100 times
+    /// }
+    /// let before = map.translate(555);
+    /// let compacted = map.compact_below(500).expect("segments below 500");
+    /// assert_eq!(compacted.segments.len(), 45); // those that end at or below 500
+    /// assert_eq!(map.segments().len(), 55);
+    /// assert_eq!(map.translate(555), before); // exact, as before
+    /// assert_eq!(map.translate(100), Translation::Compacted { target: 0, reread_at_most: 450 });
+    /// # Ok::<(), strait_wire::offset_map::MapError>(())
+    /// ```
+    pub fn compact_below(&mut self, bound: i64) -> Option<Compacted> {
+        let last = self.segments.last()?;
+        let cut = bound.min(last.src_start);
+        let n_segments = self.segments.partition_point(|s| s.src_end() <= cut);
+        let n_lost = self.lost.partition_point(|r| r.src_to <= cut);
+        if n_segments == 0 && n_lost == 0 {
+            return None;
+        }
+        let dst_start = self.first_dst()?;
+        let segments: Vec<Segment> = self.segments.drain(..n_segments).collect();
+        let lost: Vec<LostRange> = self.lost.drain(..n_lost).collect();
+        let dropped_end = segments
+            .last()
+            .map(Segment::src_end)
+            .max(lost.last().map(|r| r.src_to));
+        let src_end = dropped_end.max(self.floor.map(|f| f.src_end))?;
+        let floor = Floor { src_end, dst_start };
+        self.floor = Some(floor);
+        if self.segments.capacity() > 2 * self.segments.len() + 16 {
+            self.segments.shrink_to_fit();
+        }
+        if self.lost.capacity() > 2 * self.lost.len() + 16 {
+            self.lost.shrink_to_fit();
+        }
+        Some(Compacted {
+            floor,
+            segments,
+            lost,
+        })
     }
 }

@@ -8,20 +8,35 @@
 //!        kind 0 segment     offset = the segment's src_start
 //!        kind 1 lost range  offset = the range's src_from
 //!        kind 2 extent      (no offset: one per partition)
-//! value  version:INT16=0, then by kind
+//!        kind 3 floor       (no offset: one per partition; new with map compaction, see below)
+//! value  version:INT16=0, then by kind, or null (a tombstone: the key is deleted)
 //!        segment     dst_start:INT64 len:INT64 generation:INT32        (22 bytes)
 //!        lost range  src_to:INT64 generation:INT32                     (14 bytes)
 //!        extent      src_start:INT64 src_end:INT64 generation:INT32    (22 bytes)
+//!        floor       src_end:INT64 dst_start:INT64 generation:INT32    (22 bytes)
 //! ```
 //!
 //! A record's key names exactly what its value replaces, so compaction keeps the map's latest
-//! state: extending the last segment rewrites its record under the same key. `generation` is
+//! state: extending the last segment rewrites its record under the same key.
+//!
+//! **Compaction of the map itself** (`docs/design.md` §4.5): when the flow drops the segments
+//! and lost ranges below a bound ([`PartitionMap::compact_below`]), it writes the partition's
+//! floor record first, and once that is acknowledged a tombstone for the key of each dropped
+//! entry, so the topic's own compaction removes them. The loader leaves out any segment or lost
+//! range that ends at or below the floor, so a tombstone that never made it (a crash between
+//! the two writes), or a late write that landed after one, cannot bring a dropped entry back.
+//! The format is otherwise unchanged, and a map written before floors existed loads as it
+//! did. A map with a floor record does not load in a strait from before floors: it stops with
+//! "unknown kind 3" rather than translate positions below the floor to the wrong side. `generation` is
 //! the writer's generation (the owning worker's group generation once partitions move between
 //! workers, `docs/design.md` §7); the loader prefers the highest one per key, so a late write from a
 //! fenced-off worker cannot replace a newer one.
 use std::collections::BTreeMap;
 
-use super::{Extent, LostRange, MapError, OffsetMap, PartitionMap, Segment, SourcePartition};
+use super::{
+    Compacted, Extent, Floor, LostRange, MapError, OffsetMap, PartitionMap, Segment,
+    SourcePartition,
+};
 use crate::mm2::{put_string, CodecError, Reader};
 
 /// The version of the map's key and value formats written by this crate.
@@ -30,6 +45,7 @@ pub const MAP_FORMAT_VERSION: i16 = 0;
 const KIND_SEGMENT: i8 = 0;
 const KIND_LOST: i8 = 1;
 const KIND_EXTENT: i8 = 2;
+const KIND_FLOOR: i8 = 3;
 
 /// Why a map record could not be encoded or decoded.
 ///
@@ -41,7 +57,7 @@ pub enum PersistError {
     /// (the same checks as MM2's records).
     #[error(transparent)]
     Codec(#[from] CodecError),
-    /// The key's kind byte is none of segment (0), lost range (1) or extent (2).
+    /// The key's kind byte is none of segment (0), lost range (1), extent (2) or floor (3).
     #[error("offset map key has unknown kind {kind}")]
     UnknownKind {
         /// The kind byte as read.
@@ -78,6 +94,11 @@ pub enum MapKey {
         /// The source partition.
         partition: SourcePartition,
     },
+    /// The partition's floor (what stands for the entries compacted away).
+    Floor {
+        /// The source partition.
+        partition: SourcePartition,
+    },
 }
 
 impl MapKey {
@@ -86,7 +107,8 @@ impl MapKey {
         match self {
             Self::Segment { partition, .. }
             | Self::Lost { partition, .. }
-            | Self::Extent { partition } => partition,
+            | Self::Extent { partition }
+            | Self::Floor { partition } => partition,
         }
     }
 
@@ -99,6 +121,7 @@ impl MapKey {
             Self::Segment { src_start, .. } => (KIND_SEGMENT, Some(*src_start)),
             Self::Lost { src_from, .. } => (KIND_LOST, Some(*src_from)),
             Self::Extent { .. } => (KIND_EXTENT, None),
+            Self::Floor { .. } => (KIND_FLOOR, None),
         };
         out.extend_from_slice(&kind.to_be_bytes());
         put_string(&mut out, "topic", &partition.topic)?;
@@ -121,7 +144,7 @@ impl MapKey {
             .into());
         }
         let kind = r.i8("kind")?;
-        if !matches!(kind, KIND_SEGMENT | KIND_LOST | KIND_EXTENT) {
+        if !matches!(kind, KIND_SEGMENT | KIND_LOST | KIND_EXTENT | KIND_FLOOR) {
             return Err(PersistError::UnknownKind { kind });
         }
         let partition = SourcePartition {
@@ -137,7 +160,8 @@ impl MapKey {
                 partition,
                 src_from: r.i64("src_from")?,
             },
-            _ => Self::Extent { partition },
+            KIND_EXTENT => Self::Extent { partition },
+            _ => Self::Floor { partition },
         };
         r.finish("offset map key")?;
         Ok(key)
@@ -153,6 +177,8 @@ pub enum MapEntry {
     Lost(LostRange),
     /// The partition's extent.
     Extent(Extent),
+    /// The partition's floor.
+    Floor(Floor),
 }
 
 /// One record of the persisted map: an entry of one partition's map and the generation of its
@@ -184,6 +210,7 @@ impl MapRecord {
                 src_from: r.src_from,
             },
             MapEntry::Extent(_) => MapKey::Extent { partition },
+            MapEntry::Floor(_) => MapKey::Floor { partition },
         }
     }
 
@@ -200,6 +227,7 @@ impl MapRecord {
             MapEntry::Segment(s) => (s.dst_start, Some(s.len)),
             MapEntry::Lost(r) => (r.src_to, None),
             MapEntry::Extent(e) => (e.src_start, Some(e.src_end)),
+            MapEntry::Floor(f) => (f.src_end, Some(f.dst_start)),
         };
         out.extend_from_slice(&a.to_be_bytes());
         if let Some(b) = b {
@@ -252,6 +280,12 @@ impl MapRecord {
                 let extent = Extent { src_start, src_end };
                 (partition, MapEntry::Extent(extent))
             }
+            MapKey::Floor { partition } => {
+                let src_end = r.i64("src_end")?;
+                let dst_start = r.i64("dst_start")?;
+                let floor = Floor { src_end, dst_start };
+                (partition, MapEntry::Floor(floor))
+            }
         };
         let generation = r.i32("generation")?;
         r.finish("offset map value")?;
@@ -275,15 +309,48 @@ impl PartitionMap {
             entry,
             generation,
         };
-        self.segments()
-            .iter()
-            .map(|s| record(MapEntry::Segment(*s)))
+        self.floor()
+            .map(|f| record(MapEntry::Floor(f)))
+            .into_iter()
+            .chain(
+                self.segments()
+                    .iter()
+                    .map(|s| record(MapEntry::Segment(*s))),
+            )
             .chain(
                 self.lost_ranges()
                     .iter()
                     .map(|r| record(MapEntry::Lost(*r))),
             )
             .chain(self.extent().map(|e| record(MapEntry::Extent(e))))
+            .collect()
+    }
+}
+
+impl Compacted {
+    /// The record of the floor, to write (and have acknowledged) before the
+    /// [`tombstones`](Self::tombstones).
+    pub fn floor_record(&self, partition: &SourcePartition, generation: i32) -> MapRecord {
+        MapRecord {
+            partition: partition.clone(),
+            entry: MapEntry::Floor(self.floor),
+            generation,
+        }
+    }
+
+    /// The keys of the dropped entries: a tombstone (null value) for each deletes it from the
+    /// map topic.
+    pub fn tombstones(&self, partition: &SourcePartition) -> Vec<MapKey> {
+        self.segments
+            .iter()
+            .map(|s| MapKey::Segment {
+                partition: partition.clone(),
+                src_start: s.src_start,
+            })
+            .chain(self.lost.iter().map(|r| MapKey::Lost {
+                partition: partition.clone(),
+                src_from: r.src_from,
+            }))
             .collect()
     }
 }
@@ -370,13 +437,15 @@ impl MapLoader {
     }
 
     /// Builds the map, checking every partition's invariants
-    /// ([`PartitionMap::from_parts`]).
+    /// ([`PartitionMap::from_parts_with_floor`]: entries at or below a partition's floor are
+    /// left out).
     pub fn finish(self) -> Result<OffsetMap, LoadError> {
         #[derive(Default)]
         struct Parts {
             segments: Vec<Segment>,
             lost: Vec<LostRange>,
             extent: Option<Extent>,
+            floor: Option<Floor>,
         }
         let mut parts: BTreeMap<SourcePartition, Parts> = BTreeMap::new();
         for (key, (entry, _)) in self.entries {
@@ -385,11 +454,12 @@ impl MapLoader {
                 MapEntry::Segment(s) => p.segments.push(s),
                 MapEntry::Lost(r) => p.lost.push(r),
                 MapEntry::Extent(e) => p.extent = Some(e),
+                MapEntry::Floor(f) => p.floor = Some(f),
             }
         }
         let mut map = OffsetMap::new();
         for (partition, p) in parts {
-            match PartitionMap::from_parts(p.segments, p.lost, p.extent) {
+            match PartitionMap::from_parts_with_floor(p.segments, p.lost, p.extent, p.floor) {
                 Ok(m) => {
                     map.insert(partition, m);
                 }
@@ -410,6 +480,9 @@ fn covers(held: &MapEntry, late: &MapEntry) -> bool {
         (MapEntry::Lost(h), MapEntry::Lost(l)) => h.src_from == l.src_from && h.src_to >= l.src_to,
         (MapEntry::Extent(h), MapEntry::Extent(l)) => {
             h.src_start == l.src_start && h.src_end >= l.src_end
+        }
+        (MapEntry::Floor(h), MapEntry::Floor(l)) => {
+            h.dst_start == l.dst_start && h.src_end >= l.src_end
         }
         _ => false,
     }

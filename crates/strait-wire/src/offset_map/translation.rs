@@ -48,6 +48,18 @@ pub enum Translation {
         /// Lost source offsets ahead of the position, before the next mirrored record.
         lost: i64,
     },
+    /// The position is below the map's [`Floor`](super::Floor): the segments around it were
+    /// dropped by [`compact_below`](super::PartitionMap::compact_below) (they lay below the
+    /// source's log start), so the exact answer is no longer known. `target` is the lowest
+    /// target offset the map ever mapped, at or before the exact answer: a consumer there reads
+    /// at most `reread_at_most` records twice, and skips none.
+    Compacted {
+        /// Target position: the floor's `dst_start`.
+        target: i64,
+        /// Target offsets between `target` and the first segment kept: an upper bound on the
+        /// records read twice.
+        reread_at_most: i64,
+    },
     /// Nothing has been mirrored from this partition: there is no target position.
     Unmapped,
 }
@@ -59,7 +71,8 @@ impl Translation {
             Self::Exact { target }
             | Self::PastMappedEnd { target, .. }
             | Self::BeforeMappedStart { target, .. }
-            | Self::InLostRange { target, .. } => Some(target),
+            | Self::InLostRange { target, .. }
+            | Self::Compacted { target, .. } => Some(target),
             Self::Unmapped => None,
         }
     }
@@ -101,6 +114,17 @@ pub enum ReverseTranslation {
         /// Target offsets read past the mapped end.
         unmapped: i64,
     },
+    /// The position is before the first segment kept by
+    /// [`compact_below`](super::PartitionMap::compact_below): the exact answer is no longer
+    /// known. `source` is the map's source start, at or before it: a consumer there reads at
+    /// most `reread_at_most` source offsets twice (if the source still has them; they lay below
+    /// its log start when the map was compacted).
+    Compacted {
+        /// Source position: the map's source start.
+        source: i64,
+        /// Source offsets between `source` and the first segment kept.
+        reread_at_most: i64,
+    },
     /// Nothing has been mirrored from this partition: there is no source position.
     Unmapped,
 }
@@ -111,7 +135,8 @@ impl ReverseTranslation {
         match *self {
             Self::Exact { source }
             | Self::InTargetGap { source, .. }
-            | Self::PastMappedEnd { source, .. } => Some(source),
+            | Self::PastMappedEnd { source, .. }
+            | Self::Compacted { source, .. } => Some(source),
             Self::Unmapped => None,
         }
     }

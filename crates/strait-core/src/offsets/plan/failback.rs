@@ -171,8 +171,13 @@ fn partition_plan(
     }
 }
 
-/// Target offsets in `[from, to)` that hold no record mirrored from the partition.
+/// Target offsets in `[from, to)` that hold no record mirrored from the partition. Those below
+/// the first segment of a compacted map are not known either way, and are not counted.
 fn foreign_between(map: &PartitionMap, from: i64, to: i64) -> i64 {
+    let from = match (map.floor(), map.segments().first()) {
+        (Some(_), Some(first)) => from.max(first.dst_start),
+        _ => from,
+    };
     if to <= from {
         return 0;
     }
@@ -203,6 +208,8 @@ fn note(back: &ReverseTranslation, read: i64, ahead: i64, a: &str, b: &str) -> S
     if matches!(back, ReverseTranslation::Unmapped) {
         return describe_back(back);
     }
+    let compacted =
+        matches!(back, ReverseTranslation::Compacted { .. }).then(|| describe_back(back));
     let mut parts = Vec::new();
     if read > 0 {
         parts.push(format!(
@@ -215,12 +222,16 @@ fn note(back: &ReverseTranslation, read: i64, ahead: i64, a: &str, b: &str) -> S
         ));
     }
     if parts.is_empty() {
-        return String::new();
+        return compacted.unwrap_or_default();
     }
-    format!(
+    let foreign = format!(
         "{} (written on {b} after the failover; a {b}->{a} flow is needed to copy them)",
         parts.join("; ")
-    )
+    );
+    match compacted {
+        Some(c) => format!("{c}; {foreign}"),
+        None => foreign,
+    }
 }
 
 #[cfg(test)]

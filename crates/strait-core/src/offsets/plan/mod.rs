@@ -133,7 +133,8 @@ pub struct MapExtent {
     pub target_start: i64,
     /// One past the last mirrored record's target offset.
     pub target_end: i64,
-    /// Segments (runs mirrored one to one); one more than the number of gaps.
+    /// Segments (runs mirrored one to one); one more than the number of gaps. Those the map
+    /// kept, once it was compacted below the source's log start (`docs/design.md` §4.5).
     pub segments: usize,
     /// Source offsets deleted before they were mirrored.
     pub lost: i64,
@@ -501,7 +502,8 @@ fn map_extents<'a>(
                 partition: sp.partition,
                 source_start: extent.src_start,
                 source_end: extent.src_end,
-                target_start: first.dst_start,
+                // A compacted map's floor keeps the first mirrored record's target offset.
+                target_start: pmap.floor().map_or(first.dst_start, |f| f.dst_start),
                 target_end: pmap.dst_end().unwrap_or(first.dst_start),
                 segments: pmap.segments().len(),
                 lost: pmap.lost_offsets(),
