@@ -84,6 +84,20 @@ fn offset(r: &TestRecord) -> i64 {
 
 #[test]
 fn cutover_from_mm2_continues_where_it_stopped_without_copying_again() {
+    cutover(false);
+}
+
+/// As above, but MM2 was killed once (SIGKILL) before it committed any Connect offset and
+/// started again, so it copied everything a second time (MM2 is at least once): B holds each of
+/// those records twice. strait must match each record to its later copy (so that no group
+/// placed through its map reads the second copies), report the first copies as duplicates,
+/// and copy nothing again.
+#[test]
+fn cutover_from_mm2_that_copied_records_twice_matches_their_later_copies() {
+    cutover(true);
+}
+
+fn cutover(mm2_crashed: bool) {
     let clusters = Clusters::start();
     let rdk = Rdk::new();
     let (a, b) = (
@@ -117,8 +131,36 @@ fn cutover_from_mm2_continues_where_it_stopped_without_copying_again() {
     eprintln!("committed on A before the cutover: {committed_before_cutover:?}");
 
     // 3. MM2 mirrors it, checkpoints both groups, and is stopped as an operator would.
-    let properties = Mm2::flow_properties((A, &a), (B, &b), &format!("{A}->{B}.topics = {TOPIC}"));
-    let mirrored_by_mm2: i64 = TRIM.iter().map(|t| BEFORE_MM2 as i64 / 3 - t).sum();
+    let topics = format!("{A}->{B}.topics = {TOPIC}");
+    let properties = Mm2::flow_properties((A, &a), (B, &b), &topics);
+    let first_copy: i64 = TRIM.iter().map(|t| BEFORE_MM2 as i64 / 3 - t).sum();
+    let mut next_id = BEFORE_MM2;
+    // Copied by MM2 twice (`mm2_crashed`).
+    let mut copied_twice = 0;
+    if mm2_crashed {
+        // No Connect offset committed (flush every 10 minutes) when MM2 is killed.
+        let once = Mm2::flow_properties(
+            (A, &a),
+            (B, &b),
+            &format!("{topics}\n{B}.offset.flush.interval.ms = 600000"),
+        );
+        let mut mm2 = Mm2::start(&dir, &once, &[B]);
+        mm2.wait_for_log(MM2_STARTED, WAIT);
+        mm2.wait_until(WAIT, "MM2 mirrored the topic once", || {
+            let copied: i64 = (0..PARTITIONS)
+                .map(|p| kafka.end(&kafka.target, REMOTE, p))
+                .sum();
+            (copied == first_copy).then_some(())
+        });
+        mm2.kill();
+        copied_twice = first_copy;
+        eprintln!(
+            "MM2 copied {first_copy} records and was killed (SIGKILL) before any offset commit"
+        );
+        produce(&rdk, &a, next_id, 300, 1);
+        next_id += 300;
+    }
+    let mirrored_by_mm2 = first_copy + (next_id - BEFORE_MM2) as i64;
     let started = Instant::now();
     let mut mm2 = Mm2::start(&dir, &properties, &[B]);
     mm2.wait_for_log(MM2_STARTED, WAIT);
@@ -140,7 +182,7 @@ fn cutover_from_mm2_continues_where_it_stopped_without_copying_again() {
                         .is_some_and(|c| c.upstream_offset == *o)
                 })
             });
-            (copied == mirrored_by_mm2 && all).then_some(())
+            (copied == mirrored_by_mm2 + copied_twice && all).then_some(())
         },
     );
     eprintln!(
@@ -190,8 +232,8 @@ fn cutover_from_mm2_continues_where_it_stopped_without_copying_again() {
     eprintln!(
         "A deleted {late_trimmed} more records of {TOPIC}-{late_p} after MM2 stopped (to {late_to})"
     );
-    produce(&rdk, &a, BEFORE_MM2, AFTER_MM2, 3);
-    let all_ids: BTreeSet<u64> = (0..BEFORE_MM2 + AFTER_MM2)
+    produce(&rdk, &a, next_id, AFTER_MM2, 3);
+    let all_ids: BTreeSet<u64> = (0..next_id + AFTER_MM2)
         .filter(|i| !trimmed.contains(i))
         .collect();
 
@@ -299,7 +341,17 @@ fn cutover_from_mm2_continues_where_it_stopped_without_copying_again() {
         on_b.len(),
         b_set.len()
     );
-    assert_eq!((b_dups, b_missing, b_foreign), (0, 0, 0), "B's ids");
+    assert_eq!(
+        (b_dups, b_missing, b_foreign),
+        (copied_twice as usize, 0, 0),
+        "B's ids: twice, missing, foreign"
+    );
+    assert_eq!(
+        b_total,
+        on_a.len() as i64 + late_trimmed + duplicates as i64,
+        "B holds A's records, the copies of those A deleted since, and the duplicates strait \
+         reported, nothing else"
+    );
     for r in &on_a {
         let copy = positions.copy_of(r);
         assert!(
@@ -312,7 +364,7 @@ fn cutover_from_mm2_continues_where_it_stopped_without_copying_again() {
         (recovered, duplicates, lost, written),
         (
             (mirrored_by_mm2 - late_trimmed) as f64,
-            0.0,
+            copied_twice as f64,
             0.0,
             AFTER_MM2 as f64
         ),
@@ -372,9 +424,20 @@ fn cutover_from_mm2_continues_where_it_stopped_without_copying_again() {
     let applied = strait_ok(&dir, &["failover", "apply", plan_path, "--config", config]);
     eprintln!("--- strait failover apply ---\n{applied}");
 
+    // A group without an offset on a partition starts there at B's log start, as it would at
+    // A's: it reads every copy B holds there, the duplicates MM2 wrote included (no plan can
+    // place a group on a partition it never committed).
+    let copies_twice_on = |p: i32| -> usize {
+        let ids: Vec<u64> = on_b
+            .iter()
+            .filter(|r| r.partition == p)
+            .map(id_of)
+            .collect();
+        ids.len() - ids.iter().collect::<BTreeSet<_>>().len()
+    };
     eprintln!(
-        "\n{:<8} {:>9} {:>9} {:>10} {:>6}",
-        "group", "read on A", "read on B", "duplicates", "lost"
+        "\n{:<8} {:>9} {:>9} {:>10} {:>6} {:>28}",
+        "group", "read on A", "read on B", "duplicates", "lost", "MM2's, where never committed"
     );
     let mut failures = Vec::new();
     for (g, a_ids) in &read_on_a {
@@ -386,12 +449,16 @@ fn cutover_from_mm2_continues_where_it_stopped_without_copying_again() {
         let duplicated: usize = times.values().map(|n| n - 1).sum();
         let lost = all_ids.iter().filter(|id| !times.contains_key(id)).count();
         let foreign = times.keys().filter(|id| !all_ids.contains(id)).count();
+        let unplaced: usize = (0..PARTITIONS)
+            .filter(|p| !committed[*g].contains_key(p))
+            .map(copies_twice_on)
+            .sum();
         eprintln!(
-            "{g:<8} {:>9} {:>9} {duplicated:>10} {lost:>6}",
+            "{g:<8} {:>9} {:>9} {duplicated:>10} {lost:>6} {unplaced:>28}",
             a_ids.len(),
             read_on_b.len()
         );
-        if duplicated != 0 || lost != 0 || foreign != 0 {
+        if duplicated != unplaced || lost != 0 || foreign != 0 {
             failures.push(format!(
                 "{g}: {duplicated} duplicates, {lost} lost, {foreign} foreign"
             ));

@@ -802,6 +802,8 @@ impl Flow {
         // Matches and skips not yet in the map, in order: a rewind (below) can take back those
         // from a source offset on. Put in the map before a loss is recorded, and at the end.
         let mut pending = Pending::default();
+        // The create time of the last record matched.
+        let mut last_matched: Option<i64> = None;
         // No map before this matching: the remote topic was filled by another mirror
         // (MirrorMaker 2), or the map topic was deleted.
         let adopted = self.map.partition(&sp).is_none_or(|m| m.extent().is_none());
@@ -945,6 +947,39 @@ impl Flow {
                             src = again;
                             continue 'outer;
                         }
+                        // The second copies may start before the records matched here, at
+                        // records the source has deleted since: then the copy of the first record
+                        // matched here comes further on. Looked for only when `t` is older than
+                        // the last record matched (a copy made again), as this search reads ahead.
+                        let older = matches!(
+                            (t.timestamp, last_matched),
+                            (Some(t), Some(last)) if t < last
+                        );
+                        if let (true, Some(floor)) = (older, pending.floor) {
+                            let first =
+                                tail::mirrorable_records(&self.source, tp, floor, &committed)
+                                    .await
+                                    .ok()
+                                    .and_then(|(records, _)| records.into_iter().next());
+                            if let Some(first) = first {
+                                if let Some(copy) = tail::find_record(
+                                    &self.target,
+                                    remote,
+                                    &first,
+                                    dst + 1,
+                                    target_end,
+                                    RECOPY_SEARCH_FETCHES,
+                                    &options,
+                                )
+                                .await?
+                                {
+                                    pending.take_back_from(floor);
+                                    src = floor;
+                                    dst = copy;
+                                    continue 'outer;
+                                }
+                            }
+                        }
                         // A compacted source may also have removed records whose copies the
                         // target holds: the copy of `s` comes further on, and the target
                         // records before it are not copies of `s` or of anything after it. They
@@ -986,6 +1021,7 @@ impl Flow {
                         break 'outer;
                     }
                     after_loss = false;
+                    last_matched = s.timestamp;
                     pending.matched(s.offset, dst, src);
                     src = s.offset + 1;
                     dst += 1;
@@ -1888,6 +1924,10 @@ impl Pending {
 /// Fetches of the target read to find the copy of a source record further on, past records
 /// that are not copies of it (an earlier mirror's extra copies): at least 1 MiB each.
 const EXTRA_COPIES_SEARCH_FETCHES: usize = 64;
+
+/// Fetches of the target read to find a second copy of the first record matched, past copies of
+/// records the source has deleted.
+const RECOPY_SEARCH_FETCHES: usize = 16;
 
 /// Whether the last thing `map` recorded is a lost range that ends at `src`, with nothing
 /// mirrored after it: target records beyond the map may be copies of the records it lost.
