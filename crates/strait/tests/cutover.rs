@@ -703,3 +703,102 @@ impl Kafka {
         out
     }
 }
+
+/// The cost of taking over a remote topic without a map: 1,000,000 records (100-byte values,
+/// lz4, from Kafka's `ProducerPerformance`) in 3 partitions are mirrored by strait, its map
+/// topic is deleted, and strait starts again: every record is read on both sides and matched.
+/// The same path as after MM2 (no map, a full remote topic), without MM2's minutes of copying.
+/// A measurement, not run by default:
+/// `cargo test -p strait --test cutover -- --ignored --nocapture` (`STRAIT_BIN` picks another
+/// build of strait, e.g. a release one).
+#[test]
+#[ignore = "a measurement of several minutes"]
+fn takeover_of_a_million_records_is_timed() {
+    const RECORDS: i64 = 1_000_000;
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let (a, b) = (
+        clusters.source.bootstrap.clone(),
+        clusters.target.bootstrap.clone(),
+    );
+    let dir = clusters.dir().to_owned();
+    let kafka = Kafka::new(&a, &b);
+    rdk.create_topic(&a, TOPIC, PARTITIONS);
+    let started = Instant::now();
+    let servers = format!("bootstrap.servers={a}");
+    let records = RECORDS.to_string();
+    strait_testkit::kafka_tool(
+        "org.apache.kafka.tools.ProducerPerformance",
+        &[
+            "--topic",
+            TOPIC,
+            "--num-records",
+            &records,
+            "--record-size",
+            "100",
+            "--throughput",
+            "-1",
+            "--producer-props",
+            &servers,
+            "compression.type=lz4",
+            "linger.ms=20",
+            "batch.size=65536",
+        ],
+    );
+    eprintln!("produced {RECORDS} records: {:?}", started.elapsed());
+    let config = running::write_flow_config(
+        &clusters,
+        (A, B),
+        "strait.properties",
+        &format!("{A}->{B}.topics = {TOPIC}\nemit.checkpoints.enabled = false"),
+    );
+    let config = config.to_str().expect("utf-8 path");
+    let bin = std::env::var("STRAIT_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_strait").into());
+    let run = |name: &str| -> (Duration, String) {
+        let log = dir.join(name);
+        let started = Instant::now();
+        let status = Command::new(&bin)
+            .args(running::run_until_caught_up(config))
+            .env("NO_COLOR", "1")
+            .env("RUST_LOG", "info")
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .status()
+            .expect("run strait");
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(status.success(), "strait failed:\n{text}");
+        (started.elapsed(), text)
+    };
+    let (copy, _) = run("copy.log");
+    eprintln!("strait copied them: {copy:?}");
+    let map_topic = "strait-offset-map.A.internal";
+    kafka
+        .runtime
+        .block_on(kafka.target.delete_topics(&[map_topic]))
+        .expect("delete the map topic");
+    let deadline = Instant::now() + TIMEOUT;
+    while kafka.topics(&kafka.target).contains(map_topic) {
+        assert!(Instant::now() < deadline, "{map_topic} not deleted");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (takeover, log) = run("takeover.log");
+    let mut recovered = 0;
+    for line in log
+        .lines()
+        .filter(|l| l.contains("no map for this partition"))
+    {
+        eprintln!("{line}");
+        let field = line
+            .split(" recovered=")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse::<i64>().ok())
+            .expect("recovered=");
+        recovered += field;
+    }
+    eprintln!("strait took over {recovered} records (no map, everything matched): {takeover:?}");
+    assert_eq!(recovered, RECORDS);
+    let ends: i64 = (0..PARTITIONS)
+        .map(|p| kafka.end(&kafka.target, REMOTE, p))
+        .sum();
+    assert_eq!(ends, RECORDS, "nothing written again");
+}

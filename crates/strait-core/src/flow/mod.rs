@@ -1068,11 +1068,14 @@ impl Flow {
         // not here: a run stopped before that would otherwise count them twice.
         if adopted && lost == 0 && orphans == 0 {
             let level_warn = unmatched > 0 || extra > 0;
-            let message = "taking over a remote topic without an offset map (filled by \
-                           MirrorMaker 2 or another mirror, or the map topic was deleted): its \
-                           records were matched with the source record by record; matched ones \
-                           are in the map and not copied again, extra copies are kept and \
-                           counted as duplicates, unmatched ones will be written again";
+            // The same words as below first: tools that sum `recovered=` find both.
+            let message = "target held records beyond the offset map, and no map for this \
+                           partition: taking over a remote topic filled by MirrorMaker 2 or \
+                           another mirror (or the map topic was deleted); its records were \
+                           matched with the source record by record: matched ones are in the map \
+                           and not copied again, extra copies (an earlier mirror wrote them \
+                           twice) are kept and counted as duplicates, unmatched ones will be \
+                           written again";
             macro_rules! adopted_line {
                 ($level:ident) => {
                     tracing::$level!(
