@@ -47,8 +47,9 @@ const REMOTE: &str = "A.orders";
 const PARTITIONS: i32 = 3;
 /// `<source>.checkpoints.internal`, on B: written by MM2, then by strait.
 const CHECKPOINTS: &str = "A.checkpoints.internal";
-/// MM2's Connect offsets topic in dedicated mode, on B (`mm2-offsets.<target>.internal`).
-const CONNECT_OFFSETS: &str = "mm2-offsets.B.internal";
+/// MM2's Connect offsets topic in dedicated mode: on B, named after the source
+/// (`mm2-offsets.<source>.internal`, `MirrorMakerConfig.workerConfig`).
+const CONNECT_OFFSETS: &str = "mm2-offsets.A.internal";
 /// Ids written before MM2 runs.
 const BEFORE_MM2: u64 = 3_000;
 /// Ids written after MM2 stopped, before strait starts.
@@ -208,8 +209,9 @@ fn cutover(mm2_crashed: bool) {
             c.upstream_offset, c.downstream_offset
         );
     }
-    for (key, value) in kafka.connect_offsets() {
-        eprintln!("MM2 Connect offset {key} = {value}");
+    let connect_offsets = kafka.connect_offsets();
+    for ((p, key), (_, value)) in &connect_offsets {
+        eprintln!("MM2 Connect offset {key} = {value} (partition {p} of {CONNECT_OFFSETS})");
     }
 
     // 4. A deletes more of one partition (records MM2 copied and both groups read), and more
@@ -465,6 +467,132 @@ fn cutover(mm2_crashed: bool) {
         }
     }
     assert!(failures.is_empty(), "{failures:?}");
+
+    if !mm2_crashed {
+        roll_back_to_mm2(
+            &kafka,
+            &rdk,
+            (&a, &b),
+            &dir,
+            &properties,
+            &connect_offsets,
+            next_id + AFTER_MM2,
+            &all_ids,
+        );
+    }
+}
+
+/// Rolling back: strait stopped, MM2 started again on the same file. MM2 resumes each partition
+/// at its Connect offset, which is where MM2 stopped, not where strait did: left alone it would
+/// copy again everything strait mirrored. So each offset is first set to where strait's copy
+/// ends, by writing a record with the same key to MM2's offsets topic (where a console producer
+/// would put it: Connect's key, so the same partition). MM2 then copies only what is new.
+fn roll_back_to_mm2(
+    kafka: &Kafka,
+    rdk: &Rdk,
+    (a, b): (&str, &str),
+    dir: &Path,
+    properties: &str,
+    mm2_offsets: &BTreeMap<(i32, String), (i32, String)>,
+    first_new: u64,
+    all_ids: &BTreeSet<u64>,
+) {
+    // strait caught up and stopped, and nothing was written to A since: its copy ends at A's
+    // end.
+    let ends: Vec<i64> = (0..PARTITIONS)
+        .map(|p| kafka.end(&kafka.source, TOPIC, p))
+        .collect();
+    let b_before: i64 = (0..PARTITIONS)
+        .map(|p| kafka.end(&kafka.target, REMOTE, p))
+        .sum();
+    let offsets_partitions = kafka.partitions(&kafka.target, CONNECT_OFFSETS);
+    let mut rewritten = Vec::new();
+    for ((p, key), (source, value)) in mm2_offsets {
+        // Where Kafka's Java producer (Connect's, or kafka-console-producer's) puts the key.
+        assert_eq!(
+            *p,
+            java_partition(key.as_bytes(), offsets_partitions),
+            "{key}: not in the partition the Java producer's default partitioner picks"
+        );
+        let stored: i64 = serde_json::from_str::<serde_json::Value>(value).expect("JSON")["offset"]
+            .as_i64()
+            .expect("an offset");
+        // MM2 stored the last offset it copied (it stopped at the end of what existed then).
+        let offset = ends[*source as usize] - 1;
+        let new_value = format!("{{\"offset\":{offset}}}");
+        eprintln!(
+            "rolling back: {CONNECT_OFFSETS} partition {p}: {key} = {value} (MM2 copied up to \
+             {stored}) -> {new_value}"
+        );
+        rewritten.push(TestRecord::new(
+            *p,
+            Some(key.as_bytes()),
+            Some(new_value.as_bytes()),
+        ));
+    }
+    assert_eq!(rewritten.len(), PARTITIONS as usize, "{mm2_offsets:?}");
+    rdk.produce(b, CONNECT_OFFSETS, &rewritten, "none");
+    produce(rdk, a, first_new, 300, 1);
+    let started = Instant::now();
+    let mut mm2 = Mm2::start(dir, properties, &[B]);
+    mm2.wait_for_log(MM2_STARTED, WAIT);
+    mm2.wait_until(WAIT, "MM2 mirrored the 300 new records", || {
+        let total: i64 = (0..PARTITIONS)
+            .map(|p| kafka.end(&kafka.target, REMOTE, p))
+            .sum();
+        (total >= b_before + 300).then_some(())
+    });
+    // Anything copied again would come with them or right after.
+    std::thread::sleep(Duration::from_secs(5));
+    mm2.stop();
+    let b_after: i64 = (0..PARTITIONS)
+        .map(|p| kafka.end(&kafka.target, REMOTE, p))
+        .sum();
+    let on_b = rdk.consume(b, REMOTE, b_after as usize, TIMEOUT);
+    let ids: Vec<u64> = on_b.iter().map(id_of).collect();
+    let distinct: BTreeSet<u64> = ids.iter().copied().collect();
+    let expected: BTreeSet<u64> = all_ids
+        .iter()
+        .copied()
+        .chain(first_new..first_new + 300)
+        .collect();
+    eprintln!(
+        "MM2 after the roll-back ({:?}): B {b_before} -> {b_after} records, {} ids twice, {} \
+         missing",
+        started.elapsed(),
+        ids.len() - distinct.len(),
+        expected.difference(&distinct).count()
+    );
+    assert_eq!(b_after, b_before + 300, "MM2 copied only the new records");
+    assert_eq!(distinct, expected);
+    assert_eq!(ids.len(), distinct.len(), "no id twice on B");
+}
+
+/// The partition Kafka's Java producer picks for `key` among `partitions`
+/// (`BuiltInPartitioner.partitionForKey`: murmur2, made positive, modulo).
+fn java_partition(key: &[u8], partitions: i32) -> i32 {
+    const M: u32 = 0x5bd1_e995;
+    let mut h: u32 = 0x9747_b28c ^ key.len() as u32;
+    let mut chunks = key.chunks_exact(4);
+    for c in &mut chunks {
+        let mut k = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        k = k.wrapping_mul(M);
+        k ^= k >> 24;
+        k = k.wrapping_mul(M);
+        h = h.wrapping_mul(M);
+        h ^= k;
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        for (i, b) in rest.iter().enumerate().rev() {
+            h ^= u32::from(*b) << (8 * i);
+        }
+        h = h.wrapping_mul(M);
+    }
+    h ^= h >> 13;
+    h = h.wrapping_mul(M);
+    h ^= h >> 15;
+    ((h & 0x7fff_ffff) % partitions as u32) as i32
 }
 
 /// Produces ids `first..first + n` in `calls` produce calls (batches of different sizes).
@@ -689,14 +817,21 @@ impl Kafka {
         out
     }
 
-    /// MM2's Connect source offsets (the last per key), as JSON text.
-    fn connect_offsets(&self) -> BTreeMap<String, String> {
+    /// MM2's Connect source offsets of `orders` (the last per key): (partition of the offsets
+    /// topic, key) -> (source partition, value), as JSON text.
+    fn connect_offsets(&self) -> BTreeMap<(i32, String), (i32, String)> {
         let mut out = BTreeMap::new();
         for p in 0..self.partitions(&self.target, CONNECT_OFFSETS) {
             for r in self.records(&self.target, CONNECT_OFFSETS, p) {
                 let key = String::from_utf8_lossy(&r.key).into_owned();
-                if key.contains(TOPIC) {
-                    out.insert(key, String::from_utf8_lossy(&r.value).into_owned());
+                let Ok(json) = serde_json::from_str::<serde_json::Value>(&key) else {
+                    continue;
+                };
+                let partition = &json[1];
+                if partition["topic"] == TOPIC && partition["cluster"] == A {
+                    let source = partition["partition"].as_i64().expect("partition") as i32;
+                    let value = String::from_utf8_lossy(&r.value).into_owned();
+                    out.insert((p, key), (source, value));
                 }
             }
         }
