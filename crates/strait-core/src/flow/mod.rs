@@ -102,7 +102,8 @@ pub struct FlowStats {
     pub lost_records: u64,
     /// Records found on the target after a restart and matched, so not written again.
     pub recovered_records: u64,
-    /// Records written again because a crash left them unrecorded and unmatchable.
+    /// Records on the target twice: written again because a crash left them unrecorded and
+    /// unmatchable, or found there twice when taking over (an earlier mirror's extra copies).
     pub duplicate_records: u64,
 }
 
