@@ -103,7 +103,8 @@ pub struct FlowStats {
     pub lost_records: u64,
     /// Records found on the target after a restart and matched, so not written again.
     pub recovered_records: u64,
-    /// Records written again because a crash left them unrecorded and unmatchable.
+    /// Records on the target twice: written again because a crash left them unrecorded and
+    /// unmatchable, or found there twice when taking over (an earlier mirror's extra copies).
     pub duplicate_records: u64,
 }
 
@@ -804,6 +805,16 @@ impl Flow {
             .map
             .partition(&sp)
             .is_some_and(|m| ends_in_loss_at(m, src));
+        let dst_start = dst;
+        // Matches and skips not yet in the map, in order: a rewind (below) can take back those
+        // from a source offset on. Put in the map before a loss is recorded, and at the end.
+        let mut pending = Pending::default();
+        // The create time of the last record matched.
+        let mut last_matched: Option<i64> = None;
+        // No map before this matching: the remote topic was filled by another mirror
+        // (MirrorMaker 2), or the map topic was deleted.
+        let adopted = self.map.partition(&sp).is_none_or(|m| m.extent().is_none());
+        let started = std::time::Instant::now();
         let mut stopped_by: Option<String> = None;
         'outer: while dst < target_end {
             let progress = (src, dst);
@@ -845,6 +856,7 @@ impl Flow {
                             Some(format!("the source ends before offset {src} (truncated?)"));
                         break;
                     }
+                    matched += pending.apply(&mut self.map, &mut self.store, &sp)?;
                     lost += record_loss(
                         &self.config.name(),
                         &mut self.map,
@@ -870,11 +882,7 @@ impl Flow {
                 let b = match tracker.classify(b) {
                     // Skipped over, as a round would.
                     Action::Skip { from, to, .. } => {
-                        let extent = self
-                            .map
-                            .record_skipped(&sp, from.max(src), to)
-                            .map_err(|e| FlowError::Map(e.to_string()))?;
-                        self.store.note(&sp, MapEntry::Extent(extent));
+                        pending.skip(from.max(src), to);
                         src = to;
                         continue;
                     }
@@ -923,6 +931,80 @@ impl Flow {
                         continue 'outer;
                     }
                     if !t.same_record(&s) {
+                        // The target may hold some records twice: MirrorMaker 2 is at least
+                        // once, and a task that restarts (a crash, a rebalance) copies again
+                        // what it had copied since its last offset commit. Then `t` is a second
+                        // copy of a source record already matched here: those records are
+                        // matched again, to their later copies, so that a consumer placed
+                        // through the map after the cutover does not read the second copies.
+                        // The first copies are kept, left out of the map and counted as
+                        // duplicates.
+                        if let Some(again) = tail::find_record(
+                            &self.source,
+                            tp,
+                            &t,
+                            pending.floor.unwrap_or(src),
+                            src,
+                            EXTRA_COPIES_SEARCH_FETCHES,
+                            &committed,
+                        )
+                        .await?
+                        {
+                            pending.take_back_from(again);
+                            src = again;
+                            continue 'outer;
+                        }
+                        // The second copies may start before the records matched here, at
+                        // records the source has deleted since: then the copy of the first record
+                        // matched here comes further on. Looked for only when `t` is older than
+                        // the last record matched (a copy made again), as this search reads ahead.
+                        let older = matches!(
+                            (t.timestamp, last_matched),
+                            (Some(t), Some(last)) if t < last
+                        );
+                        if let (true, Some(floor)) = (older, pending.floor) {
+                            let first =
+                                tail::mirrorable_records(&self.source, tp, floor, &committed)
+                                    .await
+                                    .ok()
+                                    .and_then(|(records, _)| records.into_iter().next());
+                            if let Some(first) = first {
+                                if let Some(copy) = tail::find_record(
+                                    &self.target,
+                                    remote,
+                                    &first,
+                                    dst + 1,
+                                    target_end,
+                                    RECOPY_SEARCH_FETCHES,
+                                    &options,
+                                )
+                                .await?
+                                {
+                                    pending.take_back_from(floor);
+                                    src = floor;
+                                    dst = copy;
+                                    continue 'outer;
+                                }
+                            }
+                        }
+                        // A compacted source may also have removed records whose copies the
+                        // target holds: the copy of `s` comes further on, and the target
+                        // records before it are not copies of `s` or of anything after it. They
+                        // are kept, left out of the map and counted as duplicates.
+                        if let Some(copy) = tail::find_record(
+                            &self.target,
+                            remote,
+                            &s,
+                            dst + 1,
+                            target_end,
+                            EXTRA_COPIES_SEARCH_FETCHES,
+                            &options,
+                        )
+                        .await?
+                        {
+                            dst = copy;
+                            continue 'outer;
+                        }
                         // A compacted source may have removed the record the target holds a
                         // copy of (superseded by a later record with its key) since it was
                         // written; then it cannot be matched, and is written again by nobody.
@@ -946,14 +1028,10 @@ impl Flow {
                         break 'outer;
                     }
                     after_loss = false;
-                    let segment = self
-                        .map
-                        .record(&sp, s.offset, dst, 1)
-                        .map_err(|e| FlowError::Map(e.to_string()))?;
-                    self.store.note(&sp, MapEntry::Segment(segment));
+                    last_matched = s.timestamp;
+                    pending.matched(s.offset, dst, src);
                     src = s.offset + 1;
                     dst += 1;
-                    matched += 1;
                 }
                 // All of the batch matched, trailing compaction holes included.
                 src = b.header.next_offset();
@@ -976,6 +1054,10 @@ impl Flow {
                 break;
             }
         }
+        matched += pending.apply(&mut self.map, &mut self.store, &sp)?;
+        // Every target offset from `dst_start` to `dst` is matched, a copy of a record the source
+        // lost, or an extra copy (left out of the map).
+        let extra = dst - dst_start - matched - orphans;
         if orphans > 0 && self.map.partition(&sp).and_then(|m| m.dst_end()) < Some(dst) {
             // Written at `dst` next: the target records before it are not duplicates.
             self.orphan_ends.insert(tp.clone(), dst);
@@ -983,10 +1065,46 @@ impl Flow {
         let unmatched = (target_end - dst).max(0);
         self.stats.recovered_records += matched as u64;
         self.stats.lost_records += lost;
-        self.metrics.partition(tp, remote).recovered(matched as u64);
-        // Duplicates are counted when the records are written again (a target gap in the map),
+        // Extra copies are counted here: nothing writes them again, and the map persisted
+        // below puts them in a target gap, so a restart does not find them again.
+        self.stats.duplicate_records += extra as u64;
+        let metrics = self.metrics.partition(tp, remote);
+        metrics.recovered(matched as u64);
+        metrics.duplicates(extra as u64);
+        // Duplicates to be written again are counted when they are (a target gap in the map),
         // not here: a run stopped before that would otherwise count them twice.
-        if matched > 0 || unmatched > 0 || orphans > 0 {
+        if adopted && lost == 0 && orphans == 0 {
+            let level_warn = unmatched > 0 || extra > 0;
+            // The same words as below first: tools that sum `recovered=` find both.
+            let message = "target held records beyond the offset map, and no map for this \
+                           partition: taking over a remote topic filled by MirrorMaker 2 or \
+                           another mirror (or the map topic was deleted); its records were \
+                           matched with the source record by record: matched ones are in the map \
+                           and not copied again, extra copies (an earlier mirror wrote them \
+                           twice) are kept and counted as duplicates, unmatched ones will be \
+                           written again";
+            macro_rules! adopted_line {
+                ($level:ident) => {
+                    tracing::$level!(
+                        flow = %self.config.name(),
+                        partition = %tp,
+                        remote = %remote,
+                        recovered = matched,
+                        extra_copies = extra,
+                        duplicates = unmatched,
+                        resumes_at = src,
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        stopped_by = stopped_by.as_deref().unwrap_or("-"),
+                        "{message}"
+                    )
+                };
+            }
+            if level_warn {
+                adopted_line!(warn);
+            } else {
+                adopted_line!(info);
+            }
+        } else if matched > 0 || unmatched > 0 || orphans > 0 || extra > 0 {
             tracing::warn!(
                 flow = %self.config.name(),
                 partition = %tp,
@@ -995,6 +1113,7 @@ impl Flow {
                 duplicates = unmatched,
                 lost,
                 copies_of_lost = orphans,
+                extra_copies = extra,
                 stopped_by = stopped_by.as_deref().unwrap_or("-"),
                 "target held records beyond the offset map (an earlier run stopped before \
                  recording them): matched ones are kept, the rest will be written again; copies \
@@ -1726,6 +1845,99 @@ fn needs_new_producer(e: &strait_kafka::Error) -> bool {
         )
     )
 }
+
+/// Matches and skips that [`Flow::recover_tail`] has found and not yet put in the map.
+#[derive(Debug, Default)]
+struct Pending {
+    /// The source offset the first of them starts at.
+    floor: Option<i64>,
+    steps: Vec<PendingStep>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum PendingStep {
+    /// Source offsets `src..src + n` are at target offsets `dst..dst + n`.
+    Match { src: i64, dst: i64, n: i64 },
+    /// Source offsets `from..to` are not mirrored (markers, aborted transactions).
+    Skip { from: i64, to: i64 },
+}
+
+impl Pending {
+    /// Source offset `src` matched target offset `dst`; `position` is where matching stood
+    /// (`src` or before it, at compaction holes).
+    fn matched(&mut self, src: i64, dst: i64, position: i64) {
+        self.floor.get_or_insert(position);
+        if let Some(PendingStep::Match { src: s, dst: d, n }) = self.steps.last_mut() {
+            if *s + *n == src && *d + *n == dst {
+                *n += 1;
+                return;
+            }
+        }
+        self.steps.push(PendingStep::Match { src, dst, n: 1 });
+    }
+
+    fn skip(&mut self, from: i64, to: i64) {
+        self.floor.get_or_insert(from);
+        self.steps.push(PendingStep::Skip { from, to });
+    }
+
+    /// Takes back every match and skip at source offset `from` and later.
+    fn take_back_from(&mut self, from: i64) {
+        while let Some(step) = self.steps.last_mut() {
+            match step {
+                PendingStep::Match { src, n, .. } if *src < from => {
+                    *n = (*n).min(from - *src);
+                    break;
+                }
+                PendingStep::Skip { from: f, to } if *f < from => {
+                    *to = (*to).min(from);
+                    break;
+                }
+                _ => {
+                    self.steps.pop();
+                }
+            }
+        }
+    }
+
+    /// Puts every step in `map` (noting the changes in `store`), in order; the number of
+    /// records matched.
+    fn apply(
+        &mut self,
+        map: &mut OffsetMap,
+        store: &mut MapStore,
+        sp: &SourcePartition,
+    ) -> Result<i64, FlowError> {
+        let mut matched = 0;
+        for step in self.steps.drain(..) {
+            match step {
+                PendingStep::Match { src, dst, n } => {
+                    let segment = map
+                        .record(sp, src, dst, n)
+                        .map_err(|e| FlowError::Map(e.to_string()))?;
+                    store.note(sp, MapEntry::Segment(segment));
+                    matched += n;
+                }
+                PendingStep::Skip { from, to } => {
+                    let extent = map
+                        .record_skipped(sp, from, to)
+                        .map_err(|e| FlowError::Map(e.to_string()))?;
+                    store.note(sp, MapEntry::Extent(extent));
+                }
+            }
+        }
+        self.floor = None;
+        Ok(matched)
+    }
+}
+
+/// Fetches of the target read to find the copy of a source record further on, past records
+/// that are not copies of it (an earlier mirror's extra copies): at least 1 MiB each.
+const EXTRA_COPIES_SEARCH_FETCHES: usize = 64;
+
+/// Fetches of the target read to find a second copy of the first record matched, past copies of
+/// records the source has deleted.
+const RECOPY_SEARCH_FETCHES: usize = 16;
 
 /// Whether the last thing `map` recorded is a lost range that ends at `src`, with nothing
 /// mirrored after it: target records beyond the map may be copies of the records it lost.
