@@ -365,7 +365,7 @@ mod tests {
         let versions = Versions::from_response(&decoded.body);
         assert_eq!(
             versions.pick::<FetchRequest>(),
-            Ok(12),
+            Ok(13),
             "capped at strait's max"
         );
         assert_eq!(versions.pick::<ProduceRequest>(), Ok(11), "broker's max");
