@@ -912,33 +912,10 @@ async fn a_target_that_loses_acknowledged_records_mid_run_is_halted_then_and_at_
     );
     let mut flow = start(&clusters, "").await;
     flow.run_until_caught_up().await.unwrap();
-    let remote = TopicPartition::new("source.ledger2", 0);
 
-    let deleted = tgt.delete_topics(&["source.ledger2"]).await.unwrap();
-    assert!(deleted.iter().all(|(_, r)| r.is_ok()), "{deleted:?}");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        // Kafka may still be deleting the old topic for a moment.
-        match tgt.create_topic(NewTopic::new("source.ledger2", 1)).await {
-            Ok(()) => break,
-            Err(e) => assert!(tokio::time::Instant::now() < deadline, "{e}"),
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
     // Ready for writes before the flow writes to it (else the write fails and the flow's
     // start-of-partition check catches it instead).
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while tgt
-        .list_offset(&remote, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
-        .await
-        .is_err()
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the new topic has no leader"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    recreate_topic(&tgt, "source.ledger2", 1).await;
     rdk.produce(
         &clusters.source.bootstrap,
         "ledger2",

@@ -47,6 +47,19 @@ fn producers_on_target(bootstrap: &str, topic: &str, partition: i32) -> Vec<Stri
         .collect()
 }
 
+/// What `strait status` shows for `topic`-`partition`.
+fn partition_status(topic: &str, partition: i32) -> strait_core::status::PartitionStatus {
+    strait_core::status::snapshot()
+        .flows
+        .iter()
+        .flat_map(|f| &f.topics)
+        .filter(|t| t.topic == topic)
+        .flat_map(|t| &t.partitions)
+        .find(|p| p.partition == partition)
+        .unwrap_or_else(|| panic!("{topic}-{partition} in the status"))
+        .clone()
+}
+
 fn consumed(rdk: &Rdk, bootstrap: &str, topic: &str, n: usize) -> Vec<TestRecord> {
     rdk.consume(bootstrap, topic, n, Duration::from_secs(30))
 }
@@ -131,16 +144,7 @@ async fn a_refused_batch_holds_back_its_partition_only_and_takes_no_new_producer
     }
 
     // Reported: the partition is refused, and says why.
-    let status = strait_core::status::snapshot();
-    let partition = status
-        .flows
-        .iter()
-        .flat_map(|f| &f.topics)
-        .filter(|t| t.topic == "orders")
-        .flat_map(|t| &t.partitions)
-        .find(|p| p.partition == 1)
-        .expect("partition 1 in the status")
-        .clone();
+    let partition = partition_status("orders", 1);
     assert!(partition.blocked, "{partition:?}");
     let why = partition.last_error.expect("a last error").message;
     assert!(
@@ -181,15 +185,6 @@ async fn a_refused_batch_holds_back_its_partition_only_and_takes_no_new_producer
         );
     }
     assert_eq!(flow.stats().duplicate_records, 0);
-    let status = strait_core::status::snapshot();
-    let partition = status
-        .flows
-        .iter()
-        .flat_map(|f| &f.topics)
-        .filter(|t| t.topic == "orders")
-        .flat_map(|t| &t.partitions)
-        .find(|p| p.partition == 1)
-        .unwrap()
-        .clone();
+    let partition = partition_status("orders", 1);
     assert!(!partition.blocked, "{partition:?}");
 }
