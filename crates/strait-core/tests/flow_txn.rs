@@ -20,7 +20,7 @@ use strait_core::flow::{Flow, FlowOptions};
 use strait_kafka::admin::{IsolationLevel, OffsetSpec};
 use strait_kafka::{Client, TopicPartition};
 use strait_testkit::{Clusters, Rdk, TestRecord};
-use strait_wire::offset_map::{SourcePartition, Translation};
+use strait_wire::offset_map::{OffsetMap, SourcePartition, Translation};
 
 /// How long mirroring, or the source finishing its transactions, may take before a test gives
 /// up (the suite runs many brokers on few cores).
@@ -480,4 +480,184 @@ async fn read_uncommitted_mirrors_aborted_transactions_as_mm2_does() {
     );
     assert_eq!(stats.lost_records, 0, "{stats:?}");
     assert_mirrored_exactly(&clusters, &flow, topic, 1, &want).await;
+}
+
+/// Issue 17 item 7: a compacted, transactional source never moves its log start, and every
+/// transaction's marker starts a segment of its own, so only the groups' committed offsets can
+/// bound its map. Partition 0 has two groups (the lower one is the bound), partition 1 none (it
+/// keeps its last segment alone). Positions at and above the bound translate exactly, those
+/// below to `Compacted`, at or before the exact answer; every committed record is on the
+/// target; and the map loaded again from its topic is the compacted one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compacted_transactional_source_is_compacted_below_the_lowest_group_offset() {
+    let clusters = Clusters::start();
+    let source = &clusters.source.bootstrap;
+    let rdk = Rdk::new();
+    let topic = "balances";
+    rdk.create_topic_with_configs(source, topic, 2, &[("cleanup.policy", "compact")]);
+    const TXNS: usize = 60;
+    let now = common::now_ms();
+    // One record per partition per transaction, each key its own (so the log cleaner removes
+    // nothing); every seventh transaction is aborted.
+    let txns: Vec<(Vec<TestRecord>, bool)> = (0..TXNS)
+        .map(|t| {
+            let records = (0..2)
+                .map(|p| {
+                    TestRecord::new(
+                        p,
+                        Some(format!("account-{t}-{p}").as_bytes()),
+                        Some(format!("balance-{t}").as_bytes()),
+                    )
+                    .with_timestamp(now - 60_000 + t as i64)
+                })
+                .collect();
+            (records, t % 7 != 3)
+        })
+        .collect();
+    let offsets = rdk.produce_transactions(source, topic, &txns);
+    let mut want = Vec::new();
+    for ((records, commit), offsets) in txns.iter().zip(&offsets) {
+        if *commit {
+            want.extend(placed(records, offsets));
+        }
+    }
+    wait_for_markers(&client(source).await, topic, 2).await;
+    let committed_at = |p: i32| -> Vec<i64> {
+        let mut o: Vec<i64> = want.iter().filter(|w| w.0 == p).map(|w| w.1).collect();
+        o.sort_unstable();
+        o
+    };
+    let p0 = committed_at(0);
+    // Two groups on partition 0: "behind" at the 20th committed record, "ahead" further on.
+    let (behind, ahead) = (p0[20], p0[40]);
+    rdk.commit(source, "behind", topic, &[(0, behind)]);
+    rdk.commit(source, "ahead", topic, &[(0, ahead)]);
+
+    // The first run mirrors (its first pass may or may not see the whole map, depending on
+    // how the rounds fell); the second starts from the map topic and its first flush is a pass.
+    let mut flow = start_compacting(&clusters, 10).await;
+    mirror(&mut flow).await;
+    drop(flow);
+    let mut flow = start_compacting(&clusters, 10).await;
+    mirror(&mut flow).await;
+    assert_eq!(flow.stats().lost_records, 0, "{:?}", flow.stats());
+
+    // Every committed record is on the target, in order, and nothing else.
+    let remote = format!("source.{topic}");
+    let dst = client(&clusters.target.bootstrap).await;
+    let on_target = rdk.consume(
+        &clusters.target.bootstrap,
+        &remote,
+        want.len(),
+        Duration::from_secs(30),
+    );
+    let mut target_of: BTreeMap<(i32, i64), i64> = BTreeMap::new();
+    for p in 0..2 {
+        let mut mine: Vec<&(i32, i64, TestRecord)> = want.iter().filter(|w| w.0 == p).collect();
+        mine.sort_by_key(|w| w.1);
+        let copies: Vec<&TestRecord> = on_target.iter().filter(|r| r.partition == p).collect();
+        assert_eq!(copies.len(), mine.len(), "{remote}-{p}: count");
+        for ((_, offset, w), c) in mine.iter().zip(&copies) {
+            assert!(w.same_payload(c), "{remote}-{p}: {w:?} vs {c:?}");
+            target_of.insert((p, *offset), c.offset.expect("read offset"));
+        }
+        let end = ends(&dst, &TopicPartition::new(&remote, p)).await.1;
+        assert_eq!(end, mine.len() as i64, "{remote}-{p}: nothing else");
+    }
+
+    let src = client(source).await;
+    // Partition 0: compacted up to the lower group's offset, and no further.
+    let sp0 = SourcePartition::new(topic, 0);
+    let part0 = flow.map().partition(&sp0).expect("partition 0 mapped");
+    let floor = part0.floor().expect("partition 0 compacted");
+    let last_below = *p0.iter().rfind(|&&o| o < behind).expect("records below");
+    assert!(
+        (last_below + 1..=behind).contains(&floor.src_end),
+        "floor {floor:?}: dropped up to the group {behind}, kept from it"
+    );
+    assert_eq!(floor.dst_start, 0, "the lowest target offset ever mapped");
+    assert!(
+        part0.segments().len() < p0.len() - 15,
+        "{} segments kept of {}",
+        part0.segments().len(),
+        p0.len()
+    );
+    assert_exact_from(&src, flow.map(), &target_of, (topic, 0), behind).await;
+    let below = p0[5];
+    match flow.map().translate(&sp0, below) {
+        Translation::Compacted { target, .. } => {
+            assert!(
+                target <= target_of[&(0, below)],
+                "at or before the exact answer"
+            )
+        }
+        other => panic!("below the floor, {below} translates to {other:?}"),
+    }
+
+    // Partition 1: no group, so only the last segment is kept; the end is still exact.
+    let sp1 = SourcePartition::new(topic, 1);
+    let part1 = flow.map().partition(&sp1).expect("partition 1 mapped");
+    assert!(part1.floor().is_some(), "partition 1 compacted");
+    assert_eq!(part1.segments().len(), 1, "{:?}", part1.segments());
+    let p1_last = *committed_at(1).last().expect("records");
+    assert_exact_from(&src, flow.map(), &target_of, (topic, 1), p1_last).await;
+
+    // What the map topic holds loads as the same compacted map.
+    let compacted = flow.map().clone();
+    drop(flow);
+    let flow = start_compacting(&clusters, usize::MAX).await;
+    for sp in [&sp0, &sp1] {
+        assert_eq!(
+            flow.map().partition(sp),
+            compacted.partition(sp),
+            "{sp:?} loaded again"
+        );
+    }
+}
+
+/// The `source->target` flow, compacting partitions of `min_segments` segments or more.
+async fn start_compacting(clusters: &Clusters, min_segments: usize) -> Flow {
+    let options = FlowOptions {
+        fetch_max_wait: Duration::from_millis(50),
+        compact_min_segments: min_segments,
+        ..FlowOptions::default()
+    };
+    Flow::start(
+        common::flow_config(&clusters.source.bootstrap, &clusters.target.bootstrap, ""),
+        options,
+        client(&clusters.source.bootstrap).await,
+        client(&clusters.target.bootstrap).await,
+    )
+    .await
+    .expect("flow starts")
+}
+
+/// Checks that every position of `topic`-`p` from `from` to the source's end translates
+/// exactly: a record's offset to its copy's (`target_of`), any other (a marker, aborted data)
+/// to the next copy's, the end to the target's end.
+async fn assert_exact_from(
+    source: &Client,
+    map: &OffsetMap,
+    target_of: &BTreeMap<(i32, i64), i64>,
+    (topic, p): (&str, i32),
+    from: i64,
+) {
+    let source_end = ends(source, &TopicPartition::new(topic, p)).await.1;
+    let target_end = target_of
+        .range((p, i64::MIN)..(p, i64::MAX))
+        .map(|(_, &t)| t + 1)
+        .max()
+        .unwrap_or(0);
+    let sp = SourcePartition::new(topic, p);
+    for pos in from..=source_end {
+        let target = target_of
+            .range((p, pos)..(p, i64::MAX))
+            .next()
+            .map_or(target_end, |(_, &t)| t);
+        assert_eq!(
+            map.translate(&sp, pos),
+            Translation::Exact { target },
+            "{topic}-{p} position {pos}"
+        );
+    }
 }

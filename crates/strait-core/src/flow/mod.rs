@@ -170,6 +170,9 @@ pub struct FlowOptions {
     pub partition_max_bytes: i32,
     /// The target producer's settings (`T.producer.delivery.timeout.ms`, `request.timeout.ms`).
     pub producer: ProducerConfig,
+    /// The segments a partition's offset map holds before a compaction pass bounds it
+    /// (`compact.rs`; default 1,024). Lower only to see compaction in a test.
+    pub compact_min_segments: usize,
 }
 
 impl Default for FlowOptions {
@@ -178,6 +181,7 @@ impl Default for FlowOptions {
             fetch_max_wait: Duration::from_millis(500),
             partition_max_bytes: 1024 * 1024,
             producer: ProducerConfig::default(),
+            compact_min_segments: compact::COMPACT_MIN_SEGMENTS,
         }
     }
 }
@@ -318,8 +322,8 @@ impl Flow {
 
     /// Writes the map's changes to its topic and publishes the new map to
     /// [`Flow::map_updates`] readers (and the counters to [`Flow::stats_updates`] readers).
-    /// Every so many flushes, large partitions are compacted below their source log start
-    /// first (`compact.rs`).
+    /// Every so many flushes, large partitions are compacted first, below what no group on
+    /// the source still needs (`compact.rs`).
     async fn persist_map(&mut self) -> Result<(), FlowError> {
         self.compact_map().await;
         if self.store.flush(&self.producer).await? > 0 {
