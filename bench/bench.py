@@ -52,6 +52,11 @@ WARMUP_SHARE = 0.10
 # to every partition, so its window opens later.
 WARMUP_SHARE_MANY_PARTITIONS = 0.25
 POLL_MS = 100
+# How long a mirror may take to copy a workload before its run is recorded as incomplete and
+# the benchmark goes on: the slowest complete run takes well under a minute. (MM2's Java
+# producer was seen retrying OUT_OF_ORDER_SEQUENCE_NUMBER on one new partition for good, with
+# Connect's unbounded delivery timeout: that run never ends by itself.)
+MIRROR_TIMEOUT_S = 300
 # The workloads of a quick run: every codec, both record sizes, 1, 64 and 1,024 partitions.
 QUICK = ["100B-lz4-p64", "100B-zstd-p1", "1024B-none-p64", "1024B-lz4-p1024"]
 # Broker heap for the benchmark clusters: kafka-server-start.sh's default.
@@ -224,7 +229,7 @@ def window_figures(trace, records, wire_bytes, warmup_share=WARMUP_SHARE):
     return out
 
 
-def watched(name, cmd, clusters, topic, records, logfile, env=None, stop_when_done=False, timeout=3600):
+def watched(name, cmd, clusters, topic, records, logfile, env=None, stop_when_done=False, timeout=MIRROR_TIMEOUT_S):
     """Runs a mirror command while `bench-tool watch` polls `topic` on the target until it holds
     `records`. A mirror that exits by itself (strait --until-caught-up, the baseline, the ceiling)
     is waited for; one that does not (MM2) is killed once the target is complete."""
@@ -273,6 +278,24 @@ def watched(name, cmd, clusters, topic, records, logfile, env=None, stop_when_do
         "peak_rss_mb": ru.ru_maxrss / 1024,
         "loadavg_1m_before": load,
     }
+
+
+def last_log_error(work, who, wl, rep):
+    """The last line of a mirror run's logs that reports an error, and how often it came."""
+    found, count = "", 0
+    for suffix in (".log", ".log.out"):
+        path = work / f"{who}-{wl['name']}-{rep}{suffix}"
+        if not path.exists():
+            continue
+        for line in path.read_text(errors="replace").splitlines():
+            if re.search(r"Error: [A-Z_]+|ERROR", line):
+                m = re.search(r"Error: ([A-Z_]+)", line)
+                key = m.group(1) if m else line.strip()[:200]
+                if key == found:
+                    count += 1
+                else:
+                    found, count = key, 1
+    return {"error": found, "times": count} if found else None
 
 
 def strait_config(path, clusters, topic, src, tgt):
@@ -606,7 +629,16 @@ def main():
                 for who in runners[k:] + runners[:k]:
                     # Each run starts on a quiet machine: what the last one left is gone.
                     time.sleep(2)
-                    m = RUN[who](args, clusters, wl, topic, work, rep)
+                    try:
+                        m = RUN[who](args, clusters, wl, topic, work, rep)
+                    except RuntimeError as e:
+                        # Recorded and reported; the other runs go on.
+                        log(f"  {who:<8} rep {rep}: INCOMPLETE: {str(e).splitlines()[0][:300]}")
+                        entry.setdefault("incomplete", []).append(
+                            {"mirror": who, "rep": rep, "error": str(e)[-1500:],
+                             "last_log_error": last_log_error(work, who, wl, rep)})
+                        clusters.clean(keep_source=[topic])
+                        continue
                     f = window_figures(m["trace"], wl["records"], size["wire_bytes"],
                                        wl.get("warmup_share", WARMUP_SHARE))
                     f.update(process_cpu_s=m["process_cpu_s"], peak_rss_mb=m["peak_rss_mb"],
@@ -622,7 +654,7 @@ def main():
                         f"start-up {f['startup_s']:.1f} s, warm-up {f['warmup_s']:.1f} s "
                         f"at {f['warmup_records_per_s']:.0f} rec/s")
                     clusters.clean(keep_source=[topic])
-            entry["median"] = {who: median_figures(runs) for who, runs in entry["runs"].items()}
+            entry["median"] = {who: median_figures(runs) for who, runs in entry["runs"].items() if runs}
             if wl["partitions"] <= 64 and "baseline" in runners and not args.no_fairness:
                 entry["fairness"] = fairness(args, clusters, wl, topic, work)
                 log(f"  fairness: {entry['fairness']}")

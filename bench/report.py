@@ -22,6 +22,10 @@ LABEL = {
 SHORT = {"strait": "strait", "mm2": "MM2", "baseline": "baseline", "ceiling": "ceiling"}
 
 
+# Sections of docs/benchmarks.md that other commands write, kept as they are.
+KEPT_SECTIONS = ["Offset map size", "Failover drill with MM2's checkpoints"]
+
+
 def fmt(x, digits=1):
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
@@ -294,6 +298,32 @@ def findings_section(results, wls, runners):
             "there are"
             + (": every run shared the CPU with them, so compare mirrors within a workload and read "
                "each repetition below." if max(other) >= 10 else ": the machine was otherwise quiet."))
+    incomplete = [(w["name"], r) for w in wls for r in w.get("incomplete", [])]
+    if incomplete:
+        parts = []
+        for name, r in incomplete:
+            why = r.get("last_log_error")
+            cause = (f": its log's last error was {why['error']}, {why['times']} times in a row"
+                     if why else "")
+            parts.append(f"{name}, {SHORT[r['mirror']]} repetition {r['rep']} did not copy everything "
+                         f"within the run's time limit and was stopped{cause}")
+        text = ("- **Incomplete runs.** " + "; ".join(parts) + ". Such a run has no figures: its "
+                "workload's medians are those of the repetitions that finished.")
+        if any((r.get("last_log_error") or {}).get("error") == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+               for _, r in incomplete):
+            text += (
+                " OUT_OF_ORDER_SEQUENCE_NUMBER without end is the Java idempotent producer's known"
+                " retry loop on a new partition (KAFKA-14359, KAFKA-15591): its first batch to a"
+                " partition whose leader was not ready yet fails with NOT_LEADER_OR_FOLLOWER, a later"
+                " batch in flight lands first (a broker without producer state for the partition"
+                " takes any sequence), and every retry of the first is then out of order. Kafka"
+                " Connect sets `delivery.timeout.ms` to its maximum for source tasks, so MM2 retries"
+                " for good and that partition never completes; with a finite timeout the batch"
+                " would be dropped instead. strait sends one batch at a time to a partition until"
+                " one is acknowledged in its producer epoch (`strait-kafka/src/produce.rs`), so its"
+                " first batches cannot overtake each other."
+            )
+        lines.append(text)
     return "\n".join(lines)
 
 
@@ -627,14 +657,16 @@ during each window. Figures are medians of interleaved repetitions for that reas
 mirrors within a workload rather than across runs of this page.
 """
     out = docs / "benchmarks.md"
-    # The "Offset map size" section is written by hand from `map-size` (no cluster, not part
-    # of this run): keep it.
+    # Sections written by hand from runs of their own, not part of this one: "Offset map
+    # size" (`map-size`, no cluster) and "Failover drill with MM2's checkpoints"
+    # (`bench/drill-mm2`): keep them.
     if out.exists():
         old = out.read_text()
-        start = old.find("\n## Offset map size")
-        if start >= 0:
-            end = old.find("\n## ", start + 1)
-            text = text.rstrip("\n") + "\n" + old[start : end if end >= 0 else len(old)]
+        for title in KEPT_SECTIONS:
+            start = old.find(f"\n## {title}")
+            if start >= 0:
+                end = old.find("\n## ", start + 1)
+                text = text.rstrip("\n") + "\n" + old[start : end if end >= 0 else len(old)]
     out.write_text(text)
     print(f"wrote {out}")
 

@@ -11,6 +11,8 @@ use std::collections::BTreeMap;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::consumer_group_describe_request::ConsumerGroupDescribeRequest;
+use kafka_protocol::messages::consumer_group_describe_response::DescribedGroup as DescribedConsumerGroup;
+use kafka_protocol::messages::describe_groups_response::DescribedGroup as DescribedClassicGroup;
 use kafka_protocol::messages::describe_groups_request::DescribeGroupsRequest;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
@@ -105,6 +107,69 @@ fn topic_name(topic: &str) -> TopicName {
     TopicName(StrBytes::from_string(topic.to_owned()))
 }
 
+/// Groups whose coordinators are looked up (or that are described alone) at once.
+const GROUPS_LOCATED_AT_ONCE: usize = 64;
+
+/// Groups named in one DescribeGroups (or ConsumerGroupDescribe) request.
+const GROUPS_PER_DESCRIBE: usize = 250;
+
+/// A group as ConsumerGroupDescribe describes it (not GROUP_ID_NOT_FOUND: the caller has
+/// already taken that to mean "not a consumer-protocol group").
+fn consumer_protocol_description(g: DescribedConsumerGroup) -> Result<GroupDescription> {
+    let group = g.group_id.0.to_string();
+    check(g.error_code, g.error_message.as_ref(), || {
+        Context::Group(group.clone())
+    })?;
+    Ok(GroupDescription {
+        group_id: group,
+        state: g.group_state.to_string(),
+        protocol_type: "consumer".to_owned(),
+        members: g
+            .members
+            .into_iter()
+            .map(|m| GroupMember {
+                member_id: m.member_id.to_string(),
+                group_instance_id: m.instance_id.map(|s| s.to_string()),
+                client_id: m.client_id.to_string(),
+                client_host: m.client_host.to_string(),
+            })
+            .collect(),
+    })
+}
+
+/// A group as DescribeGroups describes it. Kafka's classic coordinator describes an unknown
+/// group as `Dead`; the KIP-848 coordinator answers GROUP_ID_NOT_FOUND. Both mean: no such
+/// group, no members.
+fn classic_description(g: DescribedClassicGroup) -> Result<GroupDescription> {
+    let group = g.group_id.0.to_string();
+    if ResponseError::try_from_code(g.error_code) == Some(ResponseError::GroupIdNotFound) {
+        return Ok(GroupDescription {
+            group_id: group,
+            state: "Dead".to_owned(),
+            protocol_type: String::new(),
+            members: Vec::new(),
+        });
+    }
+    check(g.error_code, g.error_message.as_ref(), || {
+        Context::Group(group.clone())
+    })?;
+    Ok(GroupDescription {
+        group_id: group,
+        state: g.group_state.to_string(),
+        protocol_type: g.protocol_type.to_string(),
+        members: g
+            .members
+            .into_iter()
+            .map(|m| GroupMember {
+                member_id: m.member_id.to_string(),
+                group_instance_id: m.group_instance_id.map(|s| s.to_string()),
+                client_id: m.client_id.to_string(),
+                client_host: m.client_host.to_string(),
+            })
+            .collect(),
+    })
+}
+
 impl Client {
     /// The coordinator of a group (FindCoordinator), cached until a routing error.
     pub async fn coordinator(&self, group: &str) -> Result<BrokerId> {
@@ -165,97 +230,120 @@ impl Client {
     pub async fn describe_group(&self, group: &str) -> Result<GroupDescription> {
         self.retry("describe group", || async {
             let coordinator = self.coordinator(group).await?;
-            let conn = self.connection(coordinator).await?;
-            // Both questions at once (one round trip, pipelined on the connection): the
-            // consumer-protocol answer where the group is one, else the classic one.
-            let classic = DescribeGroupsRequest::default().with_groups(vec![group_id(group)]);
-            let modern = conn
-                .version_of::<ConsumerGroupDescribeRequest>()
-                .is_ok()
-                .then(|| {
-                    ConsumerGroupDescribeRequest::default().with_group_ids(vec![group_id(group)])
-                });
-            let (modern, classic) = futures::join!(
-                async {
-                    match &modern {
-                        Some(request) => Some(conn.send(request).await),
-                        None => None,
-                    }
-                },
-                conn.send(&classic)
-            );
-            if let Some(modern) = modern {
-                let resp = modern?;
-                if let Some(g) = resp
-                    .groups
-                    .into_iter()
-                    .find(|g| g.group_id.0.as_str() == group)
-                {
-                    match ResponseError::try_from_code(g.error_code) {
-                        // Not a consumer-protocol group: a classic one, or none.
-                        Some(ResponseError::GroupIdNotFound) => {}
-                        _ => {
-                            check(g.error_code, g.error_message.as_ref(), || {
-                                Context::Group(group.to_owned())
-                            })?;
-                            return Ok(GroupDescription {
-                                group_id: group.to_owned(),
-                                state: g.group_state.to_string(),
-                                protocol_type: "consumer".to_owned(),
-                                members: g
-                                    .members
-                                    .into_iter()
-                                    .map(|m| GroupMember {
-                                        member_id: m.member_id.to_string(),
-                                        group_instance_id: m.instance_id.map(|s| s.to_string()),
-                                        client_id: m.client_id.to_string(),
-                                        client_host: m.client_host.to_string(),
-                                    })
-                                    .collect(),
-                            });
+            let mut answers = self.describe_at(coordinator, &[group]).await?;
+            answers.remove(group).ok_or_else(|| Error::Unexpected {
+                broker: format!("{coordinator}"),
+                what: format!("DescribeGroups answer does not mention group {group}"),
+            })?
+        })
+        .await
+    }
+
+    /// Describes many groups with few requests: each coordinator is asked once for all of its
+    /// groups, as [`Client::describe_group`] asks for one. A group whose coordinator cannot be
+    /// found or asked, or whose answer is an error, is then described on its own, with
+    /// `describe_group`'s retries: every group gets the answer `describe_group` would give.
+    /// Failover plans and their apply describe a thousand groups on each cluster this way.
+    pub async fn describe_groups(
+        &self,
+        groups: &[String],
+    ) -> BTreeMap<String, Result<GroupDescription>> {
+        use futures::StreamExt;
+        let located: Vec<(String, Result<BrokerId>)> = futures::stream::iter(groups)
+            .map(|g| async move { (g.clone(), self.coordinator(g).await) })
+            .buffer_unordered(GROUPS_LOCATED_AT_ONCE)
+            .collect()
+            .await;
+        let mut by_coordinator: BTreeMap<BrokerId, Vec<String>> = BTreeMap::new();
+        let mut again: Vec<String> = Vec::new();
+        for (g, coordinator) in located {
+            match coordinator {
+                Ok(c) => by_coordinator.entry(c).or_default().push(g),
+                Err(_) => again.push(g),
+            }
+        }
+        let requests = by_coordinator.into_iter().flat_map(|(coordinator, ids)| {
+            ids.chunks(GROUPS_PER_DESCRIBE)
+                .map(|c| (coordinator, c.to_vec()))
+                .collect::<Vec<_>>()
+        });
+        let asked = futures::future::join_all(requests.map(|(coordinator, ids)| async move {
+            let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+            let answers = self.describe_at(coordinator, &refs).await;
+            (ids, answers)
+        }))
+        .await;
+        let mut out = BTreeMap::new();
+        for (ids, answers) in asked {
+            match answers {
+                Ok(mut answers) => {
+                    for g in ids {
+                        match answers.remove(&g) {
+                            Some(Ok(d)) => {
+                                out.insert(g, Ok(d));
+                            }
+                            _ => again.push(g),
                         }
                     }
                 }
+                Err(_) => again.extend(ids),
             }
-            let resp = classic?;
-            let g = resp
-                .groups
-                .into_iter()
-                .find(|g| g.group_id.0.as_str() == group)
-                .ok_or_else(|| Error::Unexpected {
-                    broker: format!("{coordinator}"),
-                    what: format!("DescribeGroups answer does not mention group {group}"),
-                })?;
-            // Kafka's classic coordinator describes an unknown group as `Dead`; the KIP-848
-            // coordinator answers GROUP_ID_NOT_FOUND. Both mean: no such group, no members.
-            if ResponseError::try_from_code(g.error_code) == Some(ResponseError::GroupIdNotFound) {
-                return Ok(GroupDescription {
-                    group_id: group.to_owned(),
-                    state: "Dead".to_owned(),
-                    protocol_type: String::new(),
-                    members: Vec::new(),
-                });
-            }
-            check(g.error_code, g.error_message.as_ref(), || {
-                Context::Group(group.to_owned())
-            })?;
-            Ok(GroupDescription {
-                group_id: group.to_owned(),
-                state: g.group_state.to_string(),
-                protocol_type: g.protocol_type.to_string(),
-                members: g
-                    .members
-                    .into_iter()
-                    .map(|m| GroupMember {
-                        member_id: m.member_id.to_string(),
-                        group_instance_id: m.group_instance_id.map(|s| s.to_string()),
-                        client_id: m.client_id.to_string(),
-                        client_host: m.client_host.to_string(),
-                    })
-                    .collect(),
+        }
+        let alone: Vec<(String, Result<GroupDescription>)> = futures::stream::iter(again)
+            .map(|g| async move {
+                let d = self.describe_group(&g).await;
+                (g, d)
             })
-        })
-        .await
+            .buffer_unordered(GROUPS_LOCATED_AT_ONCE)
+            .collect()
+            .await;
+        out.extend(alone);
+        out
+    }
+
+    /// Asks `coordinator` to describe `groups`: both questions at once (pipelined on the
+    /// connection), the consumer-protocol answer where a group is one, else the classic one.
+    /// Groups the answers do not mention are left out.
+    async fn describe_at(
+        &self,
+        coordinator: BrokerId,
+        groups: &[&str],
+    ) -> Result<BTreeMap<String, Result<GroupDescription>>> {
+        let conn = self.connection(coordinator).await?;
+        let ids: Vec<GroupId> = groups.iter().map(|g| group_id(g)).collect();
+        let classic = DescribeGroupsRequest::default().with_groups(ids.clone());
+        let modern = conn
+            .version_of::<ConsumerGroupDescribeRequest>()
+            .is_ok()
+            .then(|| ConsumerGroupDescribeRequest::default().with_group_ids(ids));
+        let (modern, classic) = futures::join!(
+            async {
+                match &modern {
+                    Some(request) => Some(conn.send(request).await),
+                    None => None,
+                }
+            },
+            conn.send(&classic)
+        );
+        let mut out = BTreeMap::new();
+        if let Some(modern) = modern {
+            for g in modern?.groups {
+                let id = g.group_id.0.to_string();
+                // GROUP_ID_NOT_FOUND: not a consumer-protocol group (a classic one, or none).
+                if ResponseError::try_from_code(g.error_code)
+                    != Some(ResponseError::GroupIdNotFound)
+                {
+                    out.insert(id, consumer_protocol_description(g));
+                }
+            }
+        }
+        for g in classic?.groups {
+            let id = g.group_id.0.to_string();
+            if !out.contains_key(&id) {
+                out.insert(id, classic_description(g));
+            }
+        }
+        Ok(out)
     }
 
     /// The group's committed offsets, for the given topics or (with `None`) all of them.

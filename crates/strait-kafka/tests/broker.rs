@@ -362,6 +362,15 @@ async fn group_offsets_for_any_group() {
             described.members[0].client_id, "strait-rdk",
             "{described:?}"
         );
+        // Described together with the idle group and an unknown one, each is described as
+        // when asked alone.
+        let ids = [active.clone(), group.clone(), topic("unheard-of")];
+        let together = c.describe_groups(&ids).await;
+        assert_eq!(together.len(), ids.len(), "{together:?}");
+        for id in &ids {
+            let alone = c.describe_group(id).await.unwrap();
+            assert_eq!(together[id].as_ref().unwrap(), &alone, "{protocol:?}: {id}");
+        }
         let err = c.offset_commit(&active, &[commit(0, 3)]).await.unwrap_err();
         assert!(
             matches!(err, Error::GroupActive { .. }),

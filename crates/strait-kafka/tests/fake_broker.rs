@@ -1002,6 +1002,73 @@ async fn a_commit_for_an_active_group_is_refused() {
     .await;
 }
 
+/// Many groups are described with one DescribeGroups request per coordinator, and a group
+/// whose part of that answer is an error (here COORDINATOR_LOAD_IN_PROGRESS, once) is asked
+/// again on its own and gets the answer `describe_group` would give.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_groups_are_described_in_one_request_and_an_erring_one_alone() {
+    use kafka_protocol::messages::describe_groups_response::DescribedGroup;
+    use kafka_protocol::messages::DescribeGroupsResponse;
+    let loading = Arc::new(Mutex::new(true));
+    let fake = FakeCluster::start(
+        &[1],
+        script(move |_, req| match &req.body {
+            Body::DescribeGroups(d) => {
+                let mut first = loading.lock().unwrap();
+                let groups = d
+                    .groups
+                    .iter()
+                    .map(|g| {
+                        let id = g.0.as_str();
+                        let error = if id == "b" && *first {
+                            ResponseError::CoordinatorLoadInProgress.code()
+                        } else {
+                            0
+                        };
+                        DescribedGroup::default()
+                            .with_group_id(g.clone())
+                            .with_error_code(error)
+                            .with_group_state(str_bytes(if id == "c" { "Stable" } else { "Empty" }))
+                            .with_protocol_type(str_bytes("consumer"))
+                    })
+                    .collect();
+                if d.groups.iter().any(|g| g.0.as_str() == "b") {
+                    *first = false;
+                }
+                req.reply(&DescribeGroupsResponse::default().with_groups(groups))
+            }
+            _ => Action::Default,
+        }),
+    )
+    .await;
+    within(async {
+        let client = client(&fake).await;
+        let ids: Vec<String> = ["a", "b", "c"].map(str::to_owned).to_vec();
+        let described = client.describe_groups(&ids).await;
+        assert_eq!(described.len(), 3, "{described:?}");
+        for (g, state) in [("a", "Empty"), ("b", "Empty"), ("c", "Stable")] {
+            let d = described[g]
+                .as_ref()
+                .unwrap_or_else(|e| panic!("group {g}: {e}"));
+            assert_eq!((d.group_id.as_str(), d.state.as_str()), (g, state));
+        }
+        let asked: Vec<Vec<String>> = fake
+            .requests(ApiKey::DescribeGroups)
+            .iter()
+            .map(|r| {
+                let Body::DescribeGroups(d) = &r.body else {
+                    unreachable!()
+                };
+                let mut ids: Vec<String> = d.groups.iter().map(|g| g.0.to_string()).collect();
+                ids.sort();
+                ids
+            })
+            .collect();
+        assert_eq!(asked, [vec!["a", "b", "c"], vec!["b"]]);
+    })
+    .await;
+}
+
 /// A fetch over partitions led by three brokers stays within its byte limit as a whole: each
 /// leader's request asks for its share (by partitions), not the whole limit, so a flow's
 /// budget holds however many leaders its partitions have.

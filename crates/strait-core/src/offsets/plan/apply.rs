@@ -339,13 +339,35 @@ pub async fn apply_plan(
         map: map.as_ref(),
         options,
     };
-    // Groups are independent: several at once, reported in the plan's order.
+    // Groups are independent: several at once, reported in the plan's order. A chunk's
+    // groups are described together first, one request per coordinator and cluster, and
+    // checked and written right after, so a description is at most a chunk's apply old.
     let ctx = &ctx;
-    let groups: Vec<GroupReport> = futures::stream::iter(&plan.groups)
-        .map(|group| ctx.apply_group(group))
-        .buffered(super::failover::GROUPS_AT_ONCE)
-        .collect()
-        .await;
+    let mut groups: Vec<GroupReport> = Vec::with_capacity(plan.groups.len());
+    for chunk in plan.groups.chunks(super::DESCRIBED_AT_ONCE) {
+        let ids: Vec<String> = chunk.iter().map(|g| g.group.clone()).collect();
+        let (on_destination, on_origin) = futures::join!(
+            ctx.destination.describe_groups(&ids),
+            async {
+                match ctx.origin {
+                    Some(origin) => origin.describe_groups(&ids).await,
+                    None => BTreeMap::new(),
+                }
+            }
+        );
+        let described = Described {
+            destination: &on_destination,
+            origin: &on_origin,
+        };
+        let described = &described;
+        groups.extend(
+            futures::stream::iter(chunk)
+                .map(|group| ctx.apply_group(group, described))
+                .buffered(super::failover::GROUPS_AT_ONCE)
+                .collect::<Vec<_>>()
+                .await,
+        );
+    }
     Ok(ApplyReport {
         direction: plan.direction,
         flow: plan.flow.clone(),
@@ -354,6 +376,12 @@ pub async fn apply_plan(
         notes,
         groups,
     })
+}
+
+/// The descriptions of a chunk's groups on both clusters (`Client::describe_groups`).
+struct Described<'a> {
+    destination: &'a BTreeMap<String, strait_kafka::Result<GroupDescription>>,
+    origin: &'a BTreeMap<String, strait_kafka::Result<GroupDescription>>,
 }
 
 /// The group as the origin sees it at apply time.
@@ -371,7 +399,7 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    async fn apply_group(&self, group: &GroupPlan) -> GroupReport {
+    async fn apply_group(&self, group: &GroupPlan, described: &Described<'_>) -> GroupReport {
         let direction = self.plan.direction;
         let mut partitions: Vec<PartitionApply> = group
             .partitions
@@ -393,7 +421,7 @@ impl Ctx<'_> {
                 }
             })
             .collect();
-        let outcome = match self.check_and_commit(group, &mut partitions).await {
+        let outcome = match self.check_and_commit(group, &mut partitions, described).await {
             Ok(outcome) => outcome,
             Err(reason) => Outcome::Refused { reason },
         };
@@ -413,17 +441,20 @@ impl Ctx<'_> {
         }
     }
 
-    /// Group `id` as `client` (cluster `cluster`) describes it.
+    /// Group `id` as `client` (cluster `cluster`) describes it: from `known`, the chunk's
+    /// descriptions, where it is there.
     async fn describe(
         &self,
+        known: &BTreeMap<String, strait_kafka::Result<GroupDescription>>,
         client: &Client,
         cluster: &str,
         id: &str,
     ) -> Result<GroupDescription, Refusal> {
-        client
-            .describe_group(id)
-            .await
-            .map_err(self.failed(cluster, format!("describing group {id}")))
+        let described = match known.get(id) {
+            Some(d) => d.clone(),
+            None => client.describe_group(id).await,
+        };
+        described.map_err(self.failed(cluster, format!("describing group {id}")))
     }
 
     /// Group `id`'s committed offsets of `partitions` on `client` (cluster `cluster`).
@@ -443,6 +474,7 @@ impl Ctx<'_> {
         &self,
         group: &GroupPlan,
         report: &mut [PartitionApply],
+        described: &Described<'_>,
     ) -> Result<Outcome, Refusal> {
         let direction = self.plan.direction;
         let dest = &self.plan.destination().alias;
@@ -467,10 +499,13 @@ impl Ctx<'_> {
         // asked one by one.
         let (current, description, origin) = futures::join!(
             self.committed(self.destination, dest, id, &written),
-            self.describe(self.destination, dest, id),
+            self.describe(described.destination, self.destination, dest, id),
             async {
                 match self.origin {
-                    Some(origin) => Some(self.origin_state(origin, id, &todo).await),
+                    Some(origin) => Some(
+                        self.origin_state(described.origin, origin, id, &todo)
+                            .await,
+                    ),
                     None => None,
                 }
             }
@@ -570,6 +605,7 @@ impl Ctx<'_> {
     /// the plan read.
     async fn origin_state(
         &self,
+        known: &BTreeMap<String, strait_kafka::Result<GroupDescription>>,
         origin: &Client,
         id: &str,
         todo: &[(&PartitionPlan, TopicPartition, i64)],
@@ -580,7 +616,7 @@ impl Ctx<'_> {
             .map(|(p, _, _)| p.read_partition(self.plan.direction))
             .collect();
         let (description, now) = futures::join!(
-            self.describe(origin, cluster, id),
+            self.describe(known, origin, cluster, id),
             self.committed(origin, cluster, id, &read)
         );
         Ok(OriginState {

@@ -4,12 +4,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use futures::StreamExt;
-use strait_kafka::groups::CommittedOffset;
+use strait_kafka::groups::{CommittedOffset, GroupDescription};
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::offset_map::{OffsetMap, Translation};
 
 use super::{
-    active_blocker, cluster_refs, committed_on, describe_group, moving_back, read_map, wanted,
+    active_blocker, cluster_refs, committed_on, describe_group, described_group, moving_back,
+    read_map, wanted,
     Blocker, ClusterRef, Direction, FailoverPlan, GroupPlan, PartitionPlan, PlanError,
 };
 use crate::config::FlowConfig;
@@ -60,14 +61,19 @@ pub async fn plan_failover(
     let map_ref = &map;
     // Groups are independent: several are asked about at once (each takes a few round trips
     // to both clusters), in order, so a thousand groups plan in seconds.
-    let planned: Vec<Result<Option<GroupPlan>, PlanError>> =
-        futures::stream::iter(all.into_iter().filter(|g| wanted(g, narrow)))
-            .map(|group| async move {
-                plan_group(source, target, flow, map_ref, mirrored, ask, group).await
-            })
-            .buffered(GROUPS_AT_ONCE)
-            .collect()
-            .await;
+    // Their states on both clusters are asked together first (a plan is a snapshot; apply
+    // asks again).
+    let all: Vec<String> = all.into_iter().filter(|g| wanted(g, narrow)).collect();
+    let (on_source, on_target) =
+        futures::join!(source.describe_groups(&all), target.describe_groups(&all));
+    let described = (&on_source, &on_target);
+    let planned: Vec<Result<Option<GroupPlan>, PlanError>> = futures::stream::iter(all)
+        .map(|group| async move {
+            plan_group(source, target, flow, map_ref, mirrored, ask, described, group).await
+        })
+        .buffered(GROUPS_AT_ONCE)
+        .collect()
+        .await;
     let mut groups = Vec::new();
     for plan in planned {
         groups.extend(plan?);
@@ -87,6 +93,9 @@ pub async fn plan_failover(
 /// clusters, and their coordinators answer many at once (`bench/failover-scale`).
 pub(super) const GROUPS_AT_ONCE: usize = 64;
 
+/// Groups' descriptions on one cluster, asked together.
+type Described = BTreeMap<String, strait_kafka::Result<GroupDescription>>;
+
 /// One group's part of [`plan_failover`]: `None` when it has no offsets on mirrored topics.
 async fn plan_group(
     source: &Client,
@@ -95,6 +104,7 @@ async fn plan_group(
     map: &OffsetMap,
     mirrored: &BTreeSet<String>,
     ask: &[TopicPartition],
+    (on_source, on_target): (&Described, &Described),
     group: String,
 ) -> Result<Option<GroupPlan>, PlanError> {
     let (a, b) = (flow.source.as_str(), flow.target.as_str());
@@ -138,8 +148,8 @@ async fn plan_group(
     // Independent questions, asked at once.
     let (on_target, source_state, target_state) = futures::join!(
         committed_on(target, b, &group, &remote),
-        describe_group(source, a, &group),
-        describe_group(target, b, &group)
+        described_group(on_source, source, a, &group),
+        described_group(on_target, target, b, &group)
     );
     let (on_target, source_state, target_state) = (on_target?, source_state?, target_state?);
 

@@ -573,6 +573,26 @@ async fn committed_on(
         ))
 }
 
+/// Groups described together (`Client::describe_groups`) before a plan or an apply works on
+/// them: one request per coordinator and cluster instead of one (or two) per group.
+pub(super) const DESCRIBED_AT_ONCE: usize = 250;
+
+/// `group` from `known`, the descriptions asked together on `cluster`, or asked alone if it is
+/// not there.
+async fn described_group(
+    known: &BTreeMap<String, strait_kafka::Result<GroupDescription>>,
+    client: &Client,
+    cluster: &str,
+    group: &str,
+) -> Result<GroupDescription, PlanError> {
+    match known.get(group) {
+        Some(d) => d
+            .clone()
+            .map_err(PlanError::kafka(cluster, format!("describe group {group}"))),
+        None => describe_group(client, cluster, group).await,
+    }
+}
+
 /// `group` as `cluster` describes it.
 async fn describe_group(
     client: &Client,
