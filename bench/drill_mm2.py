@@ -86,6 +86,10 @@ def produce_trace(bootstrap, records, seed):
         for i in ids:
             txn.produce(TOPIC, value=value_of(i), key=str(i).encode(), partition=1)
             txn.poll(0)
+        # In the log before the transaction ends, aborted ones too, so that an abort marker
+        # follows data on the broker.
+        if txn.flush(30):
+            raise SystemExit("the transactional producer did not deliver within 30 s")
         if commit:
             txn.commit_transaction(30)
         else:
