@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::consumer_group_describe_request::ConsumerGroupDescribeRequest;
 use kafka_protocol::messages::consumer_group_describe_response::DescribedGroup as DescribedConsumerGroup;
-use kafka_protocol::messages::describe_groups_response::DescribedGroup as DescribedClassicGroup;
 use kafka_protocol::messages::describe_groups_request::DescribeGroupsRequest;
+use kafka_protocol::messages::describe_groups_response::DescribedGroup as DescribedClassicGroup;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
@@ -339,9 +339,7 @@ impl Client {
         }
         for g in classic?.groups {
             let id = g.group_id.0.to_string();
-            if !out.contains_key(&id) {
-                out.insert(id, classic_description(g));
-            }
+            out.entry(id).or_insert_with(|| classic_description(g));
         }
         Ok(out)
     }

@@ -346,15 +346,13 @@ pub async fn apply_plan(
     let mut groups: Vec<GroupReport> = Vec::with_capacity(plan.groups.len());
     for chunk in plan.groups.chunks(super::DESCRIBED_AT_ONCE) {
         let ids: Vec<String> = chunk.iter().map(|g| g.group.clone()).collect();
-        let (on_destination, on_origin) = futures::join!(
-            ctx.destination.describe_groups(&ids),
-            async {
+        let (on_destination, on_origin) =
+            futures::join!(ctx.destination.describe_groups(&ids), async {
                 match ctx.origin {
                     Some(origin) => origin.describe_groups(&ids).await,
                     None => BTreeMap::new(),
                 }
-            }
-        );
+            });
         let described = Described {
             destination: &on_destination,
             origin: &on_origin,
@@ -421,7 +419,10 @@ impl Ctx<'_> {
                 }
             })
             .collect();
-        let outcome = match self.check_and_commit(group, &mut partitions, described).await {
+        let outcome = match self
+            .check_and_commit(group, &mut partitions, described)
+            .await
+        {
             Ok(outcome) => outcome,
             Err(reason) => Outcome::Refused { reason },
         };
@@ -502,10 +503,9 @@ impl Ctx<'_> {
             self.describe(described.destination, self.destination, dest, id),
             async {
                 match self.origin {
-                    Some(origin) => Some(
-                        self.origin_state(described.origin, origin, id, &todo)
-                            .await,
-                    ),
+                    Some(origin) => {
+                        Some(self.origin_state(described.origin, origin, id, &todo).await)
+                    }
                     None => None,
                 }
             }

@@ -10,8 +10,8 @@ use strait_wire::offset_map::{OffsetMap, Translation};
 
 use super::{
     active_blocker, cluster_refs, committed_on, describe_group, described_group, moving_back,
-    read_map, wanted,
-    Blocker, ClusterRef, Direction, FailoverPlan, GroupPlan, PartitionPlan, PlanError,
+    read_map, wanted, Blocker, ClusterRef, Direction, FailoverPlan, GroupPlan, PartitionPlan,
+    PlanError,
 };
 use crate::config::FlowConfig;
 use crate::filter::PatternList;
@@ -56,9 +56,6 @@ pub async fn plan_failover(
     let all = consumer_groups(source, flow)
         .await
         .map_err(PlanError::kafka(a, "list groups"))?;
-    let mirrored = &mirrored;
-    let ask = &ask;
-    let map_ref = &map;
     // Groups are independent: several are asked about at once (each takes a few round trips
     // to both clusters), in order, so a thousand groups plan in seconds.
     // Their states on both clusters are asked together first (a plan is a snapshot; apply
@@ -66,11 +63,19 @@ pub async fn plan_failover(
     let all: Vec<String> = all.into_iter().filter(|g| wanted(g, narrow)).collect();
     let (on_source, on_target) =
         futures::join!(source.describe_groups(&all), target.describe_groups(&all));
-    let described = (&on_source, &on_target);
+    let planning = Planning {
+        source,
+        target,
+        flow,
+        map: &map,
+        mirrored: &mirrored,
+        ask: &ask,
+        on_source: &on_source,
+        on_target: &on_target,
+    };
+    let planning = &planning;
     let planned: Vec<Result<Option<GroupPlan>, PlanError>> = futures::stream::iter(all)
-        .map(|group| async move {
-            plan_group(source, target, flow, map_ref, mirrored, ask, described, group).await
-        })
+        .map(|group| planning.group(group))
         .buffered(GROUPS_AT_ONCE)
         .collect()
         .await;
@@ -96,79 +101,96 @@ pub(super) const GROUPS_AT_ONCE: usize = 64;
 /// Groups' descriptions on one cluster, asked together.
 type Described = BTreeMap<String, strait_kafka::Result<GroupDescription>>;
 
-/// One group's part of [`plan_failover`]: `None` when it has no offsets on mirrored topics.
-async fn plan_group(
-    source: &Client,
-    target: &Client,
-    flow: &FlowConfig,
-    map: &OffsetMap,
-    mirrored: &BTreeSet<String>,
-    ask: &[TopicPartition],
-    (on_source, on_target): (&Described, &Described),
-    group: String,
-) -> Result<Option<GroupPlan>, PlanError> {
-    let (a, b) = (flow.source.as_str(), flow.target.as_str());
-    let what = || format!("read the committed offsets of group {group}");
-    // Kafka lists every committed partition for "all topics"; asking by partition when that
-    // answer is empty covers brokers that answer that form with nothing.
-    // The all-topics form only adds topics the flow does not mirror (listed as blocked);
-    // a broker that cannot answer it leaves the plan complete for the mirrored ones.
-    let mut offsets = match source.offset_fetch(&group, None).await {
-        Ok(offsets) => offsets,
-        Err(e) if !e.is_retriable() => {
-            tracing::warn!(
-                cluster = a,
-                group = %group,
-                error = %e,
-                "cannot list the group's offsets on all topics; planning the mirrored \
-                 topics only"
-            );
-            BTreeMap::new()
-        }
-        Err(e) => return Err(PlanError::kafka(a, what())(e)),
-    };
-    if offsets.is_empty() {
-        offsets.extend(
-            committed(source, &group, ask)
-                .await
-                .map_err(PlanError::kafka(a, what()))?,
-        );
-    }
-    let (on_mirrored, elsewhere): (BTreeMap<_, _>, BTreeMap<_, _>) = offsets
-        .into_iter()
-        .partition(|(tp, _)| mirrored.contains(&tp.topic));
-    if on_mirrored.is_empty() {
-        return Ok(None);
-    }
-    let translated = translate_offsets(flow, map, on_mirrored);
-    let remote: Vec<TopicPartition> = translated
-        .iter()
-        .map(TranslatedOffset::remote_partition)
-        .collect();
-    // Independent questions, asked at once.
-    let (on_target, source_state, target_state) = futures::join!(
-        committed_on(target, b, &group, &remote),
-        described_group(on_source, source, a, &group),
-        described_group(on_target, target, b, &group)
-    );
-    let (on_target, source_state, target_state) = (on_target?, source_state?, target_state?);
+/// What every group's part of [`plan_failover`] reads.
+struct Planning<'a> {
+    source: &'a Client,
+    target: &'a Client,
+    flow: &'a FlowConfig,
+    map: &'a OffsetMap,
+    /// The source topics the flow mirrors.
+    mirrored: &'a BTreeSet<String>,
+    /// Their partitions, asked by name when the all-topics form answers nothing.
+    ask: &'a [TopicPartition],
+    on_source: &'a Described,
+    on_target: &'a Described,
+}
 
-    let mut partitions: Vec<PartitionPlan> = translated
-        .into_iter()
-        .map(|t| {
-            let now = on_target.get(&t.remote_partition()).map(|c| c.offset);
-            partition_plan(t, now)
-        })
-        .collect();
-    partitions.extend(elsewhere.into_iter().map(|(tp, c)| unmirrored(flow, tp, c)));
-    partitions.sort_by(|x, y| (&x.topic, x.partition).cmp(&(&y.topic, y.partition)));
-    Ok(Some(GroupPlan {
-        blocker: active_blocker(b, &target_state),
-        group,
-        source_state: Some(source_state.state),
-        target_state: Some(target_state.state),
-        partitions,
-    }))
+impl Planning<'_> {
+    /// One group's part of [`plan_failover`]: `None` when it has no offsets on mirrored topics.
+    async fn group(&self, group: String) -> Result<Option<GroupPlan>, PlanError> {
+        let Planning {
+            source,
+            target,
+            flow,
+            map,
+            mirrored,
+            ask,
+            on_source,
+            on_target,
+        } = *self;
+        let (a, b) = (flow.source.as_str(), flow.target.as_str());
+        let what = || format!("read the committed offsets of group {group}");
+        // Kafka lists every committed partition for "all topics"; asking by partition when that
+        // answer is empty covers brokers that answer that form with nothing.
+        // The all-topics form only adds topics the flow does not mirror (listed as blocked);
+        // a broker that cannot answer it leaves the plan complete for the mirrored ones.
+        let mut offsets = match source.offset_fetch(&group, None).await {
+            Ok(offsets) => offsets,
+            Err(e) if !e.is_retriable() => {
+                tracing::warn!(
+                    cluster = a,
+                    group = %group,
+                    error = %e,
+                    "cannot list the group's offsets on all topics; planning the mirrored \
+                     topics only"
+                );
+                BTreeMap::new()
+            }
+            Err(e) => return Err(PlanError::kafka(a, what())(e)),
+        };
+        if offsets.is_empty() {
+            offsets.extend(
+                committed(source, &group, ask)
+                    .await
+                    .map_err(PlanError::kafka(a, what()))?,
+            );
+        }
+        let (on_mirrored, elsewhere): (BTreeMap<_, _>, BTreeMap<_, _>) = offsets
+            .into_iter()
+            .partition(|(tp, _)| mirrored.contains(&tp.topic));
+        if on_mirrored.is_empty() {
+            return Ok(None);
+        }
+        let translated = translate_offsets(flow, map, on_mirrored);
+        let remote: Vec<TopicPartition> = translated
+            .iter()
+            .map(TranslatedOffset::remote_partition)
+            .collect();
+        // Independent questions, asked at once.
+        let (on_target, source_state, target_state) = futures::join!(
+            committed_on(target, b, &group, &remote),
+            described_group(on_source, source, a, &group),
+            described_group(on_target, target, b, &group)
+        );
+        let (on_target, source_state, target_state) = (on_target?, source_state?, target_state?);
+
+        let mut partitions: Vec<PartitionPlan> = translated
+            .into_iter()
+            .map(|t| {
+                let now = on_target.get(&t.remote_partition()).map(|c| c.offset);
+                partition_plan(t, now)
+            })
+            .collect();
+        partitions.extend(elsewhere.into_iter().map(|(tp, c)| unmirrored(flow, tp, c)));
+        partitions.sort_by(|x, y| (&x.topic, x.partition).cmp(&(&y.topic, y.partition)));
+        Ok(Some(GroupPlan {
+            blocker: active_blocker(b, &target_state),
+            group,
+            source_state: Some(source_state.state),
+            target_state: Some(target_state.state),
+            partitions,
+        }))
+    }
 }
 
 /// Plans the failover of `flow`'s groups when the source cluster (A) cannot be reached: each
