@@ -298,6 +298,31 @@ def findings_section(results, wls, runners):
             "there are"
             + (": every run shared the CPU with them, so compare mirrors within a workload and read "
                "each repetition below." if max(other) >= 10 else ": the machine was otherwise quiet."))
+    if have("strait") and have("ceiling"):
+        behind = []
+        for w in wls:
+            st = med(w, "strait", "mb_per_s")
+            ahead = [(who, med(w, who, "mb_per_s")) for who in ("mm2", "baseline")
+                     if have(who) and med(w, who, "mb_per_s") > st]
+            if not ahead:
+                continue
+            ceiling = med(w, "ceiling", "mb_per_s")
+            who, best = max(ahead, key=lambda x: x[1])
+            if ceiling < best:
+                why = (f"the target takes the source's own batches at {fmt(ceiling)} MB/s at most (the ceiling), "
+                       f"and strait moved {fmt(st)} ({pct(100 * st / ceiling)} of it); {SHORT[who]} re-batches into "
+                       f"larger batches and so is not bound by that ({fmt(best)} MB/s)")
+            else:
+                busy = med(w, "strait", "target_broker_pct")
+                limit = (f"the target broker was busy {pct(busy)} of a core in strait's window, so it was the "
+                         f"limit, on the batches as strait forwards them" if busy >= 90 else
+                         "here strait's own rounds are the limit (fetch, then produce, then the map, one "
+                         "after another)")
+                why = (f"strait moved {fmt(st)} MB/s, {pct(100 * st / ceiling)} of the {fmt(ceiling)} MB/s the target "
+                       f"takes these batches at, and {SHORT[who]} {fmt(best)}: {limit}")
+            behind.append(f"{w['name']}: {why}")
+        if behind:
+            lines.append("- **Where strait is behind.** " + "; ".join(behind) + ".")
     incomplete = [(w["name"], r) for w in wls for r in w.get("incomplete", [])]
     if incomplete:
         parts = []
