@@ -344,7 +344,10 @@ def findings_section(results, wls, runners):
                 " takes any sequence), and every retry of the first is then out of order. Kafka"
                 " Connect sets `delivery.timeout.ms` to its maximum for source tasks, so MM2 retries"
                 " for good and that partition never completes; with a finite timeout the batch"
-                " would be dropped instead. strait sends one batch at a time to a partition until"
+                " would be dropped instead. It takes more than one request in flight per"
+                " connection: the tuning below sets 5 (the producer's own default, which"
+                " idempotence allows); Connect's default of 1 cannot reorder batches, and is"
+                " slower. strait sends one batch at a time to a partition until"
                 " one is acknowledged in its producer epoch (`strait-kafka/src/produce.rs`), so its"
                 " first batches cannot overtake each other."
             )
