@@ -25,7 +25,10 @@ use strait_kafka::groups::{CommittedOffset, GroupDescription, OffsetToCommit};
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::offset_map::{OffsetMap, SourcePartition};
 
-use super::{read_map, Direction, FailoverPlan, GroupPlan, PartitionPlan, PlanError};
+use super::{
+    known_or_described, read_map, Descriptions, Direction, FailoverPlan, GroupPlan, PartitionPlan,
+    PlanError,
+};
 use crate::offsets::committed;
 
 /// How to apply.
@@ -378,8 +381,8 @@ pub async fn apply_plan(
 
 /// The descriptions of a chunk's groups on both clusters (`Client::describe_groups`).
 struct Described<'a> {
-    destination: &'a BTreeMap<String, strait_kafka::Result<GroupDescription>>,
-    origin: &'a BTreeMap<String, strait_kafka::Result<GroupDescription>>,
+    destination: &'a Descriptions,
+    origin: &'a Descriptions,
 }
 
 /// The group as the origin sees it at apply time.
@@ -446,16 +449,14 @@ impl Ctx<'_> {
     /// descriptions, where it is there.
     async fn describe(
         &self,
-        known: &BTreeMap<String, strait_kafka::Result<GroupDescription>>,
+        known: &Descriptions,
         client: &Client,
         cluster: &str,
         id: &str,
     ) -> Result<GroupDescription, Refusal> {
-        let described = match known.get(id) {
-            Some(d) => d.clone(),
-            None => client.describe_group(id).await,
-        };
-        described.map_err(self.failed(cluster, format!("describing group {id}")))
+        known_or_described(known, client, id)
+            .await
+            .map_err(self.failed(cluster, format!("describing group {id}")))
     }
 
     /// Group `id`'s committed offsets of `partitions` on `client` (cluster `cluster`).
@@ -605,7 +606,7 @@ impl Ctx<'_> {
     /// the plan read.
     async fn origin_state(
         &self,
-        known: &BTreeMap<String, strait_kafka::Result<GroupDescription>>,
+        known: &Descriptions,
         origin: &Client,
         id: &str,
         todo: &[(&PartitionPlan, TopicPartition, i64)],

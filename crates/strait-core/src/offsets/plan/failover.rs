@@ -4,14 +4,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use futures::StreamExt;
-use strait_kafka::groups::{CommittedOffset, GroupDescription};
+use strait_kafka::groups::CommittedOffset;
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::offset_map::{OffsetMap, Translation};
 
 use super::{
     active_blocker, cluster_refs, committed_on, describe_group, described_group, moving_back,
-    read_map, wanted, Blocker, ClusterRef, Direction, FailoverPlan, GroupPlan, PartitionPlan,
-    PlanError,
+    read_map, wanted, Blocker, ClusterRef, Descriptions, Direction, FailoverPlan, GroupPlan,
+    PartitionPlan, PlanError,
 };
 use crate::config::FlowConfig;
 use crate::filter::PatternList;
@@ -98,9 +98,6 @@ pub async fn plan_failover(
 /// clusters, and their coordinators answer many at once (`bench/failover-scale`).
 pub(super) const GROUPS_AT_ONCE: usize = 64;
 
-/// Groups' descriptions on one cluster, asked together.
-type Described = BTreeMap<String, strait_kafka::Result<GroupDescription>>;
-
 /// What every group's part of [`plan_failover`] reads.
 struct Planning<'a> {
     source: &'a Client,
@@ -111,8 +108,8 @@ struct Planning<'a> {
     mirrored: &'a BTreeSet<String>,
     /// Their partitions, asked by name when the all-topics form answers nothing.
     ask: &'a [TopicPartition],
-    on_source: &'a Described,
-    on_target: &'a Described,
+    on_source: &'a Descriptions,
+    on_target: &'a Descriptions,
 }
 
 impl Planning<'_> {

@@ -577,20 +577,32 @@ async fn committed_on(
 /// them: one request per coordinator and cluster instead of one (or two) per group.
 pub(super) const DESCRIBED_AT_ONCE: usize = 250;
 
-/// `group` from `known`, the descriptions asked together on `cluster`, or asked alone if it is
-/// not there.
+/// Groups' descriptions on one cluster, asked together (`Client::describe_groups`).
+type Descriptions = BTreeMap<String, strait_kafka::Result<GroupDescription>>;
+
+/// `group` from `known`, the descriptions asked together on `client`'s cluster, or asked alone
+/// if it is not there. Plans and apply both read a group's state through this.
+async fn known_or_described(
+    known: &Descriptions,
+    client: &Client,
+    group: &str,
+) -> strait_kafka::Result<GroupDescription> {
+    match known.get(group) {
+        Some(d) => d.clone(),
+        None => client.describe_group(group).await,
+    }
+}
+
+/// [`known_or_described`], its error said as the plan says it (cluster `cluster`).
 async fn described_group(
-    known: &BTreeMap<String, strait_kafka::Result<GroupDescription>>,
+    known: &Descriptions,
     client: &Client,
     cluster: &str,
     group: &str,
 ) -> Result<GroupDescription, PlanError> {
-    match known.get(group) {
-        Some(d) => d
-            .clone()
-            .map_err(PlanError::kafka(cluster, format!("describe group {group}"))),
-        None => describe_group(client, cluster, group).await,
-    }
+    known_or_described(known, client, group)
+        .await
+        .map_err(PlanError::kafka(cluster, format!("describe group {group}")))
 }
 
 /// `group` as `cluster` describes it.
