@@ -34,10 +34,22 @@ const ONE_BATCH: i32 = 1;
 /// per partition.
 async fn start(clusters: &Clusters, extra: &str, partition_max_bytes: i32) -> Flow {
     let options = FlowOptions {
-        fetch_max_wait: Duration::from_millis(50),
         partition_max_bytes,
-        ..FlowOptions::default()
+        ..quick_fetches()
     };
+    start_with(clusters, extra, options).await
+}
+
+/// The flow's default options, but for fetches that wait 50 ms for data.
+fn quick_fetches() -> FlowOptions {
+    FlowOptions {
+        fetch_max_wait: Duration::from_millis(50),
+        ..FlowOptions::default()
+    }
+}
+
+/// The `source->target` flow with `extra` config lines and `options`.
+async fn start_with(clusters: &Clusters, extra: &str, options: FlowOptions) -> Flow {
     Flow::start(
         common::flow_config(
             &clusters.source.bootstrap,
@@ -171,31 +183,12 @@ async fn assert_mirrored_exactly(
             mine.len() as i64,
             "{remote}-{p}: nothing else on the target"
         );
-        let source_end = ends(&src, &TopicPartition::new(topic, p)).await.1;
         let record_at: BTreeMap<i64, i64> = mine
             .iter()
             .enumerate()
             .map(|(i, w)| (w.1, i as i64))
             .collect();
-        let sp = SourcePartition::new(topic, p);
-        for pos in 0..=source_end {
-            let target = record_at
-                .range(pos..)
-                .next()
-                .map_or(target_end, |(_, &t)| t);
-            assert_eq!(
-                flow.map().translate(&sp, pos),
-                Translation::Exact { target },
-                "{topic}-{p} position {pos} ({})",
-                if record_at.contains_key(&pos) {
-                    "a record"
-                } else if pos == source_end {
-                    "the end"
-                } else {
-                    "a marker or aborted data"
-                }
-            );
-        }
+        assert_exact_from(&src, flow.map(), (topic, p), &record_at, target_end, 0).await;
     }
 }
 
@@ -535,10 +528,14 @@ async fn a_compacted_transactional_source_is_compacted_below_the_lowest_group_of
 
     // The first run mirrors (its first pass may or may not see the whole map, depending on
     // how the rounds fell); the second starts from the map topic and its first flush is a pass.
-    let mut flow = start_compacting(&clusters, 10).await;
+    let compacting = |min_segments| FlowOptions {
+        compact_min_segments: min_segments,
+        ..quick_fetches()
+    };
+    let mut flow = start_with(&clusters, "", compacting(10)).await;
     mirror(&mut flow).await;
     drop(flow);
-    let mut flow = start_compacting(&clusters, 10).await;
+    let mut flow = start_with(&clusters, "", compacting(10)).await;
     mirror(&mut flow).await;
     assert_eq!(flow.stats().lost_records, 0, "{:?}", flow.stats());
 
@@ -551,7 +548,9 @@ async fn a_compacted_transactional_source_is_compacted_below_the_lowest_group_of
         want.len(),
         Duration::from_secs(30),
     );
-    let mut target_of: BTreeMap<(i32, i64), i64> = BTreeMap::new();
+    // Per partition: source offset -> target offset of its copy, and the target's end.
+    let mut target_of: BTreeMap<i32, BTreeMap<i64, i64>> = BTreeMap::new();
+    let mut target_end: BTreeMap<i32, i64> = BTreeMap::new();
     for p in 0..2 {
         let mut mine: Vec<&(i32, i64, TestRecord)> = want.iter().filter(|w| w.0 == p).collect();
         mine.sort_by_key(|w| w.1);
@@ -559,10 +558,14 @@ async fn a_compacted_transactional_source_is_compacted_below_the_lowest_group_of
         assert_eq!(copies.len(), mine.len(), "{remote}-{p}: count");
         for ((_, offset, w), c) in mine.iter().zip(&copies) {
             assert!(w.same_payload(c), "{remote}-{p}: {w:?} vs {c:?}");
-            target_of.insert((p, *offset), c.offset.expect("read offset"));
+            target_of
+                .entry(p)
+                .or_default()
+                .insert(*offset, c.offset.expect("read offset"));
         }
         let end = ends(&dst, &TopicPartition::new(&remote, p)).await.1;
         assert_eq!(end, mine.len() as i64, "{remote}-{p}: nothing else");
+        target_end.insert(p, end);
     }
 
     let src = client(source).await;
@@ -582,12 +585,22 @@ async fn a_compacted_transactional_source_is_compacted_below_the_lowest_group_of
         part0.segments().len(),
         p0.len()
     );
-    assert_exact_from(&src, flow.map(), &target_of, (topic, 0), behind).await;
+    let exact_from = |p: i32, from: i64| {
+        assert_exact_from(
+            &src,
+            flow.map(),
+            (topic, p),
+            &target_of[&p],
+            target_end[&p],
+            from,
+        )
+    };
+    exact_from(0, behind).await;
     let below = p0[5];
     match flow.map().translate(&sp0, below) {
         Translation::Compacted { target, .. } => {
             assert!(
-                target <= target_of[&(0, below)],
+                target <= target_of[&0][&below],
                 "at or before the exact answer"
             )
         }
@@ -600,12 +613,12 @@ async fn a_compacted_transactional_source_is_compacted_below_the_lowest_group_of
     assert!(part1.floor().is_some(), "partition 1 compacted");
     assert_eq!(part1.segments().len(), 1, "{:?}", part1.segments());
     let p1_last = *committed_at(1).last().expect("records");
-    assert_exact_from(&src, flow.map(), &target_of, (topic, 1), p1_last).await;
+    exact_from(1, p1_last).await;
 
     // What the map topic holds loads as the same compacted map.
     let compacted = flow.map().clone();
     drop(flow);
-    let flow = start_compacting(&clusters, usize::MAX).await;
+    let flow = start_with(&clusters, "", compacting(usize::MAX)).await;
     for sp in [&sp0, &sp1] {
         assert_eq!(
             flow.map().partition(sp),
@@ -615,49 +628,35 @@ async fn a_compacted_transactional_source_is_compacted_below_the_lowest_group_of
     }
 }
 
-/// The `source->target` flow, compacting partitions of `min_segments` segments or more.
-async fn start_compacting(clusters: &Clusters, min_segments: usize) -> Flow {
-    let options = FlowOptions {
-        fetch_max_wait: Duration::from_millis(50),
-        compact_min_segments: min_segments,
-        ..FlowOptions::default()
-    };
-    Flow::start(
-        common::flow_config(&clusters.source.bootstrap, &clusters.target.bootstrap, ""),
-        options,
-        client(&clusters.source.bootstrap).await,
-        client(&clusters.target.bootstrap).await,
-    )
-    .await
-    .expect("flow starts")
-}
-
 /// Checks that every position of `topic`-`p` from `from` to the source's end translates
-/// exactly: a record's offset to its copy's (`target_of`), any other (a marker, aborted data)
-/// to the next copy's, the end to the target's end.
+/// exactly: a record's offset to its copy's (`record_at`: source offset -> target offset), any
+/// other (a marker, aborted data) to the next copy's, the end to `target_end`.
 async fn assert_exact_from(
     source: &Client,
     map: &OffsetMap,
-    target_of: &BTreeMap<(i32, i64), i64>,
     (topic, p): (&str, i32),
+    record_at: &BTreeMap<i64, i64>,
+    target_end: i64,
     from: i64,
 ) {
     let source_end = ends(source, &TopicPartition::new(topic, p)).await.1;
-    let target_end = target_of
-        .range((p, i64::MIN)..(p, i64::MAX))
-        .map(|(_, &t)| t + 1)
-        .max()
-        .unwrap_or(0);
     let sp = SourcePartition::new(topic, p);
     for pos in from..=source_end {
-        let target = target_of
-            .range((p, pos)..(p, i64::MAX))
+        let target = record_at
+            .range(pos..)
             .next()
             .map_or(target_end, |(_, &t)| t);
         assert_eq!(
             map.translate(&sp, pos),
             Translation::Exact { target },
-            "{topic}-{p} position {pos}"
+            "{topic}-{p} position {pos} ({})",
+            if record_at.contains_key(&pos) {
+                "a record"
+            } else if pos == source_end {
+                "the end"
+            } else {
+                "a marker or aborted data"
+            }
         );
     }
 }
