@@ -611,20 +611,115 @@ impl Client {
         Ok(())
     }
 
-    /// ListOffsets for several partitions, each asked of its leader. One result per partition.
+    /// ListOffsets for several partitions: one request per leader naming all of its
+    /// partitions, the leaders asked concurrently, so that placing thousands of partitions
+    /// across a distance costs one round trip rather than one per partition. One result per
+    /// partition. A partition that errs in the batch (a leader moved, a request that failed
+    /// as a whole) is asked again alone, with [`Client::list_offset`]'s retries.
+    ///
+    /// A partition must appear once: Kafka refuses a ListOffsets request naming one twice.
     pub async fn list_offsets(
         &self,
         partitions: &[(TopicPartition, OffsetSpec)],
         isolation: IsolationLevel,
     ) -> Result<BTreeMap<TopicPartition, Result<ListedOffset>>> {
-        let mut out = BTreeMap::new();
+        let mut by_leader: BTreeMap<BrokerId, Vec<(TopicPartition, OffsetSpec)>> = BTreeMap::new();
+        let mut alone = Vec::new();
         for (tp, spec) in partitions {
-            let result = self
-                .retry("list offsets", || {
-                    self.list_offset_once(tp, *spec, isolation)
-                })
-                .await;
-            out.insert(tp.clone(), result);
+            match self.leader(tp).await {
+                Ok(leader) => by_leader
+                    .entry(leader)
+                    .or_default()
+                    .push((tp.clone(), *spec)),
+                Err(_) => alone.push((tp.clone(), *spec)),
+            }
+        }
+        let requests = by_leader.into_iter().map(|(leader, ps)| async move {
+            let result = self.list_offsets_from(leader, &ps, isolation).await;
+            (ps, result)
+        });
+        let mut out = BTreeMap::new();
+        let mut refresh = false;
+        for (ps, result) in futures::future::join_all(requests).await {
+            match result {
+                Ok(mut listed) => {
+                    for (tp, spec) in ps {
+                        match listed.remove(&tp) {
+                            Some(Ok(offset)) => {
+                                out.insert(tp, Ok(offset));
+                            }
+                            Some(Err(e)) if !e.is_retriable() => {
+                                out.insert(tp, Err(e));
+                            }
+                            Some(Err(e)) => {
+                                refresh |= e.needs_metadata_refresh();
+                                alone.push((tp, spec));
+                            }
+                            None => alone.push((tp, spec)),
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "ListOffsets failed; asking its partitions one by one");
+                    alone.extend(ps);
+                }
+            }
+        }
+        if refresh {
+            // A leader moved: ask the new one straight away.
+            if let Err(e) = self.refresh_metadata().await {
+                tracing::debug!(error = %e, "metadata refresh after ListOffsets errors failed");
+            }
+        }
+        for (tp, spec) in alone {
+            let result = self.list_offset(&tp, spec, isolation).await;
+            out.insert(tp, result);
+        }
+        Ok(out)
+    }
+
+    /// One ListOffsets request to `leader` for all of `partitions`; a result per partition
+    /// it answered for.
+    async fn list_offsets_from(
+        &self,
+        leader: BrokerId,
+        partitions: &[(TopicPartition, OffsetSpec)],
+        isolation: IsolationLevel,
+    ) -> Result<BTreeMap<TopicPartition, Result<ListedOffset>>> {
+        let mut by_topic: BTreeMap<&str, Vec<ListOffsetsPartition>> = BTreeMap::new();
+        for (tp, spec) in partitions {
+            by_topic.entry(&tp.topic).or_default().push(
+                ListOffsetsPartition::default()
+                    .with_partition_index(tp.partition)
+                    .with_current_leader_epoch(-1)
+                    .with_timestamp(spec.wire()),
+            );
+        }
+        let request = ListOffsetsRequest::default()
+            .with_replica_id(WireBrokerId(-1))
+            .with_isolation_level(isolation.wire())
+            .with_topics(
+                by_topic
+                    .into_iter()
+                    .map(|(topic, ps)| {
+                        ListOffsetsTopic::default()
+                            .with_name(topic_name(topic))
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            );
+        let resp = self.send_to(leader, &request).await?;
+        let mut out = BTreeMap::new();
+        for t in resp.topics {
+            for p in t.partitions {
+                let tp = TopicPartition::new(t.name.0.as_str(), p.partition_index);
+                let result = check(p.error_code, None, || tp.context()).map(|()| ListedOffset {
+                    offset: p.offset,
+                    timestamp: p.timestamp,
+                    leader_epoch: p.leader_epoch,
+                });
+                out.insert(tp, result);
+            }
         }
         Ok(out)
     }

@@ -461,6 +461,95 @@ async fn a_leader_move_refreshes_metadata_and_routes_to_the_new_leader() {
     .await;
 }
 
+/// ListOffsets for many partitions: one request per leader naming all of its partitions (not
+/// one per partition), the leaders asked together; a partition whose leader moved
+/// (NOT_LEADER_OR_FOLLOWER in the batch) is asked again alone at its new leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_offsets_asks_each_leader_once_for_all_its_partitions() {
+    let fake = FakeCluster::start(
+        &[1, 2],
+        script(|fake, req| match &req.body {
+            Body::ListOffsets(l) => {
+                let topics = l
+                    .topics
+                    .iter()
+                    .map(|t| {
+                        let partitions = t
+                            .partitions
+                            .iter()
+                            .map(|p| {
+                                let i = p.partition_index;
+                                let answer = ListOffsetsPartitionResponse::default()
+                                    .with_partition_index(i)
+                                    .with_timestamp(-1)
+                                    .with_leader_epoch(0);
+                                if i == 3 && req.broker == 1 {
+                                    // Partition 3 moved to broker 2.
+                                    fake.set_topic("t", &[1, 2, 1, 2]);
+                                    answer
+                                        .with_error_code(ResponseError::NotLeaderOrFollower.code())
+                                } else {
+                                    answer.with_offset(100 + i64::from(i))
+                                }
+                            })
+                            .collect();
+                        ListOffsetsTopicResponse::default()
+                            .with_name(t.name.clone())
+                            .with_partitions(partitions)
+                    })
+                    .collect();
+                req.reply(&ListOffsetsResponse::default().with_topics(topics))
+            }
+            _ => Action::Default,
+        }),
+    )
+    .await;
+    // Partitions 0 and 2 on broker 1, 1 on broker 2, 3 on broker 1 until it moves.
+    fake.set_topic("t", &[1, 2, 1, 1]);
+    within(async {
+        let client = client(&fake).await;
+        client.metadata().await.unwrap();
+        let asked: Vec<(TopicPartition, OffsetSpec)> = (0..4)
+            .map(|p| (TopicPartition::new("t", p), OffsetSpec::Latest))
+            .collect();
+        let listed = client
+            .list_offsets(&asked, IsolationLevel::ReadUncommitted)
+            .await
+            .unwrap();
+        for p in 0..4 {
+            let offset = listed[&TopicPartition::new("t", p)]
+                .as_ref()
+                .unwrap()
+                .offset;
+            assert_eq!(offset, 100 + i64::from(p), "partition {p}");
+        }
+        let mut requests: Vec<(i32, Vec<i32>)> = fake
+            .requests(ApiKey::ListOffsets)
+            .iter()
+            .map(|r| {
+                let Body::ListOffsets(l) = &r.body else {
+                    unreachable!()
+                };
+                let mut ps: Vec<i32> = l.topics[0]
+                    .partitions
+                    .iter()
+                    .map(|p| p.partition_index)
+                    .collect();
+                ps.sort();
+                (r.broker, ps)
+            })
+            .collect();
+        // The two leaders' requests go out together, in either order; partition 3 comes last.
+        requests[..2].sort();
+        assert_eq!(
+            requests,
+            [(1, vec![0, 2, 3]), (2, vec![1]), (2, vec![3])],
+            "one request per leader, then the moved partition alone"
+        );
+    })
+    .await;
+}
+
 /// CreatePartitions goes to the controller with the topic and the new total; on success the
 /// metadata is refreshed and shows the new partitions. INVALID_PARTITIONS comes back as that
 /// broker error, with the broker's message and the topic.

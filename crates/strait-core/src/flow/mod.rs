@@ -25,6 +25,7 @@ pub mod classify;
 mod compact;
 pub mod map_store;
 pub mod offset_syncs;
+mod placement;
 mod tail;
 pub mod topics;
 
@@ -45,6 +46,7 @@ use crate::metrics::{FlowMetrics, PartitionMetrics};
 use classify::{AbortTracker, Action, SkipReason};
 use map_store::MapStore;
 use offset_syncs::{OffsetSyncWriter, DELAYED_SYNC_INTERVAL};
+use placement::{Listed, Survey, ToPlace};
 use topics::MirroredTopic;
 
 /// Errors that stop a flow.
@@ -203,6 +205,9 @@ pub struct Flow {
     /// The order partitions are asked for in the next fetch: those that got records last go to
     /// the back (see [`Flow::round`]).
     fetch_order: Vec<TopicPartition>,
+    /// The next round's fetch, made while this round's batches were being written: used if
+    /// the next round asks exactly the same positions, else dropped.
+    prefetched: Option<(Vec<FetchPosition>, strait_kafka::fetch::FetchResults)>,
     /// Per partition, where the target records end that start-up left unmapped because they are
     /// copies of source records deleted before they were recorded: a write there is not
     /// preceded by duplicates.
@@ -287,6 +292,7 @@ impl Flow {
             next_delayed_syncs: Instant::now() + DELAYED_SYNC_INTERVAL,
             partitions: BTreeMap::new(),
             fetch_order: Vec::new(),
+            prefetched: None,
             orphan_ends: BTreeMap::new(),
             topics: Vec::new(),
             next_refresh: Instant::now(),
@@ -363,6 +369,7 @@ impl Flow {
         self.check_topic_ids(topics.iter().map(|t| (t.source.as_str(), t.id)));
         let remote_counts =
             topics::ensure_remote_topics(&self.source, &self.target, &self.config, &topics).await?;
+        let mut new = Vec::new();
         for t in &topics {
             let usable = remote_counts
                 .get(&t.remote)
@@ -371,33 +378,33 @@ impl Flow {
                 .min(t.partitions);
             for p in 0..usable {
                 let tp = TopicPartition::new(&t.source, p);
-                if self.partitions.contains_key(&tp) {
-                    continue;
+                if !self.partitions.contains_key(&tp) {
+                    new.push((tp, TopicPartition::new(&t.remote, p), None));
                 }
-                let remote = TopicPartition::new(&t.remote, p);
-                let placed = self.place(&tp, &remote, None).await?;
-                let position = placed.as_ref().copied().unwrap_or_else(|_| {
-                    self.map
-                        .partition(&source_partition(&tp))
-                        .and_then(|m| m.src_end())
-                        .unwrap_or(0)
-                });
-                let metrics = self.metrics.partition(&tp, &remote);
-                metrics.placed(position);
-                self.partitions.insert(
-                    tp.clone(),
-                    PartitionState {
-                        remote,
-                        position,
-                        source_end: position,
-                        metrics,
-                        refused: None,
-                        halted: None,
-                    },
-                );
-                if let Err(why) = placed {
-                    self.halt(&tp, why);
-                }
+            }
+        }
+        for (tp, remote, placed) in self.place_all(new).await? {
+            let position = placed.as_ref().copied().unwrap_or_else(|_| {
+                self.map
+                    .partition(&source_partition(&tp))
+                    .and_then(|m| m.src_end())
+                    .unwrap_or(0)
+            });
+            let metrics = self.metrics.partition(&tp, &remote);
+            metrics.placed(position);
+            self.partitions.insert(
+                tp.clone(),
+                PartitionState {
+                    remote,
+                    position,
+                    source_end: position,
+                    metrics,
+                    refused: None,
+                    halted: None,
+                },
+            );
+            if let Err(why) = placed {
+                self.halt(&tp, why);
             }
         }
         self.topics = topics;
@@ -409,19 +416,64 @@ impl Flow {
         Ok(())
     }
 
-    /// [`Flow::initial_position`], with a partition that no longer matches its map as
-    /// `Ok(Err(why))`: it is halted, the others go on.
-    async fn place(
+    /// Places `parts` (source partition, remote partition, where it was if it has no map):
+    /// [`Flow::initial_position`] of each, after one [`Survey`] of both clusters for all of
+    /// them. A partition that no longer matches its map comes back as `Err(why)`: it is
+    /// halted, the others go on.
+    #[allow(clippy::type_complexity)]
+    async fn place_all(
         &mut self,
-        tp: &TopicPartition,
-        remote: &TopicPartition,
-        unmapped: Option<i64>,
-    ) -> Result<Result<i64, String>, FlowError> {
-        match self.initial_position(tp, remote, unmapped).await {
-            Ok(position) => Ok(Ok(position)),
-            Err(FlowError::Diverged(why)) => Ok(Err(why)),
-            Err(e) => Err(e),
+        parts: Vec<(TopicPartition, TopicPartition, Option<i64>)>,
+    ) -> Result<Vec<(TopicPartition, TopicPartition, Result<i64, String>)>, FlowError> {
+        let to_place: Vec<ToPlace<'_>> = parts
+            .iter()
+            .map(|(source, remote, _)| ToPlace { source, remote })
+            .collect();
+        let survey = Survey::take(
+            &self.source,
+            &self.target,
+            &to_place,
+            &self.map,
+            self.config.auto_offset_reset == StartPosition::Latest,
+            self.config.isolation_level,
+        )
+        .await?;
+        drop(to_place);
+        let mut placed = Vec::with_capacity(parts.len());
+        for (tp, remote, unmapped) in parts {
+            let position = match self.initial_position(&tp, &remote, unmapped, &survey).await {
+                Ok(position) => Ok(position),
+                Err(FlowError::Diverged(why)) => Err(why),
+                Err(e) => return Err(e),
+            };
+            placed.push((tp, remote, position));
         }
+        Ok(placed)
+    }
+
+    /// An offset of `tp` from `survey`, or asked alone if the survey does not have it.
+    async fn listed(
+        &self,
+        survey: &Survey,
+        which: Listed,
+        tp: &TopicPartition,
+    ) -> Result<i64, FlowError> {
+        if let Some(offset) = survey.offset(which, tp) {
+            return Ok(offset);
+        }
+        let uncommitted = IsolationLevel::ReadUncommitted;
+        let (client, spec, isolation) = match which {
+            Listed::TargetEnd => (&self.target, OffsetSpec::Latest, uncommitted),
+            Listed::TargetStart => (&self.target, OffsetSpec::Earliest, uncommitted),
+            Listed::SourceStart => (&self.source, OffsetSpec::Earliest, uncommitted),
+            Listed::SourceEnd => (&self.source, OffsetSpec::Latest, uncommitted),
+            Listed::SourceEndIsolated => (
+                &self.source,
+                OffsetSpec::Latest,
+                self.config.isolation_level,
+            ),
+        };
+        Ok(client.list_offset(tp, spec, isolation).await?.offset)
     }
 
     /// Compares the source topics' ids (from the source's metadata, zero where the broker gives
@@ -498,15 +550,16 @@ impl Flow {
     /// log start, or with `consumer.auto.offset.reset = latest` its end (the last stable offset
     /// under read_committed), as MM2's consumer starts there. What lies before is not mirrored,
     /// and that is said once, not counted as lost: nothing was deleted.
-    async fn start_position(&self, tp: &TopicPartition, earliest: i64) -> Result<i64, FlowError> {
+    async fn start_position(
+        &self,
+        tp: &TopicPartition,
+        earliest: i64,
+        survey: &Survey,
+    ) -> Result<i64, FlowError> {
         match self.config.auto_offset_reset {
             StartPosition::Earliest => Ok(earliest),
             StartPosition::Latest => {
-                let latest = self
-                    .source
-                    .list_offset(tp, OffsetSpec::Latest, self.config.isolation_level)
-                    .await?
-                    .offset;
+                let latest = self.listed(survey, Listed::SourceEndIsolated, tp).await?;
                 if latest > earliest {
                     tracing::info!(
                         partition = %tp,
@@ -529,40 +582,25 @@ impl Flow {
         tp: &TopicPartition,
         remote: &TopicPartition,
         unmapped: Option<i64>,
+        survey: &Survey,
     ) -> Result<i64, FlowError> {
         let sp = source_partition(tp);
         let mapped = self
             .map
             .partition(&sp)
             .and_then(|m| Some((m.extent()?.src_end, m.dst_end().unwrap_or(0))));
-        let target_end = self
-            .target
-            .list_offset(remote, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
-            .await?
-            .offset;
+        let target_end = self.listed(survey, Listed::TargetEnd, remote).await?;
         // The target may have deleted its oldest records (retention, DeleteRecords): what it
         // holds beyond the map starts at its log start at the earliest.
-        let target_start = self
-            .target
-            .list_offset(
-                remote,
-                OffsetSpec::Earliest,
-                IsolationLevel::ReadUncommitted,
-            )
-            .await?
-            .offset;
+        let target_start = self.listed(survey, Listed::TargetStart, remote).await?;
         let (src, dst) = match mapped {
             Some(m) => m,
             None => {
-                let earliest = self
-                    .source
-                    .list_offset(tp, OffsetSpec::Earliest, IsolationLevel::ReadUncommitted)
-                    .await?
-                    .offset;
+                let earliest = self.listed(survey, Listed::SourceStart, tp).await?;
                 if target_end <= target_start {
                     return match unmapped {
                         Some(position) => Ok(position),
-                        None => self.start_position(tp, earliest).await,
+                        None => self.start_position(tp, earliest, survey).await,
                     };
                 }
                 self.align_without_map(tp, remote, earliest, target_start, target_end)
@@ -570,11 +608,7 @@ impl Flow {
             }
         };
         if mapped.is_some() {
-            let source_end = self
-                .source
-                .list_offset(tp, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
-                .await?
-                .offset;
+            let source_end = self.listed(survey, Listed::SourceEnd, tp).await?;
             if source_end < src {
                 return Err(FlowError::Diverged(format!(
                     "source partition {tp} ends at offset {source_end}, but the offset map says \
@@ -590,7 +624,7 @@ impl Flow {
             .partition(&sp)
             .and_then(|m| m.segments().last().copied())
         {
-            self.check_last_copy(tp, remote, &last, target_start)
+            self.check_last_copy(tp, remote, &last, target_start, survey)
                 .await?;
         }
         if target_end > dst {
@@ -645,6 +679,7 @@ impl Flow {
         remote: &TopicPartition,
         last: &strait_wire::offset_map::Segment,
         target_start: i64,
+        survey: &Survey,
     ) -> Result<(), FlowError> {
         let (src, dst) = (last.src_end() - 1, last.dst_end() - 1);
         if dst < target_start {
@@ -655,10 +690,18 @@ impl Flow {
             isolation: IsolationLevel::ReadUncommitted,
             ..FetchOptions::default()
         };
-        let Some(copy) = record_at(&self.target, remote, dst, &options).await? else {
+        let copy = match survey.record(true, remote, dst) {
+            Some(found) => found,
+            None => record_at(&self.target, remote, dst, &options).await?,
+        };
+        let Some(copy) = copy else {
             return Ok(());
         };
-        let Some(original) = record_at(&self.source, tp, src, &options).await? else {
+        let original = match survey.record(false, tp, src) {
+            Some(found) => found,
+            None => record_at(&self.source, tp, src, &options).await?,
+        };
+        let Some(original) = original else {
             return Ok(());
         };
         if copy.same_record(&original) {
@@ -1155,14 +1198,18 @@ impl Flow {
             Duration::from_millis(200),
             Duration::from_secs(10),
         );
+        let asked: Vec<(TopicPartition, OffsetSpec)> = self
+            .partitions
+            .keys()
+            .map(|tp| (tp.clone(), OffsetSpec::Latest))
+            .collect();
         let mut ends = BTreeMap::new();
-        for tp in self.partitions.keys() {
-            let end = self
-                .source
-                .list_offset(tp, OffsetSpec::Latest, self.config.isolation_level)
-                .await?
-                .offset;
-            ends.insert(tp.clone(), end);
+        for (tp, end) in self
+            .source
+            .list_offsets(&asked, self.config.isolation_level)
+            .await?
+        {
+            ends.insert(tp, end?.offset);
         }
         loop {
             let done = ends.iter().all(|(tp, end)| {
@@ -1251,31 +1298,12 @@ impl Flow {
                 .collect();
             self.fetch_order.extend(new);
         }
-        let positions: Vec<FetchPosition> = self
-            .fetch_order
-            .iter()
-            .filter_map(|tp| {
-                let p = self.partitions.get(tp)?;
-                if p.halted.is_some() || p.refused.as_ref().is_some_and(|r| !r.retrying) {
-                    return None;
-                }
-                Some(FetchPosition {
-                    max_bytes: self.options.partition_max_bytes,
-                    ..FetchPosition::new(tp.clone(), p.position)
-                })
-            })
-            .collect();
-        // Half the flow's budget for what is fetched, half for the copies the producer makes of
-        // it (each batch's header is rewritten for our producer id, so a batch is held twice
-        // until the round ends). Split across the leaders by `Client::fetch`.
-        let budget = i32::try_from(self.config.max_bytes_in_flight / 2).unwrap_or(i32::MAX);
-        let options = FetchOptions {
-            max_wait: self.options.fetch_max_wait,
-            max_bytes: budget,
-            isolation: self.config.isolation_level,
-            ..FetchOptions::default()
+        let positions = self.fetch_positions();
+        let options = self.fetch_options();
+        let results = match self.prefetched.take() {
+            Some((asked, results)) if asked == positions => results,
+            _ => self.source.fetch(&positions, &options).await,
         };
-        let results = self.source.fetch(&positions, &options).await;
         // A source topic deleted and created again keeps its name, not its id: the metadata the
         // client holds (refreshed on fetch errors and every `metadata.max.age.ms`) tells.
         let metadata = self.source.cached_metadata();
@@ -1491,13 +1519,30 @@ impl Flow {
 
         self.metrics
             .in_flight(sends.iter().map(|(_, b)| b.bytes.len() as u64).sum());
-        let mut acks: Vec<Option<strait_kafka::Result<strait_kafka::produce::ProduceAck>>> = self
-            .producer
-            .send_all(sends.clone())
-            .await
-            .into_iter()
-            .map(Some)
-            .collect();
+        // While the batches are written, the next round's data is fetched, if there is more
+        // to fetch: a round then costs the longer of the source's and the target's round
+        // trips, not both. (Caught up, a fetch would wait `fetch.max.wait.ms` for new records
+        // and hold this round's end back.)
+        let more = self
+            .partitions
+            .values()
+            .any(|p| p.halted.is_none() && p.refused.is_none() && p.position < p.source_end);
+        let next_positions = if more {
+            self.fetch_positions()
+        } else {
+            Vec::new()
+        };
+        let prefetch = async {
+            if next_positions.is_empty() {
+                None
+            } else {
+                Some(self.source.fetch(&next_positions, &options).await)
+            }
+        };
+        let (acks, prefetched) = tokio::join!(self.producer.send_all(sends.clone()), prefetch);
+        let mut acks: Vec<Option<strait_kafka::Result<strait_kafka::produce::ProduceAck>>> =
+            acks.into_iter().map(Some).collect();
+        self.prefetched = prefetched.map(|results| (next_positions, results));
         self.metrics.in_flight(0);
         let mut records = 0u64;
         // Partitions with a failed write: nothing after it is recorded this round.
@@ -1602,6 +1647,10 @@ impl Flow {
             }
         }
         self.stats.records += records;
+        if !failed.is_empty() || !old_format.is_empty() {
+            // Positions change (placed again, halted): the fetch ahead no longer fits.
+            self.prefetched = None;
+        }
         self.persist_map().await?;
         self.flush_offset_syncs(false).await?;
         for (tp, why) in truncated.into_iter().chain(old_format) {
@@ -1634,6 +1683,38 @@ impl Flow {
                 .progress(state.source_end, state.position, segments);
         }
         Ok(RoundStats { records, caught_up })
+    }
+
+    /// What the next fetch asks: every partition neither halted nor waiting after a refusal,
+    /// from its position, in [`Flow::fetch_order`](Flow) order.
+    fn fetch_positions(&self) -> Vec<FetchPosition> {
+        self.fetch_order
+            .iter()
+            .filter_map(|tp| {
+                let p = self.partitions.get(tp)?;
+                if p.halted.is_some() || p.refused.as_ref().is_some_and(|r| !r.retrying) {
+                    return None;
+                }
+                Some(FetchPosition {
+                    max_bytes: self.options.partition_max_bytes,
+                    ..FetchPosition::new(tp.clone(), p.position)
+                })
+            })
+            .collect()
+    }
+
+    /// The settings of the data fetches. A third of the flow's budget
+    /// (`strait.max.bytes.in.flight`) for each: the round's fetched batches, the producer's
+    /// copies of them (each batch's header is rewritten for our producer id), and the next
+    /// round's fetch made while they are written. Split across the leaders by `Client::fetch`.
+    fn fetch_options(&self) -> FetchOptions {
+        let budget = i32::try_from(self.config.max_bytes_in_flight / 3).unwrap_or(i32::MAX);
+        FetchOptions {
+            max_wait: self.options.fetch_max_wait,
+            max_bytes: budget,
+            isolation: self.config.isolation_level,
+            ..FetchOptions::default()
+        }
     }
 
     /// Writes MM2 offset syncs: those that fired now, and every `offset.flush.interval.ms`
@@ -1669,8 +1750,8 @@ impl Flow {
                 (tp.clone(), p.remote.clone(), resume)
             })
             .collect();
-        for (tp, remote, resume) in parts {
-            match self.place(&tp, &remote, resume).await? {
+        for (tp, _, placed) in self.place_all(parts).await? {
+            match placed {
                 Ok(position) => {
                     if let Some(p) = self.partitions.get_mut(&tp) {
                         p.position = position;
@@ -1753,18 +1834,22 @@ impl Flow {
     /// fetch tries them once more.
     async fn replace_refused(&mut self) -> Result<(), FlowError> {
         let now = Instant::now();
-        let due: Vec<(TopicPartition, TopicPartition, i64)> = self
+        let due: Vec<(TopicPartition, TopicPartition, Option<i64>)> = self
             .partitions
             .iter()
             .filter_map(|(tp, p)| {
                 let r = p.refused.as_ref()?;
-                (!r.retrying && r.retry_at <= now).then(|| (tp.clone(), p.remote.clone(), r.resume))
+                (!r.retrying && r.retry_at <= now)
+                    .then(|| (tp.clone(), p.remote.clone(), Some(r.resume)))
             })
             .collect();
-        for (tp, remote, resume) in due {
-            // A later batch of the refused write may have landed (a partition the producer had
-            // never written to accepts any sequence): matching the target's tail finds it.
-            let position = match self.place(&tp, &remote, Some(resume)).await? {
+        if due.is_empty() {
+            return Ok(());
+        }
+        // A later batch of the refused write may have landed (a partition the producer had
+        // never written to accepts any sequence): matching the target's tail finds it.
+        for (tp, _, placed) in self.place_all(due).await? {
+            let position = match placed {
                 Ok(position) => position,
                 Err(why) => {
                     self.halt(&tp, why);
@@ -2034,13 +2119,9 @@ async fn record_at(
         Err(e) if tail::is_out_of_range(&e) => return Ok(None),
         Err(e) => return Err(e),
     };
-    let Some(first) = batches.first() else {
-        return Ok(None);
-    };
-    Ok(tail::records_from(first, offset)
-        .ok()
-        .and_then(|records| records.into_iter().next())
-        .filter(|r| r.offset == offset))
+    Ok(batches
+        .first()
+        .and_then(|first| placement::record_in(first, offset)))
 }
 
 async fn fetch_batches(
