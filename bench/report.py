@@ -460,7 +460,8 @@ Two throughputs per run, in MB/s of the source's wire bytes: **whole**, from the
 to the last record on the target, start-up included (what a user waits for at a distance), and
 **window**, the measured window of the main tables (from 10% of the records on the target to
 all of them). Start-up is the mirror's start to the first record on the target. CPU s/GB is the
-mirror process's over the window; peak RSS from `wait4`. One run per cell.
+mirror process's over the window; peak RSS from `wait4`. One run per cell, on a machine that may be
+shared (the load average at start and end is under each table): compare the mirrors within a row.
 
 What toxiproxy models and what not: it delays each chunk it reads by the latency, without
 holding back the chunks behind it, so it adds a round trip to every request and response but
