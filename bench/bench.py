@@ -16,6 +16,15 @@ target to the poll where all of them are: the mirror's start-up (a JVM, Connect'
 topic creation) and its first seconds of data (JIT compilation) stay out of the window; they
 are reported beside it. Peak RSS is the mirror process's, from wait4(). Repetitions are
 interleaved (the mirrors take turns going first) and the median is reported.
+
+Across a distance (`--source-rtt-ms`, run by `bench/distance`): the mirrors run near the target
+and reach the source through a toxiproxy link (`Link`) whose latency toxics add half the round
+trip in each direction (20 ms RTT = 10 ms each way), optionally with a bandwidth toxic; the
+source broker advertises the proxy's address to clients that come through it (a listener of its
+own, FAR). The loader and the watcher talk to both brokers directly. Each run records the whole
+copy (mirror start to all records on the target, start-up included) beside the window. Results
+go to a JSON of their own (bench/results/distance.json); bench/report.py --distance renders
+them into the "Across a distance" section of docs/benchmarks.md.
 """
 
 import argparse
@@ -31,6 +40,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,6 +116,24 @@ def matrix(quick):
     return out
 
 
+# Across a distance: 1 KiB records, about 100 MB of payload per workload, 1 and 64 partitions,
+# uncompressed and lz4. The partition sweep (--partition-sweep): 20 MB each over 8, 64 and 128
+# partitions, to show how start-up grows with the partition count at a distance.
+DISTANCE_RECORDS = 100_000
+SWEEP_RECORDS = 20_000
+# The slowest complete run across a distance takes well under a minute; an MM2 run caught in the
+# OUT_OF_ORDER_SEQUENCE_NUMBER loop (see MIRROR_TIMEOUT_S) never ends, and is made again once.
+DISTANCE_TIMEOUT_S = 180
+
+
+def distance_matrix(sweep=False):
+    if sweep:
+        return [{"name": f"1024B-lz4-p{p}-20MB", "size": 1024, "codec": "lz4", "partitions": p,
+                 "records": SWEEP_RECORDS} for p in (8, 64, 128)]
+    return [{"name": f"1024B-{codec}-p{p}", "size": 1024, "codec": codec, "partitions": p,
+             "records": DISTANCE_RECORDS} for codec in ("none", "lz4") for p in (1, 64)]
+
+
 def workloads(quick):
     """A full run's workloads: the whole matrix; a quick run's: QUICK, with less data."""
     return [w for w in matrix(quick) if not quick or w["name"] in QUICK]
@@ -133,7 +161,10 @@ def json_line(text):
 class Clusters:
     """The test-broker pair, started once: Apache Kafka 4.1.1, data on disk."""
 
-    def __init__(self, workdir):
+    def __init__(self, workdir, far=None):
+        """With `far` (FAR_PORT, PROXY_PORT): the source broker also listens on FAR_PORT (listener
+        FAR) and advertises PROXY_PORT there, so a client that bootstraps at the proxy is sent
+        back to the proxy by the metadata (a Link forwards PROXY_PORT to FAR_PORT)."""
         self.dir = Path(workdir)
         props = self.dir.parent / "bench-broker.properties"
         # Deleted topics leave the disk at once instead of a minute later, so one run's
@@ -142,7 +173,21 @@ class Clusters:
         env = dict(os.environ)
         env.setdefault("STRAIT_KAFKA_HEAP", BROKER_HEAP)
         self.heap = env["STRAIT_KAFKA_HEAP"]
-        run([TEST_BROKER, "start", "--dir", self.dir, "--parent", str(os.getpid()), "--props", props], env=env)
+        extra = []
+        if far:
+            far_port, proxy_port = far
+            far_props = self.dir.parent / "source-far.properties"
+            # test-broker fills in the other listeners' ports; the keys replace broker.properties'.
+            far_props.write_text(
+                f"listeners=PLAINTEXT://127.0.0.1:@PORT@,CONTROLLER://127.0.0.1:@CONTROLLER_PORT@,"
+                f"INTERNAL://127.0.0.1:@INTERNAL_PORT@,FAR://127.0.0.1:{far_port}\n"
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:@PORT@,INTERNAL://127.0.0.1:@INTERNAL_PORT@,"
+                f"FAR://127.0.0.1:{proxy_port}\n"
+                "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,"
+                "FAR:PLAINTEXT\n")
+            extra = ["--props-for", f"source={far_props}"]
+        run([TEST_BROKER, "start", "--dir", self.dir, "--parent", str(os.getpid()), "--props", props, *extra],
+            env=env)
         env = {}
         for line in (self.dir / "clusters.env").read_text().splitlines():
             if "=" in line:
@@ -152,6 +197,10 @@ class Clusters:
         self.target = env["TARGET_BOOTSTRAP"]
         self.source_pid = int(env["SOURCE_PID"])
         self.target_pid = int(env["TARGET_PID"])
+        # Where the mirrors reach the source (a Link's address across a distance), and other
+        # processes whose CPU each run's watch samples (the toxiproxy server).
+        self.mirror_source = self.source
+        self.extra_pids = []
 
     def clean(self, keep_source=()):
         """Deletes every topic a run made, on both clusters (the workload's source topic stays)."""
@@ -161,6 +210,78 @@ class Clusters:
 
     def stop(self):
         subprocess.run([str(TEST_BROKER), "stop", "--dir", str(self.dir)], capture_output=True)
+
+
+def free_ports(n):
+    """N distinct free loopback ports (all bound at once, so the kernel picks different ones)."""
+    import socket
+
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+class Link:
+    """The far link: a toxiproxy server (bench/toxiproxy installs it) and one proxy, `address`,
+    forwarding to the source broker's FAR listener. `set` puts the round trip and bandwidth:
+    a latency toxic of half the RTT on each direction (upstream: mirror to source, downstream:
+    source to mirror), and a bandwidth toxic (KB/s) on each when asked. toxiproxy delays each
+    chunk it reads by the latency without holding back the ones behind it (up to 1,024 chunks
+    of 32 KiB in flight per direction), so the link adds delay, not a window: TCP's own window
+    and socket buffer sizes play no part here (the sockets are on loopback), and connection
+    set-up costs no round trip."""
+
+    def __init__(self, server, workdir, far_port, proxy_port):
+        api_port = free_ports(1)[0]
+        self.api = f"http://127.0.0.1:{api_port}"
+        self.address = f"127.0.0.1:{proxy_port}"
+        self.log = Path(workdir) / "toxiproxy.log"
+        with open(self.log, "w") as out:
+            self.proc = subprocess.Popen(
+                [str(server), "-host", "127.0.0.1", "-port", str(api_port)], stdout=out, stderr=out,
+                stdin=subprocess.DEVNULL, env=dict(os.environ, LOG_LEVEL="warn"), preexec_fn=die_with_parent)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(self.api + "/version", timeout=2):
+                    break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"toxiproxy did not start; log {self.log}")
+                time.sleep(0.1)
+        self._call("POST", "/proxies", {"name": "source", "listen": self.address,
+                                        "upstream": f"127.0.0.1:{far_port}", "enabled": True})
+
+    def _call(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.api + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            text = r.read()
+        return json.loads(text) if text.strip() else None
+
+    def set(self, rtt_ms, bandwidth_kbps=None):
+        for toxic in self._call("GET", "/proxies/source/toxics") or []:
+            self._call("DELETE", f"/proxies/source/toxics/{toxic['name']}")
+        for stream, latency in (("upstream", rtt_ms // 2), ("downstream", rtt_ms - rtt_ms // 2)):
+            if latency:
+                self._call("POST", "/proxies/source/toxics",
+                           {"name": f"latency_{stream}", "type": "latency", "stream": stream, "toxicity": 1.0,
+                            "attributes": {"latency": latency, "jitter": 0}})
+            if bandwidth_kbps:
+                self._call("POST", "/proxies/source/toxics",
+                           {"name": f"bandwidth_{stream}", "type": "bandwidth", "stream": stream, "toxicity": 1.0,
+                            "attributes": {"rate": bandwidth_kbps}})
+        return self._call("GET", "/proxies/source/toxics")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def die_with_parent():
@@ -197,6 +318,8 @@ def window_figures(trace, records, wire_bytes, warmup_share=WARMUP_SHARE):
         return (b - a) if a is not None and b is not None else float("nan")
 
     mirror, src, tgt = delta(0), delta(1), delta(2)
+    # Further columns: the toxiproxy server, across a distance.
+    extra = sum(delta(i) for i in range(3, len(done["cpu"])))
     watcher = (done["self_cpu"] or 0) - (start["self_cpu"] or 0)
     busy = (done["busy"] or 0) - (start["busy"] or 0)
     out = {
@@ -214,8 +337,9 @@ def window_figures(trace, records, wire_bytes, warmup_share=WARMUP_SHARE):
         "target_broker_pct": 100 * tgt / seconds,
         "source_broker_cpu_per_gb": src / gb,
         "target_broker_cpu_per_gb": tgt / gb,
-        "other_cpu_s": max(0.0, busy - mirror - src - tgt - watcher),
-        "other_pct": 100 * max(0.0, busy - mirror - src - tgt - watcher) / seconds,
+        "proxy_cpu_s": extra,
+        "other_cpu_s": max(0.0, busy - mirror - src - tgt - extra - watcher),
+        "other_pct": 100 * max(0.0, busy - mirror - src - tgt - extra - watcher) / seconds,
         # Outside the window: start-up (spawn to the first record on the target) and the
         # warm-up phase (first record to the window's start), with the rate over that phase.
         "startup_s": first["t"],
@@ -229,10 +353,11 @@ def window_figures(trace, records, wire_bytes, warmup_share=WARMUP_SHARE):
     return out
 
 
-def watched(name, cmd, clusters, topic, records, logfile, env=None, stop_when_done=False, timeout=MIRROR_TIMEOUT_S):
+def watched(name, cmd, clusters, topic, records, logfile, env=None, stop_when_done=False, timeout=None):
     """Runs a mirror command while `bench-tool watch` polls `topic` on the target until it holds
     `records`. A mirror that exits by itself (strait --until-caught-up, the baseline, the ceiling)
     is waited for; one that does not (MM2) is killed once the target is complete."""
+    timeout = timeout or MIRROR_TIMEOUT_S
     trace_path = Path(str(logfile) + ".trace.jsonl")
     out_path = Path(str(logfile) + ".out")
     load = os.getloadavg()[0]
@@ -242,7 +367,8 @@ def watched(name, cmd, clusters, topic, records, logfile, env=None, stop_when_do
         w = subprocess.Popen(
             [str(TOOLS / "bench-tool"), "watch", "--bootstrap", clusters.target, "--topic", topic,
              "--records", str(records), "--pid", str(p.pid), "--pid", str(clusters.source_pid),
-             "--pid", str(clusters.target_pid), "--exit-pid", str(p.pid), "--interval-ms", str(POLL_MS),
+             "--pid", str(clusters.target_pid), *[a for pid in clusters.extra_pids for a in ("--pid", str(pid))],
+             "--exit-pid", str(p.pid), "--interval-ms", str(POLL_MS),
              "--timeout-s", str(timeout), "--out", str(trace_path)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent,
         )
@@ -280,11 +406,16 @@ def watched(name, cmd, clusters, topic, records, logfile, env=None, stop_when_do
     }
 
 
+def run_label(wl):
+    """A run's name in its log files: the workload's, with the round trip across a distance."""
+    return wl["name"] + (f"-rtt{wl['rtt_ms']}" if wl.get("rtt_ms") is not None else "")
+
+
 def last_log_error(work, who, wl, rep):
     """The last line of a mirror run's logs that reports an error, and how often it came."""
     found, count = "", 0
     for suffix in (".log", ".log.out"):
-        path = work / f"{who}-{wl['name']}-{rep}{suffix}"
+        path = work / f"{who}-{run_label(wl)}-{rep}{suffix}"
         if not path.exists():
             continue
         for line in path.read_text(errors="replace").splitlines():
@@ -303,7 +434,7 @@ def strait_config(path, clusters, topic, src, tgt):
         "\n".join(
             [
                 f"clusters = {src}, {tgt}",
-                f"{src}.bootstrap.servers = {clusters.source}",
+                f"{src}.bootstrap.servers = {clusters.mirror_source}",
                 f"{tgt}.bootstrap.servers = {clusters.target}",
                 f"{src}->{tgt}.enabled = true",
                 f"{src}->{tgt}.topics = {topic}",
@@ -317,7 +448,7 @@ def strait_config(path, clusters, topic, src, tgt):
     )
 
 
-def mm2_tuning(wl):
+def mm2_tuning(wl, wan=False):
     """MM2's throughput settings for a workload: what Kafka's producer and consumer docs and the
     MM2 tuning guides name (batch size, linger, compression, fetch sizes, records per poll,
     tasks), sized like the baseline's librdkafka settings. Returned as (key suffix, value, why)
@@ -330,7 +461,7 @@ def mm2_tuning(wl):
     batch = 1_000_000
     while batch > 16384 and per_task * batch * 2 > buffer_memory:
         batch //= 2
-    return [
+    out = [
         ("tasks.max", tasks, "one task per partition, up to the cores"),
         ("T.producer.batch.size", batch,
          "1 MB batches like the baseline's (smaller where many partitions share a task's buffer)"),
@@ -345,12 +476,29 @@ def mm2_tuning(wl):
         ("S.consumer.max.partition.fetch.bytes", 4194304, "4 MiB per partition, as the baseline"),
         ("S.consumer.max.poll.records", 10000, "fewer, larger polls (default 500)"),
     ]
+    if wan:
+        wan_keys = {k for k, _, _ in WAN_TUNING}
+        out = [t for t in out if t[0] not in wan_keys] + WAN_TUNING
+    return out
 
 
-def mm2_config(path, clusters, wl, topic, src, tgt, tuned=True):
+# MM2's source consumer across a distance, as Kafka's docs advise for high-latency links: larger
+# fetches (a fetch per round trip must carry more) and socket buffers left to the OS's
+# autotuning (-1) instead of the consumer's 64 KiB receive and 128 KiB send buffers, which would
+# cap a real WAN's TCP window. These replace the two fetch sizes above.
+WAN_TUNING = [
+    ("S.consumer.fetch.max.bytes", 104857600, "100 MiB per fetch, across a distance (the broker caps a "
+                                              "response at its own fetch.max.bytes, 55 MiB by default)"),
+    ("S.consumer.max.partition.fetch.bytes", 16777216, "16 MiB per partition per fetch, across a distance"),
+    ("S.consumer.receive.buffer.bytes", -1, "the OS's TCP autotuning, across a distance"),
+    ("S.consumer.send.buffer.bytes", -1, "the OS's TCP autotuning, across a distance"),
+]
+
+
+def mm2_config(path, clusters, wl, topic, src, tgt, tuned=True, wan=False):
     lines = [
         f"clusters = {src}, {tgt}",
-        f"{src}.bootstrap.servers = {clusters.source}",
+        f"{src}.bootstrap.servers = {clusters.mirror_source}",
         f"{tgt}.bootstrap.servers = {clusters.target}",
         f"{src}->{tgt}.enabled = true",
         f"{src}->{tgt}.topics = {topic}",
@@ -367,7 +515,7 @@ def mm2_config(path, clusters, wl, topic, src, tgt, tuned=True):
         "sync.topic.acls.enabled = false",
     ]
     if tuned:
-        for key, value, _ in mm2_tuning(wl):
+        for key, value, _ in mm2_tuning(wl, wan):
             key = key.replace("S.", f"{src}.", 1) if key.startswith("S.") else key
             key = key.replace("T.", f"{tgt}.", 1) if key.startswith("T.") else key
             lines.append(f"{key} = {value}")
@@ -391,24 +539,24 @@ RUN_IDS = Runs()
 def run_strait(args, clusters, wl, topic, work, rep):
     n = RUN_IDS.next()
     src, tgt = f"src{n}", f"tgt{n}"
-    cfg = work / f"strait-{wl['name']}-{rep}.properties"
+    cfg = work / f"strait-{run_label(wl)}-{rep}.properties"
     strait_config(cfg, clusters, topic, src, tgt)
     env = dict(os.environ, RUST_LOG="info", NO_COLOR="1")
     cmd = [args.strait, "run", "--config", str(cfg), "--until-caught-up", "--listen", "off"]
     return watched("strait", cmd, clusters, f"{src}.{topic}", wl["records"],
-                   work / f"strait-{wl['name']}-{rep}.log", env)
+                   work / f"strait-{run_label(wl)}-{rep}.log", env)
 
 
 def run_mm2(args, clusters, wl, topic, work, rep):
     n = RUN_IDS.next()
     src, tgt = f"src{n}", f"tgt{n}"
-    cfg = work / f"mm2-{wl['name']}-{rep}.properties"
-    mm2_config(cfg, clusters, wl, topic, src, tgt, tuned=not args.mm2_untuned)
+    cfg = work / f"mm2-{run_label(wl)}-{rep}.properties"
+    mm2_config(cfg, clusters, wl, topic, src, tgt, tuned=not args.mm2_untuned, wan=args.distance)
     cmd = [java(), *MM2_JVM, f"-Dlog4j2.configurationFile={KAFKA_CONF / 'log4j2.properties'}",
            "-cp", args.kafka_classpath, "org.apache.kafka.connect.mirror.MirrorMaker", str(cfg),
            "--clusters", tgt]
     return watched("mm2", cmd, clusters, f"{src}.{topic}", wl["records"],
-                   work / f"mm2-{wl['name']}-{rep}.log", stop_when_done=True)
+                   work / f"mm2-{run_label(wl)}-{rep}.log", stop_when_done=True)
 
 
 def run_baseline(args, clusters, wl, topic, work, rep):
@@ -416,10 +564,10 @@ def run_baseline(args, clusters, wl, topic, work, rep):
     remote = f"src{n}.{topic}"
     cmd = [
         TOOLS / "baseline-mirror", "mirror",
-        "--source", clusters.source, "--target", clusters.target,
+        "--source", clusters.mirror_source, "--target", clusters.target,
         "--topic", topic, "--target-topic", remote, "--codec", wl["codec"],
     ]
-    return watched("baseline", cmd, clusters, remote, wl["records"], work / f"baseline-{wl['name']}-{rep}.log")
+    return watched("baseline", cmd, clusters, remote, wl["records"], work / f"baseline-{run_label(wl)}-{rep}.log")
 
 
 def run_ceiling(args, clusters, wl, topic, work, rep):
@@ -430,7 +578,7 @@ def run_ceiling(args, clusters, wl, topic, work, rep):
         "--source", clusters.source, "--target", clusters.target,
         "--topic", topic, "--target-topic", remote,
     ]
-    return watched("ceiling", cmd, clusters, remote, wl["records"], work / f"ceiling-{wl['name']}-{rep}.log")
+    return watched("ceiling", cmd, clusters, remote, wl["records"], work / f"ceiling-{run_label(wl)}-{rep}.log")
 
 
 RUN = {"strait": run_strait, "mm2": run_mm2, "baseline": run_baseline, "ceiling": run_ceiling}
@@ -490,6 +638,58 @@ def fairness(args, clusters, wl, topic, work):
     return out
 
 
+def measure(args, clusters, wl, topic, size, entry, runners, reps, work):
+    """Runs each mirror of `runners` `reps` times on the loaded `topic` (interleaved, the mirrors
+    taking turns going first) and records each run's figures in entry["runs"], the medians in
+    entry["median"], failed runs in entry["incomplete"]."""
+    order = []
+    for rep in range(reps):
+        k = rep % len(runners)
+        order += [(who, rep, 0) for who in runners[k:] + runners[:k]]
+    while order:
+        who, rep, attempt = order.pop(0)
+        # A retry's logs go beside the first attempt's.
+        tag = rep if attempt == 0 else f"{rep}-retry{attempt}"
+        # Each run starts on a quiet machine: what the last one left is gone.
+        time.sleep(2)
+        try:
+            m = RUN[who](args, clusters, entry, topic, work, tag)
+        except RuntimeError as e:
+            # Recorded and reported; the other runs go on. With --retry-incomplete the run is
+            # made again (once per retry) after the others: the report names both.
+            log(f"  {who:<8} rep {rep}: INCOMPLETE: {str(e).splitlines()[0][:300]}")
+            entry.setdefault("incomplete", []).append(
+                {"mirror": who, "rep": rep, "attempt": attempt, "error": str(e)[-1500:],
+                 "last_log_error": last_log_error(work, who, entry, tag)})
+            clusters.clean(keep_source=[topic])
+            if attempt < args.retry_incomplete:
+                order.append((who, rep, attempt + 1))
+            continue
+        f = window_figures(m["trace"], wl["records"], size["wire_bytes"],
+                           wl.get("warmup_share", WARMUP_SHARE))
+        f.update(process_cpu_s=m["process_cpu_s"], peak_rss_mb=m["peak_rss_mb"],
+                 loadavg_1m_before=m["loadavg_1m_before"])
+        # The whole copy, as a user feels it: from the mirror's start to the last record on
+        # the target, start-up included; its CPU is the process's whole life.
+        f.update(whole_s=f["spawn_to_done_s"],
+                 whole_mb_per_s=size["wire_bytes"] / 1e6 / max(f["spawn_to_done_s"], POLL_MS / 1000),
+                 whole_cpu_s_per_gb=m["process_cpu_s"] / (size["wire_bytes"] / 1e9))
+        f["attempt"] = attempt
+        if who == "ceiling":
+            f["replay_seconds"] = json_line(m["stdout"])["seconds"]
+        entry["runs"][who].append(f)
+        log(f"  {who:<8} rep {rep}: {f['seconds']:.2f} s window ({f['window_from_share']:.0%}-100%), "
+            f"{f['mb_per_s']:.1f} MB/s, {f['records_per_s']:.0f} rec/s, "
+            f"whole copy {f['whole_s']:.1f} s at {f['whole_mb_per_s']:.1f} MB/s, "
+            f"cpu {f['cpu_s']:.2f} s ({f['cpu_pct']:.0f}%, {f['cpu_s_per_gb']:.1f} s/GB), "
+            f"rss {f['peak_rss_mb']:.0f} MB, brokers src {f['source_broker_pct']:.0f}% "
+            f"tgt {f['target_broker_pct']:.0f}%, other {f['other_pct']:.0f}%; "
+            f"start-up {f['startup_s']:.1f} s, warm-up {f['warmup_s']:.1f} s "
+            f"at {f['warmup_records_per_s']:.0f} rec/s")
+        clusters.clean(keep_source=[topic])
+    entry["median"] = {who: median_figures(runs) for who, runs in entry["runs"].items() if runs}
+
+
 def warm_up_brokers(clusters, work, quick):
     """Both brokers' JVMs compile their produce and fetch paths before the first measured run:
     a topic is loaded, copied by the baseline and replayed by the ceiling, untimed."""
@@ -544,6 +744,8 @@ def machine(clusters):
         "rustc": first(["rustc", "--version"]),
         "java": java_version(),
         "strait_commit": first(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]),
+        # The last commit that changed crates/ (the mirror measured), when HEAD only changed bench/.
+        "strait_crates_commit": first(["git", "-C", str(ROOT), "log", "-1", "--format=%h", "--", "crates"]),
         "strait_tree_dirty": bool(first(["git", "-C", str(ROOT), "status", "--porcelain", "--", "crates"])),
         "broker": f"Apache Kafka 4.1.1, single-node KRaft (combined broker and controller), data on disk, "
                   f"heap {clusters.heap} (scripts/test-broker)",
@@ -563,6 +765,7 @@ def median_figures(runs):
 
 
 def main():
+    global MIRROR_TIMEOUT_S
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true",
                     help=f"{len(QUICK)} workloads, a tenth of the data, one repetition (a few minutes)")
@@ -571,28 +774,73 @@ def main():
     ap.add_argument("--mirrors", default=",".join(RUNNERS), help="comma-separated: strait,mm2,baseline,ceiling")
     ap.add_argument("--mm2-untuned", action="store_true", help="MM2 with its defaults (no throughput tuning)")
     ap.add_argument("--no-fairness", action="store_true", help="skip the baseline's fairness check")
+    ap.add_argument("--source-rtt-ms", metavar="MS,...",
+                    help="across a distance: run the distance workloads at each of these round trips between "
+                         "the mirrors and the source (a toxiproxy link; half the RTT each way), e.g. 0,20,80")
+    ap.add_argument("--source-bandwidth-kbps", type=int, metavar="KBPS",
+                    help="across a distance: also limit the link to this many KB/s each way (toxiproxy bandwidth)")
+    ap.add_argument("--partition-sweep", action="store_true",
+                    help="across a distance: 20 MB over 8, 64 and 128 partitions instead of the 100 MB workloads")
+    ap.add_argument("--toxiproxy", help="across a distance: the toxiproxy-server binary (bench/toxiproxy installs it)")
+    ap.add_argument("--mirror-timeout-s", type=int,
+                    help=f"a run not done by then is recorded as incomplete (default {MIRROR_TIMEOUT_S}; "
+                         f"across a distance {DISTANCE_TIMEOUT_S})")
+    ap.add_argument("--retry-incomplete", type=int, metavar="N",
+                    help="make an incomplete run again, up to N times (default 0; across a distance 1)")
     ap.add_argument("--strait", required=True)
     ap.add_argument("--rdkafka-performance", required=True)
     ap.add_argument("--kafka-classpath", required=True, help="the Kafka jars ('<lib>/*')")
     ap.add_argument("--out", required=True, help="results JSON")
     ap.add_argument("--command", default="bench/run", help="the command line, for the report")
     args = ap.parse_args()
-    reps = args.reps or (1 if args.quick else 3)
+    args.distance = args.source_rtt_ms is not None
+    MIRROR_TIMEOUT_S = args.mirror_timeout_s or (DISTANCE_TIMEOUT_S if args.distance else MIRROR_TIMEOUT_S)
+    if args.retry_incomplete is None:
+        args.retry_incomplete = 1 if args.distance else 0
+    if not args.distance and (args.source_bandwidth_kbps or args.partition_sweep):
+        ap.error("--source-bandwidth-kbps and --partition-sweep go with --source-rtt-ms")
+    if args.distance:
+        if not args.toxiproxy:
+            ap.error("--source-rtt-ms needs --toxiproxy (bench/distance passes it)")
+        try:
+            rtts = [int(x) for x in args.source_rtt_ms.split(",")]
+        except ValueError:
+            ap.error("--source-rtt-ms: comma-separated whole milliseconds, e.g. 0,20,80")
+        all_wls = distance_matrix(args.partition_sweep)
+    else:
+        rtts = []
+        all_wls = matrix(args.quick)
+    reps = args.reps or (1 if args.quick or args.distance else 3)
     if args.only:
         names = args.only.split(",")
-        wls = [w for w in matrix(args.quick) if w["name"] in names]
+        wls = [w for w in all_wls if w["name"] in names]
         if len(wls) != len(names):
-            ap.error(f"--only: unknown workload among {names}; known: {[w['name'] for w in matrix(False)]}")
+            ap.error(f"--only: unknown workload among {names}; known: {[w['name'] for w in all_wls]}")
     else:
-        wls = workloads(args.quick)
+        wls = all_wls if args.distance else workloads(args.quick)
     runners = [r for r in RUNNERS if r in args.mirrors.split(",")]
+    if args.distance and "ceiling" in runners:
+        # The ceiling replays the source's batches read next to it: no distance to cross.
+        log("across a distance: the ceiling does not apply; skipped")
+        runners.remove("ceiling")
 
     started = time.time()
     work = Path(tempfile.mkdtemp(prefix="strait-bench-"))
     log(f"work dir {work}")
-    clusters = Clusters(work / "clusters")
+    link = None
+    if args.distance:
+        far_port, proxy_port = free_ports(2)
+        clusters = Clusters(work / "clusters", far=(far_port, proxy_port))
+        link = Link(args.toxiproxy, work, far_port, proxy_port)
+        clusters.mirror_source = link.address
+        clusters.extra_pids = [link.proc.pid]
+        log(f"source {clusters.source} (loader, watcher); mirrors reach it at {link.address} "
+            f"(toxiproxy, to its FAR listener on {far_port})")
+    else:
+        clusters = Clusters(work / "clusters")
     results = {
-        "mode": "quick" if args.quick else "full",
+        "mode": ("distance-partitions" if args.partition_sweep else "distance") if args.distance
+        else "quick" if args.quick else "full",
         "command": args.command,
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(clusters),
@@ -600,10 +848,21 @@ def main():
         "repetitions": reps,
         "warmup_share": WARMUP_SHARE,
         "poll_ms": POLL_MS,
+        "mirror_timeout_s": MIRROR_TIMEOUT_S,
         "mm2_tuned": not args.mm2_untuned,
         "runners": runners,
         "workloads": [],
     }
+    if args.distance:
+        results["distance"] = {
+            "rtt_ms": rtts,
+            "bandwidth_kbps": args.source_bandwidth_kbps,
+            "link": "toxiproxy 2.5.0 between the mirrors and the source broker (its FAR listener, advertised "
+                    "as the proxy's address); latency toxics of half the RTT on each direction"
+                    + (f", bandwidth toxics of {args.source_bandwidth_kbps} KB/s on each" if args.source_bandwidth_kbps
+                       else ""),
+            "mm2_wan_tuning": [[k, v, why] for k, v, why in WAN_TUNING] if not args.mm2_untuned else [],
+        }
     try:
         log("warming up both brokers (untimed)")
         warm_up_brokers(clusters, work, args.quick)
@@ -620,51 +879,33 @@ def main():
                 )
             )
             size = json_line(run([TOOLS / "bench-tool", "wire-size", "--bootstrap", clusters.source, "--topic", topic]))
-            entry = dict(wl, payload_bytes=load["payload_bytes"], wire_bytes=size["wire_bytes"],
-                         source_batches=size["batches"], runs={k: [] for k in runners},
-                         mm2_tuning=[[k, v, why] for k, v, why in mm2_tuning(wl)] if not args.mm2_untuned else [])
             log(f"  {size['records']} records, {size['batches']} batches, {size['wire_bytes'] / 1e6:.1f} MB on the wire")
-            for rep in range(reps):
-                k = rep % len(runners)
-                for who in runners[k:] + runners[:k]:
-                    # Each run starts on a quiet machine: what the last one left is gone.
-                    time.sleep(2)
-                    try:
-                        m = RUN[who](args, clusters, wl, topic, work, rep)
-                    except RuntimeError as e:
-                        # Recorded and reported; the other runs go on.
-                        log(f"  {who:<8} rep {rep}: INCOMPLETE: {str(e).splitlines()[0][:300]}")
-                        entry.setdefault("incomplete", []).append(
-                            {"mirror": who, "rep": rep, "error": str(e)[-1500:],
-                             "last_log_error": last_log_error(work, who, wl, rep)})
-                        clusters.clean(keep_source=[topic])
-                        continue
-                    f = window_figures(m["trace"], wl["records"], size["wire_bytes"],
-                                       wl.get("warmup_share", WARMUP_SHARE))
-                    f.update(process_cpu_s=m["process_cpu_s"], peak_rss_mb=m["peak_rss_mb"],
-                             loadavg_1m_before=m["loadavg_1m_before"])
-                    if who == "ceiling":
-                        f["replay_seconds"] = json_line(m["stdout"])["seconds"]
-                    entry["runs"][who].append(f)
-                    log(f"  {who:<8} rep {rep}: {f['seconds']:.2f} s window ({f['window_from_share']:.0%}-100%), "
-                        f"{f['mb_per_s']:.1f} MB/s, {f['records_per_s']:.0f} rec/s, "
-                        f"cpu {f['cpu_s']:.2f} s ({f['cpu_pct']:.0f}%, {f['cpu_s_per_gb']:.1f} s/GB), "
-                        f"rss {f['peak_rss_mb']:.0f} MB, brokers src {f['source_broker_pct']:.0f}% "
-                        f"tgt {f['target_broker_pct']:.0f}%, other {f['other_pct']:.0f}%; "
-                        f"start-up {f['startup_s']:.1f} s, warm-up {f['warmup_s']:.1f} s "
-                        f"at {f['warmup_records_per_s']:.0f} rec/s")
-                    clusters.clean(keep_source=[topic])
-            entry["median"] = {who: median_figures(runs) for who, runs in entry["runs"].items() if runs}
-            if wl["partitions"] <= 64 and "baseline" in runners and not args.no_fairness:
+            for rtt in rtts or [None]:
+                entry = dict(wl, payload_bytes=load["payload_bytes"], wire_bytes=size["wire_bytes"],
+                             source_batches=size["batches"], runs={k: [] for k in runners},
+                             mm2_tuning=[[k, v, why] for k, v, why in mm2_tuning(wl, args.distance)]
+                             if not args.mm2_untuned else [])
+                if link:
+                    entry.update(rtt_ms=rtt, bandwidth_kbps=args.source_bandwidth_kbps,
+                                 toxics=link.set(rtt, args.source_bandwidth_kbps))
+                    log(f"  source round trip {rtt} ms"
+                        + (f", {args.source_bandwidth_kbps} KB/s" if args.source_bandwidth_kbps else ""))
+                measure(args, clusters, wl, topic, size, entry, runners, reps, work)
+                results["workloads"].append(entry)
+                Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+            entry = results["workloads"][-1]
+            if wl["partitions"] <= 64 and "baseline" in runners and not args.no_fairness and not args.distance:
                 entry["fairness"] = fairness(args, clusters, wl, topic, work)
                 log(f"  fairness: {entry['fairness']}")
             clusters.clean()
-            results["workloads"].append(entry)
             # Written after every workload, so an interrupted run keeps what it measured.
             Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
-        log("translation precision")
-        results["precision"] = json_line(run([TOOLS / "bench-tool", "precision"]))
+        if not args.distance:
+            log("translation precision")
+            results["precision"] = json_line(run([TOOLS / "bench-tool", "precision"]))
     finally:
+        if link:
+            link.stop()
         clusters.stop()
     results["loadavg_at_end"] = os.getloadavg()
     results["duration_s"] = time.time() - started

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""Regenerates docs/benchmarks.md and its charts from a results JSON written by bench/bench.py.
+"""Regenerates docs/benchmarks.md and its charts from a results JSON written by bench/bench.py;
+with --distance, only its "Across a distance" section, from the JSON files bench/distance wrote
+(bench/results/distance.json, bench/results/distance-partitions.json).
 
     report.py RESULTS.json [--docs DIR]
+    report.py --distance DISTANCE.json... [--docs DIR]
 """
 
 import argparse
@@ -23,7 +26,8 @@ SHORT = {"strait": "strait", "mm2": "MM2", "baseline": "baseline", "ceiling": "c
 
 
 # Sections of docs/benchmarks.md that other commands write, kept as they are.
-KEPT_SECTIONS = ["Offset map size", "Failover drill with MM2's checkpoints"]
+KEPT_SECTIONS = ["Across a distance", "Offset map size", "Failover drill with MM2's checkpoints"]
+DISTANCE_TITLE = "Across a distance"
 
 
 def fmt(x, digits=1):
@@ -431,11 +435,134 @@ Java producer allocates a whole batch per partition it batches for). `bench/run 
 runs MM2 with its defaults instead, to see what the tuning is worth."""
 
 
+def rel_to_root(path):
+    try:
+        return str(Path(path).resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def distance_section(files):
+    """The "Across a distance" section: one table per results file of bench/distance (the
+    100 MB workloads; the partition sweep), rows workload x round trip."""
+    parts = [f"""## {DISTANCE_TITLE}
+
+What MirrorMaker 2's documentation recommends for geo-replication: the mirror runs near the
+target and reads from a source far away. Here the mirrors (strait, MM2, the baseline) reach the
+source broker through a toxiproxy 2.5.0 link (`bench/toxiproxy` installs it from the Go module
+proxy) whose latency toxics delay each direction by half the round trip: **20 ms RTT is 10 ms
+each way**. The source broker advertises the proxy's address on a listener of its own (FAR) to
+the clients that come through the proxy (`scripts/test-broker start --props-for`), while the
+loader and the watcher reach both brokers directly. The ceiling (a replay of batches read next to
+the source) does not apply and is not run.
+
+Two throughputs per run, in MB/s of the source's wire bytes: **whole**, from the mirror's start
+to the last record on the target, start-up included (what a user waits for at a distance), and
+**window**, the measured window of the main tables (from 10% of the records on the target to
+all of them). Start-up is the mirror's start to the first record on the target. CPU s/GB is the
+mirror process's over the window; peak RSS from `wait4`. One run per cell, on a machine that may be
+shared (the load average at start and end is under each table): compare the mirrors within a row.
+
+What toxiproxy models and what not: it delays each chunk it reads by the latency, without
+holding back the chunks behind it, so it adds a round trip to every request and response but
+no TCP window: the sockets on both sides of it are on loopback, so socket buffer sizes and TCP
+slow start play no part (on a real WAN a 64 KiB receive buffer caps a connection at 64 KiB per
+round trip), and opening a connection costs no round trip. Record batches and the proxy's own
+CPU (reported in the JSON as `proxy_cpu_s`) share the 2 cores with everything else.
+"""]
+    for path in files:
+        res = json.loads(Path(path).read_text())
+        d = res.get("distance", {})
+        runners = [w for w in MIRRORS if w in res.get("runners", MIRRORS)]
+        m = res.get("machine", {})
+        sweep = res.get("mode") == "distance-partitions"
+        title = ("Start-up against the partition count" if sweep else "Throughput, CPU and memory at 0, 20, 80 ms")
+        rows = []
+        for w in res["workloads"]:
+            rtt = w.get("rtt_ms")
+            bw = w.get("bandwidth_kbps")
+            row = [w["name"], w["partitions"], fmt(w["wire_bytes"] / 1e6), f"{rtt} ms" + (f", {bw} KB/s" if bw else "")]
+            bad = {i["mirror"] for i in w.get("incomplete", [])}
+
+            def cell(who, key, digits=1):
+                if who in bad and who not in w["median"]:
+                    return "incomplete"
+                return fmt(med(w, who, key), digits)
+
+            row += ["incomplete" if who in bad and who not in w["median"]
+                    else f"{cell(who, 'whole_mb_per_s')} / {cell(who, 'mb_per_s')}" for who in runners]
+            row += [cell(who, "startup_s") for who in runners]
+            if sweep:
+                row += [cell(who, "whole_s") for who in runners]
+            row += [cell(who, "cpu_s_per_gb") for who in runners]
+            row += [cell(who, "peak_rss_mb", 0) for who in runners]
+            rows.append(row)
+        header = ["workload", "partitions", "wire MB", "source RTT"]
+        header += [f"{SHORT[w]} MB/s whole / window" for w in runners]
+        header += [f"{SHORT[w]} start-up s" for w in runners]
+        if sweep:
+            header += [f"{SHORT[w]} whole copy s" for w in runners]
+        header += [f"{SHORT[w]} CPU s/GB" for w in runners]
+        header += [f"{SHORT[w]} peak RSS MB" for w in runners]
+        parts.append(f"### {title}\n\n{table(header, rows)}\n")
+        notes = []
+        for w in res["workloads"]:
+            for i in w.get("incomplete", []):
+                err = (i.get("last_log_error") or {}).get("error", "")
+                again = any(r.get("attempt", 0) > i.get("attempt", 0) for r in w["runs"].get(i["mirror"], []))
+                notes.append(f"- {w['name']} at {w.get('rtt_ms')} ms: {SHORT[i['mirror']]} did not copy everything "
+                             f"within {res['mirror_timeout_s']} s" if "mirror_timeout_s" in res else "in time"
+                             + " and was stopped"
+                             + (f" (its log's last error: `{err[:160]}`, {i['last_log_error']['times']} times in a row)"
+                                if err else "")
+                             + ("; the figures above are of the run made again" if again else ""))
+        if notes:
+            parts.append("\n".join(notes) + "\n")
+        tuning = d.get("mm2_wan_tuning") or []
+        if tuning and "mm2" in runners:
+            parts.append("MM2's source consumer across a distance, besides the throughput settings of "
+                         "\"MirrorMaker 2's configuration\" (these replace its two fetch sizes):\n\n"
+                         + table(["setting (source consumer)", "value", "why"],
+                                 [[f"`{k.removeprefix('S.')}`", f"`{v}`", why] for k, v, why in tuning]) + "\n")
+        parts.append(
+            f"Reproduce: `{res.get('command', 'bench/distance')}` ({rel_to_root(path)}; strait's crates/ at "
+            f"commit {m.get('strait_crates_commit') or m.get('strait_commit', '?')}{' with uncommitted changes in crates/' if m.get('strait_tree_dirty') else ''}, "
+            f"load average {res.get('loadavg_at_start', [0])[0]:.1f} at start, "
+            f"{(res.get('loadavg_at_end') or [float('nan')])[0]:.1f} at end).\n")
+    return "\n".join(parts)
+
+
+def replace_section(path, title, text):
+    """Puts `text` (a "## title" section) in place of that section of the file at `path`, or
+    before the first kept section after it in KEPT_SECTIONS' order, or at the end."""
+    old = path.read_text() if path.exists() else ""
+    start = old.find(f"\n## {title}\n")
+    if start >= 0:
+        end = old.find("\n## ", start + 1)
+        end = end if end >= 0 else len(old)
+    else:
+        later = [old.find(f"\n## {t}") for t in KEPT_SECTIONS[KEPT_SECTIONS.index(title) + 1:]]
+        later = [i for i in later if i >= 0]
+        start = end = min(later) if later else len(old.rstrip("\n"))
+    new = old[:start].rstrip("\n") + "\n\n" + text.strip("\n") + "\n" + old[end:]
+    path.write_text(new)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("results")
+    ap.add_argument("results", nargs="?")
+    ap.add_argument("--distance", nargs="+", metavar="DISTANCE.json",
+                    help="update only the \"Across a distance\" section of DIR/benchmarks.md from these files")
     ap.add_argument("--docs", default=str(ROOT / "docs"))
     args = ap.parse_args()
+    if args.distance:
+        out = Path(args.docs) / "benchmarks.md"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        replace_section(out, DISTANCE_TITLE, distance_section(args.distance))
+        print(f"wrote {out} (section \"{DISTANCE_TITLE}\")")
+        return
+    if not args.results:
+        ap.error("RESULTS.json or --distance FILE... is needed")
     results = json.loads(Path(args.results).read_text())
     docs = Path(args.docs)
     runners = results.get("runners", ["strait", "mm2", "baseline", "ceiling"])
@@ -685,9 +812,9 @@ during each window. Figures are medians of interleaved repetitions for that reas
 mirrors within a workload rather than across runs of this page.
 """
     out = docs / "benchmarks.md"
-    # Sections written by hand from runs of their own, not part of this one: "Offset map
-    # size" (`map-size`, no cluster) and "Failover drill with MM2's checkpoints"
-    # (`bench/drill-mm2`): keep them.
+    # Sections written by hand or by other commands from runs of their own, not part of this
+    # one: "Across a distance" (`bench/distance`), "Offset map size" (`map-size`, no cluster)
+    # and "Failover drill with MM2's checkpoints" (`bench/drill-mm2`): keep them.
     if out.exists():
         old = out.read_text()
         for title in KEPT_SECTIONS:
