@@ -16,6 +16,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, Weak};
@@ -162,6 +163,19 @@ impl Peer {
 }
 
 type Waiter = oneshot::Sender<Result<Bytes>>;
+
+/// A request handed to the connection by [`BrokerConnection::submit`], its answer not read
+/// yet ([`BrokerConnection::answer`]).
+#[derive(Debug)]
+pub struct Submitted<R> {
+    correlation_id: i32,
+    version: i16,
+    api: ApiKey,
+    /// When the request timeout ends, counted from the submission.
+    deadline: Instant,
+    rx: oneshot::Receiver<Result<Bytes>>,
+    request: PhantomData<fn() -> R>,
+}
 
 #[derive(Debug, Default)]
 struct Shared {
@@ -394,13 +408,7 @@ impl BrokerConnection {
             source,
         })?;
         let response = self.send_at(request, version).await?;
-        if let Some(ms) = response.throttle_time_ms().filter(|ms| *ms > 0) {
-            let until = Instant::now() + Duration::from_millis(ms as u64);
-            tracing::debug!(broker = %self.addr, throttle_ms = ms, "broker throttled us");
-            if let Ok(mut t) = self.throttled_until.lock() {
-                *t = Some(t.map_or(until, |old| old.max(until)));
-            }
-        }
+        self.note_throttle(response.throttle_time_ms());
         Ok(response)
     }
 
@@ -431,6 +439,45 @@ impl BrokerConnection {
         self.request(request, version, false).await
     }
 
+    /// Writes a request at the highest common version and returns once it is queued for the
+    /// socket, without waiting for its answer: [`BrokerConnection::answer`] waits for that.
+    /// Requests submitted one after another (each `submit` finished before the next starts)
+    /// reach the broker in that order, and Kafka handles the requests of one connection in
+    /// order: a producer keeps its batches of one partition in sequence order this way while
+    /// many of its requests are in flight. The request timeout counts from here.
+    pub async fn submit<R>(&self, request: &R) -> Result<Submitted<R>>
+    where
+        R: Request + Sync,
+    {
+        let version = self.versions.pick::<R>().map_err(|source| Error::Version {
+            broker: self.addr.clone(),
+            source,
+        })?;
+        let api = frame::api_key_of::<R>().map_err(|e| self.frame_err(e))?;
+        let result = self.enqueue(request, version, true, api).await;
+        if let Err(e) = &result {
+            e.count_transport(&self.addr, api);
+        }
+        result
+    }
+
+    /// Waits for the answer to a [`submitted`](BrokerConnection::submit) request (within the
+    /// request timeout counted from the submission), and honours the broker's throttling as
+    /// [`send`](BrokerConnection::send) does.
+    pub async fn answer<R>(&self, submitted: Submitted<R>) -> Result<R::Response>
+    where
+        R: Request,
+        R::Response: ThrottleTime,
+    {
+        let api = submitted.api;
+        let result = self.complete(submitted).await;
+        match &result {
+            Err(e) => e.count_transport(&self.addr, api),
+            Ok(response) => self.note_throttle(response.throttle_time_ms()),
+        }
+        result
+    }
+
     async fn request<R: Request + Sync>(
         &self,
         request: &R,
@@ -438,20 +485,24 @@ impl BrokerConnection {
         gated: bool,
     ) -> Result<R::Response> {
         let api = frame::api_key_of::<R>().map_err(|e| self.frame_err(e))?;
-        let result = self.request_inner(request, version, gated, api).await;
+        let result = match self.enqueue(request, version, gated, api).await {
+            Ok(submitted) => self.complete(submitted).await,
+            Err(e) => Err(e),
+        };
         if let Err(e) = &result {
             e.count_transport(&self.addr, api);
         }
         result
     }
 
-    async fn request_inner<R: Request + Sync>(
+    /// Hands the request's frame to the writer task, in call order.
+    async fn enqueue<R: Request + Sync>(
         &self,
         request: &R,
         version: i16,
         gated: bool,
         api: kafka_protocol::messages::ApiKey,
-    ) -> Result<R::Response> {
+    ) -> Result<Submitted<R>> {
         self.wait_for_throttle().await;
         let correlation_id = self.next_correlation.fetch_add(1, Ordering::Relaxed);
         let bytes = frame::encode_request(request, version, correlation_id, &self.config.client_id)
@@ -470,20 +521,39 @@ impl BrokerConnection {
             }
             shared.pending.insert(correlation_id, tx);
         }
-        let timeout = self.config.request_timeout;
         let sent = self.writer.send(bytes);
         drop(gate);
         if sent.is_err() {
             // The writer is gone, so the connection was poisoned and our waiter got the error.
             return Err(rx.await.ok().and_then(Result::err).unwrap_or(Error::Closed));
         }
-        let frame = match tokio::time::timeout(timeout, rx).await {
+        Ok(Submitted {
+            correlation_id,
+            version,
+            api,
+            deadline: Instant::now() + self.config.request_timeout,
+            rx,
+            request: PhantomData,
+        })
+    }
+
+    /// Waits for the answer of an enqueued request and decodes it.
+    async fn complete<R: Request>(&self, submitted: Submitted<R>) -> Result<R::Response> {
+        let Submitted {
+            correlation_id,
+            version,
+            api,
+            deadline,
+            rx,
+            ..
+        } = submitted;
+        let frame = match tokio::time::timeout_at(deadline, rx).await {
             Ok(result) => result.unwrap_or(Err(Error::Closed))?,
             Err(_) => {
                 let err = Error::Timeout {
                     broker: self.addr.clone(),
                     api,
-                    after: timeout,
+                    after: self.config.request_timeout,
                 };
                 self.poison(err.clone());
                 return Err(err);
@@ -507,6 +577,17 @@ impl BrokerConnection {
             return Err(err);
         }
         Ok(decoded.body)
+    }
+
+    /// Holds later requests back for as long as the broker asked (KIP-219).
+    fn note_throttle(&self, throttle_ms: Option<i32>) {
+        if let Some(ms) = throttle_ms.filter(|ms| *ms > 0) {
+            let until = Instant::now() + Duration::from_millis(ms as u64);
+            tracing::debug!(broker = %self.addr, throttle_ms = ms, "broker throttled us");
+            if let Ok(mut t) = self.throttled_until.lock() {
+                *t = Some(t.map_or(until, |old| old.max(until)));
+            }
+        }
     }
 
     async fn wait_for_throttle(&self) {
