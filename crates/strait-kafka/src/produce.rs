@@ -6,12 +6,19 @@
 //! costs a copy and a CRC, not a decompression. Requests carry at most one batch per partition
 //! (the broker refuses more), many partitions per request, and up to five requests in flight per
 //! partition: the broker keeps the metadata of the last five batches per producer to
-//! de-duplicate retries, so more would make a retry ambiguous.
+//! de-duplicate retries, so more would make a retry ambiguous. The five are a sliding window:
+//! as soon as one of a partition's requests is answered its next batch goes, with the next
+//! batch of every other partition of that leader that has a free slot (`Dispatch`). A batch is
+//! prepared (sequence, header) only when it is about to be sent.
 //!
+//! Requests to one broker are written to its connection in the order they are made, and Kafka
+//! handles a connection's requests in order, so a partition's batches arrive in sequence order.
 //! Order holds across retries because the broker only appends sequence `n + 1` after `n`: if a
-//! batch fails and the ones behind it get OUT_OF_ORDER_SEQUENCE_NUMBER, they are all sent again
-//! in order. A retry of a batch that was in fact written is answered with its original offset (or
-//! DUPLICATE_SEQUENCE_NUMBER, an [`Error::DuplicateSequence`]), never appended twice. A batch
+//! batch fails and the ones behind it get OUT_OF_ORDER_SEQUENCE_NUMBER, its partition sends
+//! nothing new until its requests in flight are answered, then sends them all again in order,
+//! from the first one not acknowledged. A retry of a batch that was in fact written is answered
+//! with its original offset (or DUPLICATE_SEQUENCE_NUMBER, an [`Error::DuplicateSequence`]),
+//! never appended twice. A batch
 //! that fails for good leaves a hole in its partition's sequence; that partition then refuses
 //! further batches until the producer's epoch is bumped ([`RawProducer::bump_epoch`]), so
 //! nothing after the hole can be written out of order.
@@ -33,16 +40,19 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, TopicName};
+use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use strait_wire::{rewrite_for_forward, ForwardHeader, RawBatch};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use crate::backoff::Backoff;
-use crate::cluster::{BrokerId, Client, TopicPartition};
+use crate::cluster::{BrokerId, Client, Metadata, TopicPartition};
 use crate::error::{check, Context, Error, Result};
 
 /// Settings of the raw producer.
@@ -130,8 +140,6 @@ enum Outcome {
     Done(ProduceAck),
     Retry(Error),
     Fail(Error),
-    /// Not sent: an earlier batch of its partition must be acknowledged first.
-    Wait,
 }
 
 /// The idempotent raw producer for one target cluster.
@@ -230,170 +238,39 @@ impl RawProducer {
         results.pop().unwrap_or(Err(Error::Closed))
     }
 
-    /// Writes batches, in order per partition, as few requests as the one-batch-per-partition
-    /// rule allows, all in flight together. One result per batch, in the order given.
+    /// Writes batches, in order per partition, and returns one result per batch, in the order
+    /// given.
     ///
     /// Sequences are given out in call order, so batches of one partition must be handed to the
-    /// producer in the order they should land, by one caller at a time per partition. More
-    /// batches per partition than the in-flight limit are sent in waves of that many.
+    /// producer in the order they should land, by one caller at a time per partition. Each
+    /// partition keeps up to `max_in_flight_per_partition` requests in flight all the time: as
+    /// soon as one of its requests is answered, its next batch goes. A request to a broker
+    /// carries the next batch of every partition that broker leads and that has a free slot,
+    /// within `max_request_size`.
     ///
-    /// Returns within the delivery timeout (plus a backoff's rounding), however many waves: as
-    /// Kafka's `delivery.timeout.ms`, it counts from the call, and a batch not acknowledged by
-    /// then, in flight or not yet sent, is an [`Error::DeliveryTimeout`].
+    /// Returns within the delivery timeout (plus a backoff's rounding), however many batches:
+    /// as Kafka's `delivery.timeout.ms`, it counts from the call, and a batch not acknowledged
+    /// by then, in flight or not yet sent, is an [`Error::DeliveryTimeout`]. A batch that fails
+    /// for good leaves a hole in its partition's sequence: the partition's later batches are not
+    /// sent and fail too.
     pub async fn send_all(
         &self,
         batches: Vec<(TopicPartition, RawBatch)>,
     ) -> Vec<Result<ProduceAck>> {
         let deadline = Instant::now() + self.config.delivery_timeout;
-        let mut results: Vec<Option<Result<ProduceAck>>> = batches.iter().map(|_| None).collect();
-        let limit = self.config.max_in_flight_per_partition;
-        let mut waves: Vec<Vec<(usize, TopicPartition, RawBatch)>> = Vec::new();
-        let mut seen: HashMap<TopicPartition, usize> = HashMap::new();
-        for (index, (tp, batch)) in batches.into_iter().enumerate() {
-            let n = seen.entry(tp.clone()).or_insert(0);
-            let wave = *n / limit;
-            *n += 1;
-            if waves.len() <= wave {
-                waves.resize_with(wave + 1, Vec::new);
-            }
-            waves[wave].push((index, tp, batch));
-        }
-        for wave in waves {
-            // (A ready future is polled before its deadline is checked, hence the first test.)
-            let pending = if Instant::now() < deadline {
-                tokio::time::timeout_at(deadline, self.prepare_wave(wave.clone(), &mut results))
-                    .await
-                    .ok()
-            } else {
-                None
-            };
-            // Out of time before the wave could go, or while it waited for in-flight slots
-            // another caller holds.
-            let Some(pending) = pending else {
-                for (index, tp, _) in wave {
-                    results[index] = Some(Err(self.delivery_timeout(&tp)));
-                }
-                continue;
-            };
-            self.deliver(pending, &mut results, deadline).await;
-        }
-        results
+        let mut dispatch = Dispatch::new(self, batches, deadline);
+        dispatch.run().await;
+        dispatch
+            .results
             .into_iter()
             .map(|r| r.unwrap_or(Err(Error::Closed)))
             .collect()
-    }
-
-    /// Takes the in-flight slots of a wave (at most the limit per partition), partition by
-    /// partition in a fixed order so that concurrent callers cannot hold each other's slots,
-    /// then gives each batch its sequence and rewrites its header.
-    async fn prepare_wave(
-        &self,
-        wave: Vec<(usize, TopicPartition, RawBatch)>,
-        results: &mut [Option<Result<ProduceAck>>],
-    ) -> Vec<Pending> {
-        let mut by_partition: BTreeMap<TopicPartition, Vec<(usize, RawBatch)>> = BTreeMap::new();
-        for (index, tp, batch) in wave {
-            by_partition.entry(tp).or_default().push((index, batch));
-        }
-        let mut pending = Vec::new();
-        for (tp, batches) in by_partition {
-            let slots = async {
-                let state = self.partition(&tp)?;
-                let permits = Arc::clone(&state.permits)
-                    .acquire_many_owned(batches.len() as u32)
-                    .await
-                    .map_err(|_| Error::Closed)?;
-                Ok::<_, Error>((state, permits))
-            };
-            let (state, mut permits) = match slots.await {
-                Ok(s) => s,
-                Err(e) => {
-                    for (index, _) in batches {
-                        results[index] = Some(Err(e.clone()));
-                    }
-                    continue;
-                }
-            };
-            for (index, batch) in batches {
-                let Some(permit) = permits.split(1) else {
-                    results[index] = Some(Err(Error::Closed));
-                    continue;
-                };
-                match self.prepare(index, &tp, &batch, &state, permit) {
-                    Ok(p) => pending.push(p),
-                    Err(e) => results[index] = Some(Err(e)),
-                }
-            }
-        }
-        pending
     }
 
     fn delivery_timeout(&self, tp: &TopicPartition) -> Error {
         Error::DeliveryTimeout {
             context: tp.context(),
             after: self.config.delivery_timeout,
-        }
-    }
-
-    /// Sends prepared batches until each is written, fails for good, or `deadline` passes (to a
-    /// partition with no batch acknowledged yet in this epoch, one at a time until one is).
-    /// An attempt still in flight at the deadline is abandoned: its batches' fate is unknown,
-    /// so they fail and poison their partitions' sequences.
-    async fn deliver(
-        &self,
-        mut pending: Vec<Pending>,
-        results: &mut [Option<Result<ProduceAck>>],
-        deadline: Instant,
-    ) {
-        let mut backoff = Backoff::new(
-            self.client.config().retry_backoff,
-            self.client.config().retry_backoff_max,
-        );
-        while !pending.is_empty() {
-            let outcomes = match tokio::time::timeout_at(deadline, self.attempt(&pending)).await {
-                Ok(outcomes) => outcomes,
-                Err(_) => pending
-                    .iter()
-                    .map(|p| Outcome::Fail(self.delivery_timeout(&p.tp)))
-                    .collect(),
-            };
-            let mut retry = Vec::new();
-            let mut refresh = false;
-            let mut failed_some = false;
-            for (p, outcome) in pending.into_iter().zip(outcomes) {
-                match outcome {
-                    Outcome::Done(ack) => {
-                        resolve(&p, None);
-                        results[p.index] = Some(Ok(ack));
-                    }
-                    Outcome::Wait => retry.push(p),
-                    Outcome::Retry(e) if Instant::now() < deadline => {
-                        failed_some = true;
-                        refresh |= e.needs_metadata_refresh();
-                        tracing::debug!(partition = %p.tp, sequence = p.sequence, error = %e, "retrying batch");
-                        retry.push(p);
-                    }
-                    Outcome::Retry(e) | Outcome::Fail(e) => {
-                        tracing::warn!(partition = %p.tp, sequence = p.sequence, error = %e, "batch failed");
-                        let fatal = !matches!(e, Error::DuplicateSequence { .. });
-                        resolve(&p, fatal.then(|| e.clone()));
-                        results[p.index] = Some(Err(e));
-                    }
-                }
-            }
-            pending = retry;
-            if !pending.is_empty() && failed_some {
-                if refresh {
-                    match tokio::time::timeout_at(deadline, self.client.refresh_metadata()).await {
-                        Ok(Ok(_)) => {}
-                        Ok(Err(e)) => tracing::debug!(error = %e, "metadata refresh failed"),
-                        Err(_) => tracing::debug!("metadata refresh cut by the delivery timeout"),
-                    }
-                }
-                let wait = backoff.next_wait();
-                tokio::time::sleep(wait.min(deadline.saturating_duration_since(Instant::now())))
-                    .await;
-            }
         }
     }
 
@@ -437,103 +314,17 @@ impl RawProducer {
         })
     }
 
-    /// One try for every pending batch: grouped by leader, at most one batch per partition per
-    /// request, all requests in flight at once.
-    async fn attempt(&self, pending: &[Pending]) -> Vec<Outcome> {
-        let mut outcomes: Vec<Option<Outcome>> = pending.iter().map(|_| None).collect();
-        // (leader, round) -> indexes into `pending`; round k holds each partition's k-th batch.
-        let mut requests: BTreeMap<(BrokerId, usize), Vec<usize>> = BTreeMap::new();
-        let mut rounds: HashMap<&TopicPartition, usize> = HashMap::new();
-        for (i, p) in pending.iter().enumerate() {
-            let (broken, waits) = p
-                .state
-                .seq
-                .lock()
-                .map(|s| {
-                    (
-                        s.broken.clone(),
-                        // Until a batch of this epoch is acknowledged, only the first goes.
-                        !s.acknowledged && s.unresolved.front() != Some(&p.sequence),
-                    )
-                })
-                .unwrap_or((None, false));
-            if let Some(e) = broken {
-                // Behind a hole in the sequence: never sent, so it cannot land out of order.
-                outcomes[i] = Some(Outcome::Fail(Error::Invalid(format!(
-                    "{}: not sent, an earlier batch failed ({e})",
-                    p.tp
-                ))));
-                continue;
-            }
-            if waits {
-                outcomes[i] = Some(Outcome::Wait);
-                continue;
-            }
-            match self.client.leader(&p.tp).await {
-                Ok(leader) => {
-                    let round = rounds.entry(&p.tp).or_insert(0);
-                    requests.entry((leader, *round)).or_default().push(i);
-                    *round += 1;
-                }
-                Err(e) => outcomes[i] = Some(classify_request_error(e)),
-            }
-        }
-        // Each request within `max.request.size`: a (leader, round) group larger than that goes
-        // as several requests, in order, so a partition's batches still go out in round order.
-        let limit = self.config.max_request_size.max(1);
-        let requests = requests.into_iter().flat_map(|((leader, _), idx)| {
-            let mut chunks: Vec<(BrokerId, Vec<usize>)> = Vec::new();
-            let mut size = 0;
-            for i in idx {
-                let bytes = pending[i].bytes.len();
-                match chunks.last_mut() {
-                    Some((_, chunk)) if size + bytes <= limit => {
-                        chunk.push(i);
-                        size += bytes;
-                    }
-                    _ => {
-                        chunks.push((leader, vec![i]));
-                        size = bytes;
-                    }
-                }
-            }
-            chunks
-        });
-        let sends = requests.map(|(leader, idx)| async move {
-            let batch: Vec<&Pending> = idx.iter().map(|i| &pending[*i]).collect();
-            (idx, self.produce_once(leader, &batch).await)
-        });
-        for (idx, result) in futures::future::join_all(sends).await {
-            match result {
-                Ok(per_partition) => {
-                    for (i, outcome) in idx.into_iter().zip(per_partition) {
-                        outcomes[i] = Some(outcome);
-                    }
-                }
-                Err(e) => {
-                    for i in idx {
-                        outcomes[i] = Some(classify_request_error(e.clone()));
-                    }
-                }
-            }
-        }
-        outcomes
-            .into_iter()
-            .map(|o| o.unwrap_or(Outcome::Fail(Error::Closed)))
-            .collect()
-    }
-
-    /// One ProduceRequest to one broker, one batch per partition.
-    async fn produce_once(&self, leader: BrokerId, batch: &[&Pending]) -> Result<Vec<Outcome>> {
+    /// One ProduceRequest: one batch per partition.
+    fn produce_request(&self, parts: &[Part]) -> ProduceRequest {
         let mut by_topic: BTreeMap<&str, Vec<PartitionProduceData>> = BTreeMap::new();
-        for p in batch {
-            by_topic.entry(&p.tp.topic).or_default().push(
+        for part in parts {
+            by_topic.entry(&part.tp.topic).or_default().push(
                 PartitionProduceData::default()
-                    .with_index(p.tp.partition)
-                    .with_records(Some(p.bytes.clone())),
+                    .with_index(part.tp.partition)
+                    .with_records(Some(part.bytes.clone())),
             );
         }
-        let request = ProduceRequest::default()
+        ProduceRequest::default()
             .with_transactional_id(None)
             .with_acks(-1)
             .with_timeout_ms(self.config.broker_timeout.as_millis().min(i32::MAX as u128) as i32)
@@ -546,25 +337,7 @@ impl RawProducer {
                             .with_partition_data(ps)
                     })
                     .collect(),
-            );
-        let resp = self.client.send_to(leader, &request).await?;
-        let mut answers = HashMap::new();
-        for t in resp.responses {
-            let topic = t.name.0.to_string();
-            for p in t.partition_responses {
-                answers.insert(TopicPartition::new(topic.clone(), p.index), p);
-            }
-        }
-        Ok(batch
-            .iter()
-            .map(|p| match answers.remove(&p.tp) {
-                None => Outcome::Fail(Error::Unexpected {
-                    broker: leader.to_string(),
-                    what: format!("Produce answer does not mention {}", p.tp),
-                }),
-                Some(answer) => classify_answer(p, answer),
-            })
-            .collect())
+            )
     }
 }
 
@@ -624,6 +397,589 @@ fn resolve(p: &Pending, broken: Option<Error>) {
         seq.acknowledged |= broken.is_none();
         if broken.is_some() && seq.broken.is_none() {
             seq.broken = broken;
+        }
+    }
+}
+
+/// A batch in a request: its lane, its sequence, and the bytes to send.
+struct Part {
+    lane: usize,
+    sequence: i32,
+    tp: TopicPartition,
+    bytes: Bytes,
+}
+
+/// What came back for a request: the broker it went to, the batches it carried (lane and
+/// sequence), and the answer.
+type Answer = (BrokerId, Vec<(usize, i32)>, Result<ProduceResponse>);
+
+/// A prepared batch: its sequence given and its header rewritten, until it is answered for
+/// good. Its rewritten copy and its in-flight permit go with it.
+struct Slot {
+    pending: Pending,
+    /// In a request not answered yet.
+    sent: bool,
+}
+
+/// After a retriable failure a partition sends nothing more until its requests in flight are
+/// answered, the backoff has passed and, if the failure was about routing, the metadata was
+/// refreshed; then it sends again from its first unacknowledged batch, in order.
+struct Hold {
+    not_before: Instant,
+    /// The number of metadata refreshes that must have finished (one started after the
+    /// failure).
+    refreshes: Option<u64>,
+}
+
+/// One partition's share of a `send_all` call.
+struct Lane {
+    tp: TopicPartition,
+    state: Arc<PartitionState>,
+    /// Batches not prepared yet, in call order (their index in the call).
+    queue: VecDeque<(usize, RawBatch)>,
+    /// Prepared batches, in sequence order: those sent come first, then those to (re)send.
+    window: VecDeque<Slot>,
+    /// Slots of `window` in a request not answered yet.
+    in_flight: usize,
+    hold: Option<Hold>,
+    backoff: Backoff,
+    /// Whether the partition's leader was unknown before (a first miss waits only for a
+    /// metadata refresh, later ones back off too).
+    missed_leader: bool,
+    /// An in-flight permit that was waited for (another caller held them all), not used yet.
+    spare: Option<OwnedSemaphorePermit>,
+    awaiting_permit: bool,
+}
+
+impl Lane {
+    fn is_done(&self) -> bool {
+        self.queue.is_empty() && self.window.is_empty()
+    }
+
+    /// The error that left a hole in the partition's sequence, if one did.
+    fn hole(&self) -> Option<Error> {
+        self.state.seq.lock().ok().and_then(|s| s.broken.clone())
+    }
+
+    fn acknowledged(&self) -> bool {
+        self.state
+            .seq
+            .lock()
+            .map(|s| s.acknowledged)
+            .unwrap_or(false)
+    }
+}
+
+enum Event {
+    Deadline,
+    Answer(Answer),
+    Permit(usize, Option<OwnedSemaphorePermit>),
+    Refreshed,
+    Wake,
+}
+
+/// One `send_all` call: per partition a sliding window of up to `max_in_flight_per_partition`
+/// requests in flight, refilled as soon as one of them is answered.
+///
+/// Each time something happens (an answer, the end of a backoff or of a metadata refresh, a
+/// permit freed by another caller) it [`pumps`](Dispatch::pump): in rounds, every partition
+/// that may send gives its next batch (first those to send again after a retriable failure,
+/// then a newly prepared one while its window has room), and the batches of a round go to
+/// their leaders, one request per leader (several when they exceed `max_request_size`), as
+/// Kafka's Java producer drains the ready batches of each node. A partition's batches are
+/// prepared (sequence, rewritten header) only when they are about to be sent.
+///
+/// Requests to one broker are submitted to its connection strictly in the order they were
+/// made (each waits until the one before it is written), and Kafka handles a connection's
+/// requests in order: a partition's batches reach its leader in sequence order.
+struct Dispatch<'a> {
+    producer: &'a RawProducer,
+    deadline: Instant,
+    results: Vec<Option<Result<ProduceAck>>>,
+    lanes: Vec<Lane>,
+    requests: FuturesUnordered<BoxFuture<'a, Answer>>,
+    /// Per broker, dropped once the last request made for it has been submitted.
+    submitted: HashMap<BrokerId, oneshot::Receiver<()>>,
+    permits: FuturesUnordered<BoxFuture<'static, (usize, Option<OwnedSemaphorePermit>)>>,
+    refresh: Option<BoxFuture<'a, ()>>,
+    refreshes_started: u64,
+    refreshes_done: u64,
+    refresh_wanted: bool,
+}
+
+impl<'a> Dispatch<'a> {
+    fn new(
+        producer: &'a RawProducer,
+        batches: Vec<(TopicPartition, RawBatch)>,
+        deadline: Instant,
+    ) -> Self {
+        let mut results: Vec<Option<Result<ProduceAck>>> = batches.iter().map(|_| None).collect();
+        let mut by_partition: BTreeMap<TopicPartition, VecDeque<(usize, RawBatch)>> =
+            BTreeMap::new();
+        for (index, (tp, batch)) in batches.into_iter().enumerate() {
+            by_partition
+                .entry(tp)
+                .or_default()
+                .push_back((index, batch));
+        }
+        let client = producer.client.config();
+        let mut lanes = Vec::with_capacity(by_partition.len());
+        for (tp, queue) in by_partition {
+            match producer.partition(&tp) {
+                Ok(state) => lanes.push(Lane {
+                    tp,
+                    state,
+                    queue,
+                    window: VecDeque::new(),
+                    in_flight: 0,
+                    hold: None,
+                    backoff: Backoff::new(client.retry_backoff, client.retry_backoff_max),
+                    missed_leader: false,
+                    spare: None,
+                    awaiting_permit: false,
+                }),
+                Err(e) => {
+                    for (index, _) in queue {
+                        results[index] = Some(Err(e.clone()));
+                    }
+                }
+            }
+        }
+        Self {
+            producer,
+            deadline,
+            results,
+            lanes,
+            requests: FuturesUnordered::new(),
+            submitted: HashMap::new(),
+            permits: FuturesUnordered::new(),
+            refresh: None,
+            refreshes_started: 0,
+            refreshes_done: 0,
+            refresh_wanted: false,
+        }
+    }
+
+    /// Until every batch has a result, or the deadline: then what is left (in flight or not
+    /// yet sent) is a delivery timeout, and requests still in flight are abandoned.
+    async fn run(&mut self) {
+        loop {
+            // (A ready answer is taken before the deadline is looked at, hence this test.)
+            if Instant::now() >= self.deadline {
+                self.time_out();
+                return;
+            }
+            self.pump();
+            if self.lanes.iter().all(Lane::is_done) {
+                return;
+            }
+            match self.next_event().await {
+                Event::Deadline => {
+                    self.time_out();
+                    return;
+                }
+                Event::Answer(answer) => {
+                    self.on_answer(answer);
+                    // Everything answered meanwhile too, so the next requests carry as many
+                    // partitions as are ready.
+                    while let Some(Some(answer)) = self.requests.next().now_or_never() {
+                        self.on_answer(answer);
+                    }
+                }
+                Event::Permit(lane, permit) => {
+                    let lane = &mut self.lanes[lane];
+                    lane.awaiting_permit = false;
+                    lane.spare = permit;
+                }
+                Event::Refreshed => {
+                    self.refresh = None;
+                    self.refreshes_done = self.refreshes_started;
+                }
+                Event::Wake => {}
+            }
+        }
+    }
+
+    async fn next_event(&mut self) -> Event {
+        let now = Instant::now();
+        let wake = self
+            .lanes
+            .iter()
+            .filter(|l| l.in_flight == 0)
+            .filter_map(|l| l.hold.as_ref().map(|h| h.not_before))
+            .filter(|at| *at > now)
+            .min();
+        let deadline = self.deadline;
+        let (requests, permits, refresh) =
+            (&mut self.requests, &mut self.permits, &mut self.refresh);
+        let (any_request, any_permit, refreshing) =
+            (!requests.is_empty(), !permits.is_empty(), refresh.is_some());
+        tokio::select! {
+            biased;
+            Some(answer) = requests.next(), if any_request => Event::Answer(answer),
+            Some((lane, permit)) = permits.next(), if any_permit => Event::Permit(lane, permit),
+            () = async { if let Some(r) = refresh.as_mut() { r.await } }, if refreshing => {
+                Event::Refreshed
+            }
+            () = tokio::time::sleep_until(wake.unwrap_or(deadline)), if wake.is_some() => {
+                Event::Wake
+            }
+            () = tokio::time::sleep_until(deadline) => Event::Deadline,
+        }
+    }
+
+    /// Sends what may be sent now, in rounds of at most one batch per partition.
+    fn pump(&mut self) {
+        let now = Instant::now();
+        for lane in &mut self.lanes {
+            if let Some(hold) = &lane.hold {
+                let refreshed = hold.refreshes.is_none_or(|r| self.refreshes_done >= r);
+                if lane.in_flight == 0 && now >= hold.not_before && refreshed {
+                    lane.hold = None;
+                }
+            }
+        }
+        let metadata = self.producer.client.cached_metadata();
+        let limit = self.producer.config.max_request_size.max(1);
+        loop {
+            let mut round: BTreeMap<BrokerId, Vec<Part>> = BTreeMap::new();
+            for lane in 0..self.lanes.len() {
+                if let Some((leader, part)) = self.next_part(lane, &metadata, now) {
+                    round.entry(leader).or_default().push(part);
+                }
+            }
+            if round.is_empty() {
+                break;
+            }
+            // Each request within `max.request.size` (at least one batch): a round larger
+            // than that goes as several requests, in order.
+            for (leader, parts) in round {
+                let mut chunk = Vec::new();
+                let mut size = 0;
+                for part in parts {
+                    if !chunk.is_empty() && size + part.bytes.len() > limit {
+                        self.request(leader, std::mem::take(&mut chunk));
+                        size = 0;
+                    }
+                    size += part.bytes.len();
+                    chunk.push(part);
+                }
+                self.request(leader, chunk);
+            }
+        }
+        if self.refresh_wanted && self.refresh.is_none() {
+            self.refresh_wanted = false;
+            self.refreshes_started += 1;
+            let (client, deadline) = (&self.producer.client, self.deadline);
+            self.refresh = Some(Box::pin(async move {
+                match tokio::time::timeout_at(deadline, client.refresh_metadata()).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => tracing::debug!(error = %e, "metadata refresh failed"),
+                    Err(_) => tracing::debug!("metadata refresh cut by the delivery timeout"),
+                }
+            }));
+        }
+    }
+
+    /// The partition's next batch to send, and its leader, if it may send one now: it is not
+    /// held after a failure, has a free slot, and (until a batch of this epoch is acknowledged)
+    /// nothing in flight.
+    fn next_part(
+        &mut self,
+        index: usize,
+        metadata: &Metadata,
+        now: Instant,
+    ) -> Option<(BrokerId, Part)> {
+        let limit = self.producer.config.max_in_flight_per_partition;
+        let lane = &self.lanes[index];
+        if lane.hold.is_some() || lane.is_done() {
+            return None;
+        }
+        // Until a batch of this epoch is acknowledged, only the first goes.
+        let acknowledged = lane.acknowledged();
+        if !acknowledged && lane.in_flight > 0 {
+            return None;
+        }
+        let resend = lane.window.iter().position(|s| !s.sent);
+        if resend.is_none() && (lane.queue.is_empty() || lane.window.len() >= limit) {
+            return None;
+        }
+        let Some(leader) = metadata.leader(&lane.tp) else {
+            self.leader_unknown(index, metadata, now);
+            return None;
+        };
+        let position = match resend {
+            Some(position) => position,
+            None => self.prepare_next(index)?,
+        };
+        let lane = &mut self.lanes[index];
+        let slot = &mut lane.window[position];
+        slot.sent = true;
+        lane.in_flight += 1;
+        Some((
+            leader,
+            Part {
+                lane: index,
+                sequence: slot.pending.sequence,
+                tp: lane.tp.clone(),
+                bytes: slot.pending.bytes.clone(),
+            },
+        ))
+    }
+
+    /// Prepares the partition's next batch into its window, if an in-flight permit is free;
+    /// returns its position there.
+    fn prepare_next(&mut self, index: usize) -> Option<usize> {
+        let producer = self.producer;
+        let lane = &mut self.lanes[index];
+        loop {
+            let free = lane
+                .spare
+                .take()
+                .or_else(|| Arc::clone(&lane.state.permits).try_acquire_owned().ok());
+            // Slots are taken one at a time and never waited for while this call holds some
+            // of the partition's (its own answers free them), so concurrent callers cannot
+            // hold each other's slots.
+            let Some(permit) = free else {
+                // Another caller holds the slots; our own answers will not free any.
+                if lane.in_flight == 0 && !lane.awaiting_permit {
+                    lane.awaiting_permit = true;
+                    let permits = Arc::clone(&lane.state.permits);
+                    self.permits.push(Box::pin(async move {
+                        (index, permits.acquire_owned().await.ok())
+                    }));
+                }
+                return None;
+            };
+            let (batch_index, batch) = lane.queue.pop_front()?;
+            match producer.prepare(batch_index, &lane.tp, &batch, &lane.state, permit) {
+                Ok(pending) => {
+                    lane.window.push_back(Slot {
+                        pending,
+                        sent: false,
+                    });
+                    return Some(lane.window.len() - 1);
+                }
+                Err(e) => {
+                    self.results[batch_index] = Some(Err(e));
+                    if lane.queue.is_empty() {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The partition's leader is not in the metadata: it waits for a refresh (and, after the
+    /// first miss, a backoff), as after a retriable error.
+    fn leader_unknown(&mut self, index: usize, metadata: &Metadata, now: Instant) {
+        let refreshes = self.want_refresh();
+        let lane = &mut self.lanes[index];
+        let known = metadata
+            .topics
+            .get(&lane.tp.topic)
+            .is_some_and(|t| t.partitions.contains_key(&lane.tp.partition));
+        tracing::debug!(
+            partition = %lane.tp,
+            known,
+            "partition leader unknown; waiting for the metadata"
+        );
+        let wait = if lane.missed_leader {
+            lane.backoff.next_wait()
+        } else {
+            Duration::ZERO
+        };
+        lane.missed_leader = true;
+        lane.hold = Some(Hold {
+            not_before: now + wait,
+            refreshes: Some(refreshes),
+        });
+    }
+
+    /// Asks for a metadata refresh; returns how many must have finished for one to have
+    /// started after now.
+    fn want_refresh(&mut self) -> u64 {
+        self.refresh_wanted = true;
+        self.refreshes_started + 1
+    }
+
+    /// Makes a request to `leader`, submitted after the one made before it for that broker.
+    fn request(&mut self, leader: BrokerId, parts: Vec<Part>) {
+        let producer = self.producer;
+        let request = producer.produce_request(&parts);
+        let carried: Vec<(usize, i32)> = parts.iter().map(|p| (p.lane, p.sequence)).collect();
+        drop(parts);
+        let (submitted, now_submitted) = oneshot::channel::<()>();
+        let previous = self.submitted.insert(leader, now_submitted);
+        self.requests.push(Box::pin(async move {
+            if let Some(previous) = previous {
+                // Dropped (never sent) once that request is submitted, or failed to be.
+                let _ = previous.await;
+            }
+            let queued = match producer.client.connection(leader).await {
+                Ok(conn) => conn.submit(&request).await.map(|s| (conn, s)),
+                Err(e) => Err(e),
+            };
+            drop(submitted);
+            drop(request);
+            let answer = match queued {
+                Ok((conn, submitted)) => conn.answer(submitted).await,
+                Err(e) => Err(e),
+            };
+            (leader, carried, answer)
+        }));
+    }
+
+    fn on_answer(&mut self, (leader, carried, answer): Answer) {
+        match answer {
+            Ok(response) => {
+                let mut answers = HashMap::new();
+                for t in response.responses {
+                    let topic = t.name.0.to_string();
+                    for p in t.partition_responses {
+                        answers.insert(TopicPartition::new(topic.clone(), p.index), p);
+                    }
+                }
+                for (index, sequence) in carried {
+                    let lane = &self.lanes[index];
+                    let Some(slot) = lane.window.iter().find(|s| s.pending.sequence == sequence)
+                    else {
+                        self.lanes[index].in_flight -= 1;
+                        continue;
+                    };
+                    let outcome = match answers.remove(&lane.tp) {
+                        None => Outcome::Fail(Error::Unexpected {
+                            broker: leader.to_string(),
+                            what: format!("Produce answer does not mention {}", lane.tp),
+                        }),
+                        Some(answer) => classify_answer(&slot.pending, answer),
+                    };
+                    self.settle(index, sequence, outcome);
+                }
+            }
+            Err(e) => {
+                for (index, sequence) in carried {
+                    self.settle(index, sequence, classify_request_error(e.clone()));
+                }
+            }
+        }
+    }
+
+    /// Takes the outcome of one batch's request.
+    fn settle(&mut self, index: usize, sequence: i32, outcome: Outcome) {
+        let now = Instant::now();
+        let refresh = match &outcome {
+            Outcome::Retry(e) if e.needs_metadata_refresh() => Some(self.want_refresh()),
+            _ => None,
+        };
+        let lane = &mut self.lanes[index];
+        lane.in_flight -= 1;
+        let Some(position) = lane
+            .window
+            .iter()
+            .position(|s| s.pending.sequence == sequence)
+        else {
+            return;
+        };
+        let hole = lane.hole();
+        let behind_hole = hole.is_some()
+            && match &outcome {
+                Outcome::Done(_) => false,
+                Outcome::Retry(_) => true,
+                Outcome::Fail(e) => e.code() == Some(ResponseError::OutOfOrderSequenceNumber),
+            };
+        let e = match outcome {
+            Outcome::Done(ack) => {
+                if let Some(slot) = lane.window.remove(position) {
+                    resolve(&slot.pending, None);
+                    self.results[slot.pending.index] = Some(Ok(ack));
+                }
+                let client = self.producer.client.config();
+                lane.backoff = Backoff::new(client.retry_backoff, client.retry_backoff_max);
+                return;
+            }
+            Outcome::Retry(e) if now < self.deadline && hole.is_none() => {
+                tracing::debug!(partition = %lane.tp, sequence, error = %e, "retrying batch");
+                lane.window[position].sent = false;
+                let hold = lane.hold.get_or_insert_with(|| Hold {
+                    not_before: now + lane.backoff.next_wait(),
+                    refreshes: None,
+                });
+                hold.refreshes = hold.refreshes.max(refresh);
+                return;
+            }
+            Outcome::Retry(e) | Outcome::Fail(e) => match hole {
+                // Behind a hole in the sequence: it could not be written.
+                Some(hole) if behind_hole => Error::Invalid(format!(
+                    "{}: not sent, an earlier batch failed ({hole})",
+                    lane.tp
+                )),
+                _ => e,
+            },
+        };
+        tracing::warn!(partition = %lane.tp, sequence, error = %e, "batch failed");
+        let Some(slot) = lane.window.remove(position) else {
+            return;
+        };
+        let fatal = !matches!(e, Error::DuplicateSequence { .. });
+        resolve(&slot.pending, fatal.then(|| e.clone()));
+        self.results[slot.pending.index] = Some(Err(e));
+        if fatal {
+            self.fail_unsent(index);
+        }
+    }
+
+    /// The partition's sequence has a hole: its batches not in flight are never sent, so
+    /// nothing can land out of order. (Past the deadline they are delivery timeouts.)
+    fn fail_unsent(&mut self, index: usize) {
+        let past = Instant::now() >= self.deadline;
+        let producer = self.producer;
+        let lane = &mut self.lanes[index];
+        let Some(hole) = lane.hole() else { return };
+        let why = |tp: &TopicPartition| {
+            if past {
+                producer.delivery_timeout(tp)
+            } else {
+                Error::Invalid(format!("{tp}: not sent, an earlier batch failed ({hole})"))
+            }
+        };
+        let mut sent = VecDeque::new();
+        for slot in lane.window.drain(..) {
+            if slot.sent {
+                sent.push_back(slot);
+            } else {
+                let e = why(&lane.tp);
+                resolve(&slot.pending, Some(e.clone()));
+                self.results[slot.pending.index] = Some(Err(e));
+            }
+        }
+        lane.window = sent;
+        for (batch_index, _) in lane.queue.drain(..) {
+            self.results[batch_index] = Some(Err(why(&lane.tp)));
+        }
+        lane.spare = None;
+    }
+
+    /// The deadline passed: whatever has no result yet is a delivery timeout. A batch in
+    /// flight may still be written, so its partition's sequence has a hole from here.
+    fn time_out(&mut self) {
+        for lane in &mut self.lanes {
+            let e = self.producer.delivery_timeout(&lane.tp);
+            if !lane.is_done() {
+                tracing::warn!(
+                    partition = %lane.tp,
+                    batches = lane.window.len() + lane.queue.len(),
+                    error = %e,
+                    "batches failed"
+                );
+            }
+            for slot in lane.window.drain(..) {
+                resolve(&slot.pending, Some(e.clone()));
+                self.results[slot.pending.index] = Some(Err(e.clone()));
+            }
+            for (batch_index, _) in lane.queue.drain(..) {
+                self.results[batch_index] = Some(Err(e.clone()));
+            }
         }
     }
 }

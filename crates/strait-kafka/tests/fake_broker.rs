@@ -744,6 +744,8 @@ struct Log {
     next_offset: i64,
     appended: Vec<i32>,
     refused_out_of_order: usize,
+    /// Every base sequence the leader was sent, in arrival order.
+    received: Vec<i32>,
 }
 
 /// A fake leader of `t-0` that appends what the producer (id 1000) sends, refuses the batch
@@ -776,6 +778,7 @@ async fn sequence_checking_leader(log: Arc<Mutex<Log>>) -> FakeCluster {
                                 let h: BatchHeader = batch.header;
                                 assert_eq!((h.producer_id, h.producer_epoch), (1000, 0));
                                 assert!(scan.next().is_none(), "one batch per partition");
+                                log.received.push(h.base_sequence);
                                 if log.reject_once == Some(h.base_sequence) {
                                     log.reject_once = None;
                                     log.rejected = Some(h.base_sequence);
@@ -1035,6 +1038,297 @@ async fn an_unanswered_produce_ends_at_the_delivery_timeout() {
         assert!(!fake.requests(ApiKey::Produce).is_empty());
         // Well before the 5 s request timeout the requests were waiting on.
         assert!(took < Duration::from_secs(3), "send_all took {took:?}");
+    })
+    .await;
+}
+
+/// A fake leader's record of produced batches: each is appended at the next offset of its
+/// partition, and (partition, base sequence) is noted in arrival order.
+#[derive(Debug, Default)]
+struct Ledger {
+    next_offset: std::collections::BTreeMap<i32, i64>,
+    received: Vec<(i32, i32)>,
+}
+
+impl Ledger {
+    /// Appends every batch of the request and returns the answer.
+    fn append(&mut self, request: &ProduceRequest) -> ProduceResponse {
+        let topics = request
+            .topic_data
+            .iter()
+            .map(|t| {
+                let partitions = t
+                    .partition_data
+                    .iter()
+                    .map(|d| {
+                        let records = d.records.clone().unwrap_or_default();
+                        let mut scan = BatchScanner::new(records);
+                        let h = scan.next().expect("a batch").expect("well-formed").header;
+                        assert!(scan.next().is_none(), "one batch per partition");
+                        self.received.push((d.index, h.base_sequence));
+                        let next = self.next_offset.entry(d.index).or_insert(0);
+                        let base = *next;
+                        *next += i64::from(h.record_count);
+                        PartitionProduceResponse::default()
+                            .with_index(d.index)
+                            .with_base_offset(base)
+                    })
+                    .collect();
+                TopicProduceResponse::default()
+                    .with_name(t.name.clone())
+                    .with_partition_responses(partitions)
+            })
+            .collect();
+        ProduceResponse::default().with_responses(topics)
+    }
+
+    /// The base sequences of one partition, in arrival order.
+    fn sequences(&self, partition: i32) -> Vec<i32> {
+        self.received
+            .iter()
+            .filter(|(p, _)| *p == partition)
+            .map(|(_, s)| *s)
+            .collect()
+    }
+}
+
+/// One-record batches: `rounds` of one batch per partition of `t`, partition by partition.
+fn one_record_batches(
+    partitions: &[i32],
+    rounds: usize,
+) -> Vec<(TopicPartition, strait_wire::RawBatch)> {
+    let mut batches = Vec::new();
+    for round in 0..rounds {
+        for p in partitions {
+            let raw = BatchScanner::new(batch(round as i64, 1, "r"))
+                .next()
+                .unwrap()
+                .unwrap();
+            batches.push((TopicPartition::new("t", *p), raw));
+        }
+    }
+    batches
+}
+
+/// Five requests of one partition in flight, the leader answering only the first: the
+/// partition's sixth batch is sent as soon as that answer arrives, not when all five are
+/// answered (the leader answers the other four only once it has the sixth). The window slides;
+/// it does not go in waves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_batch_of_a_partition_goes_as_soon_as_one_is_answered() {
+    #[derive(Default)]
+    struct Leader {
+        ledger: Ledger,
+        held: Vec<Bytes>,
+        held_when_sixth_came: Option<usize>,
+    }
+    let leader = Arc::new(Mutex::new(Leader::default()));
+    let state = Arc::clone(&leader);
+    let fake = FakeCluster::start(
+        &[1],
+        script(move |_, req| match &req.body {
+            Body::Produce(p) => {
+                let mut s = state.lock().unwrap();
+                let answer = req.frame(&s.ledger.append(p));
+                match s.ledger.received.last().unwrap().1 {
+                    // The second to fifth batches of the call: held back.
+                    2..=5 => {
+                        s.held.push(answer);
+                        Action::Ignore
+                    }
+                    6 => {
+                        s.held_when_sixth_came = Some(s.held.len());
+                        let mut sends: Vec<Action> = s.held.drain(..).map(Action::Send).collect();
+                        sends.push(Action::Send(answer));
+                        Action::Many(sends)
+                    }
+                    _ => Action::Send(answer),
+                }
+            }
+            _ => Action::Default,
+        }),
+    )
+    .await;
+    fake.set_topic("t", &[1]);
+    within(async {
+        let producer = producer_of(&fake).await;
+        // One batch first: the leader holds the producer's state from then on.
+        assert_eq!(offsets_of(producer.send_all(batches_of(&[1])).await), [0]);
+        let offsets = offsets_of(producer.send_all(batches_of(&[1; 10])).await);
+        assert_eq!(offsets, (1..=10).collect::<Vec<i64>>());
+        let s = leader.lock().unwrap();
+        assert_eq!(s.held_when_sixth_came, Some(4), "2..5 still in flight");
+        assert_eq!(s.ledger.sequences(0), (0..=10).collect::<Vec<i32>>());
+    })
+    .await;
+}
+
+/// Twenty batches of one partition in one call, against a leader that answers the oldest of
+/// its requests only when it holds five: the producer keeps five in flight all the time and
+/// never a sixth, and its batches arrive in sequence order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_never_has_more_than_five_requests_in_flight() {
+    #[derive(Default)]
+    struct Leader {
+        ledger: Ledger,
+        held: std::collections::VecDeque<Bytes>,
+        most_held: usize,
+    }
+    let leader = Arc::new(Mutex::new(Leader::default()));
+    let state = Arc::clone(&leader);
+    let fake = FakeCluster::start(
+        &[1],
+        script(move |_, req| match &req.body {
+            Body::Produce(p) => {
+                let mut s = state.lock().unwrap();
+                let answer = req.frame(&s.ledger.append(p));
+                let sequence = s.ledger.received.last().unwrap().1;
+                if sequence == 0 {
+                    return Action::Send(answer);
+                }
+                s.held.push_back(answer);
+                s.most_held = s.most_held.max(s.held.len());
+                if sequence == 20 {
+                    Action::Many(s.held.drain(..).map(Action::Send).collect())
+                } else if s.held.len() == 5 {
+                    Action::Send(s.held.pop_front().unwrap())
+                } else {
+                    Action::Ignore
+                }
+            }
+            _ => Action::Default,
+        }),
+    )
+    .await;
+    fake.set_topic("t", &[1]);
+    within(async {
+        let producer = producer_of(&fake).await;
+        assert_eq!(offsets_of(producer.send_all(batches_of(&[1])).await), [0]);
+        let offsets = offsets_of(producer.send_all(batches_of(&[1; 20])).await);
+        assert_eq!(offsets, (1..=20).collect::<Vec<i64>>());
+        let s = leader.lock().unwrap();
+        assert_eq!(s.most_held, 5, "five in flight, never more");
+        assert_eq!(s.ledger.sequences(0), (0..=20).collect::<Vec<i32>>());
+    })
+    .await;
+}
+
+/// A retriable error in the middle of a long call (NOT_LEADER_OR_FOLLOWER for the fourth batch,
+/// OUT_OF_ORDER_SEQUENCE_NUMBER for those sent behind it): the partition's batches still reach
+/// the leader in sequence order, starting again from the refused one, and all land in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_sends_in_sequence_order_after_a_retriable_error() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let fake = sequence_checking_leader(Arc::clone(&log)).await;
+    within(async {
+        let producer = producer_of(&fake).await;
+        assert_eq!(offsets_of(producer.send_all(batches_of(&[1])).await), [0]);
+        log.lock().unwrap().reject_once = Some(4);
+        let offsets = offsets_of(producer.send_all(batches_of(&[1; 12])).await);
+        assert_eq!(offsets, (1..=12).collect::<Vec<i64>>());
+        let log = log.lock().unwrap();
+        assert_eq!(log.rejected, Some(4));
+        assert_eq!(log.appended, (0..=12).collect::<Vec<i32>>());
+        // Each batch follows the one before it, except once: the refused one sent again.
+        for pair in log.received.windows(2) {
+            assert!(
+                pair[1] == pair[0] + 1 || pair[1] == 4,
+                "out of order: {:?}",
+                log.received
+            );
+        }
+        assert_eq!(log.received.iter().filter(|s| **s == 4).count(), 2);
+        assert!(log.refused_out_of_order <= 4, "{log:?}");
+    })
+    .await;
+}
+
+/// Three partitions led by one broker, five batches each in one call: five requests, each
+/// carrying the next batch of every partition, in sequence order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_carries_the_next_batch_of_every_partition_of_its_leader() {
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let state = Arc::clone(&ledger);
+    let fake = FakeCluster::start(
+        &[1],
+        script(move |_, req| match &req.body {
+            Body::Produce(p) => req.reply(&state.lock().unwrap().append(p)),
+            _ => Action::Default,
+        }),
+    )
+    .await;
+    fake.set_topic("t", &[1, 1, 1]);
+    within(async {
+        let producer = producer_of(&fake).await;
+        // The first batch of each partition: alone until acknowledged, in one request.
+        let first = producer.send_all(one_record_batches(&[0, 1, 2], 1)).await;
+        assert_eq!(offsets_of(first), [0, 0, 0]);
+        let acks = producer.send_all(one_record_batches(&[0, 1, 2], 5)).await;
+        let offsets = offsets_of(acks);
+        assert_eq!(offsets, [1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 5, 5, 5]);
+        let requests = fake.requests(ApiKey::Produce);
+        assert_eq!(requests.len(), 6);
+        for r in &requests {
+            let Body::Produce(p) = &r.body else {
+                unreachable!()
+            };
+            let partitions: Vec<i32> = p.topic_data[0]
+                .partition_data
+                .iter()
+                .map(|d| d.index)
+                .collect();
+            assert_eq!(partitions, [0, 1, 2]);
+        }
+        let ledger = ledger.lock().unwrap();
+        for p in 0..3 {
+            assert_eq!(ledger.sequences(p), (0..=5).collect::<Vec<i32>>());
+        }
+    })
+    .await;
+}
+
+/// `max_request_size` smaller than two batches: every request carries one batch, and each
+/// partition's batches still arrive in sequence order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_request_size_splits_requests_and_keeps_the_order() {
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let state = Arc::clone(&ledger);
+    let fake = FakeCluster::start(
+        &[1],
+        script(move |_, req| match &req.body {
+            Body::Produce(p) => req.reply(&state.lock().unwrap().append(p)),
+            _ => Action::Default,
+        }),
+    )
+    .await;
+    fake.set_topic("t", &[1, 1]);
+    within(async {
+        let producer = RawProducer::new(
+            client(&fake).await,
+            ProducerConfig {
+                delivery_timeout: Duration::from_secs(3),
+                max_request_size: 1,
+                ..ProducerConfig::default()
+            },
+        )
+        .await
+        .unwrap();
+        let acks = producer.send_all(one_record_batches(&[0, 1], 8)).await;
+        let offsets = offsets_of(acks);
+        assert_eq!(offsets, [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7]);
+        let requests = fake.requests(ApiKey::Produce);
+        assert_eq!(requests.len(), 16);
+        for r in &requests {
+            let Body::Produce(p) = &r.body else {
+                unreachable!()
+            };
+            assert_eq!(p.topic_data.len(), 1);
+            assert_eq!(p.topic_data[0].partition_data.len(), 1);
+        }
+        let ledger = ledger.lock().unwrap();
+        for p in 0..2 {
+            assert_eq!(ledger.sequences(p), (0..8).collect::<Vec<i32>>());
+        }
     })
     .await;
 }
