@@ -55,6 +55,10 @@ pub struct ProducerConfig {
     pub delivery_timeout: Duration,
     /// Requests in flight per partition; at most 5 (`max.in.flight.requests.per.connection`).
     pub max_in_flight_per_partition: usize,
+    /// `max.request.size` (default 1 MiB): the batches of one produce request add up to at most
+    /// this, except that a request always carries at least one batch (a batch larger than this
+    /// goes alone; the broker's `message.max.bytes` decides whether it is taken).
+    pub max_request_size: usize,
 }
 
 impl Default for ProducerConfig {
@@ -63,6 +67,7 @@ impl Default for ProducerConfig {
             broker_timeout: Duration::from_secs(30),
             delivery_timeout: Duration::from_secs(120),
             max_in_flight_per_partition: 5,
+            max_request_size: 1024 * 1024,
         }
     }
 }
@@ -473,7 +478,28 @@ impl RawProducer {
                 Err(e) => outcomes[i] = Some(classify_request_error(e)),
             }
         }
-        let sends = requests.into_iter().map(|((leader, _), idx)| async move {
+        // Each request within `max.request.size`: a (leader, round) group larger than that goes
+        // as several requests, in order, so a partition's batches still go out in round order.
+        let limit = self.config.max_request_size.max(1);
+        let requests = requests.into_iter().flat_map(|((leader, _), idx)| {
+            let mut chunks: Vec<(BrokerId, Vec<usize>)> = Vec::new();
+            let mut size = 0;
+            for i in idx {
+                let bytes = pending[i].bytes.len();
+                match chunks.last_mut() {
+                    Some((_, chunk)) if size + bytes <= limit => {
+                        chunk.push(i);
+                        size += bytes;
+                    }
+                    _ => {
+                        chunks.push((leader, vec![i]));
+                        size = bytes;
+                    }
+                }
+            }
+            chunks
+        });
+        let sends = requests.map(|(leader, idx)| async move {
             let batch: Vec<&Pending> = idx.iter().map(|i| &pending[*i]).collect();
             (idx, self.produce_once(leader, &batch).await)
         });

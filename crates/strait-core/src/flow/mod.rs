@@ -166,10 +166,20 @@ enum Step {
 /// Tuning of a flow beyond its MM2 config.
 #[derive(Debug, Clone)]
 pub struct FlowOptions {
-    /// How long a fetch may wait for data (`fetch.max.wait.ms`).
+    /// How long a fetch may wait for data (`fetch.max.wait.ms`, default 500 ms).
     pub fetch_max_wait: Duration,
-    /// Bytes asked per partition per fetch.
+    /// How many bytes a fetch waits for (`fetch.min.bytes`, default 1).
+    pub fetch_min_bytes: i32,
+    /// The most bytes one fetch asks for over all partitions (`fetch.max.bytes`, default
+    /// 50 MiB), within the flow's budget (a third of `strait.max.bytes.in.flight`).
+    pub fetch_max_bytes: i32,
+    /// Bytes asked per partition per fetch (`max.partition.fetch.bytes`, default 1 MiB).
     pub partition_max_bytes: i32,
+    /// Whether a fetch of few partitions asks each for more than `partition_max_bytes`: the
+    /// fetch's share of the budget split among them. Across a long link one partition then
+    /// moves far more than 1 MiB per round trip. `strait run` sets it unless the MM2 file sets
+    /// `max.partition.fetch.bytes`; default false (the fixed limit).
+    pub partition_bytes_from_budget: bool,
     /// The target producer's settings (`T.producer.delivery.timeout.ms`, `request.timeout.ms`).
     pub producer: ProducerConfig,
     /// The segments a partition's offset map holds before a compaction pass bounds it
@@ -181,7 +191,10 @@ impl Default for FlowOptions {
     fn default() -> Self {
         Self {
             fetch_max_wait: Duration::from_millis(500),
+            fetch_min_bytes: 1,
+            fetch_max_bytes: 50 * 1024 * 1024,
             partition_max_bytes: 1024 * 1024,
+            partition_bytes_from_budget: false,
             producer: ProducerConfig::default(),
             compact_min_segments: compact::COMPACT_MIN_SEGMENTS,
         }
@@ -1688,7 +1701,8 @@ impl Flow {
     /// What the next fetch asks: every partition neither halted nor waiting after a refusal,
     /// from its position, in [`Flow::fetch_order`](Flow) order.
     fn fetch_positions(&self) -> Vec<FetchPosition> {
-        self.fetch_order
+        let mut positions: Vec<FetchPosition> = self
+            .fetch_order
             .iter()
             .filter_map(|tp| {
                 let p = self.partitions.get(tp)?;
@@ -1700,20 +1714,28 @@ impl Flow {
                     ..FetchPosition::new(tp.clone(), p.position)
                 })
             })
-            .collect()
+            .collect();
+        if self.options.partition_bytes_from_budget && !positions.is_empty() {
+            let share = self.fetch_options().max_bytes / positions.len() as i32;
+            for p in &mut positions {
+                p.max_bytes = p.max_bytes.max(share);
+            }
+        }
+        positions
     }
 
     /// The settings of the data fetches. A third of the flow's budget
     /// (`strait.max.bytes.in.flight`) for each: the round's fetched batches, the producer's
     /// copies of them (each batch's header is rewritten for our producer id), and the next
-    /// round's fetch made while they are written. Split across the leaders by `Client::fetch`.
+    /// round's fetch made while they are written; less if `fetch.max.bytes` says so. Split
+    /// across the leaders by `Client::fetch`.
     fn fetch_options(&self) -> FetchOptions {
         let budget = i32::try_from(self.config.max_bytes_in_flight / 3).unwrap_or(i32::MAX);
         FetchOptions {
             max_wait: self.options.fetch_max_wait,
-            max_bytes: budget,
+            min_bytes: self.options.fetch_min_bytes,
+            max_bytes: budget.min(self.options.fetch_max_bytes).max(1),
             isolation: self.config.isolation_level,
-            ..FetchOptions::default()
         }
     }
 
