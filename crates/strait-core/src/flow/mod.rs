@@ -23,6 +23,7 @@
 pub(crate) mod batch;
 pub mod classify;
 mod compact;
+mod decide;
 pub mod map_store;
 pub mod offset_syncs;
 mod placement;
@@ -44,6 +45,7 @@ use tokio::time::Instant;
 use crate::config::{FlowConfig, Side, StartPosition};
 use crate::metrics::{FlowMetrics, PartitionMetrics};
 use classify::{AbortTracker, Action, SkipReason};
+use decide::{Decision, Stop, WriteKind};
 use map_store::MapStore;
 use offset_syncs::{OffsetSyncWriter, DELAYED_SYNC_INTERVAL};
 use placement::{Listed, Survey, ToPlace};
@@ -1409,43 +1411,11 @@ impl Flow {
                 state.metrics.lost(state.position, data.log_start_offset);
                 state.position = data.log_start_offset;
             }
-            let mut tracker = AbortTracker::new(&data.aborted);
-            for batch in BatchScanner::new(data.records) {
-                let batch = match batch {
-                    Ok(b) => b,
-                    Err(strait_wire::ScanError::UnsupportedMagic {
-                        magic, base_offset, ..
-                    }) if (0..2).contains(&magic) && base_offset >= state.position => {
-                        // Fetched again, it would be the same bytes every round, forever.
-                        old_format.push((
-                            tp.clone(),
-                            format!(
-                                "source partition {tp} holds records in message format v{magic} \
-                                 (written by Kafka before 0.11, or with an old \
-                                 log.message.format.version) from offset {base_offset}: strait \
-                                 forwards record batches as they are and mirrors format v2 only. \
-                                 The records before offset {base_offset} are mirrored; this \
-                                 partition is halted there, the others go on. To mirror it, \
-                                 rewrite the topic's records in format v2 on the source (copy it \
-                                 with a current producer into a new topic, or let retention \
-                                 remove the old records), or leave the topic out of `topics`"
-                            ),
-                        ));
-                        break;
-                    }
-                    Err(e) => {
-                        tracing::warn!(partition = %tp, error = %e, "bad batch from the source; fetched again next round");
-                        break;
-                    }
-                };
-                if batch.header.next_offset() <= state.position {
-                    continue;
-                }
-                let straddles = batch.header.base_offset < state.position;
-                let action = tracker.classify(batch);
-                let holes = matches!(action, Action::Rebuild(_));
-                match action {
-                    Action::Skip { from, to, reason } => {
+            let decided = decide::partition(state.position, data.records, &data.aborted)
+                .map_err(|e| FlowError::Map(format!("{tp}: {e}")))?;
+            for step in decided.steps {
+                match step {
+                    Decision::Skip { from, to, reason } => {
                         match reason {
                             SkipReason::ControlBatch => {
                                 self.stats.control_batches_skipped += 1;
@@ -1456,74 +1426,68 @@ impl Flow {
                                 state.metrics.dropped(true);
                             }
                         }
-                        plans.push((
-                            tp.clone(),
-                            Step::Skip {
-                                from: from.max(state.position),
-                                to,
-                            },
-                        ));
-                        state.position = to;
+                        plans.push((tp.clone(), Step::Skip { from, to }));
                     }
-                    Action::Forward(b) if !straddles => {
-                        state.metrics.read(b.header.max_timestamp);
-                        let n = i64::from(b.header.record_count);
+                    Decision::PassOver {
+                        from,
+                        to,
+                        max_timestamp,
+                    } => {
+                        state.metrics.read(max_timestamp);
+                        plans.push((tp.clone(), Step::Skip { from, to }));
+                    }
+                    Decision::Write {
+                        batch,
+                        runs,
+                        kind,
+                        max_timestamp,
+                    } => {
+                        state.metrics.read(max_timestamp);
+                        match kind {
+                            WriteKind::Forwarded => {
+                                self.stats.batches_forwarded += 1;
+                                state.metrics.forwarded();
+                            }
+                            WriteKind::Rebuilt { source_base, holes } => {
+                                log_rebuild(&self.config.name(), &tp, source_base, &runs, holes);
+                                self.stats.batches_rebuilt += 1;
+                                state.metrics.rebuilt();
+                            }
+                        }
                         plans.push((
                             tp.clone(),
                             Step::Write {
                                 send: sends.len(),
-                                runs: vec![(b.header.base_offset, n)],
+                                runs,
                             },
                         ));
-                        state.position = b.header.next_offset();
-                        sends.push((state.remote.clone(), b));
-                        self.stats.batches_forwarded += 1;
-                        state.metrics.forwarded();
-                    }
-                    Action::Forward(b) | Action::Rebuild(b) => {
-                        let next = b.header.next_offset();
-                        state.metrics.read(b.header.max_timestamp);
-                        match strait_wire::rebuild::rebuild(&b, state.position) {
-                            Ok(Some(rebuilt)) => {
-                                log_rebuild(&self.config.name(), &tp, &b, &rebuilt, holes);
-                                let runs =
-                                    rebuilt.runs.iter().map(|r| (r.src_offset, r.len)).collect();
-                                plans.push((
-                                    tp.clone(),
-                                    Step::Write {
-                                        send: sends.len(),
-                                        runs,
-                                    },
-                                ));
-                                sends.push((state.remote.clone(), rebuilt.batch));
-                                self.stats.batches_rebuilt += 1;
-                                state.metrics.rebuilt();
-                            }
-                            Ok(None) => {
-                                // Nothing left to write (every record before the position, or
-                                // none left after compaction): its offsets are passed over,
-                                // and the map must say so, or groups committed there would
-                                // look unreplicated.
-                                if next > state.position {
-                                    plans.push((
-                                        tp.clone(),
-                                        Step::Skip {
-                                            from: state.position,
-                                            to: next,
-                                        },
-                                    ));
-                                }
-                            }
-                            Err(e) => {
-                                return Err(FlowError::Map(format!(
-                                    "{tp}: cannot rebuild the batch at offset {}: {e}",
-                                    b.header.base_offset
-                                )))
-                            }
-                        }
-                        state.position = next;
+                        sends.push((state.remote.clone(), batch));
                     }
                 }
+            }
+            state.position = decided.position;
+            match decided.stopped {
+                Some(Stop::OldFormat { magic, base_offset }) => {
+                    // Fetched again, it would be the same bytes every round, forever.
+                    old_format.push((
+                        tp.clone(),
+                        format!(
+                            "source partition {tp} holds records in message format v{magic} \
+                             (written by Kafka before 0.11, or with an old \
+                             log.message.format.version) from offset {base_offset}: strait \
+                             forwards record batches as they are and mirrors format v2 only. \
+                             The records before offset {base_offset} are mirrored; this \
+                             partition is halted there, the others go on. To mirror it, \
+                             rewrite the topic's records in format v2 on the source (copy it \
+                             with a current producer into a new topic, or let retention \
+                             remove the old records), or leave the topic out of `topics`"
+                        ),
+                    ));
+                }
+                Some(Stop::Unreadable(e)) => {
+                    tracing::warn!(partition = %tp, error = %e, "bad batch from the source; fetched again next round");
+                }
+                None => {}
             }
             if state.position < committed_end {
                 caught_up = false;
@@ -2091,15 +2055,9 @@ fn record_loss(
 
 /// One line per rebuilt batch: at debug for compaction holes (routine on a compacted topic),
 /// at info for a batch cut by the partition's position (after a restart or a loss inside it).
-fn log_rebuild(
-    flow: &str,
-    tp: &TopicPartition,
-    batch: &RawBatch,
-    rebuilt: &strait_wire::rebuild::Rebuilt,
-    holes: bool,
-) {
-    let records: i64 = rebuilt.runs.iter().map(|r| r.len).sum();
-    let (topic, partition, offset) = (&tp.topic, tp.partition, batch.header.base_offset);
+fn log_rebuild(flow: &str, tp: &TopicPartition, offset: i64, runs: &[(i64, i64)], holes: bool) {
+    let records: i64 = runs.iter().map(|r| r.1).sum();
+    let (topic, partition) = (&tp.topic, tp.partition);
     if holes {
         tracing::debug!(
             flow = %flow, %topic, partition, offset, records, kind = "compaction holes",
