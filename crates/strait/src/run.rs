@@ -507,13 +507,18 @@ fn bytes(
 mod tests {
     use super::*;
 
-    fn props(extra: &str) -> strait_core::config::ClientProps {
+    /// The resolved keys of the `a->b` flow's `side` client in `role`, with `extra` lines.
+    fn client_props(extra: &str, side: Side, role: Role) -> strait_core::config::ClientProps {
         let text = format!(
             "clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\n\
              a->b.enabled = true\n{extra}\n"
         );
         let config = StraitConfig::parse(&text, "t.properties").unwrap();
-        config.client_props(&config.flows[0], Side::Target, Role::Producer)
+        config.client_props(&config.flows[0], side, role)
+    }
+
+    fn props(extra: &str) -> strait_core::config::ClientProps {
+        client_props(extra, Side::Target, Role::Producer)
     }
 
     #[test]
@@ -540,12 +545,7 @@ mod tests {
     }
 
     fn consumer_props(extra: &str) -> strait_core::config::ClientProps {
-        let text = format!(
-            "clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\n\
-             a->b.enabled = true\n{extra}\n"
-        );
-        let config = StraitConfig::parse(&text, "t.properties").unwrap();
-        config.client_props(&config.flows[0], Side::Source, Role::Consumer)
+        client_props(extra, Side::Source, Role::Consumer)
     }
 
     #[test]
