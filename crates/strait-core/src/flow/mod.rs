@@ -2,11 +2,12 @@
 //! batch, and keeps the exact offset map (`docs/design.md` §3–§4).
 //!
 //! One round: fetch every mirrored partition from where its map ends (read_committed by
-//! default), decide per batch (forward, skip, rebuild), produce everything to the target through
-//! the idempotent raw producer, record each written batch in the map, and flush the map's changes
-//! to its topic. One round holds at most the flow's byte budget (`strait.max.bytes.in.flight`:
-//! half fetched, half the producer's copies) whatever the partition and leader count, and per
-//! partition the order is kept.
+//! default), decide per batch (forward, skip, rebuild: `decide.rs`), produce everything to the
+//! target through the idempotent raw producer while the next round's fetch is in flight, record
+//! each written batch in the map, and flush the map's changes to its topic. A round holds at most
+//! the flow's byte budget (`strait.max.bytes.in.flight`: a third fetched, a third the producer's
+//! copies, a third the fetch ahead) whatever the partition and leader count, and per partition
+//! the order is kept. Partitions are placed by one survey of both clusters (`placement.rs`).
 //!
 //! At start the map is loaded and each partition resumes where its map ends. Batches the target
 //! holds beyond the map (written before a crash, not yet recorded) are matched against the source
