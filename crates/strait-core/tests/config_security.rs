@@ -680,3 +680,43 @@ async fn oauthbearer_tokens_from_the_config_reach_the_broker() {
     assert!(metadata.topics.contains_key("oauth-orders"));
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// `client.id` from the client's resolved keys (its role's, the flow's), as the name every
+/// request carries (broker logs, request metrics, quotas); "strait" when unset.
+#[test]
+fn client_id_comes_from_the_resolved_client_keys() {
+    let plain = config("a:9092", "b:9092", "");
+    assert_eq!(
+        client_config(&plain, Role::Consumer)
+            .unwrap()
+            .connection
+            .client_id,
+        "strait"
+    );
+    let named = config(
+        "a:9092",
+        "b:9092",
+        "A.consumer.client.id = mirror-eu-fetch\nA->B.admin.client.id = mirror-eu-admin",
+    );
+    assert_eq!(
+        client_config(&named, Role::Consumer)
+            .unwrap()
+            .connection
+            .client_id,
+        "mirror-eu-fetch"
+    );
+    assert_eq!(
+        client_config(&named, Role::Admin)
+            .unwrap()
+            .connection
+            .client_id,
+        "mirror-eu-admin"
+    );
+    assert_eq!(
+        client_config(&named, Role::Producer)
+            .unwrap()
+            .connection
+            .client_id,
+        "strait"
+    );
+}

@@ -744,32 +744,15 @@ impl Client {
         isolation: IsolationLevel,
     ) -> Result<ListedOffset> {
         let leader = self.leader(tp).await?;
-        let request = ListOffsetsRequest::default()
-            .with_replica_id(WireBrokerId(-1))
-            .with_isolation_level(isolation.wire())
-            .with_topics(vec![ListOffsetsTopic::default()
-                .with_name(topic_name(&tp.topic))
-                .with_partitions(vec![ListOffsetsPartition::default()
-                    .with_partition_index(tp.partition)
-                    .with_current_leader_epoch(-1)
-                    .with_timestamp(spec.wire())])]);
-        let resp = self.send_to(leader, &request).await?;
-        let p = resp
-            .topics
-            .into_iter()
-            .filter(|t| t.name.0.as_str() == tp.topic)
-            .flat_map(|t| t.partitions)
-            .find(|p| p.partition_index == tp.partition)
-            .ok_or_else(|| Error::Unexpected {
-                broker: leader.to_string(),
-                what: format!("ListOffsets answer does not mention {tp}"),
-            })?;
-        check(p.error_code, None, || tp.context())?;
-        Ok(ListedOffset {
-            offset: p.offset,
-            timestamp: p.timestamp,
-            leader_epoch: p.leader_epoch,
-        })
+        self.list_offsets_from(leader, &[(tp.clone(), spec)], isolation)
+            .await?
+            .remove(tp)
+            .unwrap_or_else(|| {
+                Err(Error::Unexpected {
+                    broker: leader.to_string(),
+                    what: format!("ListOffsets answer does not mention {tp}"),
+                })
+            })
     }
 
     /// The cluster's id, controller and brokers (DescribeCluster, KIP-700; from Metadata when

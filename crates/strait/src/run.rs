@@ -127,7 +127,8 @@ pub(crate) async fn start(
         let options = FlowOptions {
             producer: producer_config(&config.client_props(flow, Side::Target, Role::Producer))
                 .with_context(|| format!("flow {}", flow.name()))?,
-            ..FlowOptions::default()
+            ..fetch_options(&config.client_props(flow, Side::Source, Role::Consumer))
+                .with_context(|| format!("flow {}", flow.name()))?
         };
         let producer = options.producer.clone();
         let started = Flow::start(flow.clone(), options, source.clone(), target.clone())
@@ -426,38 +427,98 @@ fn producer_config(
     props: &strait_core::config::ClientProps,
 ) -> anyhow::Result<strait_kafka::produce::ProducerConfig> {
     let mut config = strait_kafka::produce::ProducerConfig::default();
-    let millis = |key: &str| -> anyhow::Result<Option<std::time::Duration>> {
-        props
-            .get(key)
-            .map(|v| {
-                v.expose()
-                    .trim()
-                    .parse::<u64>()
-                    .map(std::time::Duration::from_millis)
-                    .with_context(|| format!("producer {key} must be a number of milliseconds"))
-            })
-            .transpose()
-    };
-    if let Some(d) = millis("delivery.timeout.ms")? {
+    if let Some(d) = millis(props, "producer", "delivery.timeout.ms")? {
         config.delivery_timeout = d;
     }
-    if let Some(d) = millis("request.timeout.ms")? {
+    if let Some(d) = millis(props, "producer", "request.timeout.ms")? {
         config.broker_timeout = d;
     }
+    if let Some(n) = bytes(props, "producer", "max.request.size")? {
+        config.max_request_size = n as usize;
+    }
     Ok(config)
+}
+
+/// A flow's fetch settings from the source consumer's keys (`S.consumer.*`, then
+/// `S->T.consumer.*`, as MM2 resolves them): `fetch.max.wait.ms`, `fetch.min.bytes`,
+/// `fetch.max.bytes`, `max.partition.fetch.bytes`. Without `max.partition.fetch.bytes`, a fetch
+/// of few partitions gives each its share of the fetch's budget rather than 1 MiB
+/// ([`FlowOptions::partition_bytes_from_budget`]).
+fn fetch_options(props: &strait_core::config::ClientProps) -> anyhow::Result<FlowOptions> {
+    let mut options = FlowOptions {
+        partition_bytes_from_budget: true,
+        ..FlowOptions::default()
+    };
+    if let Some(d) = millis(props, "consumer", "fetch.max.wait.ms")? {
+        options.fetch_max_wait = d;
+    }
+    if let Some(n) = bytes(props, "consumer", "fetch.min.bytes")? {
+        options.fetch_min_bytes = n;
+    }
+    if let Some(n) = bytes(props, "consumer", "fetch.max.bytes")? {
+        options.fetch_max_bytes = n;
+    }
+    if let Some(n) = bytes(props, "consumer", "max.partition.fetch.bytes")? {
+        options.partition_max_bytes = n;
+        options.partition_bytes_from_budget = false;
+    }
+    Ok(options)
+}
+
+fn millis(
+    props: &strait_core::config::ClientProps,
+    role: &str,
+    key: &str,
+) -> anyhow::Result<Option<std::time::Duration>> {
+    props
+        .get(key)
+        .map(|v| {
+            v.expose()
+                .trim()
+                .parse::<u64>()
+                .map(std::time::Duration::from_millis)
+                .with_context(|| format!("{role} {key} must be a number of milliseconds"))
+        })
+        .transpose()
+}
+
+/// A byte count from 1 to 2 GiB (the wire's int32).
+fn bytes(
+    props: &strait_core::config::ClientProps,
+    role: &str,
+    key: &str,
+) -> anyhow::Result<Option<i32>> {
+    props
+        .get(key)
+        .map(|v| {
+            v.expose()
+                .trim()
+                .parse::<i32>()
+                .ok()
+                .filter(|n| *n >= 1)
+                .with_context(|| {
+                    format!("{role} {key} must be a number of bytes from 1 to 2147483647")
+                })
+        })
+        .transpose()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn props(extra: &str) -> strait_core::config::ClientProps {
+    /// The resolved keys of the `a->b` flow's `side` client in `role`, with `extra` lines.
+    fn client_props(extra: &str, side: Side, role: Role) -> strait_core::config::ClientProps {
         let text = format!(
             "clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\n\
              a->b.enabled = true\n{extra}\n"
         );
         let config = StraitConfig::parse(&text, "t.properties").unwrap();
-        config.client_props(&config.flows[0], Side::Target, Role::Producer)
+        config.client_props(&config.flows[0], side, role)
+    }
+
+    fn props(extra: &str) -> strait_core::config::ClientProps {
+        client_props(extra, Side::Target, Role::Producer)
     }
 
     #[test]
@@ -478,5 +539,63 @@ mod tests {
             format!("{bad:#}").contains("delivery.timeout.ms"),
             "{bad:#}"
         );
+        let sized = producer_config(&props("b.producer.max.request.size = 4194304")).unwrap();
+        assert_eq!(sized.max_request_size, 4 << 20);
+        assert_eq!(defaults.max_request_size, 1 << 20);
+    }
+
+    fn consumer_props(extra: &str) -> strait_core::config::ClientProps {
+        client_props(extra, Side::Source, Role::Consumer)
+    }
+
+    #[test]
+    fn fetch_settings_come_from_the_source_consumer_keys() {
+        let defaults = fetch_options(&consumer_props("")).unwrap();
+        assert_eq!(
+            defaults.fetch_max_wait,
+            std::time::Duration::from_millis(500)
+        );
+        assert_eq!(
+            (
+                defaults.fetch_min_bytes,
+                defaults.fetch_max_bytes,
+                defaults.partition_max_bytes
+            ),
+            (1, 50 << 20, 1 << 20)
+        );
+        assert!(defaults.partition_bytes_from_budget);
+        // The flow's consumer keys, and the cluster's over them, as MM2 resolves them.
+        let set = fetch_options(&consumer_props(
+            "a->b.consumer.fetch.max.wait.ms = 100\na->b.consumer.fetch.min.bytes = 65536\n\
+             a.consumer.fetch.max.bytes = 8388608\na->b.consumer.max.partition.fetch.bytes = 1024\n\
+             a.consumer.max.partition.fetch.bytes = 2097152",
+        ))
+        .unwrap();
+        assert_eq!(set.fetch_max_wait, std::time::Duration::from_millis(100));
+        assert_eq!(
+            (
+                set.fetch_min_bytes,
+                set.fetch_max_bytes,
+                set.partition_max_bytes
+            ),
+            (65536, 8 << 20, 2 << 20)
+        );
+        assert!(
+            !set.partition_bytes_from_budget,
+            "a partition limit the file sets is kept as it is"
+        );
+        for bad in [
+            "a.consumer.fetch.max.bytes = 0",
+            "a.consumer.fetch.max.bytes = 3000000000",
+            "a.consumer.fetch.min.bytes = lots",
+        ] {
+            let e = fetch_options(&consumer_props(bad)).unwrap_err();
+            let key = bad
+                .split(" = ")
+                .next()
+                .unwrap()
+                .trim_start_matches("a.consumer.");
+            assert!(format!("{e:#}").contains(key), "{bad}: {e:#}");
+        }
     }
 }

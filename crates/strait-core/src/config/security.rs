@@ -102,9 +102,19 @@ impl StraitConfig {
             reason: ConfigErrorReason::Security(format!("cluster `{alias}` is not in `clusters`")),
         })?;
         let security = security(alias, role, props, &self.path)?;
-        Ok(ClientConfig::new(cluster.bootstrap_servers.iter().cloned())
+        let mut config = ClientConfig::new(cluster.bootstrap_servers.iter().cloned())
             .with_security(security)
-            .with_cluster_alias(alias))
+            .with_cluster_alias(alias);
+        // `client.id` names the client in the brokers' logs, request metrics and quotas
+        // (`<alias>.consumer.client.id`, `<alias>->B.producer.client.id`, ...); "strait" when
+        // unset.
+        if let Some(id) = props.get("client.id") {
+            let id = id.expose().trim();
+            if !id.is_empty() {
+                config.connection.client_id = id.to_owned();
+            }
+        }
+        Ok(config)
     }
 }
 

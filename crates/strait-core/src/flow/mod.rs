@@ -2,11 +2,12 @@
 //! batch, and keeps the exact offset map (`docs/design.md` §3–§4).
 //!
 //! One round: fetch every mirrored partition from where its map ends (read_committed by
-//! default), decide per batch (forward, skip, rebuild), produce everything to the target through
-//! the idempotent raw producer, record each written batch in the map, and flush the map's changes
-//! to its topic. One round holds at most the flow's byte budget (`strait.max.bytes.in.flight`:
-//! half fetched, half the producer's copies) whatever the partition and leader count, and per
-//! partition the order is kept.
+//! default), decide per batch (forward, skip, rebuild: `decide.rs`), produce everything to the
+//! target through the idempotent raw producer while the next round's fetch is in flight, record
+//! each written batch in the map, and flush the map's changes to its topic. A round holds at most
+//! the flow's byte budget (`strait.max.bytes.in.flight`: a third fetched, a third the producer's
+//! copies, a third the fetch ahead) whatever the partition and leader count, and per partition
+//! the order is kept. Partitions are placed by one survey of both clusters (`placement.rs`).
 //!
 //! At start the map is loaded and each partition resumes where its map ends. Batches the target
 //! holds beyond the map (written before a crash, not yet recorded) are matched against the source
@@ -23,6 +24,7 @@
 pub(crate) mod batch;
 pub mod classify;
 mod compact;
+mod decide;
 pub mod map_store;
 pub mod offset_syncs;
 mod placement;
@@ -44,6 +46,7 @@ use tokio::time::Instant;
 use crate::config::{FlowConfig, Side, StartPosition};
 use crate::metrics::{FlowMetrics, PartitionMetrics};
 use classify::{AbortTracker, Action, SkipReason};
+use decide::{Decision, Stop, WriteKind};
 use map_store::MapStore;
 use offset_syncs::{OffsetSyncWriter, DELAYED_SYNC_INTERVAL};
 use placement::{Listed, Survey, ToPlace};
@@ -166,10 +169,20 @@ enum Step {
 /// Tuning of a flow beyond its MM2 config.
 #[derive(Debug, Clone)]
 pub struct FlowOptions {
-    /// How long a fetch may wait for data (`fetch.max.wait.ms`).
+    /// How long a fetch may wait for data (`fetch.max.wait.ms`, default 500 ms).
     pub fetch_max_wait: Duration,
-    /// Bytes asked per partition per fetch.
+    /// How many bytes a fetch waits for (`fetch.min.bytes`, default 1).
+    pub fetch_min_bytes: i32,
+    /// The most bytes one fetch asks for over all partitions (`fetch.max.bytes`, default
+    /// 50 MiB), within the flow's budget (a third of `strait.max.bytes.in.flight`).
+    pub fetch_max_bytes: i32,
+    /// Bytes asked per partition per fetch (`max.partition.fetch.bytes`, default 1 MiB).
     pub partition_max_bytes: i32,
+    /// Whether a fetch of few partitions asks each for more than `partition_max_bytes`: the
+    /// fetch's share of the budget split among them. Across a long link one partition then
+    /// moves far more than 1 MiB per round trip. `strait run` sets it unless the MM2 file sets
+    /// `max.partition.fetch.bytes`; default false (the fixed limit).
+    pub partition_bytes_from_budget: bool,
     /// The target producer's settings (`T.producer.delivery.timeout.ms`, `request.timeout.ms`).
     pub producer: ProducerConfig,
     /// The segments a partition's offset map holds before a compaction pass bounds it
@@ -181,7 +194,10 @@ impl Default for FlowOptions {
     fn default() -> Self {
         Self {
             fetch_max_wait: Duration::from_millis(500),
+            fetch_min_bytes: 1,
+            fetch_max_bytes: 50 * 1024 * 1024,
             partition_max_bytes: 1024 * 1024,
+            partition_bytes_from_budget: false,
             producer: ProducerConfig::default(),
             compact_min_segments: compact::COMPACT_MIN_SEGMENTS,
         }
@@ -1396,43 +1412,11 @@ impl Flow {
                 state.metrics.lost(state.position, data.log_start_offset);
                 state.position = data.log_start_offset;
             }
-            let mut tracker = AbortTracker::new(&data.aborted);
-            for batch in BatchScanner::new(data.records) {
-                let batch = match batch {
-                    Ok(b) => b,
-                    Err(strait_wire::ScanError::UnsupportedMagic {
-                        magic, base_offset, ..
-                    }) if (0..2).contains(&magic) && base_offset >= state.position => {
-                        // Fetched again, it would be the same bytes every round, forever.
-                        old_format.push((
-                            tp.clone(),
-                            format!(
-                                "source partition {tp} holds records in message format v{magic} \
-                                 (written by Kafka before 0.11, or with an old \
-                                 log.message.format.version) from offset {base_offset}: strait \
-                                 forwards record batches as they are and mirrors format v2 only. \
-                                 The records before offset {base_offset} are mirrored; this \
-                                 partition is halted there, the others go on. To mirror it, \
-                                 rewrite the topic's records in format v2 on the source (copy it \
-                                 with a current producer into a new topic, or let retention \
-                                 remove the old records), or leave the topic out of `topics`"
-                            ),
-                        ));
-                        break;
-                    }
-                    Err(e) => {
-                        tracing::warn!(partition = %tp, error = %e, "bad batch from the source; fetched again next round");
-                        break;
-                    }
-                };
-                if batch.header.next_offset() <= state.position {
-                    continue;
-                }
-                let straddles = batch.header.base_offset < state.position;
-                let action = tracker.classify(batch);
-                let holes = matches!(action, Action::Rebuild(_));
-                match action {
-                    Action::Skip { from, to, reason } => {
+            let decided = decide::partition(state.position, data.records, &data.aborted)
+                .map_err(|e| FlowError::Map(format!("{tp}: {e}")))?;
+            for step in decided.steps {
+                match step {
+                    Decision::Skip { from, to, reason } => {
                         match reason {
                             SkipReason::ControlBatch => {
                                 self.stats.control_batches_skipped += 1;
@@ -1443,74 +1427,68 @@ impl Flow {
                                 state.metrics.dropped(true);
                             }
                         }
-                        plans.push((
-                            tp.clone(),
-                            Step::Skip {
-                                from: from.max(state.position),
-                                to,
-                            },
-                        ));
-                        state.position = to;
+                        plans.push((tp.clone(), Step::Skip { from, to }));
                     }
-                    Action::Forward(b) if !straddles => {
-                        state.metrics.read(b.header.max_timestamp);
-                        let n = i64::from(b.header.record_count);
+                    Decision::PassOver {
+                        from,
+                        to,
+                        max_timestamp,
+                    } => {
+                        state.metrics.read(max_timestamp);
+                        plans.push((tp.clone(), Step::Skip { from, to }));
+                    }
+                    Decision::Write {
+                        batch,
+                        runs,
+                        kind,
+                        max_timestamp,
+                    } => {
+                        state.metrics.read(max_timestamp);
+                        match kind {
+                            WriteKind::Forwarded => {
+                                self.stats.batches_forwarded += 1;
+                                state.metrics.forwarded();
+                            }
+                            WriteKind::Rebuilt { source_base, holes } => {
+                                log_rebuild(&self.config.name(), &tp, source_base, &runs, holes);
+                                self.stats.batches_rebuilt += 1;
+                                state.metrics.rebuilt();
+                            }
+                        }
                         plans.push((
                             tp.clone(),
                             Step::Write {
                                 send: sends.len(),
-                                runs: vec![(b.header.base_offset, n)],
+                                runs,
                             },
                         ));
-                        state.position = b.header.next_offset();
-                        sends.push((state.remote.clone(), b));
-                        self.stats.batches_forwarded += 1;
-                        state.metrics.forwarded();
-                    }
-                    Action::Forward(b) | Action::Rebuild(b) => {
-                        let next = b.header.next_offset();
-                        state.metrics.read(b.header.max_timestamp);
-                        match strait_wire::rebuild::rebuild(&b, state.position) {
-                            Ok(Some(rebuilt)) => {
-                                log_rebuild(&self.config.name(), &tp, &b, &rebuilt, holes);
-                                let runs =
-                                    rebuilt.runs.iter().map(|r| (r.src_offset, r.len)).collect();
-                                plans.push((
-                                    tp.clone(),
-                                    Step::Write {
-                                        send: sends.len(),
-                                        runs,
-                                    },
-                                ));
-                                sends.push((state.remote.clone(), rebuilt.batch));
-                                self.stats.batches_rebuilt += 1;
-                                state.metrics.rebuilt();
-                            }
-                            Ok(None) => {
-                                // Nothing left to write (every record before the position, or
-                                // none left after compaction): its offsets are passed over,
-                                // and the map must say so, or groups committed there would
-                                // look unreplicated.
-                                if next > state.position {
-                                    plans.push((
-                                        tp.clone(),
-                                        Step::Skip {
-                                            from: state.position,
-                                            to: next,
-                                        },
-                                    ));
-                                }
-                            }
-                            Err(e) => {
-                                return Err(FlowError::Map(format!(
-                                    "{tp}: cannot rebuild the batch at offset {}: {e}",
-                                    b.header.base_offset
-                                )))
-                            }
-                        }
-                        state.position = next;
+                        sends.push((state.remote.clone(), batch));
                     }
                 }
+            }
+            state.position = decided.position;
+            match decided.stopped {
+                Some(Stop::OldFormat { magic, base_offset }) => {
+                    // Fetched again, it would be the same bytes every round, forever.
+                    old_format.push((
+                        tp.clone(),
+                        format!(
+                            "source partition {tp} holds records in message format v{magic} \
+                             (written by Kafka before 0.11, or with an old \
+                             log.message.format.version) from offset {base_offset}: strait \
+                             forwards record batches as they are and mirrors format v2 only. \
+                             The records before offset {base_offset} are mirrored; this \
+                             partition is halted there, the others go on. To mirror it, \
+                             rewrite the topic's records in format v2 on the source (copy it \
+                             with a current producer into a new topic, or let retention \
+                             remove the old records), or leave the topic out of `topics`"
+                        ),
+                    ));
+                }
+                Some(Stop::Unreadable(e)) => {
+                    tracing::warn!(partition = %tp, error = %e, "bad batch from the source; fetched again next round");
+                }
+                None => {}
             }
             if state.position < committed_end {
                 caught_up = false;
@@ -1688,7 +1666,8 @@ impl Flow {
     /// What the next fetch asks: every partition neither halted nor waiting after a refusal,
     /// from its position, in [`Flow::fetch_order`](Flow) order.
     fn fetch_positions(&self) -> Vec<FetchPosition> {
-        self.fetch_order
+        let mut positions: Vec<FetchPosition> = self
+            .fetch_order
             .iter()
             .filter_map(|tp| {
                 let p = self.partitions.get(tp)?;
@@ -1700,20 +1679,28 @@ impl Flow {
                     ..FetchPosition::new(tp.clone(), p.position)
                 })
             })
-            .collect()
+            .collect();
+        if self.options.partition_bytes_from_budget && !positions.is_empty() {
+            let share = self.fetch_options().max_bytes / positions.len() as i32;
+            for p in &mut positions {
+                p.max_bytes = p.max_bytes.max(share);
+            }
+        }
+        positions
     }
 
     /// The settings of the data fetches. A third of the flow's budget
     /// (`strait.max.bytes.in.flight`) for each: the round's fetched batches, the producer's
     /// copies of them (each batch's header is rewritten for our producer id), and the next
-    /// round's fetch made while they are written. Split across the leaders by `Client::fetch`.
+    /// round's fetch made while they are written; less if `fetch.max.bytes` says so. Split
+    /// across the leaders by `Client::fetch`.
     fn fetch_options(&self) -> FetchOptions {
         let budget = i32::try_from(self.config.max_bytes_in_flight / 3).unwrap_or(i32::MAX);
         FetchOptions {
             max_wait: self.options.fetch_max_wait,
-            max_bytes: budget,
+            min_bytes: self.options.fetch_min_bytes,
+            max_bytes: budget.min(self.options.fetch_max_bytes).max(1),
             isolation: self.config.isolation_level,
-            ..FetchOptions::default()
         }
     }
 
@@ -2069,15 +2056,9 @@ fn record_loss(
 
 /// One line per rebuilt batch: at debug for compaction holes (routine on a compacted topic),
 /// at info for a batch cut by the partition's position (after a restart or a loss inside it).
-fn log_rebuild(
-    flow: &str,
-    tp: &TopicPartition,
-    batch: &RawBatch,
-    rebuilt: &strait_wire::rebuild::Rebuilt,
-    holes: bool,
-) {
-    let records: i64 = rebuilt.runs.iter().map(|r| r.len).sum();
-    let (topic, partition, offset) = (&tp.topic, tp.partition, batch.header.base_offset);
+fn log_rebuild(flow: &str, tp: &TopicPartition, offset: i64, runs: &[(i64, i64)], holes: bool) {
+    let records: i64 = runs.iter().map(|r| r.1).sum();
+    let (topic, partition) = (&tp.topic, tp.partition);
     if holes {
         tracing::debug!(
             flow = %flow, %topic, partition, offset, records, kind = "compaction holes",

@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use kafka_protocol::error::ResponseError;
 use strait_kafka::admin::{IsolationLevel, OffsetSpec};
 use strait_kafka::fetch::{FetchOptions, FetchPosition, FetchResults};
 use strait_kafka::{Client, TopicPartition};
@@ -208,7 +209,7 @@ async fn records_at(
                         None => continue,
                     }
                 }
-                Some(Err(e)) if tail::is_out_of_range(&FlowError::Kafka(e.clone())) => None,
+                Some(Err(e)) if e.code() == Some(ResponseError::OffsetOutOfRange) => None,
                 _ => continue,
             };
             out.push(((p.tp.clone(), offset), found));
