@@ -901,11 +901,11 @@ async fn the_first_batches_to_a_partition_land_in_order_when_the_first_is_retrie
 }
 
 /// The delivery timeout counts from the call, as Kafka's `delivery.timeout.ms` does, however
-/// many waves the batches need: against a leader that refuses every batch with a retriable
+/// many requests the batches need: against a leader that refuses every batch with a retriable
 /// error, the first batch is retried until the timeout, and the others are never sent but fail
 /// with `DeliveryTimeout`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_delivery_timeout_bounds_a_whole_send_not_each_wave() {
+async fn the_delivery_timeout_bounds_a_whole_send_not_each_request() {
     let sequences = Arc::new(Mutex::new(std::collections::BTreeSet::new()));
     let seen = Arc::clone(&sequences);
     let fake = FakeCluster::start(
@@ -953,7 +953,7 @@ async fn the_delivery_timeout_bounds_a_whole_send_not_each_wave() {
         .await
         .unwrap();
         let tp = TopicPartition::new("t", 0);
-        // Twelve one-record batches: three waves of at most five.
+        // Twelve one-record batches: more than five, so not all in flight at once.
         let batches = (0..12)
             .map(|i| {
                 let raw = BatchScanner::new(batch(i, 1, "w")).next().unwrap().unwrap();
@@ -982,11 +982,10 @@ async fn the_delivery_timeout_bounds_a_whole_send_not_each_wave() {
             "{results:?}"
         );
         // Only the first batch ever reached the broker: the partition holds nothing of the
-        // producer, so the rest of the first wave waits for it to be acknowledged, and the
-        // later waves are never sent.
+        // producer, so the others wait for it to be acknowledged and are never sent.
         let sent = sequences.lock().unwrap().clone();
         assert_eq!(sent.into_iter().collect::<Vec<_>>(), [0]);
-        // One timeout and a backoff's rounding, not one per wave.
+        // One timeout and a backoff's rounding, not one per request.
         assert!(took < timeout * 2, "send_all took {took:?}");
     })
     .await;
