@@ -161,10 +161,11 @@ def json_line(text):
 class Clusters:
     """The test-broker pair, started once: Apache Kafka 4.1.1, data on disk."""
 
-    def __init__(self, workdir, far=None):
-        """With `far` (FAR_PORT, PROXY_PORT): the source broker also listens on FAR_PORT (listener
-        FAR) and advertises PROXY_PORT there, so a client that bootstraps at the proxy is sent
-        back to the proxy by the metadata (a Link forwards PROXY_PORT to FAR_PORT)."""
+    def __init__(self, workdir, far=None, far_side="source"):
+        """With `far` (FAR_PORT, PROXY_PORT): the `far_side` broker (source or target) also
+        listens on FAR_PORT (listener FAR) and advertises PROXY_PORT there, so a client that
+        bootstraps at the proxy is sent back to the proxy by the metadata (a Link forwards
+        PROXY_PORT to FAR_PORT)."""
         self.dir = Path(workdir)
         props = self.dir.parent / "bench-broker.properties"
         # Deleted topics leave the disk at once instead of a minute later, so one run's
@@ -176,7 +177,7 @@ class Clusters:
         extra = []
         if far:
             far_port, proxy_port = far
-            far_props = self.dir.parent / "source-far.properties"
+            far_props = self.dir.parent / f"{far_side}-far.properties"
             # test-broker fills in the other listeners' ports; the keys replace broker.properties'.
             far_props.write_text(
                 f"listeners=PLAINTEXT://127.0.0.1:@PORT@,CONTROLLER://127.0.0.1:@CONTROLLER_PORT@,"
@@ -185,7 +186,7 @@ class Clusters:
                 f"FAR://127.0.0.1:{proxy_port}\n"
                 "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,"
                 "FAR:PLAINTEXT\n")
-            extra = ["--props-for", f"source={far_props}"]
+            extra = ["--props-for", f"{far_side}={far_props}"]
         run([TEST_BROKER, "start", "--dir", self.dir, "--parent", str(os.getpid()), "--props", props, *extra],
             env=env)
         env = {}
@@ -197,9 +198,11 @@ class Clusters:
         self.target = env["TARGET_BOOTSTRAP"]
         self.source_pid = int(env["SOURCE_PID"])
         self.target_pid = int(env["TARGET_PID"])
-        # Where the mirrors reach the source (a Link's address across a distance), and other
-        # processes whose CPU each run's watch samples (the toxiproxy server).
+        # Where the mirrors reach the source and the target (a Link's address on the far side
+        # across a distance), and other processes whose CPU each run's watch samples (the
+        # toxiproxy server).
         self.mirror_source = self.source
+        self.mirror_target = self.target
         self.extra_pids = []
 
     def clean(self, keep_source=()):
@@ -435,7 +438,7 @@ def strait_config(path, clusters, topic, src, tgt):
             [
                 f"clusters = {src}, {tgt}",
                 f"{src}.bootstrap.servers = {clusters.mirror_source}",
-                f"{tgt}.bootstrap.servers = {clusters.target}",
+                f"{tgt}.bootstrap.servers = {clusters.mirror_target}",
                 f"{src}->{tgt}.enabled = true",
                 f"{src}->{tgt}.topics = {topic}",
                 "replication.factor = 1",
@@ -499,7 +502,7 @@ def mm2_config(path, clusters, wl, topic, src, tgt, tuned=True, wan=False):
     lines = [
         f"clusters = {src}, {tgt}",
         f"{src}.bootstrap.servers = {clusters.mirror_source}",
-        f"{tgt}.bootstrap.servers = {clusters.target}",
+        f"{tgt}.bootstrap.servers = {clusters.mirror_target}",
         f"{src}->{tgt}.enabled = true",
         f"{src}->{tgt}.topics = {topic}",
         f"{tgt}->{src}.enabled = false",
@@ -564,7 +567,7 @@ def run_baseline(args, clusters, wl, topic, work, rep):
     remote = f"src{n}.{topic}"
     cmd = [
         TOOLS / "baseline-mirror", "mirror",
-        "--source", clusters.mirror_source, "--target", clusters.target,
+        "--source", clusters.mirror_source, "--target", clusters.mirror_target,
         "--topic", topic, "--target-topic", remote, "--codec", wl["codec"],
     ]
     return watched("baseline", cmd, clusters, remote, wl["records"], work / f"baseline-{run_label(wl)}-{rep}.log")
@@ -779,6 +782,10 @@ def main():
                          "the mirrors and the source (a toxiproxy link; half the RTT each way), e.g. 0,20,80")
     ap.add_argument("--source-bandwidth-kbps", type=int, metavar="KBPS",
                     help="across a distance: also limit the link to this many KB/s each way (toxiproxy bandwidth)")
+    ap.add_argument("--far-side", choices=["source", "target"], default="source",
+                    help="across a distance: which cluster is behind the link (default source, the topology "
+                         "MM2's docs advise; target puts the link between the mirrors and the target, where "
+                         "the producer's requests in flight matter)")
     ap.add_argument("--partition-sweep", action="store_true",
                     help="across a distance: 20 MB over 8, 64 and 128 partitions instead of the 100 MB workloads")
     ap.add_argument("--toxiproxy", help="across a distance: the toxiproxy-server binary (bench/toxiproxy installs it)")
@@ -797,8 +804,8 @@ def main():
     MIRROR_TIMEOUT_S = args.mirror_timeout_s or (DISTANCE_TIMEOUT_S if args.distance else MIRROR_TIMEOUT_S)
     if args.retry_incomplete is None:
         args.retry_incomplete = 1 if args.distance else 0
-    if not args.distance and (args.source_bandwidth_kbps or args.partition_sweep):
-        ap.error("--source-bandwidth-kbps and --partition-sweep go with --source-rtt-ms")
+    if not args.distance and (args.source_bandwidth_kbps or args.partition_sweep or args.far_side != "source"):
+        ap.error("--source-bandwidth-kbps, --partition-sweep and --far-side go with --source-rtt-ms")
     if args.distance:
         if not args.toxiproxy:
             ap.error("--source-rtt-ms needs --toxiproxy (bench/distance passes it)")
@@ -830,12 +837,15 @@ def main():
     link = None
     if args.distance:
         far_port, proxy_port = free_ports(2)
-        clusters = Clusters(work / "clusters", far=(far_port, proxy_port))
+        clusters = Clusters(work / "clusters", far=(far_port, proxy_port), far_side=args.far_side)
         link = Link(args.toxiproxy, work, far_port, proxy_port)
-        clusters.mirror_source = link.address
+        if args.far_side == "source":
+            clusters.mirror_source = link.address
+        else:
+            clusters.mirror_target = link.address
         clusters.extra_pids = [link.proc.pid]
-        log(f"source {clusters.source} (loader, watcher); mirrors reach it at {link.address} "
-            f"(toxiproxy, to its FAR listener on {far_port})")
+        log(f"{args.far_side} {getattr(clusters, args.far_side)} (loader, watcher); mirrors reach it at "
+            f"{link.address} (toxiproxy, to its FAR listener on {far_port})")
     else:
         clusters = Clusters(work / "clusters")
     results = {
@@ -857,7 +867,8 @@ def main():
         results["distance"] = {
             "rtt_ms": rtts,
             "bandwidth_kbps": args.source_bandwidth_kbps,
-            "link": "toxiproxy 2.5.0 between the mirrors and the source broker (its FAR listener, advertised "
+            "far_side": args.far_side,
+            "link": f"toxiproxy 2.5.0 between the mirrors and the {args.far_side} broker (its FAR listener, advertised "
                     "as the proxy's address); latency toxics of half the RTT on each direction"
                     + (f", bandwidth toxics of {args.source_bandwidth_kbps} KB/s on each" if args.source_bandwidth_kbps
                        else ""),
@@ -888,7 +899,7 @@ def main():
                 if link:
                     entry.update(rtt_ms=rtt, bandwidth_kbps=args.source_bandwidth_kbps,
                                  toxics=link.set(rtt, args.source_bandwidth_kbps))
-                    log(f"  source round trip {rtt} ms"
+                    log(f"  {args.far_side} round trip {rtt} ms"
                         + (f", {args.source_bandwidth_kbps} KB/s" if args.source_bandwidth_kbps else ""))
                 measure(args, clusters, wl, topic, size, entry, runners, reps, work)
                 results["workloads"].append(entry)
