@@ -446,6 +446,44 @@ async fn writes_the_syncs_mm2_would_write() {
         decode(&read_batches(&source, "mm2-offset-syncs.target.internal").await).len(),
         6
     );
+
+    // --- Writes in the background (what a round does): `start_flush` returns without waiting,
+    // one write at a time; a later `flush` waits for it and writes the rest. Every sync lands
+    // once, in the order each partition's syncs fired.
+    let topic = "mm2-offset-syncs.background.internal".to_owned();
+    let mut w = OffsetSyncWriter::open(source.clone(), topic.clone(), 1, 100)
+        .await
+        .expect("open");
+    w.on_batch("orders", 0, &[(0, 0, 1)]);
+    assert!(w.start_flush(false).await.unwrap(), "nothing was in flight");
+    w.on_batch("orders", 1, &[(0, 0, 1)]);
+    w.on_batch("orders", 0, &[(5, 1, 1)]);
+    // In flight or done by now: either way nothing is lost.
+    let started = w.start_flush(false).await.unwrap();
+    w.on_batch("orders", 2, &[(0, 0, 1)]);
+    // Left to write: orders-2, and orders-1 and orders-0's second if the first write was
+    // still in flight at the second call.
+    let left = if started { 1 } else { 3 };
+    assert_eq!(w.flush(true).await.unwrap(), left, "started again: {started}");
+    assert_eq!(w.written(), 4);
+    assert_eq!((w.queue().pending_len(), w.queue().delayed_len()), (0, 0));
+    let mut got: Vec<OffsetSync> = decode(&read_batches(&source, &topic).await)
+        .into_iter()
+        .flatten()
+        .collect();
+    assert_eq!(got.len(), 4, "{got:?}");
+    // orders-0's two syncs in the order they fired, then the others.
+    assert_eq!(&got[..1], &[sync("orders", 0, 0, 0)]);
+    got.sort_by_key(|s| (s.partition, s.upstream_offset));
+    assert_eq!(
+        got,
+        vec![
+            sync("orders", 0, 0, 0),
+            sync("orders", 0, 5, 1),
+            sync("orders", 1, 0, 0),
+            sync("orders", 2, 0, 0),
+        ]
+    );
 }
 
 /// A small deterministic generator for the broker feed (no seed to chase in a failure).

@@ -1711,8 +1711,15 @@ impl Flow {
             return Ok(());
         };
         let delayed = all || Instant::now() >= self.next_delayed_syncs;
-        w.flush(delayed).await?;
-        if delayed {
+        // At the end of a run, everything is written and waited for; in a round, the write
+        // goes on beside the data (the topic is on the source by default, a round trip away).
+        let started = if all {
+            w.flush(true).await?;
+            true
+        } else {
+            w.start_flush(delayed).await?
+        };
+        if delayed && started {
             self.next_delayed_syncs = Instant::now() + DELAYED_SYNC_INTERVAL;
         }
         Ok(())

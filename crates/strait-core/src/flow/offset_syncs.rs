@@ -37,8 +37,9 @@
 //! A sync sent at once discards the partition's delayed one. Both queues keep only the latest
 //! sync per partition (MM2's `pendingOffsetSyncs` and `delayedOffsetSyncs` maps): MM2 sends at
 //! most 10 syncs at a time and a newer sync replaces a queued one of its partition, and strait
-//! writes its queue once per round, so of the syncs that fired for a partition since the last
-//! write only the latest is written. Translation is unaffected in correctness (MM2's store only
+//! starts a write of its queue after each round (in the background, one write at a time, so
+//! the data never waits for the offset-syncs topic's cluster), so of the syncs that fired for a
+//! partition since the last write only the latest is written. Translation is unaffected in correctness (MM2's store only
 //! ever translates conservatively); it is as precise as MM2 under load.
 //!
 //! # Computing it per batch
@@ -238,6 +239,17 @@ impl OffsetSyncQueue {
             .collect()
     }
 
+    /// Puts back syncs whose write failed, so that a later flush writes them: each goes back to
+    /// the syncs to send at once unless its partition has a newer one queued there (taken
+    /// after them, it supersedes them).
+    pub fn restore(&mut self, syncs: Vec<OffsetSync>) {
+        for sync in syncs {
+            self.pending
+                .entry((sync.topic, sync.partition))
+                .or_insert((sync.upstream_offset, sync.downstream_offset));
+        }
+    }
+
     /// [`pending`](Self::pending), and forgets what it returns (the caller wrote it).
     pub fn take(&mut self, include_delayed: bool) -> Vec<OffsetSync> {
         let out = self.pending(include_delayed);
@@ -281,6 +293,63 @@ pub struct OffsetSyncWriter {
     producer: Option<RawProducer>,
     queue: OffsetSyncQueue,
     written: u64,
+    /// The write [`start_flush`](Self::start_flush) left running beside the flow, if any.
+    in_flight: Option<tokio::task::JoinHandle<Write>>,
+}
+
+/// The end of a write of syncs: the producer back (unless a batch failed, which breaks its
+/// sequence), the syncs, and how it went.
+struct Write {
+    producer: Option<RawProducer>,
+    syncs: Vec<OffsetSync>,
+    result: Result<(), FlowError>,
+}
+
+impl std::fmt::Debug for Write {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Write")
+            .field("syncs", &self.syncs.len())
+            .field("result", &self.result)
+            .finish()
+    }
+}
+
+/// Writes `syncs` (already encoded as `batches`) with `producer`, or a new producer on
+/// `client` when there is none.
+async fn write(
+    client: Client,
+    producer: Option<RawProducer>,
+    syncs: Vec<OffsetSync>,
+    batches: Vec<(TopicPartition, strait_wire::RawBatch)>,
+) -> Write {
+    let producer = match producer {
+        Some(p) => p,
+        None => match RawProducer::new(client, ProducerConfig::default()).await {
+            Ok(p) => p,
+            Err(e) => {
+                return Write {
+                    producer: None,
+                    syncs,
+                    result: Err(e.into()),
+                }
+            }
+        },
+    };
+    for ack in producer.send_all(batches).await {
+        if let Err(e) = ack {
+            // Dropped with its broken sequence: the next write makes a new producer.
+            return Write {
+                producer: None,
+                syncs,
+                result: Err(e.into()),
+            };
+        }
+    }
+    Write {
+        producer: Some(producer),
+        syncs,
+        result: Ok(()),
+    }
 }
 
 impl OffsetSyncWriter {
@@ -303,6 +372,7 @@ impl OffsetSyncWriter {
             producer: Some(producer),
             queue: OffsetSyncQueue::new(offset_lag_max),
             written: 0,
+            in_flight: None,
         })
     }
 
@@ -316,7 +386,7 @@ impl OffsetSyncWriter {
         &self.queue
     }
 
-    /// Sync records written so far.
+    /// Sync records written so far (writes still in flight not counted).
     pub fn written(&self) -> u64 {
         self.written
     }
@@ -330,32 +400,90 @@ impl OffsetSyncWriter {
 
     /// Writes the syncs queued to send at once and, with `include_delayed`, the held-back ones
     /// (MM2 does that at every commit, every `offset.flush.interval.ms`: KAFKA-15906), to
-    /// partition 0 (in several batches when there are many). Returns the number of records written. On failure nothing is
-    /// forgotten: the next flush writes the same syncs or newer ones.
+    /// partition 0 (in several batches when there are many), and waits for them, after the
+    /// write [`start_flush`](Self::start_flush) left in flight, if any. Returns the number of
+    /// records this call wrote. On failure nothing is forgotten: the next flush writes the same
+    /// syncs or newer ones.
     pub async fn flush(&mut self, include_delayed: bool) -> Result<usize, FlowError> {
+        if let Some(running) = self.in_flight.take() {
+            self.settle(running.await)?;
+        }
+        match self.begin(include_delayed)? {
+            Some(write) => {
+                let done = write.await;
+                let n = done.syncs.len();
+                self.settle(Ok(done)).map(|()| n)
+            }
+            None => Ok(0),
+        }
+    }
+
+    /// Starts writing what [`flush`](Self::flush) would write, and returns without waiting:
+    /// the offset-syncs topic lives on the source cluster by default, across the distance the
+    /// mirror spans, and the data must not wait a round trip for it (MM2 sends its syncs
+    /// without waiting too). One write at a time: while the last one is in flight this starts
+    /// nothing and returns `false`, and the syncs wait for the next call (a newer sync of a
+    /// partition replaces its queued one meanwhile). A write that failed is reported by the
+    /// next call, its syncs queued again.
+    pub async fn start_flush(&mut self, include_delayed: bool) -> Result<bool, FlowError> {
+        match self.in_flight.take() {
+            Some(running) if !running.is_finished() => {
+                self.in_flight = Some(running);
+                return Ok(false);
+            }
+            Some(finished) => self.settle(finished.await)?,
+            None => {}
+        }
+        if let Some(write) = self.begin(include_delayed)? {
+            self.in_flight = Some(tokio::spawn(write));
+        }
+        Ok(true)
+    }
+
+    /// Takes what is due from the queue and prepares its write.
+    fn begin(&mut self, include_delayed: bool) -> Result<Option<WriteFuture>, FlowError> {
         let syncs = self.queue.pending(include_delayed);
         if syncs.is_empty() {
-            return Ok(0);
+            return Ok(None);
         }
         let tp = TopicPartition::new(&self.topic, 0);
         let batches = encode(&syncs)?
             .into_iter()
             .map(|batch| (tp.clone(), batch))
             .collect();
-        let producer = match self.producer.take() {
-            Some(p) => p,
-            None => RawProducer::new(self.client.clone(), ProducerConfig::default()).await?,
-        };
-        for ack in producer.send_all(batches).await {
-            // Leave `producer` unset: a failed batch breaks its partition's sequence.
-            ack?;
-        }
-        self.producer = Some(producer);
         self.queue.take(include_delayed);
-        self.written += syncs.len() as u64;
-        Ok(syncs.len())
+        Ok(Some(Box::pin(write(
+            self.client.clone(),
+            self.producer.take(),
+            syncs,
+            batches,
+        ))))
+    }
+
+    /// Takes the end of a write: the producer back and the count, or the syncs queued again
+    /// and the error.
+    fn settle(&mut self, done: Result<Write, tokio::task::JoinError>) -> Result<(), FlowError> {
+        let done = done.map_err(|e| {
+            // Only a panic in the write or the runtime shutting down ends a task this way.
+            tracing::error!(error = %e, topic = %self.topic, "the offset-sync write did not finish");
+            FlowError::Kafka(strait_kafka::Error::Closed)
+        })?;
+        match done.result {
+            Ok(()) => {
+                self.producer = done.producer;
+                self.written += done.syncs.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                self.queue.restore(done.syncs);
+                Err(e)
+            }
+        }
     }
 }
+
+/// A write of syncs, not started.
+type WriteFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Write> + Send>>;
 
 /// Encodes syncs as uncompressed batches (as many as they need), timestamped now (MM2's
 /// producer stamps its sends).
@@ -391,6 +519,25 @@ mod tests {
         assert_eq!(n, 10);
         assert_eq!(split.last_sync_downstream, 909);
         assert_eq!(split.previous_upstream, 999);
+    }
+
+    /// A failed write's syncs go back, except where a newer sync of their partition is queued.
+    #[test]
+    fn restored_syncs_do_not_replace_newer_ones() {
+        let mut q = OffsetSyncQueue::new(100);
+        q.on_batch("t", 0, &[(0, 0, 1)]);
+        q.on_batch("t", 1, &[(0, 0, 1)]);
+        let failed = q.take(false);
+        assert_eq!(failed.len(), 2);
+        // t-0 fires again (a gap) while the write is out.
+        q.on_batch("t", 0, &[(10, 1, 1)]);
+        q.restore(failed);
+        let again = q.take(false);
+        let got: Vec<(i32, i64)> = again
+            .iter()
+            .map(|s| (s.partition, s.upstream_offset))
+            .collect();
+        assert_eq!(got, [(0, 10), (1, 0)]);
     }
 
     #[test]
