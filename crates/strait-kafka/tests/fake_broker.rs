@@ -1276,7 +1276,9 @@ fn session_script(state: Arc<Mutex<SessionBroker>>) -> fake::Script {
                 .iter()
                 .copied()
                 .filter(|p| {
-                    sent.contains(p) || s.hw.get(p) != s.told.get(p) || s.records.contains_key(p)
+                    sent.contains(p)
+                        || s.told.get(p) != Some(&s.hw.get(p).copied().unwrap_or(0))
+                        || s.records.contains_key(p)
                 })
                 .collect()
         } else {
