@@ -1,4 +1,4 @@
-//! Raw fetch: one multi-partition Fetch request per leader, batches returned as the bytes the
+//! Raw fetch: one multi-partition Fetch request per source broker, batches returned as the bytes the
 //! broker sent, never decompressed.
 //!
 //! Each partition comes back with its own result: its raw record bytes plus the high watermark,
@@ -7,14 +7,15 @@
 //! that loss, `docs/design.md` §3.4). The bytes may end in a partial batch; `strait_wire::BatchScanner`
 //! stops cleanly there.
 //!
-//! Each broker is fetched from through a fetch session (KIP-227, [`session`]): after the first
-//! request, only partitions whose fetch parameters changed are named, and the answer names only
-//! partitions with news. [`Client::fetch`] still gives every partition asked for an entry: one
-//! the broker left out gets no records and the watermarks the broker said last, which is all a
-//! caller could learn from a full fetch too (Kafka includes a partition whenever its records,
-//! high watermark or log start offset changed). Callers pass the whole list each time; what is
-//! left out of it is forgotten by the session. A fetch that overlaps another one to the same
-//! broker goes without a session (session id 0, epoch -1), as do brokers older than Fetch v7.
+//! Each broker is fetched from through a fetch session (KIP-227, `fetch/session.rs`): after
+//! the first request, only partitions whose fetch parameters changed are named, and the answer
+//! names only partitions with news. [`Client::fetch`] still gives every partition asked for an
+//! entry: one the broker left out gets no records and the watermarks the broker said last,
+//! which is all a full fetch would have said too (Kafka includes a partition whenever its
+//! records, high watermark or log start offset changed). Callers pass the whole list each time;
+//! what is left out of it is forgotten by the session. A fetch that overlaps another one to the
+//! same broker goes without a session (session id 0, epoch -1), as do brokers older than Fetch
+//! v7.
 //!
 //! With `client.rack` set ([`crate::ClientConfig::client_rack`]), fetches carry it (KIP-392),
 //! and a partition whose leader names a preferred read replica is read from that replica until
