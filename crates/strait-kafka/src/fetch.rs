@@ -29,7 +29,7 @@
 
 mod session;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -225,6 +225,7 @@ impl Client {
         let mut out = FetchResults::new();
         let mut answered: HashMap<TopicPartition, Option<Known>> = HashMap::new();
         let mut replicas = Vec::new();
+        let asked: HashSet<&TopicPartition> = positions.iter().map(|p| &p.tp).collect();
         for t in resp.responses {
             let mut topic = t.topic.0.to_string();
             if topic.is_empty() {
@@ -239,7 +240,7 @@ impl Client {
             }
             for p in t.partitions {
                 let tp = TopicPartition::new(topic.clone(), p.partition_index);
-                if !positions.iter().any(|pos| pos.tp == tp) {
+                if !asked.contains(&tp) {
                     return Err(Error::Unexpected {
                         broker: broker.to_string(),
                         what: format!("Fetch answer has {tp}, which was not asked for"),

@@ -975,7 +975,10 @@ async fn fetch_sessions_carry_many_partitions_across_incremental_fetches() {
         if results.values().all(Result::is_ok) {
             break;
         }
-        assert!(Instant::now() < deadline, "partitions still failing: {results:?}");
+        assert!(
+            Instant::now() < deadline,
+            "partitions still failing: {results:?}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let incremental_before = c.incremental_fetches();

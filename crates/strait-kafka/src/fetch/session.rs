@@ -13,7 +13,7 @@
 //! session error, a partition error) throws the session away: the next request is full again,
 //! naming the old id so the broker drops it at once rather than when it is evicted.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex as StdMutex;
 use std::time::Duration;
@@ -98,10 +98,11 @@ impl Session {
             .filter(|(_, (tp, sent))| self.partitions.get(tp).is_none_or(|(s, _)| s != sent))
             .map(|(i, _)| i)
             .collect();
+        let asked: HashSet<&TopicPartition> = wanted.iter().map(|(tp, _)| tp).collect();
         let mut forget: Vec<(TopicPartition, [u8; 16])> = self
             .partitions
             .iter()
-            .filter(|(tp, _)| !wanted.iter().any(|(w, _)| w == *tp))
+            .filter(|(tp, _)| !asked.contains(tp))
             .map(|(tp, (sent, _))| (tp.clone(), sent.topic_id))
             .collect();
         forget.sort();
@@ -346,7 +347,8 @@ impl Ticket<'_> {
                 }
                 Plan::Incremental { .. } => {
                     session.epoch = next_epoch(session.epoch);
-                    session.partitions.retain(|tp, _| wanted.iter().any(|(w, _)| w == tp));
+                    let asked: HashSet<&TopicPartition> = wanted.iter().map(|(tp, _)| tp).collect();
+                    session.partitions.retain(|tp, _| asked.contains(tp));
                     fill(session, wanted, answered);
                 }
             }
