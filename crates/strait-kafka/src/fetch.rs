@@ -1,5 +1,5 @@
-//! Raw fetch: one multi-partition Fetch request per source broker, batches returned as the bytes the
-//! broker sent, never decompressed.
+//! Raw fetch: one multi-partition Fetch request per source broker, batches returned as the
+//! bytes the broker sent, never decompressed.
 //!
 //! Each partition comes back with its own result: its raw record bytes plus the high watermark,
 //! last stable offset, log start offset and aborted-transaction list, or its own typed error

@@ -190,7 +190,8 @@ impl FetchState {
     pub(crate) fn reset(&self, broker: BrokerId) {
         if let Ok(mut all) = self.sessions.lock() {
             if let Some(session) = all.get_mut(&broker).filter(|s| !s.busy && s.epoch > 0) {
-                tracing::debug!(%broker, session = session.id, "fetch session reset: no connection");
+                let id = session.id;
+                tracing::debug!(%broker, session = id, "fetch session reset: no connection");
                 session.reset();
             }
         }
@@ -341,7 +342,7 @@ impl Ticket<'_> {
                         tracing::debug!(%broker, session = session_id, partitions = wanted.len(),
                             "fetch session created");
                     } else if close != 0 {
-                        tracing::debug!(%broker, "the broker keeps no fetch session for us; full fetches");
+                        tracing::debug!(%broker, "no fetch session kept for us; full fetches");
                     }
                     fill(session, wanted, answered);
                 }
@@ -403,7 +404,8 @@ impl Drop for Ticket<'_> {
             let broker = self.broker;
             self.finished = true;
             self.update(|session| {
-                tracing::debug!(%broker, session = session.id, "fetch session reset: the request did not complete");
+                let id = session.id;
+                tracing::debug!(%broker, session = id, "fetch session reset: request cut short");
                 session.reset();
             });
         }
