@@ -491,6 +491,24 @@ mod tests {
     }
 
     #[test]
+    fn a_read_replica_holds_while_its_leader_does_and_not_past_its_age() {
+        let state = FetchState::default();
+        let (leader, replica) = (BrokerId(1), BrokerId(2));
+        let hour = Duration::from_secs(3600);
+        state.set_read_replica(&tp(0), leader, replica, hour);
+        assert_eq!(state.read_replica(&tp(0), leader), Some(replica));
+        assert_eq!(state.read_replica(&tp(1), leader), None);
+        // A new leader: back to it, and the replica is forgotten.
+        assert_eq!(state.read_replica(&tp(0), BrokerId(3)), None);
+        assert_eq!(state.read_replica(&tp(0), leader), None);
+        state.set_read_replica(&tp(0), leader, replica, Duration::ZERO);
+        assert_eq!(state.read_replica(&tp(0), leader), None);
+        state.set_read_replica(&tp(0), leader, replica, hour);
+        state.clear_read_replica(&tp(0));
+        assert_eq!(state.read_replica(&tp(0), leader), None);
+    }
+
+    #[test]
     fn epochs_wrap_to_one() {
         assert_eq!(next_epoch(1), 2);
         assert_eq!(next_epoch(i32::MAX), 1);
