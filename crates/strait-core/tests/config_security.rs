@@ -720,3 +720,35 @@ fn client_id_comes_from_the_resolved_client_keys() {
         "strait"
     );
 }
+
+/// `client.rack` (KIP-392) from the consumer's resolved keys, for the fetch requests' `rack_id`;
+/// other roles do not fetch records, and an unset or blank value sends none.
+#[test]
+fn client_rack_comes_from_the_consumer_keys() {
+    let plain = config("a:9092", "b:9092", "");
+    assert_eq!(
+        client_config(&plain, Role::Consumer).unwrap().client_rack,
+        None
+    );
+    let racked = config(
+        "a:9092",
+        "b:9092",
+        "A->B.consumer.client.rack = eu-west-1a\nA.admin.client.rack = eu-west-1b",
+    );
+    assert_eq!(
+        client_config(&racked, Role::Consumer)
+            .unwrap()
+            .client_rack
+            .as_deref(),
+        Some("eu-west-1a")
+    );
+    assert_eq!(
+        client_config(&racked, Role::Admin).unwrap().client_rack,
+        None
+    );
+    let blank = config("a:9092", "b:9092", "A.consumer.client.rack = ");
+    assert_eq!(
+        client_config(&blank, Role::Consumer).unwrap().client_rack,
+        None
+    );
+}

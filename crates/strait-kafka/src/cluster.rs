@@ -84,6 +84,9 @@ pub struct ClientConfig {
     pub reconnect_backoff: (Duration, Duration),
     /// `default.api.timeout.ms` (default 60 s): how long an operation keeps retrying.
     pub operation_timeout: Duration,
+    /// The consumer's `client.rack` (KIP-392), sent with every fetch: a broker with a replica
+    /// selector may then name a replica in this rack to read from. `None`: not sent.
+    pub client_rack: Option<String>,
 }
 
 impl ClientConfig {
@@ -97,6 +100,7 @@ impl ClientConfig {
             retry_backoff_max: Duration::from_secs(1),
             reconnect_backoff: (Duration::from_millis(50), Duration::from_secs(1)),
             operation_timeout: Duration::from_secs(60),
+            client_rack: None,
         }
     }
 
@@ -208,6 +212,8 @@ struct Inner {
     refresh_lock: Mutex<()>,
     slots: Mutex<HashMap<String, Arc<Mutex<BrokerSlot>>>>,
     coordinators: StdMutex<HashMap<String, BrokerId>>,
+    /// Fetch sessions and read replicas (`fetch.rs`).
+    fetch: crate::fetch::FetchState,
 }
 
 /// A client for one cluster. Cheap to clone.
@@ -230,6 +236,7 @@ impl Client {
                 refresh_lock: Mutex::new(()),
                 slots: Mutex::new(HashMap::new()),
                 coordinators: StdMutex::new(HashMap::new()),
+                fetch: crate::fetch::FetchState::default(),
             }),
         };
         client.refresh_metadata().await?;
@@ -258,6 +265,10 @@ impl Client {
     /// The client's settings.
     pub fn config(&self) -> &ClientConfig {
         &self.inner.config
+    }
+
+    pub(crate) fn fetch_state(&self) -> &crate::fetch::FetchState {
+        &self.inner.fetch
     }
 
     /// The current metadata snapshot, refreshed first if older than `metadata.max.age.ms`.

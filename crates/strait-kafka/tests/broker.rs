@@ -886,3 +886,184 @@ fn assert_config(
         "{entry:?}"
     );
 }
+
+/// Fetch sessions (KIP-227) against Kafka: 200 partitions fetched round after round, as a flow
+/// does, with records produced to a few of them between rounds. After the first (full) fetch
+/// every request continues the broker's session, and still every partition comes back each
+/// round, with its right high watermark, and every record arrives once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_sessions_carry_many_partitions_across_incremental_fetches() {
+    const PARTITIONS: i32 = 200;
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let bootstrap = &clusters.source.bootstrap;
+    let c = client(bootstrap).await;
+    let name = topic("sessions");
+    c.create_topic(NewTopic::new(&name, PARTITIONS))
+        .await
+        .unwrap();
+    let tp = |p: i32| TopicPartition::new(&name, p);
+    let leader = eventually("leaders of the new topic", || async {
+        c.refresh_metadata().await.map_err(|e| e.to_string())?;
+        let leaders: Option<Vec<_>> = (0..PARTITIONS)
+            .map(|p| c.cached_metadata().leader(&tp(p)))
+            .collect();
+        leaders
+            .and_then(|l| l.first().copied())
+            .ok_or_else(|| "no leader yet".to_owned())
+    })
+    .await;
+    let options = FetchOptions {
+        max_wait: Duration::from_millis(20),
+        ..FetchOptions::default()
+    };
+    let mut positions: BTreeMap<i32, i64> = (0..PARTITIONS).map(|p| (p, 0)).collect();
+    let mut values: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    let mut expected_hw: BTreeMap<i32, i64> = BTreeMap::new();
+    let rounds = std::cell::Cell::new(0u64);
+    // One round: fetch every position, check every partition answered with its high watermark,
+    // keep the values and move on. Returns whether anything arrived.
+    let round = |positions: &mut BTreeMap<i32, i64>,
+                 values: &mut BTreeMap<i32, Vec<String>>,
+                 expected_hw: &BTreeMap<i32, i64>,
+                 results: strait_kafka::fetch::FetchResults| {
+        rounds.set(rounds.get() + 1);
+        assert_eq!(results.len(), positions.len());
+        let mut moved = false;
+        for (p, offset) in positions.iter_mut() {
+            let data = results[&tp(*p)]
+                .as_ref()
+                .unwrap_or_else(|e| panic!("{p}: {e}"));
+            assert_eq!(
+                data.high_watermark,
+                expected_hw.get(p).copied().unwrap_or(0),
+                "partition {p}"
+            );
+            for batch in strait_wire::BatchScanner::new(data.records.clone()) {
+                let batch = batch.unwrap();
+                if batch.header.next_offset() <= *offset {
+                    continue;
+                }
+                assert_eq!(
+                    batch.header.base_offset, *offset,
+                    "partition {p}: a gap or a repeat"
+                );
+                let mut bytes = batch.bytes.clone();
+                let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut bytes).unwrap();
+                for r in set.records {
+                    let v = r.value.map(|v| String::from_utf8_lossy(&v).into_owned());
+                    values.entry(*p).or_default().push(v.unwrap_or_default());
+                }
+                *offset = batch.header.next_offset();
+                moved = true;
+            }
+        }
+        moved
+    };
+    let ask = |positions: &BTreeMap<i32, i64>| -> Vec<FetchPosition> {
+        positions
+            .iter()
+            .map(|(p, o)| FetchPosition::new(tp(*p), *o))
+            .collect()
+    };
+
+    // The first fetch that every partition answers makes the session (a new topic's partitions
+    // may answer NOT_LEADER_OR_FOLLOWER for a moment, which resets it); nothing to read yet.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let results = c.fetch(&ask(&positions), &options).await;
+        if results.values().all(Result::is_ok) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "partitions still failing: {results:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let incremental_before = c.incremental_fetches();
+    let session = c
+        .fetch_session_id(leader)
+        .expect("Kafka made a fetch session");
+    assert_ne!(session, 0);
+
+    for (wave, produced) in [[(3, 10), (77, 7), (199, 1)], [(3, 5), (150, 40), (0, 2)]]
+        .iter()
+        .enumerate()
+    {
+        for (p, n) in produced {
+            rdk.produce(
+                bootstrap,
+                &name,
+                &records(*p, *n, &format!("w{wave}")),
+                "none",
+            );
+            *expected_hw.entry(*p).or_default() += *n as i64;
+        }
+        let mut quiet = 0;
+        for _ in 0..100 {
+            let results = c.fetch(&ask(&positions), &options).await;
+            if round(&mut positions, &mut values, &expected_hw, results) {
+                quiet = 0;
+            } else if positions
+                .iter()
+                .all(|(p, o)| *o == expected_hw.get(p).copied().unwrap_or(0))
+            {
+                quiet += 1;
+                if quiet == 3 {
+                    break;
+                }
+            }
+        }
+        for (p, end) in &expected_hw {
+            assert_eq!(positions[p], *end, "partition {p} read to its end");
+        }
+    }
+    let want = |parts: &[(usize, &str)]| -> Vec<String> {
+        parts
+            .iter()
+            .flat_map(|(n, tag)| (0..*n).map(move |i| format!("{tag}-{i}")))
+            .collect()
+    };
+    assert_eq!(values[&3], want(&[(10, "w0"), (5, "w1")]));
+    assert_eq!(values[&77], want(&[(7, "w0")]));
+    assert_eq!(values[&199], want(&[(1, "w0")]));
+    assert_eq!(values[&150], want(&[(40, "w1")]));
+    assert_eq!(values[&0], want(&[(2, "w1")]));
+    assert_eq!(values.len(), 5);
+
+    // Every fetch since continued the same session.
+    assert_eq!(c.fetch_session_id(leader), Some(session));
+    assert_eq!(c.incremental_fetches() - incremental_before, rounds.get());
+
+    // Half the partitions dropped: they are forgotten, the rest still answer, incrementally.
+    positions.retain(|p, _| p % 2 == 1);
+    let results = c.fetch(&ask(&positions), &options).await;
+    round(&mut positions, &mut values, &expected_hw, results);
+    assert_eq!(c.fetch_session_id(leader), Some(session));
+    assert_eq!(c.incremental_fetches() - incremental_before, rounds.get());
+}
+
+/// `client.rack` set against a cluster without a replica selector: fetches carry the rack and
+/// nothing changes (the leader answers, no replica is named).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_rack_is_harmless_without_a_replica_selector() {
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let bootstrap = &clusters.source.bootstrap;
+    let mut config = strait_kafka::ClientConfig::new([bootstrap.as_str()]);
+    config.operation_timeout = Duration::from_secs(20);
+    config.client_rack = Some("rack-a".into());
+    let c = Client::connect(config).await.unwrap();
+    let name = topic("racked");
+    c.create_topic(NewTopic::new(&name, 2)).await.unwrap();
+    rdk.produce(bootstrap, &name, &records(1, 12, "r"), "lz4");
+    let p1 = TopicPartition::new(&name, 1);
+    let batches = fetch_all(&c, &p1, 0).await;
+    let count: i64 = batches
+        .iter()
+        .map(|b| i64::from(b.header.record_count))
+        .sum();
+    assert_eq!(count, 12);
+    assert_eq!(batches.last().unwrap().header.next_offset(), 12);
+}

@@ -4,7 +4,9 @@
 
 mod fake;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -32,7 +34,7 @@ use strait_kafka::error::Context;
 use strait_kafka::fetch::{FetchOptions, FetchPosition};
 use strait_kafka::groups::OffsetToCommit;
 use strait_kafka::produce::{ProducerConfig, RawProducer};
-use strait_kafka::{Client, ClientConfig, Error, TopicPartition};
+use strait_kafka::{BrokerId, Client, ClientConfig, Error, TopicPartition};
 use strait_wire::{BatchHeader, BatchScanner, FrameError};
 
 use fake::{async_script, script, Action, Body, FakeCluster};
@@ -1516,5 +1518,383 @@ async fn a_fetch_over_many_leaders_shares_its_byte_limit() {
         asked,
         [(1, 3_000_000), (2, 2_000_000), (3, 1_000_000)],
         "each leader asks its share; together the limit"
+    );
+}
+
+/// A fake leader of topic `t` that keeps fetch sessions as Kafka does, in miniature: epoch 0
+/// starts a session (`give_id`, 0 for none), an incremental request adds what it sends and
+/// drops what it forgets, and its answer names only the partitions sent, with records, or whose
+/// high watermark moved since last said.
+#[derive(Debug, Default)]
+struct SessionBroker {
+    give_id: i32,
+    /// The high watermark of each partition now.
+    hw: BTreeMap<i32, i64>,
+    /// The high watermark last answered, per partition.
+    told: BTreeMap<i32, i64>,
+    /// Records to answer with, per partition (every time it is answered).
+    records: BTreeMap<i32, Bytes>,
+    in_session: BTreeSet<i32>,
+    /// Top-level error codes for the next requests, last first.
+    fail_next: Vec<i16>,
+}
+
+fn session_script(state: Arc<Mutex<SessionBroker>>) -> fake::Script {
+    script(move |_, req| {
+        let Body::Fetch(f) = &req.body else {
+            return Action::Default;
+        };
+        let mut s = state.lock().unwrap();
+        if let Some(code) = s.fail_next.pop() {
+            return req.reply(&FetchResponse::default().with_error_code(code));
+        }
+        let sent: BTreeSet<i32> = f
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| p.partition))
+            .collect();
+        let incremental = f.session_id != 0 && f.session_epoch > 0;
+        if incremental {
+            s.in_session.extend(&sent);
+            for t in &f.forgotten_topics_data {
+                for p in &t.partitions {
+                    s.in_session.remove(p);
+                }
+            }
+        } else {
+            s.in_session = sent.clone();
+        }
+        let answer: Vec<i32> = if incremental {
+            s.in_session
+                .iter()
+                .copied()
+                .filter(|p| {
+                    sent.contains(p)
+                        || s.told.get(p) != Some(&s.hw.get(p).copied().unwrap_or(0))
+                        || s.records.contains_key(p)
+                })
+                .collect()
+        } else {
+            sent.iter().copied().collect()
+        };
+        let mut partitions = Vec::new();
+        for p in answer {
+            let hw = s.hw.get(&p).copied().unwrap_or(0);
+            s.told.insert(p, hw);
+            partitions.push(
+                PartitionData::default()
+                    .with_partition_index(p)
+                    .with_high_watermark(hw)
+                    .with_last_stable_offset(hw)
+                    .with_log_start_offset(0)
+                    .with_records(Some(s.records.get(&p).cloned().unwrap_or_default())),
+            );
+        }
+        let session_id = match (incremental, f.session_epoch) {
+            (true, _) => f.session_id,
+            (false, 0) => s.give_id,
+            _ => 0,
+        };
+        req.reply(
+            &FetchResponse::default()
+                .with_session_id(session_id)
+                .with_responses(vec![FetchableTopicResponse::default()
+                    .with_topic(TopicName(str_bytes("t")))
+                    .with_partitions(partitions)]),
+        )
+    })
+}
+
+/// (session id, epoch, partitions sent, partitions forgotten) of each Fetch the fake read.
+fn fetches_read(fake: &FakeCluster) -> Vec<(i32, i32, Vec<i32>, Vec<i32>)> {
+    fake.requests(ApiKey::Fetch)
+        .iter()
+        .filter_map(|r| match &r.body {
+            Body::Fetch(f) => Some((
+                f.session_id,
+                f.session_epoch,
+                f.topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.partition))
+                    .collect(),
+                f.forgotten_topics_data
+                    .iter()
+                    .flat_map(|t| t.partitions.clone())
+                    .collect(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+fn at(partition: i32, offset: i64) -> FetchPosition {
+    FetchPosition::new(TopicPartition::new("t", partition), offset)
+}
+
+fn quick() -> FetchOptions {
+    FetchOptions {
+        max_wait: Duration::from_millis(1),
+        ..FetchOptions::default()
+    }
+}
+
+async fn session_fake(state: &Arc<Mutex<SessionBroker>>, partitions: i32) -> FakeCluster {
+    let fake = FakeCluster::start(&[1], session_script(Arc::clone(state))).await;
+    fake.set_topic("t", &vec![1; partitions as usize]);
+    fake
+}
+
+/// KIP-227: the first fetch asks for a session (id 0, epoch 0) with every partition; the next
+/// one continues it (its id, epoch 1) naming only the partition whose offset moved and
+/// forgetting the one no longer asked for; the unchanged one is left out of the request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_second_fetch_to_a_broker_is_incremental() {
+    let state = Arc::new(Mutex::new(SessionBroker {
+        give_id: 77,
+        ..SessionBroker::default()
+    }));
+    let fake = session_fake(&state, 3).await;
+    within(async {
+        let client = client(&fake).await;
+        let first = client
+            .fetch(&[at(0, 0), at(1, 0), at(2, 0)], &quick())
+            .await;
+        assert_eq!(first.len(), 3);
+        assert!(first.values().all(Result::is_ok), "{first:?}");
+        assert_eq!(client.fetch_session_id(BrokerId(1)), Some(77));
+        let second = client.fetch(&[at(0, 5), at(1, 0)], &quick()).await;
+        assert_eq!(
+            second.keys().map(|tp| tp.partition).collect::<Vec<_>>(),
+            [0, 1]
+        );
+        assert!(second.values().all(Result::is_ok), "{second:?}");
+        assert_eq!(client.incremental_fetches(), 1);
+        // Nothing changed: an empty incremental request.
+        client.fetch(&[at(0, 5), at(1, 0)], &quick()).await;
+    })
+    .await;
+    assert_eq!(
+        fetches_read(&fake),
+        [
+            (0, 0, vec![0, 1, 2], vec![]),
+            (77, 1, vec![0], vec![2]),
+            (77, 2, vec![], vec![]),
+        ]
+    );
+}
+
+/// An incremental answer names only partitions with news; the others still come back to the
+/// caller, with no records and the high watermark the broker said last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_left_out_of_an_incremental_answer_keep_their_high_watermark() {
+    let state = Arc::new(Mutex::new(SessionBroker {
+        give_id: 9,
+        hw: BTreeMap::from([(0, 10), (1, 20)]),
+        records: BTreeMap::from([(0, batch(0, 2, "p0"))]),
+        ..SessionBroker::default()
+    }));
+    let fake = session_fake(&state, 2).await;
+    within(async {
+        let client = client(&fake).await;
+        let positions = [at(0, 0), at(1, 20)];
+        let first = client.fetch(&positions, &quick()).await;
+        let p1 = first[&TopicPartition::new("t", 1)].as_ref().unwrap();
+        assert_eq!(p1.high_watermark, 20);
+        // Partition 1 is not sent again and its watermark did not move: left out of the answer.
+        let second = client.fetch(&positions, &quick()).await;
+        let p1 = second[&TopicPartition::new("t", 1)].as_ref().unwrap();
+        assert_eq!((p1.high_watermark, p1.last_stable_offset), (20, 20));
+        assert_eq!(p1.log_start_offset, 0);
+        assert!(p1.records.is_empty());
+        let p0 = second[&TopicPartition::new("t", 0)].as_ref().unwrap();
+        assert_eq!(p0.records, batch(0, 2, "p0"));
+        // Its watermark moves: the broker says so, and that is what is kept.
+        state.lock().unwrap().hw.insert(1, 25);
+        let third = client.fetch(&positions, &quick()).await;
+        assert_eq!(
+            third[&TopicPartition::new("t", 1)]
+                .as_ref()
+                .unwrap()
+                .high_watermark,
+            25
+        );
+        let fourth = client.fetch(&positions, &quick()).await;
+        assert_eq!(
+            fourth[&TopicPartition::new("t", 1)]
+                .as_ref()
+                .unwrap()
+                .high_watermark,
+            25
+        );
+        assert_eq!(client.incremental_fetches(), 3);
+    })
+    .await;
+    let read = fetches_read(&fake);
+    assert_eq!(read.len(), 4);
+    assert!(read[1..]
+        .iter()
+        .all(|(id, _, sent, _)| *id == 9 && sent.is_empty()));
+    let answered_p1: Vec<i64> = state
+        .lock()
+        .unwrap()
+        .told
+        .get(&1)
+        .into_iter()
+        .copied()
+        .collect();
+    assert_eq!(answered_p1, [25]);
+}
+
+/// A broker that lost the session (FETCH_SESSION_ID_NOT_FOUND) is asked again at once with a
+/// full fetch, whose data the caller gets; the session then starts over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_session_is_retried_as_a_full_fetch() {
+    let state = Arc::new(Mutex::new(SessionBroker {
+        give_id: 5,
+        hw: BTreeMap::from([(0, 2), (1, 0)]),
+        records: BTreeMap::from([(0, batch(0, 2, "p0"))]),
+        ..SessionBroker::default()
+    }));
+    let fake = session_fake(&state, 2).await;
+    within(async {
+        let client = client(&fake).await;
+        let positions = [at(0, 0), at(1, 0)];
+        client.fetch(&positions, &quick()).await;
+        assert_eq!(client.fetch_session_id(BrokerId(1)), Some(5));
+        {
+            let mut s = state.lock().unwrap();
+            s.fail_next = vec![ResponseError::FetchSessionIdNotFound.code()];
+            s.give_id = 6;
+        }
+        let again = client.fetch(&positions, &quick()).await;
+        let p0 = again[&TopicPartition::new("t", 0)]
+            .as_ref()
+            .expect("data after the retry");
+        assert_eq!(p0.records, batch(0, 2, "p0"));
+        assert_eq!(p0.high_watermark, 2);
+        assert!(again[&TopicPartition::new("t", 1)].is_ok());
+        assert_eq!(client.fetch_session_id(BrokerId(1)), Some(6));
+        // INVALID_FETCH_SESSION_EPOCH: the same, closing the old session in the full fetch.
+        state.lock().unwrap().fail_next = vec![ResponseError::InvalidFetchSessionEpoch.code()];
+        let again = client.fetch(&positions, &quick()).await;
+        assert!(again.values().all(Result::is_ok), "{again:?}");
+    })
+    .await;
+    assert_eq!(
+        fetches_read(&fake),
+        [
+            (0, 0, vec![0, 1], vec![]),
+            (5, 1, vec![], vec![]),
+            (0, 0, vec![0, 1], vec![]),
+            (6, 1, vec![], vec![]),
+            (6, 0, vec![0, 1], vec![]),
+        ]
+    );
+}
+
+/// A broker that keeps no session for us (session id 0 in its answer, e.g. its cache is full)
+/// gets full fetches, each asking again, and no error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_without_sessions_gets_full_fetches() {
+    let state = Arc::new(Mutex::new(SessionBroker {
+        give_id: 0,
+        hw: BTreeMap::from([(0, 3), (1, 4)]),
+        ..SessionBroker::default()
+    }));
+    let fake = session_fake(&state, 2).await;
+    within(async {
+        let client = client(&fake).await;
+        for _ in 0..3 {
+            let results = client.fetch(&[at(0, 0), at(1, 0)], &quick()).await;
+            assert!(results.values().all(Result::is_ok), "{results:?}");
+            assert_eq!(
+                results[&TopicPartition::new("t", 1)]
+                    .as_ref()
+                    .unwrap()
+                    .high_watermark,
+                4
+            );
+            assert_eq!(client.fetch_session_id(BrokerId(1)), None);
+        }
+        assert_eq!(client.incremental_fetches(), 0);
+    })
+    .await;
+    assert_eq!(fetches_read(&fake), vec![(0, 0, vec![0, 1], vec![]); 3]);
+}
+
+/// KIP-392: `client.rack` goes into every fetch; a leader that names a preferred read replica
+/// sends the partition's next fetch there; an error from the replica sends it back to the
+/// leader at once, within the same fetch, and for the fetches after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preferred_read_replica_is_followed_until_it_fails() {
+    let replica_fails = Arc::new(AtomicBool::new(false));
+    let named = Arc::new(AtomicBool::new(false));
+    let fails = Arc::clone(&replica_fails);
+    let fake = FakeCluster::start(
+        &[1, 2],
+        script(move |_, req| {
+            let Body::Fetch(f) = &req.body else {
+                return Action::Default;
+            };
+            let mut p = PartitionData::default()
+                .with_partition_index(0)
+                .with_high_watermark(3)
+                .with_last_stable_offset(3)
+                .with_log_start_offset(0)
+                .with_records(Some(Bytes::new()));
+            if req.broker == 1 && !named.swap(true, Ordering::SeqCst) {
+                // The leader names broker 2, once, and sends no records.
+                p = p.with_preferred_read_replica(kafka_protocol::messages::BrokerId(2));
+            } else if req.broker == 2 && fails.load(Ordering::SeqCst) {
+                p = p.with_error_code(ResponseError::OffsetOutOfRange.code());
+            } else {
+                p = p.with_records(Some(batch(0, 3, &format!("from {}", req.broker))));
+            }
+            req.reply(&FetchResponse::default().with_responses(
+                vec![FetchableTopicResponse::default()
+                    .with_topic(f.topics[0].topic.clone())
+                    .with_partitions(vec![p])],
+            ))
+        }),
+    )
+    .await;
+    fake.set_topic("t", &[1]);
+    within(async {
+        let mut config = client_config(&fake);
+        config.client_rack = Some("rack-b".into());
+        let client = Client::connect(config).await.unwrap();
+        let tp = TopicPartition::new("t", 0);
+        let named = client.fetch(&[at(0, 0)], &quick()).await;
+        assert!(named[&tp].as_ref().unwrap().records.is_empty());
+        let from_replica = client.fetch(&[at(0, 0)], &quick()).await;
+        assert_eq!(
+            from_replica[&tp].as_ref().unwrap().records,
+            batch(0, 3, "from 2")
+        );
+        replica_fails.store(true, Ordering::SeqCst);
+        let back = client.fetch(&[at(0, 0)], &quick()).await;
+        assert_eq!(back[&tp].as_ref().unwrap().records, batch(0, 3, "from 1"));
+        let after = client.fetch(&[at(0, 0)], &quick()).await;
+        assert_eq!(after[&tp].as_ref().unwrap().records, batch(0, 3, "from 1"));
+    })
+    .await;
+    let asked: Vec<(i32, String)> = fake
+        .requests(ApiKey::Fetch)
+        .iter()
+        .filter_map(|r| match &r.body {
+            Body::Fetch(f) => Some((r.broker, f.rack_id.to_string())),
+            _ => None,
+        })
+        .collect();
+    let rack = || "rack-b".to_owned();
+    assert_eq!(
+        asked,
+        [
+            (1, rack()),
+            (2, rack()),
+            (2, rack()),
+            (1, rack()),
+            (1, rack())
+        ]
     );
 }

@@ -114,6 +114,17 @@ impl StraitConfig {
                 config.connection.client_id = id.to_owned();
             }
         }
+        // `client.rack` (KIP-392) is a consumer key: fetches carry it, so a broker with a replica
+        // selector can send us to a replica in our rack (`<alias>.consumer.client.rack`,
+        // `<source>-><target>.consumer.client.rack`).
+        if role == Role::Consumer {
+            if let Some(rack) = props.get("client.rack") {
+                let rack = rack.expose().trim();
+                if !rack.is_empty() {
+                    config.client_rack = Some(rack.to_owned());
+                }
+            }
+        }
         Ok(config)
     }
 }
