@@ -25,14 +25,13 @@
 //! `decide.rs` what a round does with one partition's fetched bytes (a pure function);
 //! `classify.rs` markers and aborted transactions; `recover/` where each partition resumes
 //! (`placement.rs`: the survey of both clusters, `tail.rs`: matching records); `compact.rs`
-//! bounding the map; `topics.rs` the mirrored topics and their remote topics.
+//! bounding the map; `topics.rs` the mirrored topics and their remote topics. The map's topic
+//! and MM2's offset syncs are written through [`crate::internal`], which the flow uses and
+//! which does not use the flow.
 
-pub(crate) mod batch;
 pub mod classify;
 mod compact;
 mod decide;
-pub mod map_store;
-pub mod offset_syncs;
 mod recover;
 pub mod topics;
 
@@ -49,11 +48,12 @@ use strait_wire::RawBatch;
 use tokio::time::Instant;
 
 use crate::config::{FlowConfig, Side};
+use crate::internal::map_store::MapStore;
+use crate::internal::offset_syncs::{OffsetSyncWriter, DELAYED_SYNC_INTERVAL};
+use crate::internal::InternalError;
 use crate::metrics::{FlowMetrics, PartitionMetrics};
 use classify::SkipReason;
 use decide::{Decision, Stop, WriteKind};
-use map_store::MapStore;
-use offset_syncs::{OffsetSyncWriter, DELAYED_SYNC_INTERVAL};
 use topics::MirroredTopic;
 
 /// Errors that stop a flow.
@@ -75,6 +75,16 @@ pub enum FlowError {
     /// The offset map could not be read, written or extended.
     #[error("offset map: {0}")]
     Map(String),
+    /// One of the flow's own topics (`what`: the offset map's, MM2's offset syncs) could not be
+    /// made, read or written.
+    #[error("{what}: {source}")]
+    Internal {
+        /// Which topic: `"offset map"`, `"offset syncs"`.
+        what: &'static str,
+        /// Why (boxed: it is large, and rare).
+        #[source]
+        source: Box<InternalError>,
+    },
     /// A partition no longer matches its offset map (a source or remote topic deleted and
     /// created again, or truncated): it is not mirrored until someone acts. Stops only that
     /// partition.
@@ -88,7 +98,21 @@ impl FlowError {
     pub fn is_retriable(&self) -> bool {
         match self {
             FlowError::Kafka(e) | FlowError::Topic { source: e, .. } => e.is_retriable(),
+            FlowError::Internal { source, .. } => source.is_retriable(),
             FlowError::Map(_) | FlowError::Diverged(_) => false,
+        }
+    }
+
+    /// Turns an error of one of the flow's own topics (`what`, see [`FlowError::Internal`])
+    /// into the flow's: a failed Kafka operation stays [`FlowError::Kafka`], as it was before
+    /// these topics had a module of their own.
+    fn internal(what: &'static str) -> impl FnOnce(InternalError) -> FlowError {
+        move |e| match e {
+            InternalError::Kafka(e) => FlowError::Kafka(e),
+            source => FlowError::Internal {
+                what,
+                source: Box::new(source),
+            },
         }
     }
 }
@@ -279,7 +303,8 @@ impl Flow {
             config.source_alias.as_str(),
             config.checkpoints_topic_replication_factor,
         )
-        .await?;
+        .await
+        .map_err(FlowError::internal("offset map"))?;
         let offset_syncs = if config.emit_offset_syncs {
             let (topic, side) = config.offset_syncs_topic();
             let client = match side {
@@ -293,7 +318,8 @@ impl Flow {
                     config.offset_syncs_topic_replication_factor,
                     config.offset_lag_max,
                 )
-                .await?,
+                .await
+                .map_err(FlowError::internal("offset syncs"))?,
             )
         } else {
             None
@@ -352,7 +378,12 @@ impl Flow {
     /// the source still needs (`compact.rs`).
     async fn persist_map(&mut self) -> Result<(), FlowError> {
         self.compact_map().await;
-        if self.store.flush(&self.producer).await? > 0 {
+        let written = self
+            .store
+            .flush(&self.producer)
+            .await
+            .map_err(FlowError::internal("offset map"))?;
+        if written > 0 {
             // Cheap: the clone shares each partition's map (copy on write, `OffsetMap`), so it
             // costs a pointer per partition, not a copy of every segment.
             self.published
@@ -1041,7 +1072,9 @@ impl Flow {
             return Ok(());
         };
         let delayed = all || Instant::now() >= self.next_delayed_syncs;
-        w.flush(delayed).await?;
+        w.flush(delayed)
+            .await
+            .map_err(FlowError::internal("offset syncs"))?;
         if delayed {
             self.next_delayed_syncs = Instant::now() + DELAYED_SYNC_INTERVAL;
         }

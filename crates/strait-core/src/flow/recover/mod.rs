@@ -42,9 +42,9 @@ use strait_wire::offset_map::{MapEntry, OffsetMap, SourcePartition};
 use strait_wire::{BatchScanner, RawBatch};
 
 use super::classify::{AbortTracker, Action};
-use super::map_store::MapStore;
 use super::{record_loss, source_partition, Flow, FlowError};
 use crate::config::StartPosition;
+use crate::internal::map_store::MapStore;
 use placement::{Listed, Survey, ToPlace};
 
 impl Flow {

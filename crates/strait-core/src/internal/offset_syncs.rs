@@ -60,7 +60,7 @@ use strait_kafka::produce::{ProducerConfig, RawProducer};
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::mm2::OffsetSync;
 
-use super::FlowError;
+use super::InternalError;
 
 /// How often MM2 sends the delayed syncs: Connect's `offset.flush.interval.ms` default, at which
 /// `SourceTask.commit()` promotes them (KAFKA-15906). Call
@@ -294,8 +294,8 @@ impl OffsetSyncWriter {
         topic: String,
         replication_factor: i16,
         offset_lag_max: u64,
-    ) -> Result<Self, FlowError> {
-        super::topics::ensure_compacted_topic(&client, &topic, replication_factor).await?;
+    ) -> Result<Self, InternalError> {
+        super::ensure_compacted_topic(&client, &topic, replication_factor).await?;
         let producer = RawProducer::new(client.clone(), ProducerConfig::default()).await?;
         Ok(Self {
             client,
@@ -332,7 +332,7 @@ impl OffsetSyncWriter {
     /// (MM2 does that at every commit, every `offset.flush.interval.ms`: KAFKA-15906), to
     /// partition 0 (in several batches when there are many). Returns the number of records written. On failure nothing is
     /// forgotten: the next flush writes the same syncs or newer ones.
-    pub async fn flush(&mut self, include_delayed: bool) -> Result<usize, FlowError> {
+    pub async fn flush(&mut self, include_delayed: bool) -> Result<usize, InternalError> {
         let syncs = self.queue.pending(include_delayed);
         if syncs.is_empty() {
             return Ok(0);
@@ -359,15 +359,18 @@ impl OffsetSyncWriter {
 
 /// Encodes syncs as uncompressed batches (as many as they need), timestamped now (MM2's
 /// producer stamps its sends).
-fn encode(syncs: &[OffsetSync]) -> Result<Vec<strait_wire::RawBatch>, FlowError> {
+fn encode(syncs: &[OffsetSync]) -> Result<Vec<strait_wire::RawBatch>, InternalError> {
     let mut kvs = Vec::with_capacity(syncs.len());
     for sync in syncs {
         let key = sync
             .encode_key()
-            .map_err(|e| FlowError::Map(format!("cannot encode offset sync {sync:?}: {e}")))?;
+            .map_err(|source| InternalError::OffsetSync {
+                sync: sync.clone(),
+                source,
+            })?;
         kvs.push((key, sync.encode_value()));
     }
-    super::batch::key_value_batches("offset syncs", kvs)
+    Ok(super::batch::key_value_batches("offset syncs", kvs)?)
 }
 
 #[cfg(test)]
