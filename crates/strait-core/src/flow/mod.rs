@@ -43,7 +43,8 @@ use strait_kafka::admin::{IsolationLevel, OffsetSpec};
 use strait_kafka::fetch::{FetchOptions, FetchPosition};
 use strait_kafka::produce::{ProducerConfig, RawProducer};
 use strait_kafka::{Client, TopicPartition};
-use strait_wire::offset_map::{MapEntry, OffsetMap, SourcePartition};
+use strait_wire::offset_map::{MapEntry, MapError, OffsetMap, SourcePartition};
+use strait_wire::rebuild::RebuildError;
 use strait_wire::RawBatch;
 use tokio::time::Instant;
 
@@ -72,9 +73,28 @@ pub enum FlowError {
         #[source]
         source: strait_kafka::Error,
     },
-    /// The offset map could not be read, written or extended.
-    #[error("offset map: {0}")]
-    Map(String),
+    /// The offset map refused a change to a partition's map (it would overlap what the map
+    /// holds).
+    #[error("offset map: {partition}: {source}")]
+    Map {
+        /// The source partition.
+        partition: SourcePartition,
+        /// Why.
+        #[source]
+        source: MapError,
+    },
+    /// A fetched batch had to be rebuilt (a compaction hole, cut by the partition's position)
+    /// and could not be: its records cannot be decoded.
+    #[error("{partition}: cannot rebuild the batch at offset {offset}: {source}")]
+    Rebuild {
+        /// The source partition.
+        partition: TopicPartition,
+        /// The batch's base offset.
+        offset: i64,
+        /// Why.
+        #[source]
+        source: RebuildError,
+    },
     /// One of the flow's own topics (`what`: the offset map's, MM2's offset syncs) could not be
     /// made, read or written.
     #[error("{what}: {source}")]
@@ -99,7 +119,16 @@ impl FlowError {
         match self {
             FlowError::Kafka(e) | FlowError::Topic { source: e, .. } => e.is_retriable(),
             FlowError::Internal { source, .. } => source.is_retriable(),
-            FlowError::Map(_) | FlowError::Diverged(_) => false,
+            // A batch that cannot be rebuilt fails the same way when fetched again.
+            FlowError::Map { .. } | FlowError::Rebuild { .. } | FlowError::Diverged(_) => false,
+        }
+    }
+
+    /// A change to `partition`'s map refused.
+    fn map(partition: &SourcePartition) -> impl FnOnce(MapError) -> FlowError + '_ {
+        move |source| FlowError::Map {
+            partition: partition.clone(),
+            source,
         }
     }
 
@@ -773,8 +802,14 @@ impl Flow {
                 state.metrics.lost(state.position, data.log_start_offset);
                 state.position = data.log_start_offset;
             }
-            let decided = decide::partition(state.position, data.records, &data.aborted)
-                .map_err(|e| FlowError::Map(format!("{tp}: {e}")))?;
+            let decided =
+                decide::partition(state.position, data.records, &data.aborted).map_err(|e| {
+                    FlowError::Rebuild {
+                        partition: tp.clone(),
+                        offset: e.base_offset,
+                        source: e.source,
+                    }
+                })?;
             for step in decided.steps {
                 match step {
                     Decision::Skip { from, to, reason } => {
@@ -904,7 +939,7 @@ impl Flow {
                     let extent = self
                         .map
                         .record_skipped(&sp, from, to)
-                        .map_err(|e| FlowError::Map(format!("{tp}: {e}")))?;
+                        .map_err(FlowError::map(&sp))?;
                     self.store.note(&sp, MapEntry::Extent(extent));
                 }
                 Step::Write { send, runs } => match acks.get_mut(send).and_then(Option::take) {
@@ -935,7 +970,7 @@ impl Flow {
                             let segment = self
                                 .map
                                 .record(&sp, src, dst, n)
-                                .map_err(|e| FlowError::Map(format!("{tp}: {e}")))?;
+                                .map_err(FlowError::map(&sp))?;
                             self.store.note(&sp, MapEntry::Segment(segment));
                             sync_runs.push((src, dst, n));
                             dst += n;
@@ -1216,9 +1251,7 @@ fn record_loss(
     from: i64,
     to: i64,
 ) -> Result<u64, FlowError> {
-    let range = map
-        .record_lost(sp, from, to)
-        .map_err(|e| FlowError::Map(e.to_string()))?;
+    let range = map.record_lost(sp, from, to).map_err(FlowError::map(sp))?;
     store.note(sp, MapEntry::Lost(range));
     tracing::error!(
         flow = %flow,

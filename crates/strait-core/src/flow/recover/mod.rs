@@ -871,16 +871,14 @@ impl Pending {
         for step in self.steps.drain(..) {
             match step {
                 PendingStep::Match { src, dst, n } => {
-                    let segment = map
-                        .record(sp, src, dst, n)
-                        .map_err(|e| FlowError::Map(e.to_string()))?;
+                    let segment = map.record(sp, src, dst, n).map_err(FlowError::map(sp))?;
                     store.note(sp, MapEntry::Segment(segment));
                     matched += n;
                 }
                 PendingStep::Skip { from, to } => {
                     let extent = map
                         .record_skipped(sp, from, to)
-                        .map_err(|e| FlowError::Map(e.to_string()))?;
+                        .map_err(FlowError::map(sp))?;
                     store.note(sp, MapEntry::Extent(extent));
                 }
             }
