@@ -38,7 +38,8 @@
 //! A failing pass (a cluster down) is logged and tried again at the next interval; it never
 //! stops the flow.
 
-mod store;
+pub(super) mod error;
+pub(super) mod store;
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -56,56 +57,13 @@ use super::group_sync::{GroupSync, GroupSyncSummary};
 use crate::config::FlowConfig;
 use crate::internal::InternalError;
 use crate::metrics::GroupMetrics;
+pub use error::CheckpointError;
 pub use store::{checkpoint_for, CheckpointStore, Decision};
 
 use crate::internal::batch::MAX_BATCH_BYTES;
 
 /// Shortest interval the loop honours, so a zero from a hand-built config cannot spin.
 const MIN_INTERVAL: Duration = Duration::from_millis(10);
-
-/// Why a checkpoint or group-sync pass failed. The task logs it and tries again at the next
-/// interval.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum CheckpointError {
-    /// A Kafka operation failed.
-    #[error("{what}: {source}")]
-    Kafka {
-        /// What was being done, naming the topic or group.
-        what: String,
-        /// Why.
-        #[source]
-        source: strait_kafka::Error,
-    },
-    /// The checkpoints topic could not be created or read back, or a batch could not be built.
-    #[error(transparent)]
-    Internal(#[from] InternalError),
-    /// The checkpoints topic could not be read back.
-    #[error("checkpoints topic {topic}: {message}")]
-    Topic {
-        /// The checkpoints topic.
-        topic: String,
-        /// What is wrong.
-        message: String,
-    },
-}
-
-impl CheckpointError {
-    /// Whether the next pass may succeed without anyone doing anything (a cluster back up, a
-    /// leader elected).
-    pub fn is_retriable(&self) -> bool {
-        match self {
-            CheckpointError::Kafka { source, .. } => source.is_retriable(),
-            CheckpointError::Internal(e) => e.is_retriable(),
-            CheckpointError::Topic { .. } => false,
-        }
-    }
-
-    fn kafka(what: impl Into<String>) -> impl FnOnce(strait_kafka::Error) -> Self {
-        let what = what.into();
-        move |source| CheckpointError::Kafka { what, source }
-    }
-}
 
 /// A group, or one checkpoint of it, that a pass could not handle; tried again next pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
