@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use strait_kafka::admin::{AlterConfigOp, ConfigResource, ConfigSource, NewTopic};
 use strait_kafka::Client;
 
-use super::FlowError;
+use super::error::FlowError;
 use crate::config::FlowConfig;
 
 /// A source topic being mirrored.

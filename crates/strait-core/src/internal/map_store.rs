@@ -20,7 +20,7 @@ use strait_wire::offset_map::{
     Compacted, MapEntry, MapKey, MapLoader, MapRecord, OffsetMap, SourcePartition,
 };
 
-use super::InternalError;
+use super::error::InternalError;
 
 /// Map flushes between two compaction passes (`flow/compact.rs`).
 pub(crate) const COMPACT_EVERY_FLUSHES: u32 = 1000;

@@ -60,7 +60,7 @@ use strait_kafka::produce::{ProducerConfig, RawProducer};
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::mm2::OffsetSync;
 
-use super::InternalError;
+use super::error::InternalError;
 
 /// How often MM2 sends the delayed syncs: Connect's `offset.flush.interval.ms` default, at which
 /// `SourceTask.commit()` promotes them (KAFKA-15906). Call

@@ -3,7 +3,7 @@
 use strait_kafka::admin::NewTopic;
 use strait_kafka::Client;
 
-use super::InternalError;
+use super::error::InternalError;
 
 /// Creates one of strait's single-partition compacted topics (the offset map, MM2's
 /// offset-syncs, checkpoints and heartbeats; MM2's `createSinglePartitionCompactedTopic`) unless

@@ -42,7 +42,8 @@ use strait_wire::offset_map::{MapEntry, OffsetMap, SourcePartition};
 use strait_wire::{BatchScanner, RawBatch};
 
 use super::classify::{AbortTracker, Action};
-use super::{record_loss, source_partition, Flow, FlowError};
+use super::error::FlowError;
+use super::{record_loss, source_partition, Flow};
 use crate::config::StartPosition;
 use crate::internal::map_store::MapStore;
 use placement::{Listed, Survey, ToPlace};

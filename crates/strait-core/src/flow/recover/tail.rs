@@ -25,7 +25,7 @@ use strait_wire::records::{batch_records, RecordsError};
 use strait_wire::{BatchScanner, RawBatch};
 
 use crate::flow::classify::{AbortTracker, Action};
-use crate::flow::FlowError;
+use crate::flow::error::FlowError;
 
 /// A record as a consumer sees it, with its absolute offset.
 #[derive(Debug, Clone, PartialEq, Eq)]
