@@ -36,7 +36,7 @@ use strait_kafka::{Client, TopicPartition};
 use strait_wire::mm2::{CodecError, Heartbeat};
 
 use crate::config::HeartbeatEmitter;
-use crate::flow::FlowError;
+use crate::internal::InternalError;
 use crate::policy::ReplicationPolicy;
 
 /// Shortest interval the loop honours, so a zero from a hand-built config cannot spin.
@@ -57,7 +57,7 @@ pub enum HeartbeatError {
     },
     /// The heartbeats topic could not be created, or the batch could not be built.
     #[error(transparent)]
-    Flow(#[from] FlowError),
+    Internal(#[from] InternalError),
     /// The key cannot be encoded: an alias longer than a Kafka `STRING` holds.
     #[error("cannot encode the heartbeat key: {0}")]
     Encode(#[from] CodecError),
@@ -69,7 +69,7 @@ impl HeartbeatError {
     pub fn is_retriable(&self) -> bool {
         match self {
             HeartbeatError::Kafka { source, .. } => source.is_retriable(),
-            HeartbeatError::Flow(e) => e.is_retriable(),
+            HeartbeatError::Internal(e) => e.is_retriable(),
             HeartbeatError::Encode(_) => false,
         }
     }
@@ -160,7 +160,7 @@ impl HeartbeatTask {
 
     async fn try_emit(&mut self) -> Result<HeartbeatSummary, HeartbeatError> {
         if !self.topic_ready {
-            crate::flow::topics::ensure_compacted_topic(
+            crate::internal::ensure_compacted_topic(
                 &self.client,
                 &self.topic,
                 self.emitter.topic_replication_factor,
@@ -168,13 +168,14 @@ impl HeartbeatTask {
             .await?;
             self.topic_ready = true;
         }
-        let heartbeat = self.heartbeat_at(crate::flow::batch::now_ms());
+        let heartbeat = self.heartbeat_at(crate::internal::batch::now_ms());
         let key = heartbeat.encode_key()?;
-        let batch = crate::flow::batch::key_value_batch_at(
+        let batch = crate::internal::batch::key_value_batch_at(
             "heartbeat",
             vec![(key, heartbeat.encode_value())],
             heartbeat.timestamp_ms,
-        )?;
+        )
+        .map_err(InternalError::from)?;
         let producer = match self.producer.take() {
             Some(p) => p,
             None => RawProducer::new(self.client.clone(), self.producer_config.clone())

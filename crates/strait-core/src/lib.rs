@@ -4,7 +4,9 @@
 //! So far:
 //! - [`config`]: an MM2 `.properties` file read into typed clusters and flows; [`policy`]: MM2's
 //!   remote-topic naming and cycle rules; [`filter`]: MM2's topic and group filters.
-//! - [`flow`]: one `A->B` flow: remote topics, the data path, the offset map and its topic.
+//! - [`flow`]: one `A->B` flow: remote topics, the data path, the offset map.
+//! - [`internal`]: strait's own topics (the offset map's, MM2's offset syncs) and the helpers
+//!   that checkpoints and heartbeats share with them.
 //! - [`offsets`]: consumer-group offsets translated through the map, both ways.
 //! - [`heartbeats`]: MM2's heartbeats; [`acls`]: MM2's topic ACL sync.
 //! - [`metrics`]: what is counted, for `/metrics`; [`status`]: what each flow is doing now,
@@ -15,6 +17,7 @@ pub mod config;
 pub mod filter;
 pub mod flow;
 pub mod heartbeats;
+pub mod internal;
 pub mod metrics;
 pub mod offsets;
 pub mod policy;

@@ -7,7 +7,7 @@
 
 mod common;
 
-use strait_core::flow::map_store::MapStore;
+use strait_core::internal::map_store::MapStore;
 use strait_kafka::produce::{ProducerConfig, RawProducer};
 use strait_testkit::Clusters;
 use strait_wire::offset_map::{Extent, MapEntry, Segment, SourcePartition, Translation};

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use common::client;
 use indexmap::IndexMap;
 use proptest::prelude::*;
-use strait_core::flow::offset_syncs::{OffsetSyncQueue, OffsetSyncWriter};
+use strait_core::internal::offset_syncs::{OffsetSyncQueue, OffsetSyncWriter};
 use strait_kafka::Client;
 use strait_testkit::Clusters;
 use strait_wire::mm2::OffsetSync;

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use anyhow::Context as _;
 use strait_core::config::{Role, Side, StraitConfig};
-use strait_core::flow::map_store::MapStore;
+use strait_core::internal::map_store::MapStore;
 use strait_kafka::Client;
 
 pub(crate) async fn show(path: &Path, json: bool) -> anyhow::Result<()> {

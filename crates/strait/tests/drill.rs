@@ -23,7 +23,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use running::{flow_properties, run_until_caught_up, write_properties};
-use strait_core::flow::map_store::MapStore;
+use strait_core::internal::map_store::MapStore;
 use strait_kafka::{Client, ClientConfig};
 use strait_testkit::{Clusters, Rdk, TestRecord, Which, QUICK_COMPACTION};
 use strait_wire::offset_map::mm2_model::{compare, Mm2Model, DEFAULT_OFFSET_LAG_MAX};

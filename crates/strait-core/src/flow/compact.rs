@@ -1,4 +1,5 @@
-//! Bounding the offset map (`docs/design.md` §4.5): every [`COMPACT_EVERY_FLUSHES`] map
+//! Bounding the offset map (`docs/design.md` §4.5): every
+//! [`COMPACT_EVERY_FLUSHES`](crate::internal::map_store::COMPACT_EVERY_FLUSHES) map
 //! flushes (about one per round), the partitions whose map holds at least
 //! [`FlowOptions::compact_min_segments`](super::FlowOptions::compact_min_segments) segments are
 //! compacted below a bound (`OffsetMap::compact_below`), and the store notes the floor and a
@@ -49,9 +50,6 @@ use strait_kafka::admin::{IsolationLevel, OffsetSpec};
 use strait_kafka::TopicPartition;
 
 use super::{source_partition, Flow};
-
-/// Map flushes between two compaction passes.
-pub(super) const COMPACT_EVERY_FLUSHES: u32 = 1000;
 
 /// The segments a partition's map must hold, by default, before a pass asks for its bound.
 pub(super) const COMPACT_MIN_SEGMENTS: usize = 1024;

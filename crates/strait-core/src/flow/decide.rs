@@ -5,6 +5,7 @@
 
 use bytes::Bytes;
 use strait_kafka::fetch::AbortedTransaction;
+use strait_wire::rebuild::RebuildError;
 use strait_wire::{BatchScanner, RawBatch};
 
 use super::classify::{AbortTracker, Action, SkipReason};
@@ -68,6 +69,14 @@ pub(super) struct Decided {
     pub(super) stopped: Option<Stop>,
 }
 
+/// A batch that must be rebuilt and cannot be (its records cannot be decoded).
+#[derive(Debug)]
+pub(super) struct Unrebuildable {
+    /// The batch's base offset.
+    pub(super) base_offset: i64,
+    pub(super) source: RebuildError,
+}
+
 /// Decides, batch by batch in offset order, for fetched `records` (with the fetch's `aborted`
 /// transactions) of a partition whose next source offset to mirror is `position`. An error is
 /// a batch that must be rebuilt and cannot be (its records cannot be decoded): the round fails.
@@ -75,7 +84,7 @@ pub(super) fn partition(
     position: i64,
     records: Bytes,
     aborted: &[AbortedTransaction],
-) -> Result<Decided, String> {
+) -> Result<Decided, Unrebuildable> {
     let mut position = position;
     let mut steps = Vec::new();
     let mut stopped = None;
@@ -137,11 +146,11 @@ pub(super) fn partition(
                         to: next,
                         max_timestamp,
                     }),
-                    Err(e) => {
-                        return Err(format!(
-                            "cannot rebuild the batch at offset {}: {e}",
-                            b.header.base_offset
-                        ))
+                    Err(source) => {
+                        return Err(Unrebuildable {
+                            base_offset: b.header.base_offset,
+                            source,
+                        })
                     }
                 }
                 position = next;

@@ -38,7 +38,8 @@
 //! A failing pass (a cluster down) is logged and tried again at the next interval; it never
 //! stops the flow.
 
-mod store;
+pub(super) mod error;
+pub(super) mod store;
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -54,58 +55,15 @@ use tokio::time::Instant;
 
 use super::group_sync::{GroupSync, GroupSyncSummary};
 use crate::config::FlowConfig;
-use crate::flow::FlowError;
+use crate::internal::InternalError;
 use crate::metrics::GroupMetrics;
+pub use error::CheckpointError;
 pub use store::{checkpoint_for, CheckpointStore, Decision};
 
-use crate::flow::batch::MAX_BATCH_BYTES;
+use crate::internal::batch::MAX_BATCH_BYTES;
 
 /// Shortest interval the loop honours, so a zero from a hand-built config cannot spin.
 const MIN_INTERVAL: Duration = Duration::from_millis(10);
-
-/// Why a checkpoint or group-sync pass failed. The task logs it and tries again at the next
-/// interval.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum CheckpointError {
-    /// A Kafka operation failed.
-    #[error("{what}: {source}")]
-    Kafka {
-        /// What was being done, naming the topic or group.
-        what: String,
-        /// Why.
-        #[source]
-        source: strait_kafka::Error,
-    },
-    /// The checkpoints topic could not be created, or a batch could not be built.
-    #[error(transparent)]
-    Flow(#[from] FlowError),
-    /// The checkpoints topic could not be read back.
-    #[error("checkpoints topic {topic}: {message}")]
-    Topic {
-        /// The checkpoints topic.
-        topic: String,
-        /// What is wrong.
-        message: String,
-    },
-}
-
-impl CheckpointError {
-    /// Whether the next pass may succeed without anyone doing anything (a cluster back up, a
-    /// leader elected).
-    pub fn is_retriable(&self) -> bool {
-        match self {
-            CheckpointError::Kafka { source, .. } => source.is_retriable(),
-            CheckpointError::Flow(e) => e.is_retriable(),
-            CheckpointError::Topic { .. } => false,
-        }
-    }
-
-    fn kafka(what: impl Into<String>) -> impl FnOnce(strait_kafka::Error) -> Self {
-        let what = what.into();
-        move |source| CheckpointError::Kafka { what, source }
-    }
-}
 
 /// A group, or one checkpoint of it, that a pass could not handle; tried again next pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -372,7 +330,7 @@ impl CheckpointTask {
     /// Creates the topic (when `create`) and reads the last checkpoints back, each once.
     async fn prepare(&mut self, create: bool) -> Result<(), CheckpointError> {
         if create && !self.topic_ready {
-            crate::flow::topics::ensure_compacted_topic(
+            crate::internal::ensure_compacted_topic(
                 &self.target,
                 &self.topic,
                 self.flow.checkpoints_topic_replication_factor,
@@ -509,7 +467,8 @@ impl CheckpointTask {
                 .iter()
                 .map(|e| (e.key.clone(), e.value.clone()))
                 .collect();
-            let batch = crate::flow::batch::key_value_batch("checkpoints", kvs)?;
+            let batch = crate::internal::batch::key_value_batch("checkpoints", kvs)
+                .map_err(InternalError::from)?;
             let producer = match self.producer.take() {
                 Some(p) => p,
                 None => RawProducer::new(self.target.clone(), self.producer_config.clone())
@@ -563,12 +522,12 @@ pub async fn read_checkpoints(
 ) -> Result<CheckpointStore, CheckpointError> {
     let topic = flow.checkpoints_topic();
     let mut store = CheckpointStore::new();
-    crate::flow::topics::read_whole_topic(target, &topic, |offset, key, value| {
+    crate::internal::read_whole_topic(target, &topic, |offset, key, value| {
         read_record(&topic, flow, &mut store, offset, key, value);
         Ok(())
     })
     .await
-    .map_err(CheckpointError::Flow)?;
+    .map_err(CheckpointError::Internal)?;
     Ok(store)
 }
 
@@ -630,8 +589,8 @@ struct Encoded {
 
 /// Splits encoded checkpoints into runs of at most [`MAX_BATCH_BYTES`] (at least one each).
 fn chunks(encoded: Vec<Encoded>) -> Vec<Vec<Encoded>> {
-    crate::flow::batch::chunks_by_size(encoded, MAX_BATCH_BYTES, |e| {
-        crate::flow::batch::record_size(&e.key, &e.value)
+    crate::internal::batch::chunks_by_size(encoded, MAX_BATCH_BYTES, |e| {
+        crate::internal::batch::record_size(&e.key, &e.value)
     })
 }
 

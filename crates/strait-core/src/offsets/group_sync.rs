@@ -22,7 +22,8 @@ use strait_kafka::groups::{CommittedOffset, OffsetToCommit};
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::mm2::Checkpoint;
 
-use super::checkpoints::{CheckpointError, CheckpointStore};
+use super::checkpoints::error::CheckpointError;
+use super::checkpoints::store::CheckpointStore;
 use crate::metrics::GroupMetrics;
 
 /// Why a group, or one partition of it, was not written.

@@ -208,12 +208,9 @@ pub async fn plan_failover_from_checkpoints(
     let map = read_map(target, flow.source_alias.as_str(), &flow.name()).await?;
     let checkpoints = crate::offsets::checkpoints::read_checkpoints(target, flow)
         .await
-        .map_err(|e| PlanError::Map {
+        .map_err(|source| PlanError::Checkpoints {
             flow: flow.name(),
-            source: match e {
-                crate::offsets::checkpoints::CheckpointError::Flow(f) => f,
-                other => crate::flow::FlowError::Map(other.to_string()),
-            },
+            source: Box::new(source),
         })?;
     // Checkpoints name the remote topic; the map knows which source topic each came from.
     let source_topic: BTreeMap<String, String> = map

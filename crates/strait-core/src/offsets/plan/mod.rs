@@ -35,8 +35,9 @@ use strait_kafka::groups::{CommittedOffset, GroupDescription};
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::offset_map::{OffsetMap, SourcePartition};
 
-use crate::flow::map_store::MapStore;
-use crate::flow::FlowError;
+use crate::internal::map_store::MapStore;
+use crate::internal::InternalError;
+use crate::offsets::checkpoints::CheckpointError;
 
 pub use apply::{
     apply_plan, ApplyOptions, ApplyReport, GroupReport, Outcome, PartitionApply, Refusal,
@@ -319,9 +320,18 @@ pub enum PlanError {
     Map {
         /// The flow.
         flow: String,
-        /// The error.
+        /// The error (boxed: it is large, and rare).
         #[source]
-        source: FlowError,
+        source: Box<InternalError>,
+    },
+    /// The checkpoints topic could not be read (a failover plan made from checkpoints).
+    #[error("flow {flow}: cannot read the checkpoints: {source}")]
+    Checkpoints {
+        /// The flow.
+        flow: String,
+        /// The error (boxed: it is large, and rare).
+        #[source]
+        source: Box<CheckpointError>,
     },
     /// A plan or offsets file is not valid.
     #[error("{0}")]
@@ -353,6 +363,7 @@ impl PlanError {
         match self {
             PlanError::Kafka { source, .. } => source.is_retriable(),
             PlanError::Map { source, .. } => source.is_retriable(),
+            PlanError::Checkpoints { source, .. } => source.is_retriable(),
             PlanError::NoDestination { .. } => true,
             PlanError::Format(_) | PlanError::Version { .. } => false,
         }
@@ -554,7 +565,7 @@ async fn read_map(target: &Client, source_alias: &str, flow: &str) -> Result<Off
         .await
         .map_err(|source| PlanError::Map {
             flow: flow.to_owned(),
-            source,
+            source: Box::new(source),
         })
 }
 

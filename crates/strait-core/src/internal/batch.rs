@@ -10,7 +10,44 @@ use kafka_protocol::records::{
 };
 use strait_wire::{BatchScanner, RawBatch};
 
-use super::FlowError;
+/// Why a batch strait writes itself could not be built. `what` names its records
+/// (`"checkpoints"`, `"offset-map records"` ...).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BatchError {
+    /// Kafka's record encoder failed.
+    #[error("cannot encode {what}: {source}")]
+    Encode {
+        /// What the records are.
+        what: String,
+        /// The encoder's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The encoder's output holds no batch.
+    #[error("encoded {what} batch is empty")]
+    Empty {
+        /// What the records are.
+        what: String,
+    },
+    /// The encoder's output cannot be read back.
+    #[error("encoded {what} batch: {source}")]
+    Unreadable {
+        /// What the records are.
+        what: String,
+        /// Why.
+        #[source]
+        source: strait_wire::ScanError,
+    },
+    /// The encoder made more than one batch of records meant for one.
+    #[error("encoded {count} {what} into more than one batch")]
+    NotOne {
+        /// What the records are.
+        what: String,
+        /// How many records.
+        count: usize,
+    },
+}
 
 /// The most record bytes (keys, values and each record's overhead) strait puts in one batch it
 /// writes itself: a quarter of Kafka's default `message.max.bytes`, so that a target with a
@@ -53,7 +90,7 @@ pub(crate) fn record_size(key: &[u8], value: &[u8]) -> usize {
 pub(crate) fn key_value_batches(
     what: &str,
     records: Vec<(Vec<u8>, Vec<u8>)>,
-) -> Result<Vec<RawBatch>, FlowError> {
+) -> Result<Vec<RawBatch>, BatchError> {
     let now = now_ms();
     chunks_by_size(records, MAX_BATCH_BYTES, |(k, v)| record_size(k, v))
         .into_iter()
@@ -66,7 +103,7 @@ pub(crate) fn key_value_batches(
 pub(crate) fn key_value_batches_nullable(
     what: &str,
     records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-) -> Result<Vec<RawBatch>, FlowError> {
+) -> Result<Vec<RawBatch>, BatchError> {
     let now = now_ms();
     chunks_by_size(records, MAX_BATCH_BYTES, |(k, v)| {
         record_size(k, v.as_deref().unwrap_or_default())
@@ -80,7 +117,7 @@ pub(crate) fn key_value_batches_nullable(
 pub(crate) fn key_value_batch(
     what: &str,
     records: Vec<(Vec<u8>, Vec<u8>)>,
-) -> Result<RawBatch, FlowError> {
+) -> Result<RawBatch, BatchError> {
     key_value_batch_at(what, records, now_ms())
 }
 
@@ -99,7 +136,7 @@ pub(crate) fn key_value_batch_at(
     what: &str,
     records: Vec<(Vec<u8>, Vec<u8>)>,
     timestamp_ms: i64,
-) -> Result<RawBatch, FlowError> {
+) -> Result<RawBatch, BatchError> {
     let records = records.into_iter().map(|(k, v)| (k, Some(v))).collect();
     nullable_batch_at(what, records, timestamp_ms)
 }
@@ -109,7 +146,7 @@ fn nullable_batch_at(
     what: &str,
     records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     timestamp_ms: i64,
-) -> Result<RawBatch, FlowError> {
+) -> Result<RawBatch, BatchError> {
     let now = timestamp_ms;
     let count = records.len();
     let records: Vec<Record> = records
@@ -138,17 +175,27 @@ fn nullable_batch_at(
         version: 2,
         compression: Compression::None,
     };
-    RecordBatchEncoder::encode(&mut buf, records.iter(), &options)
-        .map_err(|e| FlowError::Map(format!("cannot encode {what}: {e}")))?;
+    RecordBatchEncoder::encode(&mut buf, records.iter(), &options).map_err(|e| {
+        BatchError::Encode {
+            what: what.to_owned(),
+            source: e.into(),
+        }
+    })?;
     let mut batches = BatchScanner::new(buf.freeze());
     let batch = batches
         .next()
-        .ok_or_else(|| FlowError::Map(format!("encoded {what} batch is empty")))?
-        .map_err(|e| FlowError::Map(format!("encoded {what} batch: {e}")))?;
+        .ok_or_else(|| BatchError::Empty {
+            what: what.to_owned(),
+        })?
+        .map_err(|source| BatchError::Unreadable {
+            what: what.to_owned(),
+            source,
+        })?;
     if batch.header.record_count as usize != count || batches.next().is_some() {
-        return Err(FlowError::Map(format!(
-            "encoded {count} {what} into more than one batch"
-        )));
+        return Err(BatchError::NotOne {
+            what: what.to_owned(),
+            count,
+        });
     }
     Ok(batch)
 }

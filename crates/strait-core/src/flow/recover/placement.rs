@@ -24,7 +24,8 @@ use strait_wire::offset_map::OffsetMap;
 use strait_wire::{BatchScanner, RawBatch};
 
 use super::tail::{self, TailRecord};
-use super::{source_partition, FlowError};
+use crate::flow::error::FlowError;
+use crate::flow::source_partition;
 
 /// Bytes asked per partition by a survey's fetch: one ordinary batch. A larger batch comes back
 /// cut, and its partition's record is fetched again alone.

@@ -20,7 +20,10 @@ use strait_wire::offset_map::{
     Compacted, MapEntry, MapKey, MapLoader, MapRecord, OffsetMap, SourcePartition,
 };
 
-use super::FlowError;
+use super::error::InternalError;
+
+/// Map flushes between two compaction passes (`flow/compact.rs`).
+pub(crate) const COMPACT_EVERY_FLUSHES: u32 = 1000;
 
 /// Generation written with every record. One writer per flow for now; scale-out will give each
 /// owner of a partition a higher generation (`docs/design.md` §7).
@@ -48,9 +51,9 @@ impl MapStore {
         target: &Client,
         source_alias: &str,
         replication_factor: i16,
-    ) -> Result<(Self, OffsetMap), FlowError> {
+    ) -> Result<(Self, OffsetMap), InternalError> {
         let topic = Self::topic_name(source_alias);
-        super::topics::ensure_compacted_topic(target, &topic, replication_factor).await?;
+        super::ensure_compacted_topic(target, &topic, replication_factor).await?;
         let map = Self::load(target, &topic).await?;
         let store = Self {
             topic,
@@ -64,7 +67,7 @@ impl MapStore {
 
     /// Reads the map of flows from `source_alias` as persisted on `target`, without creating
     /// anything. A missing topic is an empty map.
-    pub async fn read(target: &Client, source_alias: &str) -> Result<OffsetMap, FlowError> {
+    pub async fn read(target: &Client, source_alias: &str) -> Result<OffsetMap, InternalError> {
         let topic = Self::topic_name(source_alias);
         if !target.metadata().await?.topics.contains_key(&topic) {
             return Ok(OffsetMap::new());
@@ -72,17 +75,18 @@ impl MapStore {
         Self::load(target, &topic).await
     }
 
-    async fn load(target: &Client, topic: &str) -> Result<OffsetMap, FlowError> {
+    async fn load(target: &Client, topic: &str) -> Result<OffsetMap, InternalError> {
         let mut loader = MapLoader::new();
-        super::topics::read_whole_topic(target, topic, |_, key, value| {
+        super::read_whole_topic(target, topic, |_, key, value| {
             loader
                 .apply(&key.unwrap_or_default(), value.as_deref())
-                .map_err(|e| e.to_string())
+                .map_err(Into::into)
         })
         .await?;
-        loader
-            .finish()
-            .map_err(|e| FlowError::Map(format!("{topic}: {e}")))
+        loader.finish().map_err(|source| InternalError::MapLoad {
+            topic: topic.to_owned(),
+            source,
+        })
     }
 
     /// Notes a changed entry of `partition`'s map, to be written by the next flush.
@@ -116,15 +120,15 @@ impl MapStore {
     }
 
     /// Whether a compaction pass is due (`flow/compact.rs`): asked before every flush, true
-    /// once every [`COMPACT_EVERY_FLUSHES`](super::compact::COMPACT_EVERY_FLUSHES) times.
-    pub(super) fn compaction_due(&mut self) -> bool {
+    /// once every [`COMPACT_EVERY_FLUSHES`] times.
+    pub(crate) fn compaction_due(&mut self) -> bool {
         match self.until_compaction.checked_sub(1) {
             Some(left) => {
                 self.until_compaction = left;
                 false
             }
             None => {
-                self.until_compaction = super::compact::COMPACT_EVERY_FLUSHES - 1;
+                self.until_compaction = COMPACT_EVERY_FLUSHES - 1;
                 true
             }
         }
@@ -139,7 +143,7 @@ impl MapStore {
     /// together), then, once those are acknowledged, a tombstone for every noted removal.
     /// Returns the number of records written. On failure what was not acknowledged stays
     /// noted: writing a record again is harmless (the newest value per key is what counts).
-    pub async fn flush(&mut self, producer: &RawProducer) -> Result<usize, FlowError> {
+    pub async fn flush(&mut self, producer: &RawProducer) -> Result<usize, InternalError> {
         let mut written = 0;
         if !self.pending.is_empty() {
             let mut kvs = Vec::with_capacity(self.pending.len());
@@ -155,7 +159,7 @@ impl MapStore {
                 .removed
                 .iter()
                 .map(|k| Ok((encode_key(k)?, None)))
-                .collect::<Result<Vec<_>, FlowError>>()?;
+                .collect::<Result<Vec<_>, InternalError>>()?;
             self.send(producer, kvs).await?;
             written += self.removed.len();
             self.removed.clear();
@@ -167,7 +171,7 @@ impl MapStore {
         &self,
         producer: &RawProducer,
         kvs: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    ) -> Result<(), FlowError> {
+    ) -> Result<(), InternalError> {
         let tp = TopicPartition::new(&self.topic, 0);
         let batches = super::batch::key_value_batches_nullable("offset-map records", kvs)?
             .into_iter()
@@ -180,9 +184,8 @@ impl MapStore {
     }
 }
 
-fn encode_key(key: &MapKey) -> Result<Vec<u8>, FlowError> {
-    key.encode()
-        .map_err(|e| FlowError::Map(format!("cannot encode map key: {e}")))
+fn encode_key(key: &MapKey) -> Result<Vec<u8>, InternalError> {
+    key.encode().map_err(InternalError::MapKey)
 }
 
 #[cfg(test)]
@@ -227,7 +230,7 @@ mod tests {
     fn a_compaction_pass_is_due_with_the_first_flush_and_then_every_so_many() {
         let mut store = store();
         assert!(store.compaction_due());
-        let between = (0..super::super::compact::COMPACT_EVERY_FLUSHES * 2)
+        let between = (0..COMPACT_EVERY_FLUSHES * 2)
             .filter(|_| store.compaction_due())
             .count();
         assert_eq!(between, 2);

@@ -61,7 +61,7 @@ use strait_kafka::produce::{ProducerConfig, RawProducer};
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::mm2::OffsetSync;
 
-use super::FlowError;
+use super::error::InternalError;
 
 /// How often MM2 sends the delayed syncs: Connect's `offset.flush.interval.ms` default, at which
 /// `SourceTask.commit()` promotes them (KAFKA-15906). Call
@@ -302,7 +302,7 @@ pub struct OffsetSyncWriter {
 struct Write {
     producer: Option<RawProducer>,
     syncs: Vec<OffsetSync>,
-    result: Result<(), FlowError>,
+    result: Result<(), InternalError>,
 }
 
 impl std::fmt::Debug for Write {
@@ -363,8 +363,8 @@ impl OffsetSyncWriter {
         topic: String,
         replication_factor: i16,
         offset_lag_max: u64,
-    ) -> Result<Self, FlowError> {
-        super::topics::ensure_compacted_topic(&client, &topic, replication_factor).await?;
+    ) -> Result<Self, InternalError> {
+        super::ensure_compacted_topic(&client, &topic, replication_factor).await?;
         let producer = RawProducer::new(client.clone(), ProducerConfig::default()).await?;
         Ok(Self {
             client,
@@ -404,7 +404,7 @@ impl OffsetSyncWriter {
     /// write [`start_flush`](Self::start_flush) left in flight, if any. Returns the number of
     /// records this call wrote. On failure nothing is forgotten: the next flush writes the same
     /// syncs or newer ones.
-    pub async fn flush(&mut self, include_delayed: bool) -> Result<usize, FlowError> {
+    pub async fn flush(&mut self, include_delayed: bool) -> Result<usize, InternalError> {
         if let Some(running) = self.in_flight.take() {
             self.settle(running.await)?;
         }
@@ -425,7 +425,7 @@ impl OffsetSyncWriter {
     /// nothing and returns `false`, and the syncs wait for the next call (a newer sync of a
     /// partition replaces its queued one meanwhile). A write that failed is reported by the
     /// next call, its syncs queued again.
-    pub async fn start_flush(&mut self, include_delayed: bool) -> Result<bool, FlowError> {
+    pub async fn start_flush(&mut self, include_delayed: bool) -> Result<bool, InternalError> {
         match self.in_flight.take() {
             Some(running) if !running.is_finished() => {
                 self.in_flight = Some(running);
@@ -441,7 +441,7 @@ impl OffsetSyncWriter {
     }
 
     /// Takes what is due from the queue and prepares its write.
-    fn begin(&mut self, include_delayed: bool) -> Result<Option<WriteFuture>, FlowError> {
+    fn begin(&mut self, include_delayed: bool) -> Result<Option<WriteFuture>, InternalError> {
         let syncs = self.queue.pending(include_delayed);
         if syncs.is_empty() {
             return Ok(None);
@@ -462,11 +462,11 @@ impl OffsetSyncWriter {
 
     /// Takes the end of a write: the producer back and the count, or the syncs queued again
     /// and the error.
-    fn settle(&mut self, done: Result<Write, tokio::task::JoinError>) -> Result<(), FlowError> {
+    fn settle(&mut self, done: Result<Write, tokio::task::JoinError>) -> Result<(), InternalError> {
         let done = done.map_err(|e| {
             // Only a panic in the write or the runtime shutting down ends a task this way.
             tracing::error!(error = %e, topic = %self.topic, "the offset-sync write did not finish");
-            FlowError::Kafka(strait_kafka::Error::Closed)
+            InternalError::Kafka(strait_kafka::Error::Closed)
         })?;
         match done.result {
             Ok(()) => {
@@ -487,15 +487,18 @@ type WriteFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Write> + S
 
 /// Encodes syncs as uncompressed batches (as many as they need), timestamped now (MM2's
 /// producer stamps its sends).
-fn encode(syncs: &[OffsetSync]) -> Result<Vec<strait_wire::RawBatch>, FlowError> {
+fn encode(syncs: &[OffsetSync]) -> Result<Vec<strait_wire::RawBatch>, InternalError> {
     let mut kvs = Vec::with_capacity(syncs.len());
     for sync in syncs {
         let key = sync
             .encode_key()
-            .map_err(|e| FlowError::Map(format!("cannot encode offset sync {sync:?}: {e}")))?;
+            .map_err(|source| InternalError::OffsetSync {
+                sync: sync.clone(),
+                source,
+            })?;
         kvs.push((key, sync.encode_value()));
     }
-    super::batch::key_value_batches("offset syncs", kvs)
+    Ok(super::batch::key_value_batches("offset syncs", kvs)?)
 }
 
 #[cfg(test)]

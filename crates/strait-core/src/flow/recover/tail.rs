@@ -24,8 +24,8 @@ use strait_kafka::{Client, TopicPartition};
 use strait_wire::records::{batch_records, RecordsError};
 use strait_wire::{BatchScanner, RawBatch};
 
-use super::classify::{AbortTracker, Action};
-use super::FlowError;
+use crate::flow::classify::{AbortTracker, Action};
+use crate::flow::error::FlowError;
 
 /// A record as a consumer sees it, with its absolute offset.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,122 @@
+//! Making strait's single-partition compacted topics, and reading one back whole.
+
+use strait_kafka::admin::NewTopic;
+use strait_kafka::Client;
+
+use super::error::InternalError;
+
+/// Creates one of strait's single-partition compacted topics (the offset map, MM2's
+/// offset-syncs, checkpoints and heartbeats; MM2's `createSinglePartitionCompactedTopic`) unless
+/// it exists.
+pub async fn ensure_compacted_topic(
+    client: &Client,
+    topic: &str,
+    replication_factor: i16,
+) -> Result<(), InternalError> {
+    if client.metadata().await?.topics.contains_key(topic) {
+        return Ok(());
+    }
+    let created = client
+        .create_topic(
+            NewTopic::new(topic, 1)
+                .replication_factor(replication_factor)
+                .config("cleanup.policy", "compact"),
+        )
+        .await;
+    match created {
+        Ok(()) => {
+            tracing::info!(topic = %topic, "created internal topic");
+            Ok(())
+        }
+        Err(e) if e.code() == Some(kafka_protocol::error::ResponseError::TopicAlreadyExists) => {
+            Ok(())
+        }
+        Err(source) => Err(InternalError::Create {
+            topic: topic.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Reads partition 0 of `topic` (one of the single-partition compacted topics: the offset map,
+/// checkpoints) from its start to the end it has now, calling `each(offset, key, value)` for
+/// every record in order; control batches are skipped. Returns `false`, reading nothing, when
+/// the topic does not exist. An `Err` from `each` stops the read and is returned with the topic
+/// and offset ([`InternalError::Record`]).
+pub async fn read_whole_topic(
+    client: &Client,
+    topic: &str,
+    mut each: impl FnMut(
+        i64,
+        Option<bytes::Bytes>,
+        Option<bytes::Bytes>,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>,
+) -> Result<bool, InternalError> {
+    use strait_kafka::admin::{IsolationLevel, OffsetSpec};
+    use strait_kafka::fetch::{FetchOptions, FetchPosition};
+    use strait_kafka::TopicPartition;
+
+    if !client.metadata().await?.topics.contains_key(topic) {
+        return Ok(false);
+    }
+    let tp = TopicPartition::new(topic, 0);
+    let end = client
+        .list_offset(&tp, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
+        .await?
+        .offset;
+    let options = FetchOptions {
+        max_wait: std::time::Duration::from_millis(10),
+        isolation: IsolationLevel::ReadUncommitted,
+        ..FetchOptions::default()
+    };
+    let mut position = 0;
+    while position < end {
+        let data = client
+            .fetch(&[FetchPosition::new(tp.clone(), position)], &options)
+            .await
+            .remove(&tp)
+            .unwrap_or(Err(strait_kafka::Error::Closed))?;
+        position = position.max(data.log_start_offset);
+        let before = position;
+        for batch in strait_wire::BatchScanner::new(data.records) {
+            let batch = batch.map_err(|source| InternalError::Scan {
+                topic: topic.to_owned(),
+                source,
+            })?;
+            if batch.header.next_offset() <= position {
+                continue;
+            }
+            if !batch.header.attributes.is_control() {
+                // Our own record reader: bounded decompression, nothing merged.
+                let records = strait_wire::records::batch_records(&batch).map_err(|source| {
+                    InternalError::Decode {
+                        topic: topic.to_owned(),
+                        offset: batch.header.base_offset,
+                        source,
+                    }
+                })?;
+                for record in records {
+                    let offset = batch.header.base_offset + i64::from(record.offset_delta);
+                    if offset >= position {
+                        each(offset, record.key, record.value).map_err(|source| {
+                            InternalError::Record {
+                                topic: topic.to_owned(),
+                                offset,
+                                source,
+                            }
+                        })?;
+                    }
+                }
+            }
+            position = batch.header.next_offset();
+        }
+        if position == before {
+            return Err(InternalError::NoProgress {
+                topic: topic.to_owned(),
+                position,
+                end,
+            });
+        }
+    }
+    Ok(true)
+}
