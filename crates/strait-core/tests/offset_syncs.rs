@@ -464,7 +464,11 @@ async fn writes_the_syncs_mm2_would_write() {
     // Left to write: orders-2, and orders-1 and orders-0's second if the first write was
     // still in flight at the second call.
     let left = if started { 1 } else { 3 };
-    assert_eq!(w.flush(true).await.unwrap(), left, "started again: {started}");
+    assert_eq!(
+        w.flush(true).await.unwrap(),
+        left,
+        "started again: {started}"
+    );
     assert_eq!(w.written(), 4);
     assert_eq!((w.queue().pending_len(), w.queue().delayed_len()), (0, 0));
     let mut got: Vec<OffsetSync> = decode(&read_batches(&source, &topic).await)
