@@ -29,6 +29,7 @@ SHORT = {"strait": "strait", "mm2": "MM2", "baseline": "baseline", "ceiling": "c
 KEPT_SECTIONS = [
     "Across a distance",
     "Across a distance: strait before and after the survey and the fetch ahead",
+    "Across a distance: the pipelined producer, fetch sessions, and a far target",
     "Offset map size",
     "Failover drill with MM2's checkpoints",
 ]
