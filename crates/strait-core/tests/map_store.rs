@@ -8,7 +8,7 @@
 mod common;
 
 use strait_core::internal::map_store::MapStore;
-use strait_kafka::produce::{ProducerConfig, RawProducer};
+use strait_kafka::produce::ProducerConfig;
 use strait_testkit::Clusters;
 use strait_wire::offset_map::{Extent, MapEntry, Segment, SourcePartition, Translation};
 
@@ -16,7 +16,9 @@ use strait_wire::offset_map::{Extent, MapEntry, Segment, SourcePartition, Transl
 async fn a_map_flush_larger_than_a_batch_may_be_is_written_and_reads_back() {
     let clusters = Clusters::start();
     let target = common::client(&clusters.target.bootstrap).await;
-    let (mut store, map) = MapStore::open(&target, "big", 1).await.unwrap();
+    let (mut store, map) = MapStore::open(&target, "big", 1, ProducerConfig::default())
+        .await
+        .unwrap();
     assert!(map.is_empty());
 
     // 600 partitions of a topic with a long name, 20 segments each (a marker after every 9
@@ -43,11 +45,12 @@ async fn a_map_flush_larger_than_a_batch_may_be_is_written_and_reads_back() {
         );
     }
     assert_eq!(store.pending(), 600 * 21);
-    let producer = RawProducer::new(target.clone(), ProducerConfig::default())
-        .await
-        .unwrap();
-    let written = store.flush(&producer).await.unwrap();
-    assert_eq!(written, 600 * 21);
+    let published = store.flush(&map).await.unwrap();
+    assert!(
+        published.is_some(),
+        "a write that wrote records publishes its map"
+    );
+    assert_eq!(store.written(), 600 * 21);
     assert_eq!(store.pending(), 0);
 
     let loaded = MapStore::read(&target, "big").await.unwrap();

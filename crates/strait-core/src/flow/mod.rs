@@ -1,13 +1,14 @@
 //! A flow mirrors the topics of one source cluster into one target cluster (`A->B`), batch by
 //! batch, and keeps the exact offset map (`docs/design.md` §3–§4).
 //!
-//! One round: fetch every mirrored partition from where its map ends (read_committed by
-//! default), decide per batch (forward, skip, rebuild: `decide.rs`), produce everything to the
-//! target through the idempotent raw producer while the next round's fetch is in flight, record
-//! each written batch in the map, and flush the map's changes to its topic. A round holds at most
-//! the flow's byte budget (`strait.max.bytes.in.flight`: a third fetched, a third the producer's
-//! copies, a third the fetch ahead) whatever the partition and leader count, and per partition
-//! the order is kept.
+//! One round (`round.rs`, in stages with one job each): fetch every mirrored partition from
+//! where its map ends (read_committed by default), decide per batch (forward, skip, rebuild:
+//! `decide.rs`), produce everything to the target through the idempotent raw producer while
+//! the next round's fetch and the last round's map write are in flight, record each written
+//! batch in the map, and start writing the map's changes to its topic beside the next round.
+//! A round holds at most the flow's byte budget (`strait.max.bytes.in.flight`: a third
+//! fetched, a third the producer's copies, a third the fetch ahead) whatever the partition and
+//! leader count, and per partition the order is kept.
 //!
 //! At start the map is loaded and each partition resumes where its map ends. Batches the target
 //! holds beyond the map (written before a crash, not yet recorded) are matched against the source
@@ -21,39 +22,40 @@
 //! Records deleted on the source before they were mirrored (OFFSET_OUT_OF_RANGE, or a log start
 //! past our position) are recorded as a lost range, logged and counted (`docs/design.md` §3.4).
 //!
-//! Layout: `mod.rs` holds the flow, its round and its partition states (halted, refused);
-//! `decide.rs` what a round does with one partition's fetched bytes (a pure function);
-//! `classify.rs` markers and aborted transactions; `recover/` where each partition resumes
-//! (`placement.rs`: the survey of both clusters, `tail.rs`: matching records); `compact.rs`
-//! bounding the map; `topics.rs` the mirrored topics and their remote topics; `error.rs` the
-//! [`FlowError`] they all return. The map's topic and MM2's offset syncs are written through
-//! [`crate::internal`], which the flow uses and which does not use the flow.
+//! Layout: `mod.rs` holds the flow, its life (start, run, stall and resume) and its partition
+//! states (halted, refused); `round.rs` one round, stage by stage; `decide.rs` what a round
+//! does with one partition's fetched bytes (a pure function); `events.rs` what the flow tells
+//! about itself (each occurrence logged, counted and shown at once); `classify.rs` markers and
+//! aborted transactions; `recover/` where each partition resumes (`placement.rs`: the survey
+//! of both clusters, `tail.rs`: matching records); `compact.rs` bounding the map; `topics.rs`
+//! the mirrored topics and their remote topics; `error.rs` the [`FlowError`] they all return.
+//! The map's topic and MM2's offset syncs are written through [`crate::internal`], which the
+//! flow uses and which does not use the flow.
 
 pub mod classify;
 mod compact;
 mod decide;
 mod error;
+mod events;
 mod recover;
+mod round;
 pub mod topics;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use kafka_protocol::error::ResponseError;
-use strait_kafka::admin::{IsolationLevel, OffsetSpec};
-use strait_kafka::fetch::{FetchOptions, FetchPosition};
+use strait_kafka::admin::OffsetSpec;
+use strait_kafka::fetch::FetchPosition;
 use strait_kafka::produce::{ProducerConfig, RawProducer};
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::offset_map::{MapEntry, OffsetMap, SourcePartition};
-use strait_wire::RawBatch;
 use tokio::time::Instant;
 
 use crate::config::{FlowConfig, Side};
 use crate::internal::map_store::MapStore;
 use crate::internal::offset_syncs::{OffsetSyncWriter, DELAYED_SYNC_INTERVAL};
 use crate::metrics::{FlowMetrics, PartitionMetrics};
-use classify::SkipReason;
-use decide::{Decision, Stop, WriteKind};
+use events::{Event, Events};
 use topics::MirroredTopic;
 
 pub use error::FlowError;
@@ -125,15 +127,6 @@ struct Refused {
 
 /// The first wait after a refusal, and the longest.
 const REFUSED_BACKOFF: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(300));
-
-/// A planned change to a partition's map, applied after the round's writes are acknowledged.
-#[derive(Debug)]
-enum Step {
-    /// Source offsets `from..to` not mirrored (markers, aborted transactions).
-    Skip { from: i64, to: i64 },
-    /// `sends[send]` carries the source runs `(offset, count)`, in order.
-    Write { send: usize, runs: Vec<(i64, i64)> },
-}
 
 /// Tuning of a flow beyond its MM2 config.
 #[derive(Debug, Clone)]
@@ -208,7 +201,8 @@ pub struct Flow {
     /// Set when the target no longer knows our producer id: the reset takes a new one rather
     /// than bumping the epoch.
     fresh_producer: bool,
-    stats: FlowStats,
+    /// The flow's counters, and where its events are told (`events.rs`).
+    events: Events,
     /// The map as last persisted, for readers beside the flow (checkpoints, the HTTP API).
     published: tokio::sync::watch::Sender<std::sync::Arc<OffsetMap>>,
     /// Where the flow's events are counted (`/metrics`, `/v1/status`).
@@ -243,6 +237,7 @@ impl Flow {
             &target,
             config.source_alias.as_str(),
             config.checkpoints_topic_replication_factor,
+            options.producer.clone(),
         )
         .await
         .map_err(FlowError::internal("offset map"))?;
@@ -266,6 +261,7 @@ impl Flow {
             None
         };
         let published = tokio::sync::watch::Sender::new(std::sync::Arc::new(map.clone()));
+        let config_name = config.name();
         let metrics = FlowMetrics::start(&config);
         let mut flow = Self {
             config,
@@ -287,7 +283,7 @@ impl Flow {
             needs_reset: false,
             fresh_producer: false,
             topic_ids: BTreeMap::new(),
-            stats: FlowStats::default(),
+            events: Events::new(config_name),
             published,
             metrics,
             published_stats: tokio::sync::watch::Sender::new(FlowStats::default()),
@@ -307,36 +303,47 @@ impl Flow {
         self.published.subscribe()
     }
 
-    /// [`Flow::stats`] as of the last map flush (after every round), readable while the flow
+    /// [`Flow::stats`] as of the end of the last round, readable while the flow
     /// runs: what a progress display or a metrics exporter beside the flow reads.
     pub fn stats_updates(&self) -> tokio::sync::watch::Receiver<FlowStats> {
         self.published_stats.subscribe()
     }
 
-    /// Writes the map's changes to its topic and publishes the new map to
+    /// Writes the map's changes to its topic, waits for them (and for a write
+    /// [`write_map`](Flow::write_map) left in flight), and publishes the new map to
     /// [`Flow::map_updates`] readers (and the counters to [`Flow::stats_updates`] readers).
-    /// Every so many flushes, large partitions are compacted first, below what no group on
-    /// the source still needs (`compact.rs`).
     async fn persist_map(&mut self) -> Result<(), FlowError> {
+        self.write_map(true).await
+    }
+
+    /// Writes the map's changes to its topic: in a round, beside the next round's data
+    /// (`wait` false: the data does not wait a round trip to the target for the map; a crash
+    /// meanwhile leaves records beyond the persisted map, which start-up matches, `recover/`),
+    /// and publishes the map of the last write that finished. Every so many writes, large
+    /// partitions are compacted first, below what no group on the source still needs
+    /// (`compact.rs`).
+    async fn write_map(&mut self, wait: bool) -> Result<(), FlowError> {
         self.compact_map().await;
-        let written = self
-            .store
-            .flush(&self.producer)
-            .await
-            .map_err(FlowError::internal("offset map"))?;
-        if written > 0 {
-            // Cheap: the clone shares each partition's map (copy on write, `OffsetMap`), so it
-            // costs a pointer per partition, not a copy of every segment.
-            self.published
-                .send_replace(std::sync::Arc::new(self.map.clone()));
-        }
-        self.published_stats.send_replace(self.stats);
+        let written = if wait {
+            self.store.flush(&self.map).await
+        } else {
+            self.store.start_flush(&self.map).await
+        };
+        self.publish(written.map_err(FlowError::internal("offset map"))?);
         Ok(())
+    }
+
+    /// Publishes `map`, if a write put it on the topic, and the counters.
+    fn publish(&self, map: Option<std::sync::Arc<OffsetMap>>) {
+        if let Some(map) = map {
+            self.published.send_replace(map);
+        }
+        self.published_stats.send_replace(self.events.stats());
     }
 
     /// Counters since start.
     pub fn stats(&self) -> FlowStats {
-        self.stats
+        self.events.stats()
     }
 
     /// The target producer's id and epoch (the epoch grows after each failed write).
@@ -457,15 +464,15 @@ impl Flow {
 
     /// Stops mirroring `tp` until restart: logged at error once, shown as blocked with why.
     fn halt(&mut self, tp: &TopicPartition, why: String) {
-        let flow = self.config.name();
         let Some(state) = self.partitions.get_mut(tp) else {
             return;
         };
         if state.halted.is_some() {
             return;
         }
-        tracing::error!(flow = %flow, partition = %tp, remote = %state.remote, "partition halted: {why}");
-        state.metrics.blocked(Some(&why));
+        let remote = &state.remote;
+        self.events
+            .tell(tp, &state.metrics, Event::Halted { remote, why: &why });
         state.refused = None;
         state.halted = Some(why);
     }
@@ -585,433 +592,6 @@ impl Flow {
         }
     }
 
-    /// One fetch-and-produce round over all partitions.
-    pub async fn round(&mut self) -> Result<RoundStats, FlowError> {
-        if Instant::now() >= self.next_refresh {
-            self.refresh_topics().await?;
-        }
-        if let Some(every) = self.config.sync_topic_configs {
-            if Instant::now() >= self.next_config_sync {
-                topics::sync_configs(&self.source, &self.target, &self.config, &self.topics)
-                    .await?;
-                self.next_config_sync = Instant::now() + every;
-            }
-        }
-        self.replace_refused().await?;
-        // Kafka fills a fetch answer in request order, and lets only the first partition with
-        // data go past its size limit (KIP-74): asked always in the same order, partitions late
-        // in it (or whose next batch is larger than the limit) could get nothing round after
-        // round until retention deleted their records. So, as Kafka's own consumer does,
-        // partitions that got records go to the back of the order for the next fetch.
-        self.fetch_order
-            .retain(|tp| self.partitions.contains_key(tp));
-        if self.fetch_order.len() < self.partitions.len() {
-            let known: std::collections::HashSet<&TopicPartition> =
-                self.fetch_order.iter().collect();
-            let new: Vec<TopicPartition> = self
-                .partitions
-                .keys()
-                .filter(|tp| !known.contains(tp))
-                .cloned()
-                .collect();
-            self.fetch_order.extend(new);
-        }
-        let positions = self.fetch_positions();
-        let options = self.fetch_options();
-        let results = match self.prefetched.take() {
-            Some((asked, results)) if asked == positions => results,
-            _ => self.source.fetch(&positions, &options).await,
-        };
-        // A source topic deleted and created again keeps its name, not its id: the metadata the
-        // client holds (refreshed on fetch errors and every `metadata.max.age.ms`) tells.
-        let metadata = self.source.cached_metadata();
-        let ids: Vec<(String, [u8; 16])> = self
-            .topics
-            .iter()
-            .filter_map(|t| Some((t.source.clone(), metadata.topics.get(&t.source)?.id)))
-            .collect();
-        self.check_topic_ids(ids.iter().map(|(t, id)| (t.as_str(), *id)));
-        let (waited, fed): (Vec<TopicPartition>, Vec<TopicPartition>) =
-            std::mem::take(&mut self.fetch_order)
-                .into_iter()
-                .partition(|tp| match results.get(tp) {
-                    Some(Ok(data)) => data.records.is_empty(),
-                    _ => true,
-                });
-        self.fetch_order = waited;
-        self.fetch_order.extend(fed);
-        // Every partition failing the same way (the source unreachable) is an outage: let the
-        // caller log it and back off, rather than spin quietly.
-        let mut errors = results.values().filter_map(|r| r.as_ref().err());
-        if let Some(first) = errors.next() {
-            let all_failed = results.values().all(Result::is_err);
-            if all_failed
-                && matches!(
-                    first,
-                    strait_kafka::Error::Io { .. }
-                        | strait_kafka::Error::NoBootstrap { .. }
-                        | strait_kafka::Error::Timeout { .. }
-                )
-            {
-                return Err(FlowError::Kafka(first.clone()));
-            }
-        }
-
-        // What to produce, and how each written batch maps back to source offsets.
-        let mut sends: Vec<(TopicPartition, RawBatch)> = Vec::new();
-        // Per partition, in source order: what to record once the writes are acknowledged.
-        // Skips are recorded in the same order as the writes around them, never ahead of them.
-        let mut plans: Vec<(TopicPartition, Step)> = Vec::new();
-        let mut caught_up = true;
-        // Partitions whose next batch is in message format v0/v1: halted after this round.
-        let mut old_format: Vec<(TopicPartition, String)> = Vec::new();
-        for (tp, result) in results {
-            if self.partitions.get(&tp).is_some_and(|p| p.halted.is_some()) {
-                // Halted by the topic id check above: nothing of it is written.
-                continue;
-            }
-            let data = match result {
-                Ok(d) => d,
-                Err(e) if e.code() == Some(ResponseError::OffsetOutOfRange) => {
-                    self.handle_out_of_range(&tp).await?;
-                    caught_up = false;
-                    continue;
-                }
-                Err(e) => {
-                    tracing::debug!(partition = %tp, error = %e, "fetch error; retried next round");
-                    if let Some(state) = self.partitions.get(&tp) {
-                        state
-                            .metrics
-                            .error(format_args!("fetch from the source: {e}"));
-                    }
-                    caught_up = false;
-                    continue;
-                }
-            };
-            let Some(state) = self.partitions.get_mut(&tp) else {
-                continue;
-            };
-            let sp = source_partition(&tp);
-            let committed_end = if self.config.isolation_level == IsolationLevel::ReadCommitted
-                && data.last_stable_offset >= 0
-            {
-                data.last_stable_offset
-            } else {
-                data.high_watermark
-            };
-            state.source_end = committed_end;
-            state.metrics.fetched(committed_end);
-            if data.log_start_offset > state.position {
-                let lost = record_loss(
-                    &self.config.name(),
-                    &mut self.map,
-                    &mut self.store,
-                    &sp,
-                    state.position,
-                    data.log_start_offset,
-                )?;
-                self.stats.lost_records += lost;
-                state.metrics.lost(state.position, data.log_start_offset);
-                state.position = data.log_start_offset;
-            }
-            let decided =
-                decide::partition(state.position, data.records, &data.aborted).map_err(|e| {
-                    FlowError::Rebuild {
-                        partition: tp.clone(),
-                        offset: e.base_offset,
-                        source: e.source,
-                    }
-                })?;
-            for step in decided.steps {
-                match step {
-                    Decision::Skip { from, to, reason } => {
-                        match reason {
-                            SkipReason::ControlBatch => {
-                                self.stats.control_batches_skipped += 1;
-                                state.metrics.dropped(false);
-                            }
-                            SkipReason::Aborted => {
-                                self.stats.aborted_batches_skipped += 1;
-                                state.metrics.dropped(true);
-                            }
-                        }
-                        plans.push((tp.clone(), Step::Skip { from, to }));
-                    }
-                    Decision::PassOver {
-                        from,
-                        to,
-                        max_timestamp,
-                    } => {
-                        state.metrics.read(max_timestamp);
-                        plans.push((tp.clone(), Step::Skip { from, to }));
-                    }
-                    Decision::Write {
-                        batch,
-                        runs,
-                        kind,
-                        max_timestamp,
-                    } => {
-                        state.metrics.read(max_timestamp);
-                        match kind {
-                            WriteKind::Forwarded => {
-                                self.stats.batches_forwarded += 1;
-                                state.metrics.forwarded();
-                            }
-                            WriteKind::Rebuilt { source_base, holes } => {
-                                log_rebuild(&self.config.name(), &tp, source_base, &runs, holes);
-                                self.stats.batches_rebuilt += 1;
-                                state.metrics.rebuilt();
-                            }
-                        }
-                        plans.push((
-                            tp.clone(),
-                            Step::Write {
-                                send: sends.len(),
-                                runs,
-                            },
-                        ));
-                        sends.push((state.remote.clone(), batch));
-                    }
-                }
-            }
-            state.position = decided.position;
-            match decided.stopped {
-                Some(Stop::OldFormat { magic, base_offset }) => {
-                    // Fetched again, it would be the same bytes every round, forever.
-                    old_format.push((
-                        tp.clone(),
-                        format!(
-                            "source partition {tp} holds records in message format v{magic} \
-                             (written by Kafka before 0.11, or with an old \
-                             log.message.format.version) from offset {base_offset}: strait \
-                             forwards record batches as they are and mirrors format v2 only. \
-                             The records before offset {base_offset} are mirrored; this \
-                             partition is halted there, the others go on. To mirror it, \
-                             rewrite the topic's records in format v2 on the source (copy it \
-                             with a current producer into a new topic, or let retention \
-                             remove the old records), or leave the topic out of `topics`"
-                        ),
-                    ));
-                }
-                Some(Stop::Unreadable(e)) => {
-                    tracing::warn!(partition = %tp, error = %e, "bad batch from the source; fetched again next round");
-                }
-                None => {}
-            }
-            if state.position < committed_end {
-                caught_up = false;
-            }
-        }
-
-        self.metrics
-            .in_flight(sends.iter().map(|(_, b)| b.bytes.len() as u64).sum());
-        // While the batches are written, the next round's data is fetched, if there is more
-        // to fetch: a round then costs the longer of the source's and the target's round
-        // trips, not both. (Caught up, a fetch would wait `fetch.max.wait.ms` for new records
-        // and hold this round's end back.)
-        let more = self
-            .partitions
-            .values()
-            .any(|p| p.halted.is_none() && p.refused.is_none() && p.position < p.source_end);
-        let next_positions = if more {
-            self.fetch_positions()
-        } else {
-            Vec::new()
-        };
-        let prefetch = async {
-            if next_positions.is_empty() {
-                None
-            } else {
-                Some(self.source.fetch(&next_positions, &options).await)
-            }
-        };
-        let (acks, prefetched) = tokio::join!(self.producer.send_all(sends.clone()), prefetch);
-        let mut acks: Vec<Option<strait_kafka::Result<strait_kafka::produce::ProduceAck>>> =
-            acks.into_iter().map(Some).collect();
-        self.prefetched = prefetched.map(|results| (next_positions, results));
-        self.metrics.in_flight(0);
-        let mut records = 0u64;
-        // Partitions with a failed write: nothing after it is recorded this round.
-        let mut failed: std::collections::BTreeSet<TopicPartition> = Default::default();
-        // Writes the target refused for good: (partition, first source offset, why).
-        let mut refusals: Vec<(TopicPartition, i64, strait_kafka::Error)> = Vec::new();
-        // Writes that landed below what the map says the target holds: the target lost records.
-        let mut truncated: Vec<(TopicPartition, String)> = Vec::new();
-        // Whether a write failed in a way that needs every partition placed again (its fate
-        // unknown: a timeout, a broker gone), not only the refused ones.
-        let mut reset = false;
-        for (tp, step) in plans {
-            if failed.contains(&tp) {
-                // Everything after a failed write waits for the map-driven restart.
-                continue;
-            }
-            let sp = source_partition(&tp);
-            match step {
-                Step::Skip { from, to } => {
-                    let extent = self
-                        .map
-                        .record_skipped(&sp, from, to)
-                        .map_err(FlowError::map(&sp))?;
-                    self.store.note(&sp, MapEntry::Extent(extent));
-                }
-                Step::Write { send, runs } => match acks.get_mut(send).and_then(Option::take) {
-                    Some(Ok(ack)) => {
-                        let map_dst_end = self.map.partition(&sp).and_then(|m| m.dst_end());
-                        if let Some(end) = map_dst_end.filter(|end| ack.base_offset < *end) {
-                            // The target took this write below records it had acknowledged:
-                            // it lost them. Nothing more is recorded for the partition.
-                            let from = runs.first().map_or(0, |r| r.0);
-                            let why = self.target_truncated(&tp, from, ack.base_offset, end);
-                            truncated.push((tp.clone(), why));
-                            failed.insert(tp);
-                            continue;
-                        }
-                        // Target records between the map's end and this write are copies of
-                        // source records the map could not account for (an earlier run wrote
-                        // them and stopped before recording them).
-                        let mapped_end = map_dst_end.max(self.orphan_ends.remove(&tp));
-                        if let Some(end) = mapped_end.filter(|e| ack.base_offset > *e) {
-                            self.stats.duplicate_records += (ack.base_offset - end) as u64;
-                            if let Some(state) = self.partitions.get(&tp) {
-                                state.metrics.duplicates((ack.base_offset - end) as u64);
-                            }
-                        }
-                        let mut dst = ack.base_offset;
-                        let mut sync_runs = Vec::with_capacity(runs.len());
-                        for (src, n) in runs {
-                            let segment = self
-                                .map
-                                .record(&sp, src, dst, n)
-                                .map_err(FlowError::map(&sp))?;
-                            self.store.note(&sp, MapEntry::Segment(segment));
-                            sync_runs.push((src, dst, n));
-                            dst += n;
-                        }
-                        if let Some(w) = &mut self.offset_syncs {
-                            w.on_batch(&tp.topic, tp.partition, &sync_runs);
-                        }
-                        records += ack.record_count as u64;
-                        self.stats.bytes += sends[send].1.bytes.len() as u64;
-                        if let Some(state) = self.partitions.get_mut(&tp) {
-                            let batch = &sends[send].1;
-                            state.metrics.written(
-                                ack.record_count as u64,
-                                batch.bytes.len() as u64,
-                                batch.header.max_timestamp,
-                            );
-                            if state.refused.take().is_some() {
-                                tracing::info!(
-                                    flow = %self.config.name(),
-                                    partition = %tp,
-                                    "the target takes this partition's batches again"
-                                );
-                                state.metrics.blocked(None);
-                            }
-                        }
-                    }
-                    Some(Err(e)) if e.is_refusal() => {
-                        let from = runs.first().map_or(0, |r| r.0);
-                        refusals.push((tp.clone(), from, e));
-                        failed.insert(tp);
-                    }
-                    Some(Err(e)) => {
-                        tracing::warn!(flow = %self.config.name(), partition = %tp, error = %e, "produce failed; resuming from the offset map");
-                        if let Some(state) = self.partitions.get(&tp) {
-                            state
-                                .metrics
-                                .error(format_args!("produce to the target: {e}"));
-                        }
-                        self.fresh_producer |= needs_new_producer(&e);
-                        failed.insert(tp);
-                        reset = true;
-                    }
-                    None => {
-                        failed.insert(tp);
-                        reset = true;
-                    }
-                },
-            }
-        }
-        self.stats.records += records;
-        if !failed.is_empty() || !old_format.is_empty() {
-            // Positions change (placed again, halted): the fetch ahead no longer fits.
-            self.prefetched = None;
-        }
-        self.persist_map().await?;
-        self.flush_offset_syncs(false).await?;
-        for (tp, why) in truncated.into_iter().chain(old_format) {
-            self.halt(&tp, why);
-            caught_up = false;
-        }
-        if !refusals.is_empty() {
-            for (tp, from, e) in refusals {
-                self.refuse(&tp, from, &e);
-            }
-            if !reset {
-                // The refused partitions' sequences have a hole; nothing is in flight.
-                self.producer.bump_epoch().await?;
-            }
-            caught_up = false;
-        }
-        if reset {
-            self.needs_reset = true;
-            self.reset_after_failure().await?;
-            self.needs_reset = false;
-            caught_up = false;
-        }
-        for (tp, state) in &self.partitions {
-            let segments = self
-                .map
-                .partition(&source_partition(tp))
-                .map_or(0, |m| m.segments().len());
-            state
-                .metrics
-                .progress(state.source_end, state.position, segments);
-        }
-        Ok(RoundStats { records, caught_up })
-    }
-
-    /// What the next fetch asks: every partition neither halted nor waiting after a refusal,
-    /// from its position, in [`Flow::fetch_order`](Flow) order.
-    fn fetch_positions(&self) -> Vec<FetchPosition> {
-        let mut positions: Vec<FetchPosition> = self
-            .fetch_order
-            .iter()
-            .filter_map(|tp| {
-                let p = self.partitions.get(tp)?;
-                if p.halted.is_some() || p.refused.as_ref().is_some_and(|r| !r.retrying) {
-                    return None;
-                }
-                Some(FetchPosition {
-                    max_bytes: self.options.partition_max_bytes,
-                    ..FetchPosition::new(tp.clone(), p.position)
-                })
-            })
-            .collect();
-        if self.options.partition_bytes_from_budget && !positions.is_empty() {
-            let share = self.fetch_options().max_bytes / positions.len() as i32;
-            for p in &mut positions {
-                p.max_bytes = p.max_bytes.max(share);
-            }
-        }
-        positions
-    }
-
-    /// The settings of the data fetches. A third of the flow's budget
-    /// (`strait.max.bytes.in.flight`) for each: the round's fetched batches, the producer's
-    /// copies of them (each batch's header is rewritten for our producer id), and the next
-    /// round's fetch made while they are written; less if `fetch.max.bytes` says so. Split
-    /// across the leaders by `Client::fetch`.
-    fn fetch_options(&self) -> FetchOptions {
-        let budget = i32::try_from(self.config.max_bytes_in_flight / 3).unwrap_or(i32::MAX);
-        FetchOptions {
-            max_wait: self.options.fetch_max_wait,
-            min_bytes: self.options.fetch_min_bytes,
-            max_bytes: budget.min(self.options.fetch_max_bytes).max(1),
-            isolation: self.config.isolation_level,
-        }
-    }
-
     /// Writes MM2 offset syncs: those that fired now, and every `offset.flush.interval.ms`
     /// (60 s) or when `all`, the held-back ones too (KAFKA-15906).
     async fn flush_offset_syncs(&mut self, all: bool) -> Result<(), FlowError> {
@@ -1071,7 +651,6 @@ impl Flow {
     /// goes back to `from` and waits (logged at error the first time, at debug after), the
     /// others go on.
     fn refuse(&mut self, tp: &TopicPartition, from: i64, e: &strait_kafka::Error) {
-        let flow = self.config.name();
         let Some(state) = self.partitions.get_mut(tp) else {
             return;
         };
@@ -1095,12 +674,17 @@ impl Flow {
             wait.as_secs_f64(),
             REFUSED_BACKOFF.1.as_secs()
         );
-        if first {
-            tracing::error!(flow = %flow, partition = %tp, remote = %state.remote, offset = from, error = %e, "{why}");
-        } else {
-            tracing::debug!(flow = %flow, partition = %tp, offset = from, error = %e, "refused again");
-        }
-        state.metrics.blocked(Some(&why));
+        self.events.tell(
+            tp,
+            &state.metrics,
+            Event::Refused {
+                remote: &state.remote,
+                offset: from,
+                error: e,
+                why: &why,
+                first,
+            },
+        );
     }
 
     /// Places again, from their maps, the refused partitions whose wait is over, so the next
@@ -1148,24 +732,8 @@ fn topic_id(id: &[u8; 16]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id)
 }
 
-/// Whether a failed write means the target no longer accepts our producer id and epoch, so
-/// that only a new producer id helps.
-fn needs_new_producer(e: &strait_kafka::Error) -> bool {
-    matches!(
-        e.code(),
-        Some(
-            ResponseError::InvalidProducerEpoch
-                | ResponseError::ProducerFenced
-                | ResponseError::UnknownProducerId
-                | ResponseError::InvalidProducerIdMapping
-        )
-    )
-}
-
-/// Records `from..to` as lost, loudly: one error line naming the flow, topic, partition and
-/// range.
+/// Records `from..to` of `sp` as lost in the map (the caller tells [`Event::Lost`]).
 fn record_loss(
-    flow: &str,
     map: &mut OffsetMap,
     store: &mut MapStore,
     sp: &SourcePartition,
@@ -1174,34 +742,5 @@ fn record_loss(
 ) -> Result<u64, FlowError> {
     let range = map.record_lost(sp, from, to).map_err(FlowError::map(sp))?;
     store.note(sp, MapEntry::Lost(range));
-    tracing::error!(
-        flow = %flow,
-        topic = %sp.topic,
-        partition = sp.partition,
-        from,
-        to,
-        lost = to - from,
-        "records were deleted on the source before they were mirrored; the range is recorded \
-         as lost in the offset map and mirroring continues after it"
-    );
     Ok((to - from) as u64)
-}
-
-/// One line per rebuilt batch: at debug for compaction holes (routine on a compacted topic),
-/// at info for a batch cut by the partition's position (after a restart or a loss inside it).
-fn log_rebuild(flow: &str, tp: &TopicPartition, offset: i64, runs: &[(i64, i64)], holes: bool) {
-    let records: i64 = runs.iter().map(|r| r.1).sum();
-    let (topic, partition) = (&tp.topic, tp.partition);
-    if holes {
-        tracing::debug!(
-            flow = %flow, %topic, partition, offset, records, kind = "compaction holes",
-            "batch rebuilt: its offsets have holes (compaction), so it is re-encoded densely"
-        );
-    } else {
-        tracing::info!(
-            flow = %flow, %topic, partition, offset, records, kind = "cut by position",
-            "batch rebuilt: it starts before the partition's position (a restart or a loss \
-             inside it), so only its records from the position on are written"
-        );
-    }
 }

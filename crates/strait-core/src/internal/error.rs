@@ -84,6 +84,18 @@ pub enum InternalError {
         #[source]
         source: CodecError,
     },
+    /// A write in the background ended without its result (a bug, or the runtime shutting
+    /// down): what it carried cannot be written again from here.
+    #[error(
+        "the write of {topic} did not finish ({why}); restart strait: the map is read back and \
+         the target matched against the source, so nothing is lost"
+    )]
+    WriteLost {
+        /// The topic.
+        topic: String,
+        /// The task's error.
+        why: String,
+    },
     /// A batch of records strait writes could not be built.
     #[error(transparent)]
     Batch(#[from] batch::BatchError),

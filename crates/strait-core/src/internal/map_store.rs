@@ -6,6 +6,13 @@
 //! it made or grew, the flow notes it here, and a flush writes the newest entry per key.
 //! Compaction keeps the newest record per key, so the topic holds one record per segment.
 //!
+//! The flow writes the map beside its data ([`MapStore::start_flush`]): the changes of a round
+//! go to the topic while the next round's batches are written, through a producer of the
+//! store's own (`writer.rs`), and the map they belong to is published to readers once they are
+//! acknowledged. A crash meanwhile leaves records on the target beyond the persisted map, as a
+//! crash between a round's produce and its map write always could: start-up matches them
+//! against the source (`flow/recover/`).
+//!
 //! When the flow compacts the map below a bound (`OffsetMap::compact_below`), it notes the
 //! partition's floor and the removal of every dropped entry ([`MapStore::note_compacted`]); a
 //! flush writes the floor with the other entries first and, once they are acknowledged, a
@@ -13,14 +20,17 @@
 //! goes first because it is what makes the loader leave out what lies below it: tombstones
 //! without the floor (a crash between the writes) would load a map with a hole at its start.
 
+use std::sync::Arc;
+
 use indexmap::{IndexMap, IndexSet};
-use strait_kafka::produce::RawProducer;
-use strait_kafka::{Client, TopicPartition};
+use strait_kafka::produce::ProducerConfig;
+use strait_kafka::Client;
 use strait_wire::offset_map::{
     Compacted, MapEntry, MapKey, MapLoader, MapRecord, OffsetMap, SourcePartition,
 };
 
 use super::error::InternalError;
+use super::writer::{BackgroundWriter, Finished};
 
 /// Map flushes between two compaction passes (`flow/compact.rs`).
 pub(crate) const COMPACT_EVERY_FLUSHES: u32 = 1000;
@@ -32,12 +42,24 @@ const GENERATION: i32 = 0;
 /// Reads and writes one flow's map topic.
 #[derive(Debug)]
 pub struct MapStore {
-    topic: String,
     pending: IndexMap<MapKey, MapRecord>,
     /// Keys to delete (tombstones), written after `pending` is acknowledged.
     removed: IndexSet<MapKey>,
     /// Flushes until the next compaction pass is due ([`MapStore::compaction_due`]).
     until_compaction: u32,
+    /// Writes beside the flow; `None` in unit tests, which never write.
+    writer: Option<BackgroundWriter<MapWrite>>,
+    /// Records written so far (tombstones included).
+    written: u64,
+}
+
+/// What one write of the map carries: the entries and removals it writes, and the map they
+/// were taken from, published once they are on the topic.
+#[derive(Debug)]
+struct MapWrite {
+    entries: Vec<(MapKey, MapRecord)>,
+    removed: Vec<MapKey>,
+    map: Arc<OffsetMap>,
 }
 
 impl MapStore {
@@ -46,23 +68,36 @@ impl MapStore {
         format!("strait-offset-map.{source_alias}.internal")
     }
 
-    /// Creates the topic if missing (compacted, one partition) and loads the map from it.
+    /// Creates the topic if missing (compacted, one partition), loads the map from it, and
+    /// makes the store's producer (`producer`: the flow's target producer settings).
     pub async fn open(
         target: &Client,
         source_alias: &str,
         replication_factor: i16,
+        producer: ProducerConfig,
     ) -> Result<(Self, OffsetMap), InternalError> {
         let topic = Self::topic_name(source_alias);
         super::ensure_compacted_topic(target, &topic, replication_factor).await?;
         let map = Self::load(target, &topic).await?;
+        let mut writer = BackgroundWriter::new(target.clone(), topic, producer);
+        writer.connect().await?;
         let store = Self {
-            topic,
+            writer: Some(writer),
+            ..Self::unconnected()
+        };
+        Ok((store, map))
+    }
+
+    /// A store that notes changes and writes nothing.
+    fn unconnected() -> Self {
+        Self {
             pending: IndexMap::new(),
             removed: IndexSet::new(),
             // The first pass comes with the first flush: a large map loaded at start-up.
             until_compaction: 0,
-        };
-        Ok((store, map))
+            writer: None,
+            written: 0,
+        }
     }
 
     /// Reads the map of flows from `source_alias` as persisted on `target`, without creating
@@ -139,48 +174,128 @@ impl MapStore {
         self.pending.len() + self.removed.len()
     }
 
-    /// Writes every noted entry, in as many batches as they need (in order, all in flight
-    /// together), then, once those are acknowledged, a tombstone for every noted removal.
-    /// Returns the number of records written. On failure what was not acknowledged stays
-    /// noted: writing a record again is harmless (the newest value per key is what counts).
-    pub async fn flush(&mut self, producer: &RawProducer) -> Result<usize, InternalError> {
-        let mut written = 0;
-        if !self.pending.is_empty() {
-            let mut kvs = Vec::with_capacity(self.pending.len());
-            for r in self.pending.values() {
-                kvs.push((encode_key(&r.key())?, Some(r.encode_value())));
-            }
-            self.send(producer, kvs).await?;
-            written += self.pending.len();
-            self.pending.clear();
-        }
-        if !self.removed.is_empty() {
-            let kvs = self
-                .removed
-                .iter()
-                .map(|k| Ok((encode_key(k)?, None)))
-                .collect::<Result<Vec<_>, InternalError>>()?;
-            self.send(producer, kvs).await?;
-            written += self.removed.len();
-            self.removed.clear();
-        }
-        Ok(written)
+    /// Records written to the topic so far (tombstones included; a write in flight not
+    /// counted).
+    pub fn written(&self) -> u64 {
+        self.written
     }
 
-    async fn send(
-        &self,
-        producer: &RawProducer,
-        kvs: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-    ) -> Result<(), InternalError> {
-        let tp = TopicPartition::new(&self.topic, 0);
-        let batches = super::batch::key_value_batches_nullable("offset-map records", kvs)?
-            .into_iter()
-            .map(|batch| (tp.clone(), batch))
-            .collect();
-        for ack in producer.send_all(batches).await {
-            ack?;
+    /// Starts writing what is noted, beside the caller, and returns without waiting: every
+    /// noted entry, in as many batches as they need (in order, all in flight together), then,
+    /// once those are acknowledged, a tombstone for every noted removal. `map` is the map the
+    /// notes come from. One write at a time: while the last one is in flight this starts
+    /// nothing, and the notes wait for the next call.
+    ///
+    /// Returns the map of the last write that finished, when it wrote anything, for readers
+    /// that must see only what is on the topic. A write that failed is reported by the next
+    /// call; what it carried is noted again, unless newer notes of the same keys replaced it.
+    pub async fn start_flush(
+        &mut self,
+        map: &OffsetMap,
+    ) -> Result<Option<Arc<OffsetMap>>, InternalError> {
+        let Some(writer) = &mut self.writer else {
+            return Ok(None);
+        };
+        if writer.busy() {
+            return Ok(None);
         }
-        Ok(())
+        let finished = writer.finished().await?;
+        let published = self.settle(finished)?;
+        self.begin(map)?;
+        Ok(published)
+    }
+
+    /// Writes what is noted, after the write [`start_flush`](Self::start_flush) left in flight,
+    /// and waits for both. Returns the map of the newest write that wrote anything, as
+    /// `start_flush` does.
+    pub async fn flush(
+        &mut self,
+        map: &OffsetMap,
+    ) -> Result<Option<Arc<OffsetMap>>, InternalError> {
+        let Some(writer) = &mut self.writer else {
+            return Ok(None);
+        };
+        let earlier = writer.wait().await?;
+        let mut published = self.settle(earlier)?;
+        if self.begin(map)? {
+            let writer = self.writer.as_mut().expect("begin wrote through it");
+            let done = writer.wait().await?;
+            published = self.settle(done)?.or(published);
+        }
+        Ok(published)
+    }
+
+    /// Takes every note and starts their write; `false` if there is none.
+    fn begin(&mut self, map: &OffsetMap) -> Result<bool, InternalError> {
+        let Some(writer) = &mut self.writer else {
+            return Ok(false);
+        };
+        if self.pending.is_empty() && self.removed.is_empty() {
+            return Ok(false);
+        }
+        let mut entries = Vec::with_capacity(self.pending.len());
+        for r in self.pending.values() {
+            entries.push((encode_key(&r.key())?, Some(r.encode_value())));
+        }
+        let tombstones = self
+            .removed
+            .iter()
+            .map(|k| Ok((encode_key(k)?, None)))
+            .collect::<Result<Vec<_>, InternalError>>()?;
+        let mut phases = Vec::with_capacity(2);
+        for kvs in [entries, tombstones] {
+            if !kvs.is_empty() {
+                phases.push(super::batch::key_value_batches_nullable(
+                    "offset-map records",
+                    kvs,
+                )?);
+            }
+        }
+        let write = MapWrite {
+            entries: self.pending.drain(..).collect(),
+            removed: self.removed.drain(..).collect(),
+            // Cheap: the clone shares each partition's map (copy on write, `OffsetMap`), so it
+            // costs a pointer per partition, not a copy of every segment.
+            map: Arc::new(map.clone()),
+        };
+        writer.start(write, phases);
+        Ok(true)
+    }
+
+    /// Takes the end of a write: its map, to publish, or its notes back and the error.
+    fn settle(
+        &mut self,
+        done: Option<Finished<MapWrite>>,
+    ) -> Result<Option<Arc<OffsetMap>>, InternalError> {
+        let Some(Finished { payload, result }) = done else {
+            return Ok(None);
+        };
+        match result {
+            Ok(()) => {
+                self.written += (payload.entries.len() + payload.removed.len()) as u64;
+                Ok(Some(payload.map))
+            }
+            Err(e) => {
+                self.restore(payload);
+                Err(e)
+            }
+        }
+    }
+
+    /// Notes again what a failed write carried, except keys noted since (their newer value or
+    /// removal is what counts). Writing a record twice is harmless: the newest value per key
+    /// is what the topic keeps.
+    fn restore(&mut self, failed: MapWrite) {
+        for (key, record) in failed.entries {
+            if !self.removed.contains(&key) {
+                self.pending.entry(key).or_insert(record);
+            }
+        }
+        for key in failed.removed {
+            if !self.pending.contains_key(&key) {
+                self.removed.insert(key);
+            }
+        }
     }
 }
 
@@ -195,12 +310,7 @@ mod tests {
     use super::*;
 
     fn store() -> MapStore {
-        MapStore {
-            topic: MapStore::topic_name("a"),
-            pending: IndexMap::new(),
-            removed: IndexSet::new(),
-            until_compaction: 0,
-        }
+        MapStore::unconnected()
     }
 
     #[test]
@@ -224,6 +334,44 @@ mod tests {
         // Noting a removed key again (never the case for a dropped entry) cancels the removal.
         store.note(&sp, MapEntry::Segment(compacted.segments[0]));
         assert_eq!(store.removed.len(), 3);
+    }
+
+    /// A failed write's notes come back, except keys noted or removed while it was out.
+    #[test]
+    fn a_failed_write_is_noted_again_below_newer_notes() {
+        let sp = SourcePartition::new("orders", 0);
+        let mut map = PartitionMap::new();
+        let mut store = store();
+        let first = map.record(0, 0, 10).unwrap();
+        let second = map.record(20, 10, 10).unwrap();
+        store.note(&sp, MapEntry::Segment(first));
+        store.note(&sp, MapEntry::Segment(second));
+        store.note_removed(MapKey::Floor {
+            partition: sp.clone(),
+        });
+        // What `begin` takes for a write.
+        let write = MapWrite {
+            entries: store.pending.drain(..).collect(),
+            removed: store.removed.drain(..).collect(),
+            map: Arc::new(OffsetMap::new()),
+        };
+        let keys: Vec<MapKey> = write.entries.iter().map(|(k, _)| k.clone()).collect();
+        // While it is out, the second segment grows and the first is removed.
+        let grown = map.record(30, 20, 5).unwrap();
+        store.note(&sp, MapEntry::Segment(grown));
+        store.note_removed(keys[0].clone());
+        let failed = Finished {
+            payload: write,
+            result: Err(InternalError::Kafka(strait_kafka::Error::Closed)),
+        };
+        assert!(store.settle(Some(failed)).is_err());
+        // The removal of the first stands; the second is noted (grown or not, one record);
+        // the floor's removal comes back.
+        assert!(store.removed.contains(&keys[0]));
+        assert!(!store.pending.contains_key(&keys[0]));
+        assert_eq!(store.pending[&keys[1]].entry, MapEntry::Segment(grown));
+        assert!(store.removed.contains(&MapKey::Floor { partition: sp }));
+        assert_eq!(store.written(), 0);
     }
 
     #[test]

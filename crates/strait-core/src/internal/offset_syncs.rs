@@ -57,11 +57,12 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use indexmap::IndexMap;
-use strait_kafka::produce::{ProducerConfig, RawProducer};
-use strait_kafka::{Client, TopicPartition};
+use strait_kafka::produce::ProducerConfig;
+use strait_kafka::Client;
 use strait_wire::mm2::OffsetSync;
 
 use super::error::InternalError;
+use super::writer::{BackgroundWriter, Finished};
 
 /// How often MM2 sends the delayed syncs: Connect's `offset.flush.interval.ms` default, at which
 /// `SourceTask.commit()` promotes them (KAFKA-15906). Call
@@ -286,70 +287,9 @@ impl OffsetSyncQueue {
 /// Writes one flow's offset syncs to MM2's offset-syncs topic (module docs).
 #[derive(Debug)]
 pub struct OffsetSyncWriter {
-    client: Client,
-    topic: String,
-    /// `None` after a failed write: the producer's sequence has a hole, so the next flush makes
-    /// a new one.
-    producer: Option<RawProducer>,
+    writer: BackgroundWriter<Vec<OffsetSync>>,
     queue: OffsetSyncQueue,
     written: u64,
-    /// The write [`start_flush`](Self::start_flush) left running beside the flow, if any.
-    in_flight: Option<tokio::task::JoinHandle<Write>>,
-}
-
-/// The end of a write of syncs: the producer back (unless a batch failed, which breaks its
-/// sequence), the syncs, and how it went.
-struct Write {
-    producer: Option<RawProducer>,
-    syncs: Vec<OffsetSync>,
-    result: Result<(), InternalError>,
-}
-
-impl std::fmt::Debug for Write {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Write")
-            .field("syncs", &self.syncs.len())
-            .field("result", &self.result)
-            .finish()
-    }
-}
-
-/// Writes `syncs` (already encoded as `batches`) with `producer`, or a new producer on
-/// `client` when there is none.
-async fn write(
-    client: Client,
-    producer: Option<RawProducer>,
-    syncs: Vec<OffsetSync>,
-    batches: Vec<(TopicPartition, strait_wire::RawBatch)>,
-) -> Write {
-    let producer = match producer {
-        Some(p) => p,
-        None => match RawProducer::new(client, ProducerConfig::default()).await {
-            Ok(p) => p,
-            Err(e) => {
-                return Write {
-                    producer: None,
-                    syncs,
-                    result: Err(e.into()),
-                }
-            }
-        },
-    };
-    for ack in producer.send_all(batches).await {
-        if let Err(e) = ack {
-            // Dropped with its broken sequence: the next write makes a new producer.
-            return Write {
-                producer: None,
-                syncs,
-                result: Err(e.into()),
-            };
-        }
-    }
-    Write {
-        producer: Some(producer),
-        syncs,
-        result: Ok(()),
-    }
 }
 
 impl OffsetSyncWriter {
@@ -365,20 +305,18 @@ impl OffsetSyncWriter {
         offset_lag_max: u64,
     ) -> Result<Self, InternalError> {
         super::ensure_compacted_topic(&client, &topic, replication_factor).await?;
-        let producer = RawProducer::new(client.clone(), ProducerConfig::default()).await?;
+        let mut writer = BackgroundWriter::new(client, topic, ProducerConfig::default());
+        writer.connect().await?;
         Ok(Self {
-            client,
-            topic,
-            producer: Some(producer),
+            writer,
             queue: OffsetSyncQueue::new(offset_lag_max),
             written: 0,
-            in_flight: None,
         })
     }
 
     /// The offset-syncs topic.
     pub fn topic(&self) -> &str {
-        &self.topic
+        self.writer.topic()
     }
 
     /// The syncs waiting to be written.
@@ -405,17 +343,14 @@ impl OffsetSyncWriter {
     /// records this call wrote. On failure nothing is forgotten: the next flush writes the same
     /// syncs or newer ones.
     pub async fn flush(&mut self, include_delayed: bool) -> Result<usize, InternalError> {
-        if let Some(running) = self.in_flight.take() {
-            self.settle(running.await)?;
+        let earlier = self.writer.wait().await?;
+        self.settle(earlier)?;
+        if !self.begin(include_delayed)? {
+            return Ok(0);
         }
-        match self.begin(include_delayed)? {
-            Some(write) => {
-                let done = write.await;
-                let n = done.syncs.len();
-                self.settle(Ok(done)).map(|()| n)
-            }
-            None => Ok(0),
-        }
+        let done = self.writer.wait().await?;
+        let n = done.as_ref().map_or(0, |d| d.payload.len());
+        self.settle(done).map(|()| n)
     }
 
     /// Starts writing what [`flush`](Self::flush) would write, and returns without waiting:
@@ -426,64 +361,44 @@ impl OffsetSyncWriter {
     /// partition replaces its queued one meanwhile). A write that failed is reported by the
     /// next call, its syncs queued again.
     pub async fn start_flush(&mut self, include_delayed: bool) -> Result<bool, InternalError> {
-        match self.in_flight.take() {
-            Some(running) if !running.is_finished() => {
-                self.in_flight = Some(running);
-                return Ok(false);
-            }
-            Some(finished) => self.settle(finished.await)?,
-            None => {}
+        if self.writer.busy() {
+            return Ok(false);
         }
-        if let Some(write) = self.begin(include_delayed)? {
-            self.in_flight = Some(tokio::spawn(write));
-        }
+        let finished = self.writer.finished().await?;
+        self.settle(finished)?;
+        self.begin(include_delayed)?;
         Ok(true)
     }
 
-    /// Takes what is due from the queue and prepares its write.
-    fn begin(&mut self, include_delayed: bool) -> Result<Option<WriteFuture>, InternalError> {
+    /// Takes what is due from the queue and starts its write; `false` if nothing is due.
+    fn begin(&mut self, include_delayed: bool) -> Result<bool, InternalError> {
         let syncs = self.queue.pending(include_delayed);
         if syncs.is_empty() {
-            return Ok(None);
+            return Ok(false);
         }
-        let tp = TopicPartition::new(&self.topic, 0);
-        let batches = encode(&syncs)?
-            .into_iter()
-            .map(|batch| (tp.clone(), batch))
-            .collect();
+        let batches = encode(&syncs)?;
         self.queue.take(include_delayed);
-        Ok(Some(Box::pin(write(
-            self.client.clone(),
-            self.producer.take(),
-            syncs,
-            batches,
-        ))))
+        self.writer.start(syncs, vec![batches]);
+        Ok(true)
     }
 
-    /// Takes the end of a write: the producer back and the count, or the syncs queued again
-    /// and the error.
-    fn settle(&mut self, done: Result<Write, tokio::task::JoinError>) -> Result<(), InternalError> {
-        let done = done.map_err(|e| {
-            // Only a panic in the write or the runtime shutting down ends a task this way.
-            tracing::error!(error = %e, topic = %self.topic, "the offset-sync write did not finish");
-            InternalError::Kafka(strait_kafka::Error::Closed)
-        })?;
+    /// Takes the end of a write: its count, or its syncs queued again and the error.
+    fn settle(&mut self, done: Option<Finished<Vec<OffsetSync>>>) -> Result<(), InternalError> {
+        let Some(done) = done else {
+            return Ok(());
+        };
         match done.result {
             Ok(()) => {
-                self.producer = done.producer;
-                self.written += done.syncs.len() as u64;
+                self.written += done.payload.len() as u64;
                 Ok(())
             }
             Err(e) => {
-                self.queue.restore(done.syncs);
+                self.queue.restore(done.payload);
                 Err(e)
             }
         }
     }
 }
-
-/// A write of syncs, not started.
-type WriteFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Write> + Send>>;
 
 /// Encodes syncs as uncompressed batches (as many as they need), timestamped now (MM2's
 /// producer stamps its sends).

@@ -43,6 +43,7 @@ use strait_wire::{BatchScanner, RawBatch};
 
 use super::classify::{AbortTracker, Action};
 use super::error::FlowError;
+use super::events::{Event, Matched};
 use super::{record_loss, source_partition, Flow};
 use crate::config::StartPosition;
 use crate::internal::map_store::MapStore;
@@ -455,15 +456,16 @@ impl Flow {
                         break;
                     }
                     matched += pending.apply(&mut self.map, &mut self.store, &sp)?;
-                    lost += record_loss(
-                        &self.config.name(),
-                        &mut self.map,
-                        &mut self.store,
-                        &sp,
-                        src,
-                        earliest,
-                    )?;
-                    self.metrics.partition(tp, remote).lost(src, earliest);
+                    lost += record_loss(&mut self.map, &mut self.store, &sp, src, earliest)?;
+                    let metrics = self.metrics.partition(tp, remote);
+                    self.events.tell(
+                        tp,
+                        &metrics,
+                        Event::Lost {
+                            from: src,
+                            to: earliest,
+                        },
+                    );
                     src = earliest;
                     after_loss = true;
                     continue;
@@ -661,64 +663,23 @@ impl Flow {
             self.orphan_ends.insert(tp.clone(), dst);
         }
         let unmatched = (target_end - dst).max(0);
-        self.stats.recovered_records += matched as u64;
-        self.stats.lost_records += lost;
-        // Extra copies are counted here: nothing writes them again, and the map persisted
-        // below puts them in a target gap, so a restart does not find them again.
-        self.stats.duplicate_records += extra as u64;
         let metrics = self.metrics.partition(tp, remote);
-        metrics.recovered(matched as u64);
-        metrics.duplicates(extra as u64);
-        // Duplicates to be written again are counted when they are (a target gap in the map),
-        // not here: a run stopped before that would otherwise count them twice.
-        if adopted && lost == 0 && orphans == 0 {
-            let level_warn = unmatched > 0 || extra > 0;
-            // The same words as below first: tools that sum `recovered=` find both.
-            let message = "target held records beyond the offset map, and no map for this \
-                           partition: taking over a remote topic filled by MirrorMaker 2 or \
-                           another mirror (or the map topic was deleted); its records were \
-                           matched with the source record by record: matched ones are in the map \
-                           and not copied again, extra copies (an earlier mirror wrote them \
-                           twice) are kept and counted as duplicates, unmatched ones will be \
-                           written again";
-            macro_rules! adopted_line {
-                ($level:ident) => {
-                    tracing::$level!(
-                        flow = %self.config.name(),
-                        partition = %tp,
-                        remote = %remote,
-                        recovered = matched,
-                        extra_copies = extra,
-                        duplicates = unmatched,
-                        resumes_at = src,
-                        elapsed_ms = started.elapsed().as_millis() as u64,
-                        stopped_by = stopped_by.as_deref().unwrap_or("-"),
-                        "{message}"
-                    )
-                };
-            }
-            if level_warn {
-                adopted_line!(warn);
-            } else {
-                adopted_line!(info);
-            }
-        } else if matched > 0 || unmatched > 0 || orphans > 0 || extra > 0 {
-            tracing::warn!(
-                flow = %self.config.name(),
-                partition = %tp,
-                remote = %remote,
-                recovered = matched,
-                duplicates = unmatched,
+        self.events.tell(
+            tp,
+            &metrics,
+            Event::Matched(Matched {
+                remote,
+                matched,
+                extra,
+                unmatched,
                 lost,
-                copies_of_lost = orphans,
-                extra_copies = extra,
-                stopped_by = stopped_by.as_deref().unwrap_or("-"),
-                "target held records beyond the offset map (an earlier run stopped before \
-                 recording them): matched ones are kept, the rest will be written again; copies \
-                 of records the source deleted before they were recorded are kept, not written \
-                 again"
-            );
-        }
+                orphans,
+                adopted,
+                resumes_at: src,
+                elapsed_ms: started.elapsed().as_millis() as u64,
+                stopped_by: stopped_by.as_deref(),
+            }),
+        );
         self.persist_map().await?;
         Ok(src)
     }
@@ -778,16 +739,21 @@ impl Flow {
             return Ok(());
         };
         if earliest > state.position {
-            let lost = record_loss(
-                &self.config.name(),
+            record_loss(
                 &mut self.map,
                 &mut self.store,
                 &sp,
                 state.position,
                 earliest,
             )?;
-            self.stats.lost_records += lost;
-            state.metrics.lost(state.position, earliest);
+            self.events.tell(
+                tp,
+                &state.metrics,
+                Event::Lost {
+                    from: state.position,
+                    to: earliest,
+                },
+            );
             state.position = earliest;
         } else if state.position > latest {
             // Moving to the source's end would skip its new records there unrecorded, and the
