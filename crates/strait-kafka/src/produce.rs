@@ -39,15 +39,13 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, ProduceResponse, TopicName};
-use kafka_protocol::protocol::StrBytes;
-use strait_wire::{rewrite_for_forward, ForwardHeader, RawBatch};
+use kafka_protocol::messages::{InitProducerIdRequest, ProduceResponse};
+use strait_wire::frame::ProduceBody;
+use strait_wire::{ForwardHeader, ForwardedBatch, RawBatch};
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
@@ -129,7 +127,7 @@ struct PartitionState {
 struct Pending {
     index: usize,
     tp: TopicPartition,
-    bytes: Bytes,
+    bytes: ForwardedBatch,
     sequence: i32,
     record_count: i32,
     state: Arc<PartitionState>,
@@ -298,7 +296,7 @@ impl RawProducer {
             base_sequence: sequence,
             transactional: false,
         };
-        let bytes = rewrite_for_forward(batch, &header)
+        let bytes = strait_wire::forward(batch, &header)
             .map_err(|e| Error::Invalid(format!("{tp}: cannot forward batch: {e}")))?;
         seq.next = increment_sequence(sequence, record_count);
         seq.unresolved.push_back(sequence);
@@ -314,30 +312,23 @@ impl RawProducer {
         })
     }
 
-    /// One ProduceRequest: one batch per partition.
-    fn produce_request(&self, parts: &[Part]) -> ProduceRequest {
-        let mut by_topic: BTreeMap<&str, Vec<PartitionProduceData>> = BTreeMap::new();
+    /// One Produce request: one batch per partition, its bytes shared with the parts.
+    fn produce_request(&self, parts: &[Part]) -> ProduceBody {
+        let mut by_topic: BTreeMap<&str, Vec<(i32, ForwardedBatch)>> = BTreeMap::new();
         for part in parts {
-            by_topic.entry(&part.tp.topic).or_default().push(
-                PartitionProduceData::default()
-                    .with_index(part.tp.partition)
-                    .with_records(Some(part.bytes.clone())),
-            );
+            by_topic
+                .entry(&part.tp.topic)
+                .or_default()
+                .push((part.tp.partition, part.bytes.clone()));
         }
-        ProduceRequest::default()
-            .with_transactional_id(None)
-            .with_acks(-1)
-            .with_timeout_ms(self.config.broker_timeout.as_millis().min(i32::MAX as u128) as i32)
-            .with_topic_data(
-                by_topic
-                    .into_iter()
-                    .map(|(t, ps)| {
-                        TopicProduceData::default()
-                            .with_name(TopicName(StrBytes::from_string(t.to_owned())))
-                            .with_partition_data(ps)
-                    })
-                    .collect(),
-            )
+        ProduceBody {
+            acks: -1,
+            timeout_ms: self.config.broker_timeout.as_millis().min(i32::MAX as u128) as i32,
+            topics: by_topic
+                .into_iter()
+                .map(|(t, ps)| (t.to_owned(), ps))
+                .collect(),
+        }
     }
 }
 
@@ -406,7 +397,7 @@ struct Part {
     lane: usize,
     sequence: i32,
     tp: TopicPartition,
-    bytes: Bytes,
+    bytes: ForwardedBatch,
 }
 
 /// What came back for a request: the broker it went to, the batches it carried (lane and
@@ -817,7 +808,7 @@ impl<'a> Dispatch<'a> {
                 let _ = previous.await;
             }
             let queued = match producer.client.connection(leader).await {
-                Ok(conn) => conn.submit(&request).await.map(|s| (conn, s)),
+                Ok(conn) => conn.submit_produce(&request).await.map(|s| (conn, s)),
                 Err(e) => Err(e),
             };
             drop(submitted);
