@@ -313,13 +313,16 @@ impl RawProducer {
     }
 
     /// One Produce request: one batch per partition, its bytes shared with the parts.
-    fn produce_request(&self, parts: &[Part]) -> ProduceBody {
+    fn produce_request<'p>(
+        &self,
+        parts: impl Iterator<Item = (&'p TopicPartition, &'p ForwardedBatch)>,
+    ) -> ProduceBody {
         let mut by_topic: BTreeMap<&str, Vec<(i32, ForwardedBatch)>> = BTreeMap::new();
-        for part in parts {
+        for (tp, batch) in parts {
             by_topic
-                .entry(&part.tp.topic)
+                .entry(&tp.topic)
                 .or_default()
-                .push((part.tp.partition, part.bytes.clone()));
+                .push((tp.partition, batch.clone()));
         }
         ProduceBody {
             acks: -1,
@@ -392,11 +395,11 @@ fn resolve(p: &Pending, broken: Option<Error>) {
     }
 }
 
-/// A batch in a request: its lane, its sequence, and the bytes to send.
+/// A batch in a request: its lane (whose partition it goes to), its sequence, and the bytes
+/// to send.
 struct Part {
     lane: usize,
     sequence: i32,
-    tp: TopicPartition,
     bytes: ForwardedBatch,
 }
 
@@ -712,7 +715,6 @@ impl<'a> Dispatch<'a> {
             Part {
                 lane: index,
                 sequence: slot.pending.sequence,
-                tp: lane.tp.clone(),
                 bytes: slot.pending.bytes.clone(),
             },
         ))
@@ -797,7 +799,8 @@ impl<'a> Dispatch<'a> {
     /// Makes a request to `leader`, submitted after the one made before it for that broker.
     fn request(&mut self, leader: BrokerId, parts: Vec<Part>) {
         let producer = self.producer;
-        let request = producer.produce_request(&parts);
+        let lanes = &self.lanes;
+        let request = producer.produce_request(parts.iter().map(|p| (&lanes[p.lane].tp, &p.bytes)));
         let carried: Vec<(usize, i32)> = parts.iter().map(|p| (p.lane, p.sequence)).collect();
         drop(parts);
         let (submitted, now_submitted) = oneshot::channel::<()>();
@@ -823,29 +826,43 @@ impl<'a> Dispatch<'a> {
 
     fn on_answer(&mut self, (leader, carried, answer): Answer) {
         match answer {
-            Ok(response) => {
+            Ok(mut response) => {
+                // Keyed by names borrowed from the answer: no copy per partition.
                 let mut answers = HashMap::new();
-                for t in response.responses {
-                    let topic = t.name.0.to_string();
-                    for p in t.partition_responses {
-                        answers.insert(TopicPartition::new(topic.clone(), p.index), p);
+                for t in &mut response.responses {
+                    let topic = t.name.0.as_str();
+                    for p in t.partition_responses.drain(..) {
+                        answers.insert((topic, p.index), p);
                     }
                 }
-                for (index, sequence) in carried {
-                    let lane = &self.lanes[index];
-                    let Some(slot) = lane.window.iter().find(|s| s.pending.sequence == sequence)
-                    else {
-                        self.lanes[index].in_flight -= 1;
-                        continue;
-                    };
-                    let outcome = match answers.remove(&lane.tp) {
-                        None => Outcome::Fail(Error::Unexpected {
-                            broker: leader.to_string(),
-                            what: format!("Produce answer does not mention {}", lane.tp),
-                        }),
-                        Some(answer) => classify_answer(&slot.pending, answer),
-                    };
-                    self.settle(index, sequence, outcome);
+                // Each batch's outcome first (a request carries one batch per partition, so
+                // settling one cannot change another's), then each is settled.
+                let lanes = &self.lanes;
+                let outcomes: Vec<(usize, i32, Option<Outcome>)> = carried
+                    .into_iter()
+                    .map(|(index, sequence)| {
+                        let lane = &lanes[index];
+                        let key = (lane.tp.topic.as_str(), lane.tp.partition);
+                        let outcome = lane
+                            .window
+                            .iter()
+                            .find(|s| s.pending.sequence == sequence)
+                            .map(|slot| match answers.remove(&key) {
+                                None => Outcome::Fail(Error::Unexpected {
+                                    broker: leader.to_string(),
+                                    what: format!("Produce answer does not mention {}", lane.tp),
+                                }),
+                                Some(answer) => classify_answer(&slot.pending, answer),
+                            });
+                        (index, sequence, outcome)
+                    })
+                    .collect();
+                for (index, sequence, outcome) in outcomes {
+                    match outcome {
+                        Some(outcome) => self.settle(index, sequence, outcome),
+                        // Settled already (the deadline passed): only its request is over.
+                        None => self.lanes[index].in_flight -= 1,
+                    }
                 }
             }
             Err(e) => {
