@@ -24,9 +24,9 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, ProduceRequest};
 use kafka_protocol::protocol::{Message, Request, StrBytes};
-use strait_wire::frame::{self, Versions};
+use strait_wire::frame::{self, Frame, ProduceBody, Versions};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, RwLock};
 use tokio::task::JoinHandle;
@@ -205,7 +205,7 @@ pub struct BrokerConnection {
     next_correlation: AtomicI32,
     /// Frames to write, in order. A task owns the socket's write half, so a caller that gives
     /// up half-way through never leaves half a frame on the wire.
-    writer: mpsc::UnboundedSender<Bytes>,
+    writer: mpsc::UnboundedSender<Frame>,
     shared: Arc<StdMutex<Shared>>,
     /// Until when the broker asked us not to send (KIP-219).
     throttled_until: StdMutex<Option<Instant>>,
@@ -454,7 +454,24 @@ impl BrokerConnection {
             source,
         })?;
         let api = frame::api_key_of::<R>().map_err(|e| self.frame_err(e))?;
-        let result = self.enqueue(request, version, true, api).await;
+        let result = self
+            .enqueue(Self::encoder(request), version, true, api)
+            .await;
+        if let Err(e) = &result {
+            e.count_transport(&self.addr, api);
+        }
+        result
+    }
+
+    /// [`submit`](BrokerConnection::submit) for a Produce request of forwarded batches: their
+    /// bytes go to the socket from where they are, never copied into the request.
+    pub async fn submit_produce(&self, body: &ProduceBody) -> Result<Submitted<ProduceRequest>> {
+        let version = self.version_of::<ProduceRequest>()?;
+        let api = ApiKey::Produce;
+        let encode = |version, correlation_id, client_id: &str| {
+            frame::encode_produce_request(body, version, correlation_id, client_id)
+        };
+        let result = self.enqueue(encode, version, true, api).await;
         if let Err(e) = &result {
             e.count_transport(&self.addr, api);
         }
@@ -485,7 +502,10 @@ impl BrokerConnection {
         gated: bool,
     ) -> Result<R::Response> {
         let api = frame::api_key_of::<R>().map_err(|e| self.frame_err(e))?;
-        let result = match self.enqueue(request, version, gated, api).await {
+        let result = match self
+            .enqueue::<R>(Self::encoder(request), version, gated, api)
+            .await
+        {
             Ok(submitted) => self.complete(submitted).await,
             Err(e) => Err(e),
         };
@@ -495,17 +515,28 @@ impl BrokerConnection {
         result
     }
 
-    /// Hands the request's frame to the writer task, in call order.
-    async fn enqueue<R: Request + Sync>(
-        &self,
+    /// How a kafka-protocol request is encoded: whole, into one buffer.
+    fn encoder<R: Request>(
         request: &R,
+    ) -> impl FnOnce(i16, i32, &str) -> std::result::Result<Frame, strait_wire::FrameError> + '_
+    {
+        move |version, correlation_id, client_id| {
+            frame::encode_request(request, version, correlation_id, client_id).map(Frame::from)
+        }
+    }
+
+    /// Encodes a request of type `R` with `encode` (given the version, the correlation id and
+    /// the client id) and hands its frame to the writer task, in call order.
+    async fn enqueue<R: Request>(
+        &self,
+        encode: impl FnOnce(i16, i32, &str) -> std::result::Result<Frame, strait_wire::FrameError>,
         version: i16,
         gated: bool,
         api: kafka_protocol::messages::ApiKey,
     ) -> Result<Submitted<R>> {
         self.wait_for_throttle().await;
         let correlation_id = self.next_correlation.fetch_add(1, Ordering::Relaxed);
-        let bytes = frame::encode_request(request, version, correlation_id, &self.config.client_id)
+        let bytes = encode(version, correlation_id, &self.config.client_id)
             .map_err(|e| Error::Invalid(e.to_string()))?;
         let (tx, rx) = oneshot::channel();
         // Only a SASL connection is ever re-authenticated.
@@ -656,11 +687,12 @@ async fn reauthenticate_loop(
 async fn write_loop(
     peer: Peer,
     mut writer: impl AsyncWrite + Unpin,
-    mut frames: mpsc::UnboundedReceiver<Bytes>,
+    mut frames: mpsc::UnboundedReceiver<Frame>,
     shared: Arc<StdMutex<Shared>>,
 ) {
-    while let Some(frame) = frames.recv().await {
-        if let Err(e) = writer.write_all(&frame).await {
+    // A frame's pieces go in vectored writes, batches straight from the fetched buffers.
+    while let Some(mut frame) = frames.recv().await {
+        if let Err(e) = writer.write_all_buf(&mut frame).await {
             let err = peer.io_error(&e, false);
             if let Ok(mut s) = shared.lock() {
                 s.poison(err);

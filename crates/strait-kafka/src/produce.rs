@@ -39,15 +39,13 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, ProduceResponse, TopicName};
-use kafka_protocol::protocol::StrBytes;
-use strait_wire::{rewrite_for_forward, ForwardHeader, RawBatch};
+use kafka_protocol::messages::{InitProducerIdRequest, ProduceResponse};
+use strait_wire::frame::ProduceBody;
+use strait_wire::{ForwardHeader, ForwardedBatch, RawBatch};
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
@@ -129,7 +127,7 @@ struct PartitionState {
 struct Pending {
     index: usize,
     tp: TopicPartition,
-    bytes: Bytes,
+    bytes: ForwardedBatch,
     sequence: i32,
     record_count: i32,
     state: Arc<PartitionState>,
@@ -298,7 +296,7 @@ impl RawProducer {
             base_sequence: sequence,
             transactional: false,
         };
-        let bytes = rewrite_for_forward(batch, &header)
+        let bytes = strait_wire::forward(batch, &header)
             .map_err(|e| Error::Invalid(format!("{tp}: cannot forward batch: {e}")))?;
         seq.next = increment_sequence(sequence, record_count);
         seq.unresolved.push_back(sequence);
@@ -314,30 +312,26 @@ impl RawProducer {
         })
     }
 
-    /// One ProduceRequest: one batch per partition.
-    fn produce_request(&self, parts: &[Part]) -> ProduceRequest {
-        let mut by_topic: BTreeMap<&str, Vec<PartitionProduceData>> = BTreeMap::new();
-        for part in parts {
-            by_topic.entry(&part.tp.topic).or_default().push(
-                PartitionProduceData::default()
-                    .with_index(part.tp.partition)
-                    .with_records(Some(part.bytes.clone())),
-            );
+    /// One Produce request: one batch per partition, its bytes shared with the parts.
+    fn produce_request<'p>(
+        &self,
+        parts: impl Iterator<Item = (&'p TopicPartition, &'p ForwardedBatch)>,
+    ) -> ProduceBody {
+        let mut by_topic: BTreeMap<&str, Vec<(i32, ForwardedBatch)>> = BTreeMap::new();
+        for (tp, batch) in parts {
+            by_topic
+                .entry(&tp.topic)
+                .or_default()
+                .push((tp.partition, batch.clone()));
         }
-        ProduceRequest::default()
-            .with_transactional_id(None)
-            .with_acks(-1)
-            .with_timeout_ms(self.config.broker_timeout.as_millis().min(i32::MAX as u128) as i32)
-            .with_topic_data(
-                by_topic
-                    .into_iter()
-                    .map(|(t, ps)| {
-                        TopicProduceData::default()
-                            .with_name(TopicName(StrBytes::from_string(t.to_owned())))
-                            .with_partition_data(ps)
-                    })
-                    .collect(),
-            )
+        ProduceBody {
+            acks: -1,
+            timeout_ms: self.config.broker_timeout.as_millis().min(i32::MAX as u128) as i32,
+            topics: by_topic
+                .into_iter()
+                .map(|(t, ps)| (t.to_owned(), ps))
+                .collect(),
+        }
     }
 }
 
@@ -401,12 +395,12 @@ fn resolve(p: &Pending, broken: Option<Error>) {
     }
 }
 
-/// A batch in a request: its lane, its sequence, and the bytes to send.
+/// A batch in a request: its lane (whose partition it goes to), its sequence, and the bytes
+/// to send.
 struct Part {
     lane: usize,
     sequence: i32,
-    tp: TopicPartition,
-    bytes: Bytes,
+    bytes: ForwardedBatch,
 }
 
 /// What came back for a request: the broker it went to, the batches it carried (lane and
@@ -721,7 +715,6 @@ impl<'a> Dispatch<'a> {
             Part {
                 lane: index,
                 sequence: slot.pending.sequence,
-                tp: lane.tp.clone(),
                 bytes: slot.pending.bytes.clone(),
             },
         ))
@@ -806,7 +799,8 @@ impl<'a> Dispatch<'a> {
     /// Makes a request to `leader`, submitted after the one made before it for that broker.
     fn request(&mut self, leader: BrokerId, parts: Vec<Part>) {
         let producer = self.producer;
-        let request = producer.produce_request(&parts);
+        let lanes = &self.lanes;
+        let request = producer.produce_request(parts.iter().map(|p| (&lanes[p.lane].tp, &p.bytes)));
         let carried: Vec<(usize, i32)> = parts.iter().map(|p| (p.lane, p.sequence)).collect();
         drop(parts);
         let (submitted, now_submitted) = oneshot::channel::<()>();
@@ -817,7 +811,7 @@ impl<'a> Dispatch<'a> {
                 let _ = previous.await;
             }
             let queued = match producer.client.connection(leader).await {
-                Ok(conn) => conn.submit(&request).await.map(|s| (conn, s)),
+                Ok(conn) => conn.submit_produce(&request).await.map(|s| (conn, s)),
                 Err(e) => Err(e),
             };
             drop(submitted);
@@ -832,29 +826,43 @@ impl<'a> Dispatch<'a> {
 
     fn on_answer(&mut self, (leader, carried, answer): Answer) {
         match answer {
-            Ok(response) => {
+            Ok(mut response) => {
+                // Keyed by names borrowed from the answer: no copy per partition.
                 let mut answers = HashMap::new();
-                for t in response.responses {
-                    let topic = t.name.0.to_string();
-                    for p in t.partition_responses {
-                        answers.insert(TopicPartition::new(topic.clone(), p.index), p);
+                for t in &mut response.responses {
+                    let topic = t.name.0.as_str();
+                    for p in t.partition_responses.drain(..) {
+                        answers.insert((topic, p.index), p);
                     }
                 }
-                for (index, sequence) in carried {
-                    let lane = &self.lanes[index];
-                    let Some(slot) = lane.window.iter().find(|s| s.pending.sequence == sequence)
-                    else {
-                        self.lanes[index].in_flight -= 1;
-                        continue;
-                    };
-                    let outcome = match answers.remove(&lane.tp) {
-                        None => Outcome::Fail(Error::Unexpected {
-                            broker: leader.to_string(),
-                            what: format!("Produce answer does not mention {}", lane.tp),
-                        }),
-                        Some(answer) => classify_answer(&slot.pending, answer),
-                    };
-                    self.settle(index, sequence, outcome);
+                // Each batch's outcome first (a request carries one batch per partition, so
+                // settling one cannot change another's), then each is settled.
+                let lanes = &self.lanes;
+                let outcomes: Vec<(usize, i32, Option<Outcome>)> = carried
+                    .into_iter()
+                    .map(|(index, sequence)| {
+                        let lane = &lanes[index];
+                        let key = (lane.tp.topic.as_str(), lane.tp.partition);
+                        let outcome = lane
+                            .window
+                            .iter()
+                            .find(|s| s.pending.sequence == sequence)
+                            .map(|slot| match answers.remove(&key) {
+                                None => Outcome::Fail(Error::Unexpected {
+                                    broker: leader.to_string(),
+                                    what: format!("Produce answer does not mention {}", lane.tp),
+                                }),
+                                Some(answer) => classify_answer(&slot.pending, answer),
+                            });
+                        (index, sequence, outcome)
+                    })
+                    .collect();
+                for (index, sequence, outcome) in outcomes {
+                    match outcome {
+                        Some(outcome) => self.settle(index, sequence, outcome),
+                        // Settled already (the deadline passed): only its request is over.
+                        None => self.lanes[index].in_flight -= 1,
+                    }
                 }
             }
             Err(e) => {

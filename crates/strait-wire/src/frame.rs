@@ -19,6 +19,11 @@ use kafka_protocol::messages::{ApiKey, ApiVersionsResponse, RequestHeader, Respo
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
 mod length_guard;
+mod pieces;
+mod produce;
+
+pub use pieces::Frame;
+pub use produce::{encode_produce_request, ProduceBody};
 
 /// Errors of framing: bytes that cannot be a valid frame, or a message that cannot be encoded.
 #[derive(Debug, thiserror::Error)]

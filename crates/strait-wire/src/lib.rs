@@ -25,4 +25,4 @@ pub mod rewrite;
 
 pub use batch::{Attributes, BatchHeader, BatchScanner, ControlType, RawBatch, ScanError};
 pub use frame::{FrameError, ResponseFrame, VersionError, Versions};
-pub use rewrite::{rewrite_for_forward, ForwardHeader, RewriteError};
+pub use rewrite::{forward, rewrite_for_forward, ForwardHeader, ForwardedBatch, RewriteError};

@@ -1,6 +1,7 @@
 //! Header rewrite that lets a fetched batch be produced again unopened (`docs/design.md` §3.2).
 //!
-//! Only header fields change; the (possibly compressed) records are copied byte for byte, so
+//! Only header fields change; the (possibly compressed) records are kept byte for byte ([`forward`]
+//! does not even copy them), so
 //! timestamps, keys, values, headers, codec and batch boundaries all survive. The fields are:
 //!
 //! - `baseOffset` := 0. The target broker assigns offsets on append; producers send 0.
@@ -18,7 +19,8 @@ use bytes::{Bytes, BytesMut};
 
 use crate::batch::{
     batch_crc, write, BatchHeader, RawBatch, ATTRIBUTES_AT, BASE_OFFSET_AT, BASE_SEQUENCE_AT,
-    CRC_AT, LOG_OVERHEAD, MAGIC_V2, PARTITION_LEADER_EPOCH_AT, PRODUCER_EPOCH_AT, PRODUCER_ID_AT,
+    CRC_AT, HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, PARTITION_LEADER_EPOCH_AT, PRODUCER_EPOCH_AT,
+    PRODUCER_ID_AT,
 };
 
 /// What a forwarded batch carries instead of the source producer's identity.
@@ -92,6 +94,62 @@ impl RewriteError {
     }
 }
 
+/// A batch rewritten for forwarding, in two pieces: its new header, and its records as they
+/// came, a slice of the fetched buffer. Written one after the other they are the batch
+/// [`rewrite_for_forward`] returns, but the records, nearly all of the bytes, are never copied:
+/// the producer hands both pieces to the socket as they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForwardedBatch {
+    /// The header (the first [`HEADER_SIZE`] bytes), rewritten, then the records, untouched.
+    pieces: [Bytes; 2],
+}
+
+impl ForwardedBatch {
+    /// The header and the records, in the order they go on the wire.
+    pub fn pieces(&self) -> &[Bytes] {
+        &self.pieces
+    }
+
+    /// The batch's size in bytes.
+    pub fn len(&self) -> usize {
+        self.pieces.iter().map(Bytes::len).sum()
+    }
+
+    /// Never true: a batch has at least a header. (Clippy asks for it beside `len`.)
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The whole batch in one buffer (a copy; for tests and callers that need contiguous bytes).
+    pub fn to_bytes(&self) -> Bytes {
+        let mut out = BytesMut::with_capacity(self.len());
+        for piece in &self.pieces {
+            out.extend_from_slice(piece);
+        }
+        out.freeze()
+    }
+}
+
+/// Rewrites `batch` for forwarding under `fwd` without copying its records: the same checks
+/// and bytes as [`rewrite_for_forward`], as a [`ForwardedBatch`]. The CRC is computed afresh
+/// over the new header and the records, one pass and no copy.
+pub fn forward(batch: &RawBatch, fwd: &ForwardHeader) -> Result<ForwardedBatch, RewriteError> {
+    let bytes = &batch.bytes;
+    let len = bytes.len();
+    let header = BatchHeader::parse(bytes).ok_or(RewriteError::TooShort { len })?;
+    check(&header, len)?;
+    let records = bytes.slice(HEADER_SIZE..);
+    let mut head = BytesMut::from(&bytes[..HEADER_SIZE]);
+    let patched = patch_fields(&mut head, &header, fwd)
+        .and_then(|()| head.get(ATTRIBUTES_AT..).map(crc32c::crc32c))
+        .map(|crc| crc32c::crc32c_append(crc, &records))
+        .and_then(|crc| write(&mut head, CRC_AT, &crc.to_be_bytes()));
+    patched.ok_or(RewriteError::TooShort { len })?;
+    Ok(ForwardedBatch {
+        pieces: [head.freeze(), records],
+    })
+}
+
 /// Returns a copy of `batch` rewritten for forwarding under `fwd` (see the module docs).
 ///
 /// Works from `batch.bytes` alone (`batch.header` is not trusted) and does not verify the
@@ -110,19 +168,24 @@ pub fn rewrite_in_place(batch: &mut [u8], fwd: &ForwardHeader) -> Result<(), Rew
     let len = batch.len();
     let header = BatchHeader::parse(batch).ok_or(RewriteError::TooShort { len })?;
     check(&header, len)?;
-
-    let attributes = header.attributes.with_transactional(fwd.transactional);
     // `check` made sure the header is there, so none of these writes can miss; the fallback
     // only keeps this function panic-free if that ever changed.
-    let patched = write(batch, BASE_OFFSET_AT, &0i64.to_be_bytes())
-        .and_then(|()| write(batch, PARTITION_LEADER_EPOCH_AT, &(-1i32).to_be_bytes()))
-        .and_then(|()| write(batch, ATTRIBUTES_AT, &attributes.0.to_be_bytes()))
-        .and_then(|()| write(batch, PRODUCER_ID_AT, &fwd.producer_id.to_be_bytes()))
-        .and_then(|()| write(batch, PRODUCER_EPOCH_AT, &fwd.producer_epoch.to_be_bytes()))
-        .and_then(|()| write(batch, BASE_SEQUENCE_AT, &fwd.base_sequence.to_be_bytes()))
+    let patched = patch_fields(batch, &header, fwd)
         .and_then(|()| batch_crc(batch))
         .and_then(|crc| write(batch, CRC_AT, &crc.to_be_bytes()));
     patched.ok_or(RewriteError::TooShort { len })
+}
+
+/// Writes the forwarded header fields, all but the CRC, into `batch` (at least a header),
+/// whose parsed header is `header`; `None` if the bytes are too short.
+fn patch_fields(batch: &mut [u8], header: &BatchHeader, fwd: &ForwardHeader) -> Option<()> {
+    let attributes = header.attributes.with_transactional(fwd.transactional);
+    write(batch, BASE_OFFSET_AT, &0i64.to_be_bytes())?;
+    write(batch, PARTITION_LEADER_EPOCH_AT, &(-1i32).to_be_bytes())?;
+    write(batch, ATTRIBUTES_AT, &attributes.0.to_be_bytes())?;
+    write(batch, PRODUCER_ID_AT, &fwd.producer_id.to_be_bytes())?;
+    write(batch, PRODUCER_EPOCH_AT, &fwd.producer_epoch.to_be_bytes())?;
+    write(batch, BASE_SEQUENCE_AT, &fwd.base_sequence.to_be_bytes())
 }
 
 /// Everything that must hold before a single byte is written.
@@ -159,7 +222,7 @@ fn check(header: &BatchHeader, len: usize) -> Result<(), RewriteError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::{HEADER_SIZE, MIN_BATCH_LENGTH};
+    use crate::batch::MIN_BATCH_LENGTH;
 
     fn header_only_batch(attributes: i16, record_count: i32, last_offset_delta: i32) -> Vec<u8> {
         let mut b = vec![0u8; HEADER_SIZE];

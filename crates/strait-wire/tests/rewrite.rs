@@ -8,7 +8,10 @@ use kafka_protocol::records::{RecordBatchDecoder, TimestampType};
 use proptest::prelude::*;
 use strait_wire::batch::{batch_crc, HEADER_SIZE};
 use strait_wire::rewrite::rewrite_in_place;
-use strait_wire::{rewrite_for_forward, BatchScanner, ForwardHeader, RawBatch, RewriteError};
+use strait_wire::{
+    forward, rewrite_for_forward, BatchScanner, ForwardHeader, ForwardedBatch, RawBatch,
+    RewriteError,
+};
 
 /// Header byte ranges the rewrite may change: baseOffset, partitionLeaderEpoch, crc,
 /// attributes, producerId/producerEpoch/baseSequence.
@@ -100,10 +103,15 @@ proptest! {
             }
         }
 
-        // In place gives the same bytes, and rewriting again changes nothing.
+        // In place gives the same bytes, and so does the rewrite in pieces, whose records are
+        // the source's buffer itself; rewriting again changes nothing.
         let mut in_place = source.bytes.to_vec();
         rewrite_in_place(&mut in_place, &fwd).expect("rewrites in place");
         prop_assert_eq!(&in_place[..], &out[..]);
+        let pieces = forward(&source, &fwd).expect("rewrites in pieces");
+        prop_assert_eq!(pieces.len(), out.len());
+        prop_assert_eq!(pieces.to_bytes(), out.clone());
+        prop_assert_eq!(pieces.pieces()[1].as_ptr(), source.bytes[HEADER_SIZE..].as_ptr());
         let again = rewrite_for_forward(&got, &fwd).expect("rewrites again");
         prop_assert_eq!(again, out);
     }
@@ -162,6 +170,8 @@ proptest! {
             header: scan_one(header.encode()).header,
             bytes: Bytes::from(bytes.clone()),
         };
+        let pieces = forward(&raw, &fwd);
+        prop_assert_eq!(pieces.as_ref().ok().map(ForwardedBatch::to_bytes), rewrite_for_forward(&raw, &fwd).ok());
         if let Ok(out) = rewrite_for_forward(&raw, &fwd) {
             prop_assert_eq!(out.len(), bytes.len());
             prop_assert_eq!(scan_one(out).header.record_count, raw_record_count(&bytes));
