@@ -49,8 +49,14 @@ enum Step {
     /// Source offsets `from..to` not mirrored (markers, aborted transactions, batches with
     /// nothing left to write).
     Skip { from: i64, to: i64 },
-    /// `sends[send]` carries the source runs `(offset, count)`, in order.
-    Write { send: usize, runs: Vec<(i64, i64)> },
+    /// `sends[send]`, of `bytes` bytes and newest record time `max_timestamp`, carries the
+    /// source runs `(offset, count)`, in order.
+    Write {
+        send: usize,
+        runs: Vec<(i64, i64)>,
+        bytes: u64,
+        max_timestamp: i64,
+    },
 }
 
 /// What recording a round's acknowledgements found.
@@ -77,8 +83,8 @@ impl Flow {
     pub async fn round(&mut self) -> Result<RoundStats, FlowError> {
         self.upkeep().await?;
         let fetched = self.fetch().await?;
-        let plan = self.decide(fetched).await?;
-        let acks = self.write(&plan).await;
+        let mut plan = self.decide(fetched).await?;
+        let acks = self.write(&mut plan).await;
         let outcome = self.record(&plan, acks)?;
         self.settle(plan, outcome).await
     }
@@ -269,10 +275,14 @@ impl Flow {
                         },
                     };
                     self.events.tell(tp, &state.metrics, event);
+                    let (bytes, max_timestamp) =
+                        (batch.bytes.len() as u64, batch.header.max_timestamp);
                     plan.sends.push((state.remote.clone(), batch));
                     Step::Write {
                         send: plan.sends.len() - 1,
                         runs,
+                        bytes,
+                        max_timestamp,
                     }
                 }
             };
@@ -299,7 +309,9 @@ impl Flow {
     /// fetch (a round then costs the longer of the source's and the target's round trips, not
     /// both; caught up, a fetch would wait `fetch.max.wait.ms` for new records and hold this
     /// round's end back), and the map write the last round started (`MapStore::start_flush`).
-    async fn write(&mut self, plan: &Plan) -> Vec<Ack> {
+    /// The batches go to the producer (`plan.sends` is left empty): the steps say what each
+    /// carried.
+    async fn write(&mut self, plan: &mut Plan) -> Vec<Ack> {
         self.metrics
             .in_flight(plan.sends.iter().map(|(_, b)| b.bytes.len() as u64).sum());
         let more = self
@@ -319,7 +331,10 @@ impl Flow {
                 Some(self.source.fetch(&next_positions, &options).await)
             }
         };
-        let (acks, prefetched) = tokio::join!(self.producer.send_all(plan.sends.clone()), prefetch);
+        let (acks, prefetched) = tokio::join!(
+            self.producer.send_all(std::mem::take(&mut plan.sends)),
+            prefetch
+        );
         self.prefetched = prefetched.map(|results| (next_positions, results));
         self.metrics.in_flight(0);
         acks.into_iter().map(Some).collect()
@@ -342,12 +357,26 @@ impl Flow {
                         .map_err(FlowError::map(&sp))?;
                     self.store.note(&sp, MapEntry::Extent(extent));
                 }
-                Step::Write { send, runs } => {
-                    let batch = &plan.sends[*send].1;
+                Step::Write {
+                    send,
+                    runs,
+                    bytes,
+                    max_timestamp,
+                } => {
                     let from = runs.first().map_or(0, |r| r.0);
                     match acks.get_mut(*send).and_then(Option::take) {
-                        Some(Ok(ack)) => match self.record_write(tp, runs, batch, &ack)? {
-                            Ok(()) => outcome.records += ack.record_count as u64,
+                        Some(Ok(ack)) => match self.record_write(tp, runs, &ack)? {
+                            Ok(()) => {
+                                outcome.records += ack.record_count as u64;
+                                if let Some(state) = self.partitions.get(tp) {
+                                    let written = Event::Written {
+                                        records: ack.record_count as u64,
+                                        bytes: *bytes,
+                                        max_timestamp: *max_timestamp,
+                                    };
+                                    self.events.tell(tp, &state.metrics, written);
+                                }
+                            }
                             Err(why) => {
                                 outcome.truncated.push((tp.clone(), why));
                                 outcome.failed.insert(tp.clone());
@@ -384,7 +413,6 @@ impl Flow {
         &mut self,
         tp: &TopicPartition,
         runs: &[(i64, i64)],
-        batch: &RawBatch,
         ack: &ProduceAck,
     ) -> Result<Result<(), String>, FlowError> {
         let sp = source_partition(tp);
@@ -420,15 +448,6 @@ impl Flow {
         if let Some(n) = duplicates {
             self.events.tell(tp, &state.metrics, Event::Duplicates(n));
         }
-        self.events.tell(
-            tp,
-            &state.metrics,
-            Event::Written {
-                records: ack.record_count as u64,
-                bytes: batch.bytes.len() as u64,
-                max_timestamp: batch.header.max_timestamp,
-            },
-        );
         if state.refused.take().is_some() {
             self.events.tell(tp, &state.metrics, Event::Accepted);
         }
