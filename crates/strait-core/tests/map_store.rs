@@ -1,4 +1,5 @@
-//! The offset map's topic on Apache Kafka: a flush of more map records than fit in one batch
+//! The offset map's topic on Apache Kafka. The map a flow publishes is always on the topic
+//! (it is written beside the data, published once acknowledged). A flush of more map records than fit in one batch
 //! under the target's `message.max.bytes` (1 MiB by default) is written in several batches and
 //! reads back whole. One batch of them was refused with MESSAGE_TOO_LARGE, which is not
 //! retriable: strait stopped, and stopped again after every restart (a transactional source
@@ -8,9 +9,10 @@
 mod common;
 
 use strait_core::internal::map_store::MapStore;
+use strait_kafka::admin::NewTopic;
 use strait_kafka::produce::ProducerConfig;
-use strait_testkit::Clusters;
-use strait_wire::offset_map::{Extent, MapEntry, Segment, SourcePartition, Translation};
+use strait_testkit::{Clusters, Rdk, TestRecord};
+use strait_wire::offset_map::{Extent, MapEntry, OffsetMap, Segment, SourcePartition, Translation};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_map_flush_larger_than_a_batch_may_be_is_written_and_reads_back() {
@@ -66,4 +68,70 @@ async fn a_map_flush_larger_than_a_batch_may_be_is_written_and_reads_back() {
             },
         );
     }
+}
+
+/// The map a flow publishes (what checkpoints, group sync and the status translate with) is
+/// always on the map topic: the map is written beside the next round's data, and published
+/// only once its write is acknowledged. At the end of a run everything is written and
+/// published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_published_map_is_always_on_its_topic() {
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let source = common::client(&clusters.source.bootstrap).await;
+    let target = common::client(&clusters.target.bootstrap).await;
+    source
+        .create_topic(NewTopic::new("ledger", 4))
+        .await
+        .unwrap();
+    let mut flow =
+        common::start_flow(&clusters.source.bootstrap, &clusters.target.bootstrap, "").await;
+    let updates = flow.map_updates();
+    let mut checked = 0;
+    for round in 0..15 {
+        let records: Vec<TestRecord> = (0..40)
+            .map(|i| {
+                let value = format!("r{round}-{i}");
+                TestRecord::new(i % 4, Some(b"k"), Some(value.as_bytes()))
+            })
+            .collect();
+        rdk.produce(&clusters.source.bootstrap, "ledger", &records, "none");
+        flow.round().await.expect("round");
+        let published = updates.borrow().clone();
+        let persisted = MapStore::read(&target, "source").await.unwrap();
+        checked += assert_covered(&published, &persisted);
+    }
+    assert!(checked > 0, "some map was published while the flow ran");
+    flow.run_until_caught_up().await.expect("caught up");
+    let published = updates.borrow().clone();
+    let persisted = MapStore::read(&target, "source").await.unwrap();
+    assert_covered(flow.map(), &published);
+    assert_covered(&published, &persisted);
+    for p in 0..4 {
+        let sp = SourcePartition::new("ledger", p);
+        assert_eq!(
+            published.partition(&sp).and_then(|m| m.src_end()),
+            Some(15 * 10),
+            "{sp:?}: every record mirrored is in the published map"
+        );
+    }
+}
+
+/// Every source offset `inner` maps translates the same in `outer`; returns how many.
+fn assert_covered(inner: &OffsetMap, outer: &OffsetMap) -> usize {
+    let mut n = 0;
+    for (sp, m) in inner.iter() {
+        let Some(extent) = m.extent() else { continue };
+        for p in extent.src_start..extent.src_end {
+            assert_eq!(
+                inner.translate(sp, p),
+                outer.translate(sp, p),
+                "{sp:?} offset {p}: {:?} against {:?}",
+                inner.partition(sp),
+                outer.partition(sp)
+            );
+            n += 1;
+        }
+    }
+    n
 }

@@ -104,7 +104,7 @@ impl MapStore {
     /// anything. A missing topic is an empty map.
     pub async fn read(target: &Client, source_alias: &str) -> Result<OffsetMap, InternalError> {
         let topic = Self::topic_name(source_alias);
-        if !target.metadata().await?.topics.contains_key(&topic) {
+        if !super::topic_exists(target, &topic).await? {
             return Ok(OffsetMap::new());
         }
         Self::load(target, &topic).await

@@ -18,4 +18,4 @@ mod topic;
 mod writer;
 
 pub use error::InternalError;
-pub use topic::{ensure_compacted_topic, read_whole_topic};
+pub use topic::{ensure_compacted_topic, read_whole_topic, topic_exists};

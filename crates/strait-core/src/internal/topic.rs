@@ -5,6 +5,16 @@ use strait_kafka::Client;
 
 use super::error::InternalError;
 
+/// Whether `topic` exists on `client`'s cluster. The client's metadata may be older than the
+/// topic (made since by another client, up to `metadata.max.age.ms` ago): a topic missing from
+/// it is looked up again in fresh metadata before it is called missing.
+pub async fn topic_exists(client: &Client, topic: &str) -> Result<bool, InternalError> {
+    if client.metadata().await?.topics.contains_key(topic) {
+        return Ok(true);
+    }
+    Ok(client.refresh_metadata().await?.topics.contains_key(topic))
+}
+
 /// Creates one of strait's single-partition compacted topics (the offset map, MM2's
 /// offset-syncs, checkpoints and heartbeats; MM2's `createSinglePartitionCompactedTopic`) unless
 /// it exists.
@@ -13,7 +23,7 @@ pub async fn ensure_compacted_topic(
     topic: &str,
     replication_factor: i16,
 ) -> Result<(), InternalError> {
-    if client.metadata().await?.topics.contains_key(topic) {
+    if topic_exists(client, topic).await? {
         return Ok(());
     }
     let created = client
@@ -56,7 +66,7 @@ pub async fn read_whole_topic(
     use strait_kafka::fetch::{FetchOptions, FetchPosition};
     use strait_kafka::TopicPartition;
 
-    if !client.metadata().await?.topics.contains_key(topic) {
+    if !topic_exists(client, topic).await? {
         return Ok(false);
     }
     let tp = TopicPartition::new(topic, 0);
