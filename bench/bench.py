@@ -133,6 +133,13 @@ P10K_POLL_MS = 250
 P10K_TIMEOUT_S = 600
 # The mirrors measured at 10,000 partitions: the baseline and the ceiling copy one topic each.
 P10K_RUNNERS = ["strait", "mm2"]
+# The brokers' settings for 10,000 partitions, after scripts/kafka/broker.properties: that file's
+# 6 s broker session (for quick restarts in tests) is too short for a combined node that must
+# apply 10,000 partition changes: on the loaded 2 cores here its heartbeats to its own
+# controller came late, the controller fenced it (an event of 20 s: every partition loses its
+# leader, then gets it back), and the mirrors stalled meanwhile. Kafka's defaults (9 s session,
+# 2 s heartbeat) are not enough either on a shared machine; 60 s leaves room.
+P10K_BROKER_PROPS = "broker.session.timeout.ms=60000\nbroker.heartbeat.interval.ms=2000\n"
 
 
 def partitions_10k_workload():
@@ -688,7 +695,7 @@ def fairness(args, clusters, wl, topic, work):
     return out
 
 
-def measure(args, clusters, wl, topics, size, entry, runners, reps, work):
+def measure(args, clusters, wl, topics, size, entry, runners, reps, work, save=None):
     """Runs each mirror of `runners` `reps` times on the loaded `topics` (interleaved, the mirrors
     taking turns going first) and records each run's figures in entry["runs"], the medians in
     entry["median"], failed runs in entry["incomplete"]."""
@@ -735,6 +742,10 @@ def measure(args, clusters, wl, topics, size, entry, runners, reps, work):
         if who == "ceiling":
             f["replay_seconds"] = json_line(m["stdout"])["seconds"]
         entry["runs"][who].append(f)
+        if save:
+            # A long run's figures are kept even if a later one is interrupted.
+            entry["median"] = {k: median_figures(v) for k, v in entry["runs"].items() if v}
+            save()
         log(f"  {who:<8} rep {rep}: {f['seconds']:.2f} s window ({f['window_from_share']:.0%}-100%), "
             f"{f['mb_per_s']:.1f} MB/s, {f['records_per_s']:.0f} rec/s, "
             f"whole copy {f['whole_s']:.1f} s at {f['whole_mb_per_s']:.1f} MB/s, "
@@ -933,7 +944,7 @@ def main():
         log(f"{args.far_side} {getattr(clusters, args.far_side)} (loader, watcher); mirrors reach it at "
             f"{link.address} (toxiproxy, to its FAR listener on {far_port})")
     else:
-        clusters = Clusters(work / "clusters")
+        clusters = Clusters(work / "clusters", extra_props=P10K_BROKER_PROPS if args.partitions_10k else "")
     results = {
         "mode": ("distance-partitions" if args.partition_sweep else "distance") if args.distance
         else "partitions-10k" if args.partitions_10k else "quick" if args.quick else "full",
@@ -948,6 +959,7 @@ def main():
         "mm2_tuned": not args.mm2_untuned,
         "runners": runners,
         **({"nofile_limit": nofile} if nofile else {}),
+        **({"broker_props": P10K_BROKER_PROPS.splitlines()} if args.partitions_10k else {}),
         "workloads": [],
     }
     if args.distance:
@@ -1000,9 +1012,13 @@ def main():
                     entry.update(source_topics=topics, load_seconds=load["seconds"],
                                  brokers_after_load={"source": broker_files(clusters.source_pid),
                                                      "target": broker_files(clusters.target_pid)})
-                measure(args, clusters, wl, topics, size, entry, runners, reps, work)
                 results["workloads"].append(entry)
-                Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+
+                def save():
+                    Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+
+                measure(args, clusters, wl, topics, size, entry, runners, reps, work, save)
+                save()
             entry = results["workloads"][-1]
             if wl["partitions"] <= 64 and "baseline" in runners and not args.no_fairness and not args.distance:
                 entry["fairness"] = fairness(args, clusters, wl, topics[0], work)

@@ -614,10 +614,16 @@ of them, as in the main tables. Peak RSS is the mirror's, from `wait4`. The watc
 Brokers: Apache Kafka 4.1.1 as everywhere on this page ({m.get('broker', '')}). What 10,000
 partitions needed of them: open files (`ulimit -n`; the run's limit was {res.get('nofile_limit', '?'):,}):
 a broker keeps each log segment's file open, one per partition here; {'; '.join(files) or 'not recorded'}.
-Nothing else was changed: the default `num.io.threads` (8), `log.segment.bytes` (1 GiB, one
-segment per partition here) and index sizes (10 MiB each, sparse files, mapped only once
-used; vm.max_map_count is 65,530). Load average {fmt(la0)} at start, {fmt(la1)} at end (2 shared
-cores).
+And a longer broker session: {', '.join(f'`{x}`' for x in res.get('broker_props', [])) or 'none'} (after
+`scripts/kafka/broker.properties`, whose 6 s session suits quick restarts in tests). With 6 s, a
+first attempt on this machine (load average 60 to 70 from other work on its 2 cores) saw both
+combined nodes miss heartbeats to their own controllers while creating and serving 10,000
+partitions; the target's controller fenced its broker (one event of 20 s: every partition loses
+its leader, then regains it), the source took over 30 s to answer strait's first fetch, twice,
+and the target answered nothing for minutes: that attempt was stopped. Nothing else was
+changed: the default `num.io.threads` (8), `log.segment.bytes` (1 GiB, one segment per partition
+here) and index sizes (10 MiB each, sparse files, mapped once used: two maps per partition,
+against a vm.max_map_count of 65,530). Load average {fmt(la0)} at start, {fmt(la1)} at end.
 
 Why two topics: Kafka's KRaft controller refuses any single operation of more than 10,000
 metadata records (`QuorumController.MAX_RECORDS_PER_USER_OP`, not configurable). A CreateTopics
