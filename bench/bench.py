@@ -404,6 +404,7 @@ def window_figures(trace, records, wire_bytes, warmup_share=WARMUP_SHARE):
         "spawn_to_done_s": done["t"],
         "moving_s": done["t"] - first["t"],
         "mirror_cpu_before_window_s": start["cpu"][0] if start["cpu"][0] is not None else float("nan"),
+        "startup_cpu_s": first["cpu"][0] if first["cpu"][0] is not None else float("nan"),
     }
     return out
 
@@ -459,6 +460,26 @@ def watched(name, cmd, clusters, topics, records, logfile, env=None, stop_when_d
         "peak_rss_mb": ru.ru_maxrss / 1024,
         "loadavg_1m_before": load,
     }
+
+
+def strait_phases(logfile):
+    """strait's start-up as its log tells it, in seconds from its first log line (its producer
+    ready, a fraction of a second after spawn): the last remote topic created, the flow started
+    (every partition placed: the target answered ListOffsets for all of them), the first fetch
+    that timed out, if one did."""
+    first, out = None, {}
+    marks = {"remote_topics_created_s": "created remote topic", "flow_started_s": "flow started",
+             "first_fetch_timeout_s": "Fetch request to"}
+    for line in Path(logfile).read_text(errors="replace").splitlines():
+        m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z", line)
+        if not m:
+            continue
+        t = datetime.datetime.fromisoformat(m.group(1)).timestamp()
+        first = first if first is not None else t
+        for key, text in marks.items():
+            if text in line and (key == "remote_topics_created_s" or key not in out):
+                out[key] = t - first
+    return out
 
 
 def run_label(wl):
@@ -733,6 +754,8 @@ def measure(args, clusters, wl, topics, size, entry, runners, reps, work, save=N
         if wl.get("topics", 1) > 1:
             f["brokers_after"] = {"source": broker_files(clusters.source_pid),
                                   "target": broker_files(clusters.target_pid)}
+            if who == "strait":
+                f["strait_log"] = strait_phases(work / f"strait-{run_label(wl)}-{tag}.log")
         # The whole copy, as a user feels it: from the mirror's start to the last record on
         # the target, start-up included; its CPU is the process's whole life.
         f.update(whole_s=f["spawn_to_done_s"],

@@ -560,8 +560,10 @@ def p10k_section(path):
         if not runs:
             i = bad.get(who, {})
             err = (i.get("last_log_error") or {}).get("error", "")
+            cause = i.get("cause")
             rows.append([LABEL[who], "did not finish"] + ["-"] * 8
-                        + [f"stopped after {res.get('mirror_timeout_s', '?')} s" + (f"; last error `{err[:80]}`" if err else "")])
+                        + [f"stopped after {res.get('mirror_timeout_s', '?')} s"
+                           + (f": {cause}" if cause else f"; last error `{err[:80]}`" if err else "")])
             continue
 
         def c(key, digits=1):
@@ -588,6 +590,36 @@ def p10k_section(path):
         if b.get("target"):
             files.append(f"the target broker {b['target']['fds']:,} files and {b['target']['maps']:,} maps "
                          f"after {SHORT[who]}'s copy")
+    phases = ""
+    for r in w["runs"].get("strait") or []:
+        lg = r.get("strait_log") or {}
+        if lg:
+            phases = (f"strait's own log (seconds from its first line, a fraction of a second after spawn): "
+                      f"both remote topics created at {fmt(lg.get('remote_topics_created_s'))} s (one CreateTopics "
+                      f"each); the flow started, every partition placed, at {fmt(lg.get('flow_started_s'))} s: placing "
+                      f"waits until the target answers ListOffsets for all {w['partitions']:,} partitions, that is "
+                      f"until the target broker has created every partition's log. A partition whose log is not there "
+                      f"yet fails in the batched ListOffsets with a retriable error and is asked again alone "
+                      f"(`Client::list_offsets`' fallback: one request per partition, in turn, each retry "
+                      f"refreshing the whole metadata first)"
+                      + (f"; a fetch timed out at {fmt(lg['first_fetch_timeout_s'])} s" if "first_fetch_timeout_s" in lg else "")
+                      + ".\n")
+    says = ""
+    st = w["median"].get("strait")
+    if st:
+        says = (f"What it says: strait's peak RSS was {fmt(st['peak_rss_mb'], 0)} MB, "
+                f"{'within' if st['peak_rss_mb'] <= 256 * 1.048576 else 'above'} the goal of 256 MiB. Its CPU was "
+                f"{fmt(st['cpu_s_per_gb'])} s/GB over the window, but {fmt(st['process_cpu_s'])} s over its whole "
+                f"life ({fmt(st['whole_cpu_s_per_gb'])} s/GB), {fmt(st.get('startup_cpu_s'))} s of it before "
+                f"the first record: start-up, spent mostly in the placing loop below (a perf profile of it: "
+                f"malloc and free, and decoding Metadata responses, again and again). The window's rate is the target broker's: it "
+                f"used {pct(st['target_broker_pct'])} of a core, {fmt(st['target_broker_cpu_per_gb'], 0)} s/GB, "
+                f"appending {records_per_batch:.0f}-record batches to partitions written for the first time. "
+                f"Every partition got its first record only near the end "
+                f"({fmt(st['all_partitions_written_s'])} s of {fmt(st['whole_s'])} s): each partition's "
+                f"{w['wire_bytes'] / w['partitions'] / 1024:.0f} KiB fits in one fetch, and a fetch of 50 MiB "
+                f"carries about {50 * 1048576 // max(1, w['wire_bytes'] // w['partitions']):,} partitions, so the "
+                f"copy goes through the partitions a fetch at a time.\n")
     la0, la1 = res.get("loadavg_at_start", [float("nan")])[0], res.get("loadavg_at_end", [float("nan")])[0]
     return f"""## {P10K_TITLE}
 
@@ -611,6 +643,8 @@ of them, as in the main tables. Peak RSS is the mirror's, from `wait4`. The watc
 
 {table(header, rows)}
 
+{says}
+{phases}
 Brokers: Apache Kafka 4.1.1 as everywhere on this page ({m.get('broker', '')}). What 10,000
 partitions needed of them: open files (`ulimit -n`; the run's limit was {res.get('nofile_limit', '?'):,}):
 a broker keeps each log segment's file open, one per partition here; {'; '.join(files) or 'not recorded'}.
@@ -629,8 +663,12 @@ Why two topics: Kafka's KRaft controller refuses any single operation of more th
 metadata records (`QuorumController.MAX_RECORDS_PER_USER_OP`, not configurable). A CreateTopics
 of one 10,000-partition topic is a TopicRecord and 10,000 PartitionRecords: refused with
 POLICY_VIOLATION, "Unable to perform excessively large batch operation" (as
-`kafka-topics.sh --create --partitions 10000` shows on these brokers). A topic that large is
-created at most 9,999 partitions at a time and grown with CreatePartitions.
+`kafka-topics.sh --create --partitions 10000` shows on these brokers), and so is one
+CreateTopics naming topics whose partitions add up to 10,000 or more: MM2 names all its new
+remote topics in one request, which is how it fails above. strait creates each remote topic in a
+request of its own, with the source's partition count (`flow/topics.rs`): two topics of 5,000 work,
+one topic of 10,000 or more would be refused (by code; not run here). A topic that large can only be
+created at most 9,999 partitions at a time, then grown with CreatePartitions.
 
 Reproduce: `{res.get('command', 'bench/run --partitions-10k')}` (about {fmt(res.get('duration_s', float('nan')) / 60, 0)} minutes);
 results in [`bench/results/{Path(path).name}`](../bench/results/{Path(path).name}).
