@@ -620,6 +620,15 @@ def p10k_section(path):
                 f"{w['wire_bytes'] / w['partitions'] / 1024:.0f} KiB fits in one fetch, and a fetch of 50 MiB "
                 f"carries about {50 * 1048576 // max(1, w['wire_bytes'] // w['partitions']):,} partitions, so the "
                 f"copy goes through the partitions a fetch at a time.\n")
+    heap = ""
+    hp = res.get("heap_profile")
+    if hp:
+        heap = (f"Where strait's memory goes, from heaptrack on a separate strait run over the same source "
+                f"topics and brokers (`{hp['command']}`; heaptrack slows it, so its times are not figures): "
+                f"peak heap {fmt(hp['peak_heap_mb'])} MB (peak RSS {fmt(hp['peak_rss_mb'])} MB with "
+                f"heaptrack's own), of which, at the peak:\n\n"
+                + table(["allocated in", "MB at its peak", "allocations", "what"],
+                        [[f"`{a}`", fmt(b), f"{c:,}", d] for a, b, c, d in hp["top"]]) + "\n")
     la0, la1 = res.get("loadavg_at_start", [float("nan")])[0], res.get("loadavg_at_end", [float("nan")])[0]
     return f"""## {P10K_TITLE}
 
@@ -645,6 +654,7 @@ of them, as in the main tables. Peak RSS is the mirror's, from `wait4`. The watc
 
 {says}
 {phases}
+{heap}
 Brokers: Apache Kafka 4.1.1 as everywhere on this page ({m.get('broker', '')}). What 10,000
 partitions needed of them: open files (`ulimit -n`; the run's limit was {res.get('nofile_limit', '?'):,}):
 a broker keeps each log segment's file open, one per partition here; {'; '.join(files) or 'not recorded'}.
