@@ -866,7 +866,7 @@ def main():
     ap.add_argument("--mirrors", help="comma-separated: strait,mm2,baseline,ceiling (default all; with "
                                       f"--partitions-10k {','.join(P10K_RUNNERS)})")
     ap.add_argument("--partitions-10k", action="store_true",
-                    help="the 10,000-partition flow alone (two source topics of 5,000 partitions, 64 records each), "
+                    help="the 10,000-partition flow alone (two source topics of 5,000 partitions, 64 records per partition), "
                          "once, with its own results")
     ap.add_argument("--mm2-untuned", action="store_true", help="MM2 with its defaults (no throughput tuning)")
     ap.add_argument("--no-fairness", action="store_true", help="skip the baseline's fairness check")

@@ -626,7 +626,7 @@ def p10k_section(path):
         heap = (f"Where strait's memory goes, from heaptrack on a separate strait run over the same source "
                 f"topics and brokers (`{hp['command']}`; heaptrack slows it, so its times are not figures): "
                 f"peak heap {fmt(hp['peak_heap_mb'])} MB (peak RSS {fmt(hp['peak_rss_mb'])} MB with "
-                f"heaptrack's own), of which, at the peak:\n\n"
+                f"heaptrack's own); the largest allocation sites, each at its own peak:\n\n"
                 + table(["allocated in", "MB at its peak", "allocations", "what"],
                         [[f"`{a}`", fmt(b), f"{c:,}", d] for a, b, c, d in hp["top"]]) + "\n")
     la0, la1 = res.get("loadavg_at_start", [float("nan")])[0], res.get("loadavg_at_end", [float("nan")])[0]
