@@ -116,6 +116,58 @@ def matrix(quick):
     return out
 
 
+# Ten thousand partitions (`--partitions-10k`, run by `bench/run --partitions-10k`): 1 KiB lz4
+# records, 64 per partition (about 0.65 GB of payload, as much as a full run's workloads), over
+# two source topics of 5,000 partitions each. Two topics because Kafka's KRaft controller refuses
+# any single operation of more than 10,000 metadata records (QuorumController's
+# MAX_RECORDS_PER_USER_OP, not configurable): a CreateTopics of one 10,000-partition topic is a
+# TopicRecord and 10,000 PartitionRecords, refused with POLICY_VIOLATION "Unable to perform
+# excessively large batch operation"; the same holds for one CreateTopics naming topics whose
+# partitions add up to 10,000. The window opens at WARMUP_SHARE_MANY_PARTITIONS, as for 1,024
+# partitions; the start-up figures (spawn to the first record, and to every partition written)
+# are what this mode is for. The watch polls every 250 ms (two ListOffsets of 5,000 partitions
+# per poll), and a mirror may take 10 minutes.
+P10K_TOPICS = 2
+P10K_PER_PARTITION = 64
+P10K_POLL_MS = 250
+P10K_TIMEOUT_S = 600
+# The mirrors measured at 10,000 partitions: the baseline and the ceiling copy one topic each.
+P10K_RUNNERS = ["strait", "mm2"]
+# The brokers' settings for 10,000 partitions, after scripts/kafka/broker.properties: that file's
+# 6 s broker session (for quick restarts in tests) is too short for a combined node that must
+# apply 10,000 partition changes: on the loaded 2 cores here its heartbeats to its own
+# controller came late, the controller fenced it (an event of 20 s: every partition loses its
+# leader, then gets it back), and the mirrors stalled meanwhile. Kafka's defaults (9 s session,
+# 2 s heartbeat) are not enough either on a shared machine; 60 s leaves room.
+P10K_BROKER_PROPS = "broker.session.timeout.ms=60000\nbroker.heartbeat.interval.ms=2000\n"
+
+
+def partitions_10k_workload():
+    partitions = 10_000
+    return {"name": "1024B-lz4-p10000", "size": 1024, "codec": "lz4", "partitions": partitions,
+            "topics": P10K_TOPICS, "records": partitions * P10K_PER_PARTITION,
+            "warmup_share": WARMUP_SHARE_MANY_PARTITIONS}
+
+
+def source_topics(wl):
+    """The source topics of a workload: one, or `topics` of them sharing its partitions and
+    records evenly."""
+    n = wl.get("topics", 1)
+    return [f"bench-{wl['name']}"] if n == 1 else [f"bench-{wl['name']}-{i}" for i in range(n)]
+
+
+def broker_files(pid):
+    """Open file descriptors and memory maps of a broker (what 10,000 partitions cost it in
+    `ulimit -n` and vm.max_map_count); None once it is gone."""
+    try:
+        fds = len(os.listdir(f"/proc/{pid}/fd"))
+        with open(f"/proc/{pid}/maps") as f:
+            maps = sum(1 for _ in f)
+    except OSError:
+        return None
+    return {"fds": fds, "maps": maps}
+
+
 # Across a distance: 1 KiB records, about 100 MB of payload per workload, 1 and 64 partitions,
 # uncompressed and lz4. The partition sweep (--partition-sweep): 20 MB each over 8, 64 and 128
 # partitions, to show how start-up grows with the partition count at a distance.
@@ -161,7 +213,7 @@ def json_line(text):
 class Clusters:
     """The test-broker pair, started once: Apache Kafka 4.1.1, data on disk."""
 
-    def __init__(self, workdir, far=None, far_side="source"):
+    def __init__(self, workdir, far=None, far_side="source", extra_props=""):
         """With `far` (FAR_PORT, PROXY_PORT): the `far_side` broker (source or target) also
         listens on FAR_PORT (listener FAR) and advertises PROXY_PORT there, so a client that
         bootstraps at the proxy is sent back to the proxy by the metadata (a Link forwards
@@ -170,7 +222,7 @@ class Clusters:
         props = self.dir.parent / "bench-broker.properties"
         # Deleted topics leave the disk at once instead of a minute later, so one run's
         # clean-up does not land in the next run's window.
-        props.write_text("file.delete.delay.ms=0\n")
+        props.write_text("file.delete.delay.ms=0\n" + extra_props)
         env = dict(os.environ)
         env.setdefault("STRAIT_KAFKA_HEAP", BROKER_HEAP)
         self.heap = env["STRAIT_KAFKA_HEAP"]
@@ -352,12 +404,13 @@ def window_figures(trace, records, wire_bytes, warmup_share=WARMUP_SHARE):
         "spawn_to_done_s": done["t"],
         "moving_s": done["t"] - first["t"],
         "mirror_cpu_before_window_s": start["cpu"][0] if start["cpu"][0] is not None else float("nan"),
+        "startup_cpu_s": first["cpu"][0] if first["cpu"][0] is not None else float("nan"),
     }
     return out
 
 
-def watched(name, cmd, clusters, topic, records, logfile, env=None, stop_when_done=False, timeout=None):
-    """Runs a mirror command while `bench-tool watch` polls `topic` on the target until it holds
+def watched(name, cmd, clusters, topics, records, logfile, env=None, stop_when_done=False, timeout=None):
+    """Runs a mirror command while `bench-tool watch` polls `topics` on the target until they hold
     `records`. A mirror that exits by itself (strait --until-caught-up, the baseline, the ceiling)
     is waited for; one that does not (MM2) is killed once the target is complete."""
     timeout = timeout or MIRROR_TIMEOUT_S
@@ -368,8 +421,8 @@ def watched(name, cmd, clusters, topic, records, logfile, env=None, stop_when_do
         p = subprocess.Popen([str(c) for c in cmd], stdout=stdout, stderr=err, stdin=subprocess.DEVNULL, env=env,
                              preexec_fn=die_with_parent)
         w = subprocess.Popen(
-            [str(TOOLS / "bench-tool"), "watch", "--bootstrap", clusters.target, "--topic", topic,
-             "--records", str(records), "--pid", str(p.pid), "--pid", str(clusters.source_pid),
+            [str(TOOLS / "bench-tool"), "watch", "--bootstrap", clusters.target,
+             *[a for t in topics for a in ("--topic", t)], "--records", str(records), "--pid", str(p.pid), "--pid", str(clusters.source_pid),
              "--pid", str(clusters.target_pid), *[a for pid in clusters.extra_pids for a in ("--pid", str(pid))],
              "--exit-pid", str(p.pid), "--interval-ms", str(POLL_MS),
              "--timeout-s", str(timeout), "--out", str(trace_path)],
@@ -409,6 +462,26 @@ def watched(name, cmd, clusters, topic, records, logfile, env=None, stop_when_do
     }
 
 
+def strait_phases(logfile):
+    """strait's start-up as its log tells it, in seconds from its first log line (its producer
+    ready, a fraction of a second after spawn): the last remote topic created, the flow started
+    (every partition placed: the target answered ListOffsets for all of them), the first fetch
+    that timed out, if one did."""
+    first, out = None, {}
+    marks = {"remote_topics_created_s": "created remote topic", "flow_started_s": "flow started",
+             "first_fetch_timeout_s": "Fetch request to"}
+    for line in Path(logfile).read_text(errors="replace").splitlines():
+        m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)Z", line)
+        if not m:
+            continue
+        t = datetime.datetime.fromisoformat(m.group(1)).timestamp()
+        first = first if first is not None else t
+        for key, text in marks.items():
+            if text in line and (key == "remote_topics_created_s" or key not in out):
+                out[key] = t - first
+    return out
+
+
 def run_label(wl):
     """A run's name in its log files: the workload's, with the round trip across a distance."""
     return wl["name"] + (f"-rtt{wl['rtt_ms']}" if wl.get("rtt_ms") is not None else "")
@@ -432,7 +505,7 @@ def last_log_error(work, who, wl, rep):
     return {"error": found, "times": count} if found else None
 
 
-def strait_config(path, clusters, topic, src, tgt):
+def strait_config(path, clusters, topics, src, tgt):
     path.write_text(
         "\n".join(
             [
@@ -440,7 +513,7 @@ def strait_config(path, clusters, topic, src, tgt):
                 f"{src}.bootstrap.servers = {clusters.mirror_source}",
                 f"{tgt}.bootstrap.servers = {clusters.mirror_target}",
                 f"{src}->{tgt}.enabled = true",
-                f"{src}->{tgt}.topics = {topic}",
+                f"{src}->{tgt}.topics = {', '.join(topics)}",
                 "replication.factor = 1",
                 "checkpoints.topic.replication.factor = 1",
                 "heartbeats.topic.replication.factor = 1",
@@ -498,13 +571,13 @@ WAN_TUNING = [
 ]
 
 
-def mm2_config(path, clusters, wl, topic, src, tgt, tuned=True, wan=False):
+def mm2_config(path, clusters, wl, topics, src, tgt, tuned=True, wan=False):
     lines = [
         f"clusters = {src}, {tgt}",
         f"{src}.bootstrap.servers = {clusters.mirror_source}",
         f"{tgt}.bootstrap.servers = {clusters.mirror_target}",
         f"{src}->{tgt}.enabled = true",
-        f"{src}->{tgt}.topics = {topic}",
+        f"{src}->{tgt}.topics = {', '.join(topics)}",
         f"{tgt}->{src}.enabled = false",
         f"{tgt}->{src}.emit.heartbeats.enabled = false",
         # Single-broker clusters: replication factor 1 everywhere, no ACL sync (no authorizer).
@@ -539,30 +612,31 @@ class Runs:
 RUN_IDS = Runs()
 
 
-def run_strait(args, clusters, wl, topic, work, rep):
+def run_strait(args, clusters, wl, topics, work, rep):
     n = RUN_IDS.next()
     src, tgt = f"src{n}", f"tgt{n}"
     cfg = work / f"strait-{run_label(wl)}-{rep}.properties"
-    strait_config(cfg, clusters, topic, src, tgt)
+    strait_config(cfg, clusters, topics, src, tgt)
     env = dict(os.environ, RUST_LOG="info", NO_COLOR="1")
     cmd = [args.strait, "run", "--config", str(cfg), "--until-caught-up", "--listen", "off"]
-    return watched("strait", cmd, clusters, f"{src}.{topic}", wl["records"],
+    return watched("strait", cmd, clusters, [f"{src}.{t}" for t in topics], wl["records"],
                    work / f"strait-{run_label(wl)}-{rep}.log", env)
 
 
-def run_mm2(args, clusters, wl, topic, work, rep):
+def run_mm2(args, clusters, wl, topics, work, rep):
     n = RUN_IDS.next()
     src, tgt = f"src{n}", f"tgt{n}"
     cfg = work / f"mm2-{run_label(wl)}-{rep}.properties"
-    mm2_config(cfg, clusters, wl, topic, src, tgt, tuned=not args.mm2_untuned, wan=args.distance)
+    mm2_config(cfg, clusters, wl, topics, src, tgt, tuned=not args.mm2_untuned, wan=args.distance)
     cmd = [java(), *MM2_JVM, f"-Dlog4j2.configurationFile={KAFKA_CONF / 'log4j2.properties'}",
            "-cp", args.kafka_classpath, "org.apache.kafka.connect.mirror.MirrorMaker", str(cfg),
            "--clusters", tgt]
-    return watched("mm2", cmd, clusters, f"{src}.{topic}", wl["records"],
+    return watched("mm2", cmd, clusters, [f"{src}.{t}" for t in topics], wl["records"],
                    work / f"mm2-{run_label(wl)}-{rep}.log", stop_when_done=True)
 
 
-def run_baseline(args, clusters, wl, topic, work, rep):
+def run_baseline(args, clusters, wl, topics, work, rep):
+    (topic,) = topics
     n = RUN_IDS.next()
     remote = f"src{n}.{topic}"
     cmd = [
@@ -570,10 +644,11 @@ def run_baseline(args, clusters, wl, topic, work, rep):
         "--source", clusters.mirror_source, "--target", clusters.mirror_target,
         "--topic", topic, "--target-topic", remote, "--codec", wl["codec"],
     ]
-    return watched("baseline", cmd, clusters, remote, wl["records"], work / f"baseline-{run_label(wl)}-{rep}.log")
+    return watched("baseline", cmd, clusters, [remote], wl["records"], work / f"baseline-{run_label(wl)}-{rep}.log")
 
 
-def run_ceiling(args, clusters, wl, topic, work, rep):
+def run_ceiling(args, clusters, wl, topics, work, rep):
+    (topic,) = topics
     n = RUN_IDS.next()
     remote = f"ceiling{n}.{topic}"
     cmd = [
@@ -581,7 +656,7 @@ def run_ceiling(args, clusters, wl, topic, work, rep):
         "--source", clusters.source, "--target", clusters.target,
         "--topic", topic, "--target-topic", remote,
     ]
-    return watched("ceiling", cmd, clusters, remote, wl["records"], work / f"ceiling-{run_label(wl)}-{rep}.log")
+    return watched("ceiling", cmd, clusters, [remote], wl["records"], work / f"ceiling-{run_label(wl)}-{rep}.log")
 
 
 RUN = {"strait": run_strait, "mm2": run_mm2, "baseline": run_baseline, "ceiling": run_ceiling}
@@ -641,8 +716,8 @@ def fairness(args, clusters, wl, topic, work):
     return out
 
 
-def measure(args, clusters, wl, topic, size, entry, runners, reps, work):
-    """Runs each mirror of `runners` `reps` times on the loaded `topic` (interleaved, the mirrors
+def measure(args, clusters, wl, topics, size, entry, runners, reps, work, save=None):
+    """Runs each mirror of `runners` `reps` times on the loaded `topics` (interleaved, the mirrors
     taking turns going first) and records each run's figures in entry["runs"], the medians in
     entry["median"], failed runs in entry["incomplete"]."""
     order = []
@@ -656,7 +731,7 @@ def measure(args, clusters, wl, topic, size, entry, runners, reps, work):
         # Each run starts on a quiet machine: what the last one left is gone.
         time.sleep(2)
         try:
-            m = RUN[who](args, clusters, entry, topic, work, tag)
+            m = RUN[who](args, clusters, entry, topics, work, tag)
         except RuntimeError as e:
             # Recorded and reported; the other runs go on. With --retry-incomplete the run is
             # made again (once per retry) after the others: the report names both.
@@ -664,7 +739,7 @@ def measure(args, clusters, wl, topic, size, entry, runners, reps, work):
             entry.setdefault("incomplete", []).append(
                 {"mirror": who, "rep": rep, "attempt": attempt, "error": str(e)[-1500:],
                  "last_log_error": last_log_error(work, who, entry, tag)})
-            clusters.clean(keep_source=[topic])
+            clusters.clean(keep_source=topics)
             if attempt < args.retry_incomplete:
                 order.append((who, rep, attempt + 1))
             continue
@@ -672,6 +747,15 @@ def measure(args, clusters, wl, topic, size, entry, runners, reps, work):
                            wl.get("warmup_share", WARMUP_SHARE))
         f.update(process_cpu_s=m["process_cpu_s"], peak_rss_mb=m["peak_rss_mb"],
                  loadavg_1m_before=m["loadavg_1m_before"])
+        # Spawn to the poll where every target partition holds a record: the mirror's first
+        # write to each partition (topic creation and the first fetch before it) is done.
+        f["all_partitions_written_s"] = next(
+            (s["t"] for s in m["trace"] if s.get("written", 0) >= wl["partitions"]), float("nan"))
+        if wl.get("topics", 1) > 1:
+            f["brokers_after"] = {"source": broker_files(clusters.source_pid),
+                                  "target": broker_files(clusters.target_pid)}
+            if who == "strait":
+                f["strait_log"] = strait_phases(work / f"strait-{run_label(wl)}-{tag}.log")
         # The whole copy, as a user feels it: from the mirror's start to the last record on
         # the target, start-up included; its CPU is the process's whole life.
         f.update(whole_s=f["spawn_to_done_s"],
@@ -681,6 +765,10 @@ def measure(args, clusters, wl, topic, size, entry, runners, reps, work):
         if who == "ceiling":
             f["replay_seconds"] = json_line(m["stdout"])["seconds"]
         entry["runs"][who].append(f)
+        if save:
+            # A long run's figures are kept even if a later one is interrupted.
+            entry["median"] = {k: median_figures(v) for k, v in entry["runs"].items() if v}
+            save()
         log(f"  {who:<8} rep {rep}: {f['seconds']:.2f} s window ({f['window_from_share']:.0%}-100%), "
             f"{f['mb_per_s']:.1f} MB/s, {f['records_per_s']:.0f} rec/s, "
             f"whole copy {f['whole_s']:.1f} s at {f['whole_mb_per_s']:.1f} MB/s, "
@@ -688,8 +776,9 @@ def measure(args, clusters, wl, topic, size, entry, runners, reps, work):
             f"rss {f['peak_rss_mb']:.0f} MB, brokers src {f['source_broker_pct']:.0f}% "
             f"tgt {f['target_broker_pct']:.0f}%, other {f['other_pct']:.0f}%; "
             f"start-up {f['startup_s']:.1f} s, warm-up {f['warmup_s']:.1f} s "
-            f"at {f['warmup_records_per_s']:.0f} rec/s")
-        clusters.clean(keep_source=[topic])
+            f"at {f['warmup_records_per_s']:.0f} rec/s, every partition written at "
+            f"{f['all_partitions_written_s']:.1f} s")
+        clusters.clean(keep_source=topics)
     entry["median"] = {who: median_figures(runs) for who, runs in entry["runs"].items() if runs}
 
 
@@ -768,13 +857,17 @@ def median_figures(runs):
 
 
 def main():
-    global MIRROR_TIMEOUT_S
+    global MIRROR_TIMEOUT_S, POLL_MS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true",
                     help=f"{len(QUICK)} workloads, a tenth of the data, one repetition (a few minutes)")
     ap.add_argument("--reps", type=int, help="repetitions per mirror and workload (default 3, quick 1)")
     ap.add_argument("--only", help="comma-separated workload names")
-    ap.add_argument("--mirrors", default=",".join(RUNNERS), help="comma-separated: strait,mm2,baseline,ceiling")
+    ap.add_argument("--mirrors", help="comma-separated: strait,mm2,baseline,ceiling (default all; with "
+                                      f"--partitions-10k {','.join(P10K_RUNNERS)})")
+    ap.add_argument("--partitions-10k", action="store_true",
+                    help="the 10,000-partition flow alone (two source topics of 5,000 partitions, 64 records per partition), "
+                         "once, with its own results")
     ap.add_argument("--mm2-untuned", action="store_true", help="MM2 with its defaults (no throughput tuning)")
     ap.add_argument("--no-fairness", action="store_true", help="skip the baseline's fairness check")
     ap.add_argument("--source-rtt-ms", metavar="MS,...",
@@ -804,6 +897,11 @@ def main():
     MIRROR_TIMEOUT_S = args.mirror_timeout_s or (DISTANCE_TIMEOUT_S if args.distance else MIRROR_TIMEOUT_S)
     if args.retry_incomplete is None:
         args.retry_incomplete = 1 if args.distance else 0
+    if args.partitions_10k and (args.distance or args.quick):
+        ap.error("--partitions-10k goes alone (not with --quick or --source-rtt-ms)")
+    if args.partitions_10k:
+        POLL_MS = P10K_POLL_MS
+        MIRROR_TIMEOUT_S = args.mirror_timeout_s or P10K_TIMEOUT_S
     if not args.distance and (args.source_bandwidth_kbps or args.partition_sweep or args.far_side != "source"):
         ap.error("--source-bandwidth-kbps, --partition-sweep and --far-side go with --source-rtt-ms")
     if args.distance:
@@ -814,23 +912,45 @@ def main():
         except ValueError:
             ap.error("--source-rtt-ms: comma-separated whole milliseconds, e.g. 0,20,80")
         all_wls = distance_matrix(args.partition_sweep)
+    elif args.partitions_10k:
+        rtts = []
+        all_wls = [partitions_10k_workload()]
     else:
         rtts = []
         all_wls = matrix(args.quick)
-    reps = args.reps or (1 if args.quick or args.distance else 3)
+    reps = args.reps or (1 if args.quick or args.distance or args.partitions_10k else 3)
     if args.only:
         names = args.only.split(",")
         wls = [w for w in all_wls if w["name"] in names]
         if len(wls) != len(names):
             ap.error(f"--only: unknown workload among {names}; known: {[w['name'] for w in all_wls]}")
     else:
-        wls = all_wls if args.distance else workloads(args.quick)
-    runners = [r for r in RUNNERS if r in args.mirrors.split(",")]
+        wls = all_wls if args.distance or args.partitions_10k else workloads(args.quick)
+    mirrors = args.mirrors or ",".join(P10K_RUNNERS if args.partitions_10k else RUNNERS)
+    runners = [r for r in RUNNERS if r in mirrors.split(",")]
+    if any(w.get("topics", 1) > 1 for w in wls) and set(runners) - set(P10K_RUNNERS):
+        # baseline-mirror and bench-tool ceiling copy one topic.
+        log(f"several source topics: {sorted(set(runners) - set(P10K_RUNNERS))} skipped (they copy one topic)")
+        runners = [r for r in runners if r in P10K_RUNNERS]
     if args.distance and "ceiling" in runners:
         # The ceiling replays the source's batches read next to it: no distance to cross.
         log("across a distance: the ceiling does not apply; skipped")
         runners.remove("ceiling")
 
+    nofile = None
+    if args.partitions_10k:
+        # A broker keeps a file open per log segment: 10,000 partitions need 10,000 descriptors
+        # on each broker, more than the usual soft limit of 1,024. The brokers inherit ours.
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        need = wls[0]["partitions"] + 4096
+        if soft < need <= hard or hard == resource.RLIM_INFINITY:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 1 << 20)), hard))
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < need:
+            ap.error(f"--partitions-10k: open files limited to {soft} (ulimit -n), the brokers need {need}")
+        nofile = soft
     started = time.time()
     work = Path(tempfile.mkdtemp(prefix="strait-bench-"))
     log(f"work dir {work}")
@@ -847,10 +967,10 @@ def main():
         log(f"{args.far_side} {getattr(clusters, args.far_side)} (loader, watcher); mirrors reach it at "
             f"{link.address} (toxiproxy, to its FAR listener on {far_port})")
     else:
-        clusters = Clusters(work / "clusters")
+        clusters = Clusters(work / "clusters", extra_props=P10K_BROKER_PROPS if args.partitions_10k else "")
     results = {
         "mode": ("distance-partitions" if args.partition_sweep else "distance") if args.distance
-        else "quick" if args.quick else "full",
+        else "partitions-10k" if args.partitions_10k else "quick" if args.quick else "full",
         "command": args.command,
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(clusters),
@@ -861,6 +981,8 @@ def main():
         "mirror_timeout_s": MIRROR_TIMEOUT_S,
         "mm2_tuned": not args.mm2_untuned,
         "runners": runners,
+        **({"nofile_limit": nofile} if nofile else {}),
+        **({"broker_props": P10K_BROKER_PROPS.splitlines()} if args.partitions_10k else {}),
         "workloads": [],
     }
     if args.distance:
@@ -876,21 +998,29 @@ def main():
         }
     try:
         log("warming up both brokers (untimed)")
-        warm_up_brokers(clusters, work, args.quick)
+        warm_up_brokers(clusters, work, args.quick or args.partitions_10k)
         for wl in wls:
-            topic = f"bench-{wl['name']}"
-            log(f"{wl['name']}: loading {wl['records']} records into the source")
-            load = json_line(
-                run(
-                    [
-                        TOOLS / "bench-tool", "load", "--bootstrap", clusters.source, "--topic", topic,
-                        "--partitions", str(wl["partitions"]), "--codec", wl["codec"],
-                        "--size", str(wl["size"]), "--records", str(wl["records"]),
-                    ]
+            topics = source_topics(wl)
+            log(f"{wl['name']}: loading {wl['records']} records into the source"
+                + (f" ({len(topics)} topics)" if len(topics) > 1 else ""))
+            load = {"payload_bytes": 0, "seconds": 0.0}
+            size = {"records": 0, "batches": 0, "wire_bytes": 0}
+            for topic in topics:
+                one = json_line(
+                    run(
+                        [
+                            TOOLS / "bench-tool", "load", "--bootstrap", clusters.source, "--topic", topic,
+                            "--partitions", str(wl["partitions"] // len(topics)), "--codec", wl["codec"],
+                            "--size", str(wl["size"]), "--records", str(wl["records"] // len(topics)),
+                        ]
+                    )
                 )
-            )
-            size = json_line(run([TOOLS / "bench-tool", "wire-size", "--bootstrap", clusters.source, "--topic", topic]))
-            log(f"  {size['records']} records, {size['batches']} batches, {size['wire_bytes'] / 1e6:.1f} MB on the wire")
+                load = {k: load[k] + one[k] for k in load}
+                one = json_line(run([TOOLS / "bench-tool", "wire-size", "--bootstrap", clusters.source,
+                                     "--topic", topic]))
+                size = {k: size[k] + one[k] for k in size}
+            log(f"  {size['records']} records, {size['batches']} batches, {size['wire_bytes'] / 1e6:.1f} MB on the wire"
+                + (f", loaded in {load['seconds']:.0f} s" if len(topics) > 1 else ""))
             for rtt in rtts or [None]:
                 entry = dict(wl, payload_bytes=load["payload_bytes"], wire_bytes=size["wire_bytes"],
                              source_batches=size["batches"], runs={k: [] for k in runners},
@@ -901,17 +1031,25 @@ def main():
                                  toxics=link.set(rtt, args.source_bandwidth_kbps))
                     log(f"  {args.far_side} round trip {rtt} ms"
                         + (f", {args.source_bandwidth_kbps} KB/s" if args.source_bandwidth_kbps else ""))
-                measure(args, clusters, wl, topic, size, entry, runners, reps, work)
+                if len(topics) > 1:
+                    entry.update(source_topics=topics, load_seconds=load["seconds"],
+                                 brokers_after_load={"source": broker_files(clusters.source_pid),
+                                                     "target": broker_files(clusters.target_pid)})
                 results["workloads"].append(entry)
-                Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+
+                def save():
+                    Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+
+                measure(args, clusters, wl, topics, size, entry, runners, reps, work, save)
+                save()
             entry = results["workloads"][-1]
             if wl["partitions"] <= 64 and "baseline" in runners and not args.no_fairness and not args.distance:
-                entry["fairness"] = fairness(args, clusters, wl, topic, work)
+                entry["fairness"] = fairness(args, clusters, wl, topics[0], work)
                 log(f"  fairness: {entry['fairness']}")
             clusters.clean()
             # Written after every workload, so an interrupted run keeps what it measured.
             Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
-        if not args.distance:
+        if not args.distance and not args.partitions_10k:
             log("translation precision")
             results["precision"] = json_line(run([TOOLS / "bench-tool", "precision"]))
     finally:

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Regenerates docs/benchmarks.md and its charts from a results JSON written by bench/bench.py;
 with --distance, only its "Across a distance" section, from the JSON files bench/distance wrote
-(bench/results/distance.json, bench/results/distance-partitions.json).
+(bench/results/distance.json, bench/results/distance-partitions.json); with --partitions-10k,
+only its "Ten thousand partitions" section (bench/results/partitions-10k.json).
 
     report.py RESULTS.json [--docs DIR]
     report.py --distance DISTANCE.json... [--docs DIR]
+    report.py --partitions-10k PARTITIONS-10K.json [--docs DIR]
 """
 
 import argparse
@@ -30,10 +32,12 @@ KEPT_SECTIONS = [
     "Across a distance",
     "Across a distance: strait before and after the survey and the fetch ahead",
     "Across a distance: the pipelined producer, fetch sessions, and a far target",
+    "Ten thousand partitions",
     "Offset map size",
     "Failover drill with MM2's checkpoints",
 ]
 DISTANCE_TITLE = "Across a distance"
+P10K_TITLE = "Ten thousand partitions"
 
 
 def fmt(x, digits=1):
@@ -538,6 +542,149 @@ CPU (reported in the JSON as `proxy_cpu_s`) share the 2 cores with everything el
     return "\n".join(parts)
 
 
+def p10k_section(path):
+    """The "Ten thousand partitions" section, from bench/run --partitions-10k's results: one row
+    per mirror, start-up beside the measured window."""
+    res = json.loads(Path(path).read_text())
+    (w,) = res["workloads"]
+    runners = [r for r in res.get("runners", MIRRORS) if r in w["runs"]]
+    m = res.get("machine", {})
+    topics = w.get("topics", 1)
+    per_topic = w["partitions"] // topics
+    bad = {}
+    for i in w.get("incomplete", []):
+        bad.setdefault(i["mirror"], i)
+    rows = []
+    for who in runners:
+        runs = w["runs"].get(who) or []
+        if not runs:
+            i = bad.get(who, {})
+            err = (i.get("last_log_error") or {}).get("error", "")
+            cause = i.get("cause")
+            rows.append([LABEL[who], "did not finish"] + ["-"] * 8
+                        + [f"stopped after {res.get('mirror_timeout_s', '?')} s"
+                           + (f": {cause}" if cause else f"; last error `{err[:80]}`" if err else "")])
+            continue
+
+        def c(key, digits=1):
+            return fmt(med(w, who, key), digits)
+
+        rows.append([LABEL[who], c("startup_s"), c("all_partitions_written_s"), c("whole_s"),
+                     c("mb_per_s"), c("whole_mb_per_s"), c("cpu_s_per_gb"), c("whole_cpu_s_per_gb"),
+                     c("peak_rss_mb", 0), c("target_broker_cpu_per_gb"), ""])
+    header = ["mirror", "start-up s (first record)", "every partition written s", "whole copy s",
+              "window MB/s", "whole MB/s", "window CPU s/GB", "whole CPU s/GB", "peak RSS MB",
+              "target broker CPU s/GB (window)", "note"]
+    brokers = w.get("brokers_after_load") or {}
+    after = {}
+    for who in runners:
+        for r in w["runs"].get(who) or []:
+            after[who] = r.get("brokers_after") or {}
+    batches_per_partition = w["source_batches"] / w["partitions"]
+    records_per_batch = w["records"] / w["source_batches"]
+    files = []
+    if brokers.get("source"):
+        files.append(f"the source broker held {brokers['source']['fds']:,} open files and "
+                     f"{brokers['source']['maps']:,} memory maps after the load")
+    for who, b in after.items():
+        if b.get("target"):
+            files.append(f"the target broker {b['target']['fds']:,} files and {b['target']['maps']:,} maps "
+                         f"after {SHORT[who]}'s copy")
+    phases = ""
+    for r in w["runs"].get("strait") or []:
+        lg = r.get("strait_log") or {}
+        if lg:
+            phases = (f"strait's own log (seconds from its first line, a fraction of a second after spawn): "
+                      f"both remote topics created at {fmt(lg.get('remote_topics_created_s'))} s (one CreateTopics "
+                      f"each); the flow started, every partition placed, at {fmt(lg.get('flow_started_s'))} s: placing "
+                      f"waits until the target answers ListOffsets for all {w['partitions']:,} partitions, that is "
+                      f"until the target broker has created every partition's log. A partition whose log is not there "
+                      f"yet fails in the batched ListOffsets with a retriable error and is asked again alone "
+                      f"(`Client::list_offsets`' fallback: one request per partition, in turn, each retry "
+                      f"refreshing the whole metadata first)"
+                      + (f"; a fetch timed out at {fmt(lg['first_fetch_timeout_s'])} s" if "first_fetch_timeout_s" in lg else "")
+                      + ".\n")
+    says = ""
+    st = w["median"].get("strait")
+    if st:
+        says = (f"What it says: strait's peak RSS was {fmt(st['peak_rss_mb'], 0)} MB, "
+                f"{'within' if st['peak_rss_mb'] <= 256 * 1.048576 else 'above'} the goal of 256 MiB. Its CPU was "
+                f"{fmt(st['cpu_s_per_gb'])} s/GB over the window, but {fmt(st['process_cpu_s'])} s over its whole "
+                f"life ({fmt(st['whole_cpu_s_per_gb'])} s/GB), {fmt(st.get('startup_cpu_s'))} s of it before "
+                f"the first record: start-up, spent mostly in the placing loop below (a perf profile of it: "
+                f"malloc and free, and decoding Metadata responses, again and again). The window's rate is the target broker's: it "
+                f"used {pct(st['target_broker_pct'])} of a core, {fmt(st['target_broker_cpu_per_gb'], 0)} s/GB, "
+                f"appending {records_per_batch:.0f}-record batches to partitions written for the first time. "
+                f"Every partition got its first record only near the end "
+                f"({fmt(st['all_partitions_written_s'])} s of {fmt(st['whole_s'])} s): each partition's "
+                f"{w['wire_bytes'] / w['partitions'] / 1024:.0f} KiB fits in one fetch, and a fetch of 50 MiB "
+                f"carries about {50 * 1048576 // max(1, w['wire_bytes'] // w['partitions']):,} partitions, so the "
+                f"copy goes through the partitions a fetch at a time.\n")
+    heap = ""
+    hp = res.get("heap_profile")
+    if hp:
+        heap = (f"Where strait's memory goes, from heaptrack on a separate strait run over the same source "
+                f"topics and brokers (`{hp['command']}`; heaptrack slows it, so its times are not figures): "
+                f"peak heap {fmt(hp['peak_heap_mb'])} MB (peak RSS {fmt(hp['peak_rss_mb'])} MB with "
+                f"heaptrack's own); the largest allocation sites, each at its own peak:\n\n"
+                + table(["allocated in", "MB at its peak", "allocations", "what"],
+                        [[f"`{a}`", fmt(b), f"{c:,}", d] for a, b, c, d in hp["top"]]) + "\n")
+    la0, la1 = res.get("loadavg_at_start", [float("nan")])[0], res.get("loadavg_at_end", [float("nan")])[0]
+    return f"""## {P10K_TITLE}
+
+One flow of {w['partitions']:,} partitions ({topics} source topics of {per_topic:,} partitions; see
+below why not one topic): {w['records']:,} records of {w['size']:,} bytes, {w['codec']}, {w['records'] // w['partitions']}
+per partition, {fmt(w['wire_bytes'] / 1e6)} MB on the wire. The loader (librdkafka, `batch.size`
+16 KiB, `linger.ms` 50, records spread round-robin) wrote them in {w['source_batches']:,} batches:
+{records_per_batch:.1f} records ({fmt(w['wire_bytes'] / w['source_batches'] / 1024)} KiB on the
+wire) per batch, {batches_per_partition:.1f} batches per partition. A producer spread over 10,000
+partitions fills no batch before its linger ends: small batches are what a mirror of such a flow
+forwards, and strait forwards them as they are.
+
+Each mirror runs once, from its start on a new target (its remote topics, offset map and
+internal topics made by itself). **Start-up** is spawn to the first record on the target;
+**every partition written** is spawn to the first poll where all {w['partitions']:,} target
+partitions hold a record (topic creation, the offset map, the first fetch and the first write to
+each partition all done); **whole copy** is spawn to the last record. The window (MB/s, CPU s/GB)
+runs from {w.get('warmup_share', res.get('warmup_share', 0.1)):.0%} of the records on the target to all
+of them, as in the main tables. Peak RSS is the mirror's, from `wait4`. The watch polls every
+{res.get('poll_ms', 100)} ms.
+
+{table(header, rows)}
+
+{says}
+{phases}
+{heap}
+Brokers: Apache Kafka 4.1.1 as everywhere on this page ({m.get('broker', '')}). What 10,000
+partitions needed of them: open files (`ulimit -n`; the run's limit was {res.get('nofile_limit', '?'):,}):
+a broker keeps each log segment's file open, one per partition here; {'; '.join(files) or 'not recorded'}.
+And a longer broker session: {', '.join(f'`{x}`' for x in res.get('broker_props', [])) or 'none'} (after
+`scripts/kafka/broker.properties`, whose 6 s session suits quick restarts in tests). With 6 s, a
+first attempt on this machine (load average 60 to 70 from other work on its 2 cores) saw both
+combined nodes miss heartbeats to their own controllers while creating and serving 10,000
+partitions; the target's controller fenced its broker (one event of 20 s: every partition loses
+its leader, then regains it), the source took over 30 s to answer strait's first fetch, twice,
+and the target answered nothing for minutes: that attempt was stopped. Nothing else was
+changed: the default `num.io.threads` (8), `log.segment.bytes` (1 GiB, one segment per partition
+here) and index sizes (10 MiB each, sparse files, mapped once used: two maps per partition,
+against a vm.max_map_count of 65,530). Load average {fmt(la0)} at start, {fmt(la1)} at end.
+
+Why two topics: Kafka's KRaft controller refuses any single operation of more than 10,000
+metadata records (`QuorumController.MAX_RECORDS_PER_USER_OP`, not configurable). A CreateTopics
+of one 10,000-partition topic is a TopicRecord and 10,000 PartitionRecords: refused with
+POLICY_VIOLATION, "Unable to perform excessively large batch operation" (as
+`kafka-topics.sh --create --partitions 10000` shows on these brokers), and so is one
+CreateTopics naming topics whose partitions add up to 10,000 or more: MM2 names all its new
+remote topics in one request, which is how it fails above. strait creates each remote topic in a
+request of its own, with the source's partition count (`flow/topics.rs`): two topics of 5,000 work,
+one topic of 10,000 or more would be refused (by code; not run here). A topic that large can only be
+created at most 9,999 partitions at a time, then grown with CreatePartitions.
+
+Reproduce: `{res.get('command', 'bench/run --partitions-10k')}` (about {fmt(res.get('duration_s', float('nan')) / 60, 0)} minutes);
+results in [`bench/results/{Path(path).name}`](../bench/results/{Path(path).name}).
+"""
+
+
 def replace_section(path, title, text):
     """Puts `text` (a "## title" section) in place of that section of the file at `path`, or
     before the first kept section after it in KEPT_SECTIONS' order, or at the end."""
@@ -559,8 +706,16 @@ def main():
     ap.add_argument("results", nargs="?")
     ap.add_argument("--distance", nargs="+", metavar="DISTANCE.json",
                     help="update only the \"Across a distance\" section of DIR/benchmarks.md from these files")
+    ap.add_argument("--partitions-10k", metavar="PARTITIONS-10K.json",
+                    help="update only the \"Ten thousand partitions\" section of DIR/benchmarks.md from this file")
     ap.add_argument("--docs", default=str(ROOT / "docs"))
     args = ap.parse_args()
+    if args.partitions_10k:
+        out = Path(args.docs) / "benchmarks.md"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        replace_section(out, P10K_TITLE, p10k_section(args.partitions_10k))
+        print(f"wrote {out} (section \"{P10K_TITLE}\")")
+        return
     if args.distance:
         out = Path(args.docs) / "benchmarks.md"
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -132,9 +132,9 @@ pub async fn wait_partitions_ready(
 /// What [`watch`] polls and until when.
 #[derive(Debug, Clone)]
 pub struct WatchSpec {
-    /// The target topic.
-    pub topic: String,
-    /// The records it must hold when the mirror is done.
+    /// The target topics (one ListOffsets request each per poll; usually one).
+    pub topics: Vec<String>,
+    /// The records they must hold together when the mirror is done.
     pub records: i64,
     /// Processes whose CPU is sampled at every poll (the mirror, the brokers).
     pub pids: Vec<u32>,
@@ -149,20 +149,30 @@ pub struct WatchSpec {
     pub grace: Duration,
 }
 
-/// Polls until the target topic holds `records` records, writing one JSON line per poll to
+/// Polls until the target topics hold `records` records, writing one JSON line per poll to
 /// `out`: `t` (seconds since the watch began), `records` (the sum of end offsets, 0 before the
-/// topic exists), `cpu` (per pid, seconds; null when gone), `self_cpu` (this process) and `busy`
-/// (the machine's busy CPU seconds), and, on the last line, `rss` (per pid, peak MiB). A poll is
-/// written only when the count changed, plus the first and the last, so a trace stays small;
-/// every line is exact at its own time.
+/// topic exists), `written` (the partitions whose end offset is above 0: the mirror's first
+/// write to each partition), `cpu` (per pid, seconds; null when gone), `self_cpu` (this
+/// process) and `busy` (the machine's busy CPU seconds), and, on the last line, `rss` (per pid,
+/// peak MiB). A poll is written only when the count changed, plus the first and the last, so a
+/// trace stays small; every line is exact at its own time.
 pub async fn watch(client: &Client, spec: &WatchSpec, out: &mut impl Write) -> anyhow::Result<()> {
     let started = Instant::now();
     let me = std::process::id();
     let mut last_written: Option<i64> = None;
+    let topics = spec.topics.join(",");
     let mut exited_at: Option<Instant> = None;
     let mut next = started;
     loop {
-        let records = end_offsets_sum(client, &spec.topic).await?.unwrap_or(0);
+        let (mut records, mut written) = (0i64, 0usize);
+        for topic in &spec.topics {
+            for (_, error, offset) in list_end_offsets(client, topic).await?.unwrap_or_default() {
+                if error == 0 && offset > 0 {
+                    records += offset;
+                    written += 1;
+                }
+            }
+        }
         let t = started.elapsed().as_secs_f64();
         let done = records >= spec.records;
         if last_written != Some(records) || done {
@@ -170,6 +180,7 @@ pub async fn watch(client: &Client, spec: &WatchSpec, out: &mut impl Write) -> a
             let mut line = serde_json::json!({
                 "t": t,
                 "records": records,
+                "written": written,
                 "cpu": cpu,
                 "self_cpu": proc_cpu(me),
                 "busy": machine_busy(),
@@ -186,8 +197,7 @@ pub async fn watch(client: &Client, spec: &WatchSpec, out: &mut impl Write) -> a
         if done {
             if records > spec.records {
                 bail!(
-                    "{} holds {records} records, more than the {} expected",
-                    spec.topic,
+                    "{topics} holds {records} records, more than the {} expected",
                     spec.records
                 );
             }
@@ -195,8 +205,7 @@ pub async fn watch(client: &Client, spec: &WatchSpec, out: &mut impl Write) -> a
         }
         if started.elapsed() > spec.timeout {
             bail!(
-                "{} holds {records} of {} records after {:?}",
-                spec.topic,
+                "{topics} holds {records} of {} records after {:?}",
                 spec.records,
                 spec.timeout
             );
@@ -206,8 +215,7 @@ pub async fn watch(client: &Client, spec: &WatchSpec, out: &mut impl Write) -> a
                 let at = *exited_at.get_or_insert_with(Instant::now);
                 if at.elapsed() > spec.grace {
                     bail!(
-                        "process {pid} exited with {} holding {records} of {} records",
-                        spec.topic,
+                        "process {pid} exited with {topics} holding {records} of {} records",
                         spec.records
                     );
                 }

@@ -74,13 +74,14 @@ enum Command {
         #[arg(long)]
         target_topic: String,
     },
-    /// Poll `--topic` on `--bootstrap` until it holds `--records` records; one JSON line per
-    /// poll (when the count changed) to `--out`, with the CPU seconds of each `--pid`.
+    /// Poll `--topic` (repeat the option for several: their records add up) on `--bootstrap`
+    /// until it holds `--records` records; one JSON line per poll (when the count changed) to
+    /// `--out`, with the CPU seconds of each `--pid`.
     Watch {
         #[arg(long)]
         bootstrap: String,
-        #[arg(long)]
-        topic: String,
+        #[arg(long = "topic", required = true)]
+        topics: Vec<String>,
         #[arg(long)]
         records: i64,
         /// Processes whose CPU is sampled (repeat the option).
@@ -188,7 +189,7 @@ fn main() -> anyhow::Result<()> {
         })?,
         Command::Watch {
             bootstrap,
-            topic,
+            topics,
             records,
             pids,
             exit_pid,
@@ -198,7 +199,7 @@ fn main() -> anyhow::Result<()> {
         } => runtime.block_on(async {
             let client = raw::connect(&bootstrap).await?;
             let spec = watch::WatchSpec {
-                topic,
+                topics,
                 records,
                 pids,
                 interval: std::time::Duration::from_millis(interval_ms),
