@@ -614,8 +614,11 @@ impl Client {
     /// ListOffsets for several partitions: one request per leader naming all of its
     /// partitions, the leaders asked concurrently, so that placing thousands of partitions
     /// across a distance costs one round trip rather than one per partition. One result per
-    /// partition. A partition that errs in the batch (a leader moved, a request that failed
-    /// as a whole) is asked again alone, with [`Client::list_offset`]'s retries.
+    /// partition. The partitions that err in a way time can fix (a leader moved or not elected
+    /// yet, a partition the broker is still creating, a request that failed as a whole) are
+    /// asked again together, after one metadata refresh and a backoff, until the client's
+    /// operation timeout; then each gets its last error. Never one request per partition: a
+    /// flow of 10,000 new partitions asked them one by one, with a metadata refresh each.
     ///
     /// A partition must appear once: Kafka refuses a ListOffsets request naming one twice.
     pub async fn list_offsets(
@@ -623,59 +626,115 @@ impl Client {
         partitions: &[(TopicPartition, OffsetSpec)],
         isolation: IsolationLevel,
     ) -> Result<BTreeMap<TopicPartition, Result<ListedOffset>>> {
+        let config = self.config();
+        let deadline = tokio::time::Instant::now() + config.operation_timeout;
+        let mut backoff =
+            crate::backoff::Backoff::new(config.retry_backoff, config.retry_backoff_max);
+        let mut out = BTreeMap::new();
+        let mut asked = partitions.to_vec();
+        if asked
+            .iter()
+            .any(|(tp, _)| self.cached_metadata().leader(tp).is_none())
+        {
+            self.refresh_metadata().await?;
+        }
+        loop {
+            let failed = self.list_offsets_once(&asked, isolation, &mut out).await;
+            if failed.is_empty() {
+                return Ok(out);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                for (tp, _, e) in failed {
+                    out.insert(tp, Err(e));
+                }
+                return Ok(out);
+            }
+            let wait = backoff.next_wait();
+            tracing::debug!(partitions = failed.len(), retry_in = ?wait, "ListOffsets: asking again the partitions that failed");
+            if let Err(e) = self.refresh_metadata().await {
+                tracing::debug!(error = %e, "metadata refresh after ListOffsets errors failed");
+            }
+            tokio::time::sleep(
+                wait.min(deadline.saturating_duration_since(tokio::time::Instant::now())),
+            )
+            .await;
+            asked = failed.into_iter().map(|(tp, spec, _)| (tp, spec)).collect();
+        }
+    }
+
+    /// One pass of [`list_offsets`](Client::list_offsets): every partition whose leader the
+    /// cached metadata knows, one request per leader. Answers and lasting errors go to `out`;
+    /// returns the partitions to ask again, with why.
+    async fn list_offsets_once(
+        &self,
+        partitions: &[(TopicPartition, OffsetSpec)],
+        isolation: IsolationLevel,
+        out: &mut BTreeMap<TopicPartition, Result<ListedOffset>>,
+    ) -> Vec<(TopicPartition, OffsetSpec, Error)> {
+        let metadata = self.cached_metadata();
         let mut by_leader: BTreeMap<BrokerId, Vec<(TopicPartition, OffsetSpec)>> = BTreeMap::new();
-        let mut alone = Vec::new();
+        let mut failed = Vec::new();
         for (tp, spec) in partitions {
-            match self.leader(tp).await {
-                Ok(leader) => by_leader
+            match metadata.leader(tp) {
+                Some(leader) => by_leader
                     .entry(leader)
                     .or_default()
                     .push((tp.clone(), *spec)),
-                Err(_) => alone.push((tp.clone(), *spec)),
+                None => {
+                    let e = if metadata
+                        .topics
+                        .get(&tp.topic)
+                        .is_some_and(|t| t.partitions.contains_key(&tp.partition))
+                    {
+                        Error::broker(
+                            kafka_protocol::error::ResponseError::LeaderNotAvailable,
+                            None,
+                            tp.context(),
+                        )
+                    } else {
+                        Error::UnknownTopicOrPartition {
+                            context: tp.context(),
+                        }
+                    };
+                    failed.push((tp.clone(), *spec, e));
+                }
             }
         }
         let requests = by_leader.into_iter().map(|(leader, ps)| async move {
             let result = self.list_offsets_from(leader, &ps, isolation).await;
-            (ps, result)
+            (leader, ps, result)
         });
-        let mut out = BTreeMap::new();
-        let mut refresh = false;
-        for (ps, result) in futures::future::join_all(requests).await {
+        for (leader, ps, result) in futures::future::join_all(requests).await {
             match result {
                 Ok(mut listed) => {
                     for (tp, spec) in ps {
                         match listed.remove(&tp) {
-                            Some(Ok(offset)) => {
-                                out.insert(tp, Ok(offset));
+                            Some(Err(e)) if e.is_retriable() => failed.push((tp, spec, e)),
+                            Some(answer) => {
+                                out.insert(tp, answer);
                             }
-                            Some(Err(e)) if !e.is_retriable() => {
-                                out.insert(tp, Err(e));
+                            None => {
+                                let e = Error::Unexpected {
+                                    broker: leader.to_string(),
+                                    what: format!("ListOffsets answer does not mention {tp}"),
+                                };
+                                failed.push((tp, spec, e));
                             }
-                            Some(Err(e)) => {
-                                refresh |= e.needs_metadata_refresh();
-                                alone.push((tp, spec));
-                            }
-                            None => alone.push((tp, spec)),
                         }
                     }
                 }
+                Err(e) if e.is_retriable() => {
+                    tracing::debug!(error = %e, "ListOffsets failed; its partitions are asked again");
+                    failed.extend(ps.into_iter().map(|(tp, spec)| (tp, spec, e.clone())));
+                }
                 Err(e) => {
-                    tracing::debug!(error = %e, "ListOffsets failed; asking its partitions one by one");
-                    alone.extend(ps);
+                    for (tp, _) in ps {
+                        out.insert(tp, Err(e.clone()));
+                    }
                 }
             }
         }
-        if refresh {
-            // A leader moved: ask the new one straight away.
-            if let Err(e) = self.refresh_metadata().await {
-                tracing::debug!(error = %e, "metadata refresh after ListOffsets errors failed");
-            }
-        }
-        for (tp, spec) in alone {
-            let result = self.list_offset(&tp, spec, isolation).await;
-            out.insert(tp, result);
-        }
-        Ok(out)
+        failed
     }
 
     /// One ListOffsets request to `leader` for all of `partitions`; a result per partition

@@ -465,7 +465,7 @@ async fn a_leader_move_refreshes_metadata_and_routes_to_the_new_leader() {
 
 /// ListOffsets for many partitions: one request per leader naming all of its partitions (not
 /// one per partition), the leaders asked together; a partition whose leader moved
-/// (NOT_LEADER_OR_FOLLOWER in the batch) is asked again alone at its new leader.
+/// (NOT_LEADER_OR_FOLLOWER in the batch) is asked again at its new leader.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_offsets_asks_each_leader_once_for_all_its_partitions() {
     let fake = FakeCluster::start(
@@ -548,6 +548,82 @@ async fn list_offsets_asks_each_leader_once_for_all_its_partitions() {
             [(1, vec![0, 2, 3]), (2, vec![1]), (2, vec![3])],
             "one request per leader, then the moved partition alone"
         );
+    })
+    .await;
+}
+
+/// Partitions whose logs the broker is still creating (UNKNOWN_TOPIC_OR_PARTITION for every
+/// one of them, as right after a large CreateTopics) are asked again together, in one request
+/// per leader, not one by one: a flow of 10,000 new partitions waited minutes for that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_offsets_asks_again_together_what_a_broker_is_still_creating() {
+    let answered = Arc::new(AtomicBool::new(false));
+    let seen = Arc::clone(&answered);
+    let fake = FakeCluster::start(
+        &[1],
+        script(move |_, req| match &req.body {
+            Body::ListOffsets(l) => {
+                // The first request finds no log yet; the next finds all of them.
+                let ready = seen.swap(true, Ordering::SeqCst);
+                let topics = l
+                    .topics
+                    .iter()
+                    .map(|t| {
+                        let partitions = t
+                            .partitions
+                            .iter()
+                            .map(|p| {
+                                let answer = ListOffsetsPartitionResponse::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_timestamp(-1);
+                                if ready {
+                                    answer.with_offset(i64::from(p.partition_index))
+                                } else {
+                                    answer.with_error_code(
+                                        ResponseError::UnknownTopicOrPartition.code(),
+                                    )
+                                }
+                            })
+                            .collect();
+                        ListOffsetsTopicResponse::default()
+                            .with_name(t.name.clone())
+                            .with_partitions(partitions)
+                    })
+                    .collect();
+                req.reply(&ListOffsetsResponse::default().with_topics(topics))
+            }
+            _ => Action::Default,
+        }),
+    )
+    .await;
+    fake.set_topic("t", &[1; 50]);
+    within(async {
+        let client = client(&fake).await;
+        let asked: Vec<(TopicPartition, OffsetSpec)> = (0..50)
+            .map(|p| (TopicPartition::new("t", p), OffsetSpec::Latest))
+            .collect();
+        let listed = client
+            .list_offsets(&asked, IsolationLevel::ReadUncommitted)
+            .await
+            .unwrap();
+        for p in 0..50 {
+            let offset = listed[&TopicPartition::new("t", p)]
+                .as_ref()
+                .unwrap()
+                .offset;
+            assert_eq!(offset, i64::from(p), "partition {p}");
+        }
+        let sizes: Vec<usize> = fake
+            .requests(ApiKey::ListOffsets)
+            .iter()
+            .map(|r| {
+                let Body::ListOffsets(l) = &r.body else {
+                    unreachable!()
+                };
+                l.topics.iter().map(|t| t.partitions.len()).sum()
+            })
+            .collect();
+        assert_eq!(sizes, [50, 50], "asked twice, all partitions each time");
     })
     .await;
 }
