@@ -599,9 +599,11 @@ def p10k_section(path):
                       f"each); the flow started, every partition placed, at {fmt(lg.get('flow_started_s'))} s: placing "
                       f"waits until the target answers ListOffsets for all {w['partitions']:,} partitions, that is "
                       f"until the target broker has created every partition's log. A partition whose log is not there "
-                      f"yet fails in the batched ListOffsets with a retriable error and is asked again alone "
-                      f"(`Client::list_offsets`' fallback: one request per partition, in turn, each retry "
-                      f"refreshing the whole metadata first)"
+                      f"yet fails in the batched ListOffsets with a retriable error. In the build measured "
+                      f"(commit {m.get('strait_commit', '?')}), such a partition was asked again alone "
+                      f"(one request per partition, in turn, each retry refreshing the whole metadata first: the "
+                      f"start-up CPU above); since commit 570abde they are asked again together, one request per "
+                      f"leader after one metadata refresh, which this table has not measured yet"
                       + (f"; a fetch timed out at {fmt(lg['first_fetch_timeout_s'])} s" if "first_fetch_timeout_s" in lg else "")
                       + ".\n")
     says = ""
@@ -629,6 +631,11 @@ def p10k_section(path):
                 f"heaptrack's own); the largest allocation sites, each at its own peak:\n\n"
                 + table(["allocated in", "MB at its peak", "allocations", "what"],
                         [[f"`{a}`", fmt(b), f"{c:,}", d] for a, b, c, d in hp["top"]]) + "\n")
+        if any("rewrite_for_forward" in a for a, *_ in hp["top"]):
+            heap += ("\nThe two copies of every forwarded batch in that profile (`rewrite_for_forward` and the "
+                     "ProduceRequest's encoding) are gone since commit d31f83f: the header is rewritten apart "
+                     "and the records go to the socket from the fetched buffer (`docs/design.md` §3.2); this "
+                     "table has not been measured again since.\n")
     la0, la1 = res.get("loadavg_at_start", [float("nan")])[0], res.get("loadavg_at_end", [float("nan")])[0]
     return f"""## {P10K_TITLE}
 
