@@ -442,7 +442,7 @@ fn producer_config(
 /// A flow's fetch settings from the source consumer's keys (`S.consumer.*`, then
 /// `S->T.consumer.*`, as MM2 resolves them): `fetch.max.wait.ms`, `fetch.min.bytes`,
 /// `fetch.max.bytes`, `max.partition.fetch.bytes`. Without `max.partition.fetch.bytes`, a fetch
-/// of few partitions gives each its share of the fetch's budget rather than 1 MiB
+/// gives each partition its share of the fetch's budget rather than 1 MiB
 /// ([`FlowOptions::partition_bytes_from_budget`]).
 fn fetch_options(props: &strait_core::config::ClientProps) -> anyhow::Result<FlowOptions> {
     let mut options = FlowOptions {

@@ -128,6 +128,12 @@ struct Refused {
 /// The first wait after a refusal, and the longest.
 const REFUSED_BACKOFF: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(300));
 
+/// The least a fetch asks per partition when it shares its bytes among them
+/// ([`FlowOptions::partition_bytes_from_budget`]): below a partition's next batch, the broker
+/// would send a cut batch that moves nothing (only the first partition of an answer may go
+/// over its limit, KIP-74).
+pub const MIN_PARTITION_SHARE: i32 = 64 * 1024;
+
 /// Tuning of a flow beyond its MM2 config.
 #[derive(Debug, Clone)]
 pub struct FlowOptions {
@@ -140,10 +146,13 @@ pub struct FlowOptions {
     pub fetch_max_bytes: i32,
     /// Bytes asked per partition per fetch (`max.partition.fetch.bytes`, default 1 MiB).
     pub partition_max_bytes: i32,
-    /// Whether a fetch of few partitions asks each for more than `partition_max_bytes`: the
-    /// fetch's share of the budget split among them. Across a long link one partition then
-    /// moves far more than 1 MiB per round trip. `strait run` sets it unless the MM2 file sets
-    /// `max.partition.fetch.bytes`; default false (the fixed limit).
+    /// Whether a fetch asks each partition for its share of the fetch's bytes instead of
+    /// `partition_max_bytes`, never less than [`MIN_PARTITION_SHARE`]. Across a long link to the
+    /// source, one partition then moves far more than 1 MiB per round trip; across a long link
+    /// to the target, a round's data is spread over all partitions, each of which can only
+    /// have five produce requests in flight, instead of going to the first few partitions of
+    /// the fetch. `strait run` sets it unless the MM2 file sets `max.partition.fetch.bytes`;
+    /// default false (the fixed limit).
     pub partition_bytes_from_budget: bool,
     /// The target producer's settings (`T.producer.delivery.timeout.ms`, `request.timeout.ms`).
     pub producer: ProducerConfig,

@@ -501,7 +501,9 @@ impl Flow {
     }
 
     /// What the next fetch asks: every partition neither halted nor waiting after a refusal,
-    /// from its position, in [`Flow::fetch_order`](Flow) order.
+    /// from its position, in [`Flow::fetch_order`](Flow) order, each for
+    /// `max.partition.fetch.bytes` or its share of the fetch
+    /// ([`FlowOptions::partition_bytes_from_budget`](super::FlowOptions)).
     pub(super) fn fetch_positions(&self) -> Vec<FetchPosition> {
         let mut positions: Vec<FetchPosition> = self
             .fetch_order
@@ -520,7 +522,7 @@ impl Flow {
         if self.options.partition_bytes_from_budget && !positions.is_empty() {
             let share = self.fetch_options().max_bytes / positions.len() as i32;
             for p in &mut positions {
-                p.max_bytes = p.max_bytes.max(share);
+                p.max_bytes = share.max(super::MIN_PARTITION_SHARE);
             }
         }
         positions
