@@ -107,6 +107,9 @@ struct PartitionState {
     /// Set when the partition no longer matches its offset map, with why: it is not mirrored
     /// until strait is restarted after someone acted.
     halted: Option<String>,
+    /// The largest batch it has sent us, in bytes: a fetch asks at least twice that of it
+    /// (`round.rs`, `partition_ask`).
+    largest_batch: Option<i32>,
 }
 
 /// A partition whose batches the target refuses for good (MESSAGE_TOO_LARGE, INVALID_RECORD,
@@ -129,9 +132,9 @@ struct Refused {
 const REFUSED_BACKOFF: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(300));
 
 /// The least a fetch asks per partition when it shares its bytes among them
-/// ([`FlowOptions::partition_bytes_from_budget`]): below a partition's next batch, the broker
-/// would send a cut batch that moves nothing (only the first partition of an answer may go
-/// over its limit, KIP-74).
+/// ([`FlowOptions::partition_bytes_from_budget`]), and at least twice the partition's largest
+/// batch: below a partition's next batch, the broker would send a cut batch that moves nothing
+/// (only the first partition of an answer may go over its limit, KIP-74).
 pub const MIN_PARTITION_SHARE: i32 = 64 * 1024;
 
 /// Tuning of a flow beyond its MM2 config.
@@ -147,7 +150,8 @@ pub struct FlowOptions {
     /// Bytes asked per partition per fetch (`max.partition.fetch.bytes`, default 1 MiB).
     pub partition_max_bytes: i32,
     /// Whether a fetch asks each partition for its share of the fetch's bytes instead of
-    /// `partition_max_bytes`, never less than [`MIN_PARTITION_SHARE`]. Across a long link to the
+    /// `partition_max_bytes`, never less than [`MIN_PARTITION_SHARE`] nor than twice the
+    /// partition's largest batch (`partition_max_bytes` until one is seen). Across a long link to the
     /// source, one partition then moves far more than 1 MiB per round trip; across a long link
     /// to the target, a round's data is spread over all partitions, each of which can only
     /// have five produce requests in flight, instead of going to the first few partitions of
@@ -409,6 +413,7 @@ impl Flow {
                     metrics,
                     refused: None,
                     halted: None,
+                    largest_batch: None,
                 },
             );
             if let Err(why) = placed {

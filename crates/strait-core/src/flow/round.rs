@@ -277,6 +277,8 @@ impl Flow {
                     self.events.tell(tp, &state.metrics, event);
                     let (bytes, max_timestamp) =
                         (batch.bytes.len() as u64, batch.header.max_timestamp);
+                    let size = i32::try_from(bytes).unwrap_or(i32::MAX);
+                    state.largest_batch = state.largest_batch.max(Some(size));
                     plan.sends.push((state.remote.clone(), batch));
                     Step::Write {
                         send: plan.sends.len() - 1,
@@ -522,7 +524,8 @@ impl Flow {
         if self.options.partition_bytes_from_budget && !positions.is_empty() {
             let share = self.fetch_options().max_bytes / positions.len() as i32;
             for p in &mut positions {
-                p.max_bytes = share.max(super::MIN_PARTITION_SHARE);
+                let largest = self.partitions.get(&p.tp).and_then(|s| s.largest_batch);
+                p.max_bytes = partition_ask(share, p.max_bytes, largest);
             }
         }
         positions
@@ -541,6 +544,21 @@ impl Flow {
             max_bytes: budget.min(self.options.fetch_max_bytes).max(1),
             isolation: self.config.isolation_level,
         }
+    }
+}
+
+/// How many bytes a fetch asks of one partition when it shares the fetch's bytes among its
+/// partitions ([`FlowOptions::partition_bytes_from_budget`](super::FlowOptions)): its `share`,
+/// but never less than [`MIN_PARTITION_SHARE`](super::MIN_PARTITION_SHARE) nor than twice the
+/// largest batch the partition has sent (a limit below its next batch moves nothing: only the
+/// first partition of an answer may go over its limit, KIP-74). Before it has sent any, at
+/// least `fixed` (`max.partition.fetch.bytes`' default, 1 MiB), as Kafka's consumer asks.
+fn partition_ask(share: i32, fixed: i32, largest_batch: Option<i32>) -> i32 {
+    match largest_batch {
+        None => share.max(fixed),
+        Some(batch) => share
+            .max(super::MIN_PARTITION_SHARE)
+            .max(batch.saturating_mul(2)),
     }
 }
 
@@ -569,4 +587,31 @@ fn needs_new_producer(e: &strait_kafka::Error) -> bool {
                 | ResponseError::InvalidProducerIdMapping
         )
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: i32 = 1024 * 1024;
+
+    /// 64 partitions of 9 KiB batches sharing a 21 MB fetch ask 330 KB each, not 1 MiB, so
+    /// that every partition gets data in every round.
+    #[test]
+    fn a_partition_asks_for_its_share_once_its_batches_are_known() {
+        let share = 21 * 1000 * 1000 / 64;
+        assert_eq!(partition_ask(share, MIB, None), MIB);
+        assert_eq!(partition_ask(share, MIB, Some(9 * 1024)), share);
+    }
+
+    /// A share smaller than the partition's batches would bring cut batches: the ask covers
+    /// two of its largest, and never drops below the floor.
+    #[test]
+    fn the_ask_covers_the_largest_batch_and_the_floor() {
+        assert_eq!(partition_ask(2_000, MIB, Some(MIB)), 2 * MIB);
+        assert_eq!(partition_ask(2_000, MIB, Some(1_000)), 64 * 1024);
+        assert_eq!(partition_ask(2_000, MIB, Some(i32::MAX)), i32::MAX);
+        // One partition: the whole fetch.
+        assert_eq!(partition_ask(21 * MIB, MIB, Some(16 * 1024)), 21 * MIB);
+    }
 }
