@@ -107,8 +107,8 @@ struct PartitionState {
     /// Set when the partition no longer matches its offset map, with why: it is not mirrored
     /// until strait is restarted after someone acted.
     halted: Option<String>,
-    /// The largest batch it has sent us, in bytes: a fetch asks at least twice that of it
-    /// (`round.rs`, `partition_ask`).
+    /// The largest batch it has sent us, in bytes (whole or cut by a fetch's limit): a fetch
+    /// that shares its bytes asks at least twice that of it (`round.rs`, `partition_ask`).
     largest_batch: Option<i32>,
 }
 
@@ -151,7 +151,7 @@ pub struct FlowOptions {
     pub partition_max_bytes: i32,
     /// Whether a fetch asks each partition for its share of the fetch's bytes instead of
     /// `partition_max_bytes`, never less than [`MIN_PARTITION_SHARE`] nor than twice the
-    /// partition's largest batch (`partition_max_bytes` until one is seen). Across a long link to the
+    /// partition's largest batch. Across a long link to the
     /// source, one partition then moves far more than 1 MiB per round trip; across a long link
     /// to the target, a round's data is spread over all partitions, each of which can only
     /// have five produce requests in flight, instead of going to the first few partitions of

@@ -21,7 +21,7 @@ use strait_kafka::fetch::{FetchOptions, FetchPosition, FetchResults, FetchedData
 use strait_kafka::produce::ProduceAck;
 use strait_kafka::TopicPartition;
 use strait_wire::offset_map::MapEntry;
-use strait_wire::RawBatch;
+use strait_wire::{BatchHeader, RawBatch};
 use tokio::time::Instant;
 
 use super::decide::{self, Decision, Stop, WriteKind};
@@ -228,6 +228,12 @@ impl Flow {
         };
         state.source_end = committed_end;
         state.metrics.fetched(committed_end);
+        // The first batch's declared size, whole or cut by the fetch's limit: what the next
+        // fetch asks at least (`partition_ask`).
+        if let Some(first) = BatchHeader::parse(&data.records) {
+            let size = i32::try_from(first.total_size()).unwrap_or(i32::MAX);
+            state.largest_batch = state.largest_batch.max(Some(size));
+        }
         if data.log_start_offset > state.position {
             let sp = source_partition(tp);
             let (from, to) = (state.position, data.log_start_offset);
@@ -525,7 +531,7 @@ impl Flow {
             let share = self.fetch_options().max_bytes / positions.len() as i32;
             for p in &mut positions {
                 let largest = self.partitions.get(&p.tp).and_then(|s| s.largest_batch);
-                p.max_bytes = partition_ask(share, p.max_bytes, largest);
+                p.max_bytes = partition_ask(share, largest);
             }
         }
         positions
@@ -550,16 +556,12 @@ impl Flow {
 /// How many bytes a fetch asks of one partition when it shares the fetch's bytes among its
 /// partitions ([`FlowOptions::partition_bytes_from_budget`](super::FlowOptions)): its `share`,
 /// but never less than [`MIN_PARTITION_SHARE`](super::MIN_PARTITION_SHARE) nor than twice the
-/// largest batch the partition has sent (a limit below its next batch moves nothing: only the
-/// first partition of an answer may go over its limit, KIP-74). Before it has sent any, at
-/// least `fixed` (`max.partition.fetch.bytes`' default, 1 MiB), as Kafka's consumer asks.
-fn partition_ask(share: i32, fixed: i32, largest_batch: Option<i32>) -> i32 {
-    match largest_batch {
-        None => share.max(fixed),
-        Some(batch) => share
-            .max(super::MIN_PARTITION_SHARE)
-            .max(batch.saturating_mul(2)),
-    }
+/// largest batch the partition has sent, whole or cut by a fetch's limit (a limit below its
+/// next batch moves nothing: only the first partition of an answer may go over its limit,
+/// KIP-74; a cut batch tells its size, so the next fetch asks enough).
+fn partition_ask(share: i32, largest_batch: Option<i32>) -> i32 {
+    let floor = share.max(super::MIN_PARTITION_SHARE);
+    largest_batch.map_or(floor, |batch| floor.max(batch.saturating_mul(2)))
 }
 
 /// Why a partition holding message format v0/v1 from `base_offset` is halted.
@@ -598,20 +600,21 @@ mod tests {
     /// 64 partitions of 9 KiB batches sharing a 21 MB fetch ask 330 KB each, not 1 MiB, so
     /// that every partition gets data in every round.
     #[test]
-    fn a_partition_asks_for_its_share_once_its_batches_are_known() {
+    fn a_partition_asks_for_its_share() {
         let share = 21 * 1000 * 1000 / 64;
-        assert_eq!(partition_ask(share, MIB, None), MIB);
-        assert_eq!(partition_ask(share, MIB, Some(9 * 1024)), share);
+        assert_eq!(partition_ask(share, None), share);
+        assert_eq!(partition_ask(share, Some(9 * 1024)), share);
     }
 
     /// A share smaller than the partition's batches would bring cut batches: the ask covers
     /// two of its largest, and never drops below the floor.
     #[test]
     fn the_ask_covers_the_largest_batch_and_the_floor() {
-        assert_eq!(partition_ask(2_000, MIB, Some(MIB)), 2 * MIB);
-        assert_eq!(partition_ask(2_000, MIB, Some(1_000)), 64 * 1024);
-        assert_eq!(partition_ask(2_000, MIB, Some(i32::MAX)), i32::MAX);
+        assert_eq!(partition_ask(2_000, Some(MIB)), 2 * MIB);
+        assert_eq!(partition_ask(2_000, Some(1_000)), 64 * 1024);
+        assert_eq!(partition_ask(2_000, None), 64 * 1024);
+        assert_eq!(partition_ask(2_000, Some(i32::MAX)), i32::MAX);
         // One partition: the whole fetch.
-        assert_eq!(partition_ask(21 * MIB, MIB, Some(16 * 1024)), 21 * MIB);
+        assert_eq!(partition_ask(21 * MIB, Some(16 * 1024)), 21 * MIB);
     }
 }
