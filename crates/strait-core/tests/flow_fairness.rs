@@ -116,3 +116,76 @@ async fn every_backlogged_partition_progresses() {
         .expect("partition 19 mirrored");
     assert_eq!(last.value.as_ref().map(Vec::len), Some(HUGE));
 }
+
+/// `strait run` without `max.partition.fetch.bytes` asks each partition for its share of the
+/// fetch (`FlowOptions::partition_bytes_from_budget`). With many partitions that share can be
+/// smaller than their batches: the broker then sends cut batches, which move nothing, except
+/// to the first partition of an answer (KIP-74). A cut batch's header tells its size, and the
+/// next fetch asks enough: many partitions move per round, not one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_share_smaller_than_the_batches_still_moves_many_partitions_per_round() {
+    const WIDE: i32 = 32;
+    const LARGE: usize = 200 * 1024;
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let (source, target) = (&clusters.source.bootstrap, &clusters.target.bootstrap);
+    common::client(source)
+        .await
+        .create_topic(NewTopic::new("large", WIDE))
+        .await
+        .unwrap();
+    // Two batches of one 200 KiB record per partition (a record larger than `batch.size`
+    // goes alone).
+    let records: Vec<TestRecord> = (0..WIDE)
+        .flat_map(|p| (0..2).map(move |i| record(p, i, LARGE)))
+        .collect();
+    Rdk::new()
+        .with_client_config(&[("batch.size", "16384"), ("message.max.bytes", "1000000")])
+        .produce(source, "large", &records, "none");
+
+    // A fetch of 2 MiB: a share of 64 KiB per partition, a third of a batch.
+    let config = common::flow_config(
+        source,
+        target,
+        &format!("strait.max.bytes.in.flight = {}", 6 * 1024 * 1024),
+    );
+    let options = FlowOptions {
+        fetch_max_wait: Duration::from_millis(50),
+        partition_bytes_from_budget: true,
+        ..FlowOptions::default()
+    };
+    let mut flow = Flow::start(
+        config,
+        options,
+        common::client(source).await,
+        common::client(target).await,
+    )
+    .await
+    .expect("flow starts");
+    // One partition per round (the first of each answer) would take 64 rounds.
+    let mut rounds = 0;
+    while flow.stats().records < records.len() as u64 && rounds < 24 {
+        flow.round().await.expect("round");
+        rounds += 1;
+    }
+    let stats = flow.stats();
+    assert_eq!(
+        stats.records,
+        records.len() as u64,
+        "after {rounds} rounds: {stats:?}"
+    );
+    eprintln!(
+        "{} records of {LARGE} bytes in {rounds} rounds",
+        stats.records
+    );
+    let copied = rdk.consume(
+        target,
+        "source.large",
+        records.len(),
+        Duration::from_secs(60),
+    );
+    assert_eq!(copied.len(), records.len());
+    assert!(copied
+        .iter()
+        .all(|r| r.value.as_ref().map(Vec::len) == Some(LARGE)));
+}

@@ -107,8 +107,9 @@ struct PartitionState {
     /// Set when the partition no longer matches its offset map, with why: it is not mirrored
     /// until strait is restarted after someone acted.
     halted: Option<String>,
-    /// The largest batch it has sent us, in bytes (whole or cut by a fetch's limit): a fetch
-    /// that shares its bytes asks at least twice that of it (`round.rs`, `partition_ask`).
+    /// The largest batch it has sent us, in bytes (doubled while a fetch with room brings it
+    /// nothing): a fetch that shares its bytes asks at least twice that of it (`round.rs`,
+    /// `partition_ask`).
     largest_batch: Option<i32>,
 }
 

@@ -185,13 +185,21 @@ impl Flow {
             caught_up: true,
             ..Plan::default()
         };
+        // Whether the answer was far from the fetch's byte limit: then a partition that got
+        // nothing although it has records was not crowded out by the others.
+        let returned: usize = fetched
+            .values()
+            .filter_map(|r| r.as_ref().ok())
+            .map(|d| d.records.len())
+            .sum();
+        let had_room = returned < usize::try_from(self.fetch_options().max_bytes / 2).unwrap_or(0);
         for (tp, result) in fetched {
             if self.partitions.get(&tp).is_some_and(|p| p.halted.is_some()) {
                 // Halted by the topic id check: nothing of it is written.
                 continue;
             }
             match result {
-                Ok(data) => self.decide_partition(&tp, data, &mut plan)?,
+                Ok(data) => self.decide_partition(&tp, data, had_room, &mut plan)?,
                 Err(e) if e.code() == Some(ResponseError::OffsetOutOfRange) => {
                     self.handle_out_of_range(&tp).await?;
                     plan.caught_up = false;
@@ -209,11 +217,12 @@ impl Flow {
     }
 
     /// Decides what `tp`'s fetched `data` becomes (`decide::partition`), tells what it read, and
-    /// moves its position past it.
+    /// moves its position past it. `had_room`: the fetch's answer was far below its byte limit.
     fn decide_partition(
         &mut self,
         tp: &TopicPartition,
         data: FetchedData,
+        had_room: bool,
         plan: &mut Plan,
     ) -> Result<(), FlowError> {
         let Some(state) = self.partitions.get_mut(tp) else {
@@ -229,10 +238,18 @@ impl Flow {
         state.source_end = committed_end;
         state.metrics.fetched(committed_end);
         // The first batch's declared size, whole or cut by the fetch's limit: what the next
-        // fetch asks at least (`partition_ask`).
+        // fetch asks at least (`partition_ask`). Nothing at all although the partition has
+        // records and the answer had room: its next batch is larger than it asked (Kafka sends
+        // no part of it), so it asks twice as much next time.
         if let Some(first) = BatchHeader::parse(&data.records) {
             let size = i32::try_from(first.total_size()).unwrap_or(i32::MAX);
             state.largest_batch = state.largest_batch.max(Some(size));
+        } else if had_room && data.records.is_empty() && committed_end > state.position {
+            state.largest_batch = Some(
+                state
+                    .largest_batch
+                    .map_or(super::MIN_PARTITION_SHARE, |b| b.saturating_mul(2)),
+            );
         }
         if data.log_start_offset > state.position {
             let sp = source_partition(tp);
@@ -556,9 +573,9 @@ impl Flow {
 /// How many bytes a fetch asks of one partition when it shares the fetch's bytes among its
 /// partitions ([`FlowOptions::partition_bytes_from_budget`](super::FlowOptions)): its `share`,
 /// but never less than [`MIN_PARTITION_SHARE`](super::MIN_PARTITION_SHARE) nor than twice the
-/// largest batch the partition has sent, whole or cut by a fetch's limit (a limit below its
-/// next batch moves nothing: only the first partition of an answer may go over its limit,
-/// KIP-74; a cut batch tells its size, so the next fetch asks enough).
+/// largest batch the partition has sent (a limit below its next batch moves nothing: only the
+/// first partition of an answer may go over its limit, KIP-74). A partition starved that way
+/// doubles its `largest_batch` each round (`decide_partition`) until its batch fits.
 fn partition_ask(share: i32, largest_batch: Option<i32>) -> i32 {
     let floor = share.max(super::MIN_PARTITION_SHARE);
     largest_batch.map_or(floor, |batch| floor.max(batch.saturating_mul(2)))
