@@ -27,6 +27,28 @@ fn record(partition: i32, i: usize, size: usize) -> TestRecord {
     TestRecord::new(partition, Some(format!("k{i}").as_bytes()), Some(&value))
 }
 
+/// The flow from `source` to `target` with a byte budget of `budget` and `options`, fetching
+/// with a 50 ms wait.
+async fn start(source: &str, target: &str, budget: usize, options: FlowOptions) -> Flow {
+    let config = common::flow_config(
+        source,
+        target,
+        &format!("strait.max.bytes.in.flight = {budget}"),
+    );
+    let options = FlowOptions {
+        fetch_max_wait: Duration::from_millis(50),
+        ..options
+    };
+    Flow::start(
+        config,
+        options,
+        common::client(source).await,
+        common::client(target).await,
+    )
+    .await
+    .expect("flow starts")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_backlogged_partition_progresses() {
     let clusters = Clusters::start();
@@ -52,24 +74,11 @@ async fn every_backlogged_partition_progresses() {
         .with_client_config(&[("batch.size", "8192"), ("message.max.bytes", "1000000")])
         .produce(source, "wide", &records, "none");
 
-    let config = common::flow_config(
-        source,
-        target,
-        &format!("strait.max.bytes.in.flight = {BUDGET}"),
-    );
     let options = FlowOptions {
-        fetch_max_wait: Duration::from_millis(50),
         partition_max_bytes: 64 * 1024,
         ..FlowOptions::default()
     };
-    let mut flow = Flow::start(
-        config,
-        options,
-        common::client(source).await,
-        common::client(target).await,
-    )
-    .await
-    .expect("flow starts");
+    let mut flow = start(source, target, BUDGET, options).await;
 
     // 3 MiB of backlog in the first three partitions takes at least 48 rounds of 64 KiB; asked
     // in a fixed order, partitions 3..19 would get nothing in the first 24.
@@ -144,24 +153,11 @@ async fn a_fetch_share_smaller_than_the_batches_still_moves_many_partitions_per_
         .produce(source, "large", &records, "none");
 
     // A fetch of 2 MiB: a share of 64 KiB per partition, a third of a batch.
-    let config = common::flow_config(
-        source,
-        target,
-        &format!("strait.max.bytes.in.flight = {}", 6 * 1024 * 1024),
-    );
     let options = FlowOptions {
-        fetch_max_wait: Duration::from_millis(50),
         partition_bytes_from_budget: true,
         ..FlowOptions::default()
     };
-    let mut flow = Flow::start(
-        config,
-        options,
-        common::client(source).await,
-        common::client(target).await,
-    )
-    .await
-    .expect("flow starts");
+    let mut flow = start(source, target, 6 * 1024 * 1024, options).await;
     // One partition per round (the first of each answer) would take 64 rounds.
     let mut rounds = 0;
     while flow.stats().records < records.len() as u64 && rounds < 24 {

@@ -21,8 +21,8 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{
-    ApiKey, CreatePartitionsResponse, FetchResponse, ListOffsetsResponse, MetadataRequest,
-    MetadataResponse, ProduceRequest, ProduceResponse, TopicName,
+    ApiKey, CreatePartitionsResponse, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
+    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
@@ -463,6 +463,33 @@ async fn a_leader_move_refreshes_metadata_and_routes_to_the_new_leader() {
     .await;
 }
 
+/// An answer to ListOffsets request `l` naming every partition it asked, each answered by
+/// `answer(partition index)` (its index and a timestamp of -1 filled in here).
+fn list_offsets_answer(
+    l: &ListOffsetsRequest,
+    answer: impl Fn(i32) -> ListOffsetsPartitionResponse,
+) -> ListOffsetsResponse {
+    let topics = l
+        .topics
+        .iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    answer(p.partition_index)
+                        .with_partition_index(p.partition_index)
+                        .with_timestamp(-1)
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name.clone())
+                .with_partitions(partitions)
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
+}
+
 /// ListOffsets for many partitions: one request per leader naming all of its partitions (not
 /// one per partition), the leaders asked together; a partition whose leader moved
 /// (NOT_LEADER_OR_FOLLOWER in the batch) is asked again at its new leader.
@@ -471,37 +498,16 @@ async fn list_offsets_asks_each_leader_once_for_all_its_partitions() {
     let fake = FakeCluster::start(
         &[1, 2],
         script(|fake, req| match &req.body {
-            Body::ListOffsets(l) => {
-                let topics = l
-                    .topics
-                    .iter()
-                    .map(|t| {
-                        let partitions = t
-                            .partitions
-                            .iter()
-                            .map(|p| {
-                                let i = p.partition_index;
-                                let answer = ListOffsetsPartitionResponse::default()
-                                    .with_partition_index(i)
-                                    .with_timestamp(-1)
-                                    .with_leader_epoch(0);
-                                if i == 3 && req.broker == 1 {
-                                    // Partition 3 moved to broker 2.
-                                    fake.set_topic("t", &[1, 2, 1, 2]);
-                                    answer
-                                        .with_error_code(ResponseError::NotLeaderOrFollower.code())
-                                } else {
-                                    answer.with_offset(100 + i64::from(i))
-                                }
-                            })
-                            .collect();
-                        ListOffsetsTopicResponse::default()
-                            .with_name(t.name.clone())
-                            .with_partitions(partitions)
-                    })
-                    .collect();
-                req.reply(&ListOffsetsResponse::default().with_topics(topics))
-            }
+            Body::ListOffsets(l) => req.reply(&list_offsets_answer(l, |i| {
+                let answer = ListOffsetsPartitionResponse::default().with_leader_epoch(0);
+                if i == 3 && req.broker == 1 {
+                    // Partition 3 moved to broker 2.
+                    fake.set_topic("t", &[1, 2, 1, 2]);
+                    answer.with_error_code(ResponseError::NotLeaderOrFollower.code())
+                } else {
+                    answer.with_offset(100 + i64::from(i))
+                }
+            })),
             _ => Action::Default,
         }),
     )
@@ -565,32 +571,14 @@ async fn list_offsets_asks_again_together_what_a_broker_is_still_creating() {
             Body::ListOffsets(l) => {
                 // The first request finds no log yet; the next finds all of them.
                 let ready = seen.swap(true, Ordering::SeqCst);
-                let topics = l
-                    .topics
-                    .iter()
-                    .map(|t| {
-                        let partitions = t
-                            .partitions
-                            .iter()
-                            .map(|p| {
-                                let answer = ListOffsetsPartitionResponse::default()
-                                    .with_partition_index(p.partition_index)
-                                    .with_timestamp(-1);
-                                if ready {
-                                    answer.with_offset(i64::from(p.partition_index))
-                                } else {
-                                    answer.with_error_code(
-                                        ResponseError::UnknownTopicOrPartition.code(),
-                                    )
-                                }
-                            })
-                            .collect();
-                        ListOffsetsTopicResponse::default()
-                            .with_name(t.name.clone())
-                            .with_partitions(partitions)
-                    })
-                    .collect();
-                req.reply(&ListOffsetsResponse::default().with_topics(topics))
+                req.reply(&list_offsets_answer(l, |i| {
+                    let answer = ListOffsetsPartitionResponse::default();
+                    if ready {
+                        answer.with_offset(i64::from(i))
+                    } else {
+                        answer.with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                    }
+                }))
             }
             _ => Action::Default,
         }),
