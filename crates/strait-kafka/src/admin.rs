@@ -632,10 +632,8 @@ impl Client {
             crate::backoff::Backoff::new(config.retry_backoff, config.retry_backoff_max);
         let mut out = BTreeMap::new();
         let mut asked = partitions.to_vec();
-        if asked
-            .iter()
-            .any(|(tp, _)| self.cached_metadata().leader(tp).is_none())
-        {
+        let cached = self.cached_metadata();
+        if asked.iter().any(|(tp, _)| cached.leader(tp).is_none()) {
             self.refresh_metadata().await?;
         }
         loop {
