@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, Weak};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, ProduceRequest};
 use kafka_protocol::protocol::{Message, Request, StrBytes};
@@ -710,9 +710,9 @@ async fn read_loop(
     max_frame: usize,
 ) {
     let addr = &peer.addr;
-    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut buf = frame::ReceiveBuffer::new(max_frame);
     let err = loop {
-        match frame::split_frame(&mut buf, max_frame) {
+        match buf.next_frame() {
             Ok(Some(frame)) => {
                 let id = match frame::peek_correlation_id(&frame) {
                     Ok(id) => id,
@@ -738,7 +738,7 @@ async fn read_loop(
             Ok(None) => {}
             Err(e) => break frame_error(addr, e),
         }
-        match reader.read_buf(&mut buf).await {
+        match reader.read_buf(buf.buf_mut()).await {
             Ok(0) => {
                 break Error::Io {
                     broker: addr.clone(),

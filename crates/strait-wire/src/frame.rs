@@ -21,9 +21,11 @@ use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, Str
 mod length_guard;
 mod pieces;
 mod produce;
+mod receive;
 
 pub use pieces::Frame;
 pub use produce::{encode_produce_request, ProduceBody};
+pub use receive::ReceiveBuffer;
 
 /// Errors of framing: bytes that cannot be a valid frame, or a message that cannot be encoded.
 #[derive(Debug, thiserror::Error)]
@@ -242,26 +244,34 @@ pub fn encode_request<R: Request>(
 
 /// If `buf` starts with a complete frame, removes and returns its body (without the size).
 ///
-/// Returns `Ok(None)` when more bytes are needed. `max` bounds the size a peer may announce, so a
-/// bad peer cannot make us allocate without limit.
+/// Returns `Ok(None)` when more bytes are needed (it does not make room for them:
+/// [`ReceiveBuffer`] does, reusing memory). `max` bounds the size a peer may announce, so a bad
+/// peer cannot make us allocate without limit.
 pub fn split_frame(buf: &mut BytesMut, max: usize) -> Result<Option<Bytes>, FrameError> {
-    if buf.len() < 4 {
-        return Ok(None);
+    match frame_len(buf, max)? {
+        Some(len) if buf.len() >= len => {
+            buf.advance(4);
+            Ok(Some(buf.split_to(len - 4).freeze()))
+        }
+        _ => Ok(None),
     }
-    let size = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
-    let size = usize::try_from(size)
+}
+
+/// The length (size prefix included) of the frame `buf` starts with, once its size is in:
+/// `Ok(None)` before that, [`FrameError::BadSize`] for a size that is negative or over `max`.
+fn frame_len(buf: &[u8], max: usize) -> Result<Option<usize>, FrameError> {
+    let Some(prefix) = buf.get(..4).and_then(|p| <[u8; 4]>::try_from(p).ok()) else {
+        return Ok(None);
+    };
+    let size = i32::from_be_bytes(prefix);
+    usize::try_from(size)
         .ok()
         .filter(|s| *s <= max)
+        .map(|s| Some(s + 4))
         .ok_or(FrameError::BadSize {
             size: size as i64,
             max,
-        })?;
-    if buf.len() < 4 + size {
-        buf.reserve(4 + size - buf.len());
-        return Ok(None);
-    }
-    buf.advance(4);
-    Ok(Some(buf.split_to(size).freeze()))
+        })
 }
 
 /// The correlation id at the start of a response frame body.

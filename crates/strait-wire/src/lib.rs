@@ -16,6 +16,7 @@
 //! Everything here is fed bytes from the network, so nothing here may panic on them.
 
 pub mod batch;
+mod crc;
 pub mod frame;
 pub mod mm2;
 pub mod offset_map;

@@ -11,15 +11,19 @@
 //! - `producerId`, `producerEpoch`, `baseSequence` := ours (KIP-98 idempotence), so the target
 //!   de-duplicates our retries and keeps our order.
 //! - the transactional bit := whether we forward inside a transaction.
-//! - `crc` := CRC-32C recomputed over `attributes` to the end.
+//! - `crc` := the CRC-32C over `attributes` to the end, after those changes. It is derived from
+//!   the batch's own CRC and the changed header bytes alone ([`crc_after_patch`]), without
+//!   reading the records: a batch whose CRC did not match its bytes leaves with a CRC that still
+//!   does not match, so a corruption before the rewrite is caught by the target broker
+//!   (`CORRUPT_MESSAGE`) instead of being sealed under a fresh CRC.
 //!
 //! Control batches, non-dense batches and sequences that would wrap are refused; see
 //! [`RewriteError`].
 use bytes::{Bytes, BytesMut};
 
 use crate::batch::{
-    batch_crc, write, BatchHeader, RawBatch, ATTRIBUTES_AT, BASE_OFFSET_AT, BASE_SEQUENCE_AT,
-    CRC_AT, HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, PARTITION_LEADER_EPOCH_AT, PRODUCER_EPOCH_AT,
+    write, BatchHeader, RawBatch, ATTRIBUTES_AT, BASE_OFFSET_AT, BASE_SEQUENCE_AT, CRC_AT,
+    HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, PARTITION_LEADER_EPOCH_AT, PRODUCER_EPOCH_AT,
     PRODUCER_ID_AT,
 };
 
@@ -131,8 +135,8 @@ impl ForwardedBatch {
 }
 
 /// Rewrites `batch` for forwarding under `fwd` without copying its records: the same checks
-/// and bytes as [`rewrite_for_forward`], as a [`ForwardedBatch`]. The CRC is computed afresh
-/// over the new header and the records, one pass and no copy.
+/// and bytes as [`rewrite_for_forward`], as a [`ForwardedBatch`]. Only the header is read and
+/// written; the records are neither copied nor read.
 pub fn forward(batch: &RawBatch, fwd: &ForwardHeader) -> Result<ForwardedBatch, RewriteError> {
     let bytes = &batch.bytes;
     let len = bytes.len();
@@ -140,11 +144,7 @@ pub fn forward(batch: &RawBatch, fwd: &ForwardHeader) -> Result<ForwardedBatch, 
     check(&header, len)?;
     let records = bytes.slice(HEADER_SIZE..);
     let mut head = BytesMut::from(&bytes[..HEADER_SIZE]);
-    let patched = patch_fields(&mut head, &header, fwd)
-        .and_then(|()| head.get(ATTRIBUTES_AT..).map(crc32c::crc32c))
-        .map(|crc| crc32c::crc32c_append(crc, &records))
-        .and_then(|crc| write(&mut head, CRC_AT, &crc.to_be_bytes()));
-    patched.ok_or(RewriteError::TooShort { len })?;
+    patch(&mut head, &header, fwd, records.len()).ok_or(RewriteError::TooShort { len })?;
     Ok(ForwardedBatch {
         pieces: [head.freeze(), records],
     })
@@ -152,9 +152,9 @@ pub fn forward(batch: &RawBatch, fwd: &ForwardHeader) -> Result<ForwardedBatch, 
 
 /// Returns a copy of `batch` rewritten for forwarding under `fwd` (see the module docs).
 ///
-/// Works from `batch.bytes` alone (`batch.header` is not trusted) and does not verify the
-/// incoming CRC: scan with CRC verification on (the default) so that a batch corrupted before
-/// the rewrite does not leave with a valid CRC.
+/// Works from `batch.bytes` alone (`batch.header` is not trusted). It does not verify the
+/// incoming CRC (scan with CRC verification on, the default, to find a corrupted batch before
+/// the target does), but it cannot make a wrong CRC right either (see the module docs).
 pub fn rewrite_for_forward(batch: &RawBatch, fwd: &ForwardHeader) -> Result<Bytes, RewriteError> {
     let mut out = BytesMut::from(batch.bytes.as_ref());
     rewrite_in_place(&mut out, fwd)?;
@@ -170,10 +170,46 @@ pub fn rewrite_in_place(batch: &mut [u8], fwd: &ForwardHeader) -> Result<(), Rew
     check(&header, len)?;
     // `check` made sure the header is there, so none of these writes can miss; the fallback
     // only keeps this function panic-free if that ever changed.
-    let patched = patch_fields(batch, &header, fwd)
-        .and_then(|()| batch_crc(batch))
-        .and_then(|crc| write(batch, CRC_AT, &crc.to_be_bytes()));
-    patched.ok_or(RewriteError::TooShort { len })
+    let records_len = len.saturating_sub(HEADER_SIZE);
+    let (head, _) = batch
+        .split_at_mut_checked(HEADER_SIZE)
+        .ok_or(RewriteError::TooShort { len })?;
+    patch(head, &header, fwd, records_len).ok_or(RewriteError::TooShort { len })
+}
+
+/// Writes the forwarded header fields and the CRC that follows from them into `head` (the
+/// first [`HEADER_SIZE`] bytes of a batch whose records are `records_len` bytes, parsed as
+/// `header`); `None` if `head` is too short.
+fn patch(
+    head: &mut [u8],
+    header: &BatchHeader,
+    fwd: &ForwardHeader,
+    records_len: usize,
+) -> Option<()> {
+    let before: [u8; HEADER_SIZE - ATTRIBUTES_AT] =
+        head.get(ATTRIBUTES_AT..HEADER_SIZE)?.try_into().ok()?;
+    patch_fields(head, header, fwd)?;
+    let crc = crc_after_patch(
+        header.crc,
+        &before,
+        head.get(ATTRIBUTES_AT..HEADER_SIZE)?,
+        records_len,
+    );
+    write(head, CRC_AT, &crc.to_be_bytes())
+}
+
+/// The CRC-32C of a batch's `attributes`-to-end bytes after the header part of them changed from
+/// `before` to `after` (equal lengths), given the CRC before (`crc`) and the length of the
+/// unchanged records that follow.
+///
+/// CRC-32C is linear over GF(2): for messages of one length, `crc(x ^ y ^ z) = crc(x) ^ crc(y) ^
+/// crc(z)`. With x the batch as it was, y its header part followed by zeros and z the new header
+/// part followed by zeros, `x ^ y ^ z` is the new batch, and `crc(y) ^ crc(z)` is
+/// `crc(before) ^ crc(after)` carried over `records_len` zero bytes, which
+/// `crc::combine(_, 0, records_len)` computes in logarithmic time. The records are not read.
+fn crc_after_patch(crc: u32, before: &[u8], after: &[u8], records_len: usize) -> u32 {
+    let delta = crc32c::crc32c(before) ^ crc32c::crc32c(after);
+    crc ^ crate::crc::combine(delta, 0, records_len)
 }
 
 /// Writes the forwarded header fields, all but the CRC, into `batch` (at least a header),
@@ -222,7 +258,7 @@ fn check(header: &BatchHeader, len: usize) -> Result<(), RewriteError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::MIN_BATCH_LENGTH;
+    use crate::batch::{batch_crc, MIN_BATCH_LENGTH};
 
     fn header_only_batch(attributes: i16, record_count: i32, last_offset_delta: i32) -> Vec<u8> {
         let mut b = vec![0u8; HEADER_SIZE];

@@ -116,6 +116,29 @@ proptest! {
         prop_assert_eq!(again, out);
     }
 
+    /// A batch corrupted before the rewrite (one byte of its records changed, its CRC not)
+    /// leaves with a CRC that does not match either, by exactly the same corruption: putting the
+    /// byte back makes the rewritten batch's CRC right. The rewrite never seals a corruption.
+    #[test]
+    fn a_corrupted_batch_leaves_corrupted(
+        spec in batch_spec(false),
+        fwd in forward_header(),
+        at in any::<prop::sample::Index>(),
+        flip in 1u8..=255,
+    ) {
+        let source = source_batch(&spec, false);
+        prop_assume!(source.bytes.len() > HEADER_SIZE);
+        let i = HEADER_SIZE + at.index(source.bytes.len() - HEADER_SIZE);
+        let mut corrupted = source.bytes.to_vec();
+        corrupted[i] ^= flip;
+        let raw = RawBatch { header: source.header, bytes: Bytes::from(corrupted) };
+        let mut out = forward(&raw, &fwd).expect("rewrites").to_bytes().to_vec();
+        let declared = u32::from_be_bytes(out[17..21].try_into().unwrap());
+        prop_assert_ne!(batch_crc(&out), Some(declared));
+        out[i] ^= flip;
+        prop_assert_eq!(batch_crc(&out), Some(declared));
+    }
+
     /// Property 3: kafka-protocol's decoder reads the rewritten batch as the same records, now
     /// under our producer id, epoch and sequences.
     #[test]
