@@ -5,6 +5,7 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
+use strait_wire::batch::batch_crc;
 use strait_wire::{rewrite_for_forward, BatchScanner, ForwardHeader};
 
 fuzz_target!(|data: &[u8]| {
@@ -29,11 +30,15 @@ fuzz_target!(|data: &[u8]| {
             let Ok(out) = rewrite_for_forward(&batch, &fwd) else {
                 continue;
             };
-            let mut rescan = BatchScanner::new(out);
+            // The new CRC follows from the old one: right where the batch's was right (always,
+            // once scanned with the check on), wrong where it was wrong.
+            let crc_right = |b: &[u8]| batch_crc(b) == b.get(17..21).and_then(|c| c.try_into().ok()).map(u32::from_be_bytes);
+            assert_eq!(crc_right(&out), crc_right(&batch.bytes));
+            let mut rescan = BatchScanner::new(out).verify_crc(verify_crc);
             let again = rescan
                 .next()
                 .expect("a rewritten batch is complete")
-                .expect("a rewritten batch scans, CRC included");
+                .expect("a rewritten batch scans (CRC included, if it was checked)");
             assert!(rescan.next().is_none(), "a rewritten batch is one batch");
             assert_eq!(rescan.trailing_partial_bytes(), 0);
             assert_eq!(again.header.record_count, batch.header.record_count);

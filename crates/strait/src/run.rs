@@ -441,9 +441,9 @@ fn producer_config(
 
 /// A flow's fetch settings from the source consumer's keys (`S.consumer.*`, then
 /// `S->T.consumer.*`, as MM2 resolves them): `fetch.max.wait.ms`, `fetch.min.bytes`,
-/// `fetch.max.bytes`, `max.partition.fetch.bytes`. Without `max.partition.fetch.bytes`, a fetch
-/// gives each partition its share of the fetch's budget rather than 1 MiB
-/// ([`FlowOptions::partition_bytes_from_budget`]).
+/// `fetch.max.bytes`, `max.partition.fetch.bytes`, `check.crcs`. Without
+/// `max.partition.fetch.bytes`, a fetch gives each partition its share of the fetch's budget
+/// rather than 1 MiB ([`FlowOptions::partition_bytes_from_budget`]).
 fn fetch_options(props: &strait_core::config::ClientProps) -> anyhow::Result<FlowOptions> {
     let mut options = FlowOptions {
         partition_bytes_from_budget: true,
@@ -461,6 +461,14 @@ fn fetch_options(props: &strait_core::config::ClientProps) -> anyhow::Result<Flo
     if let Some(n) = bytes(props, "consumer", "max.partition.fetch.bytes")? {
         options.partition_max_bytes = n;
         options.partition_bytes_from_budget = false;
+    }
+    if let Some(v) = props.get("check.crcs") {
+        // As Kafka's ConfigDef reads a boolean: true or false, any case, blanks around.
+        options.check_crcs = match v.expose().trim().to_ascii_lowercase().as_str() {
+            "true" => true,
+            "false" => false,
+            _ => anyhow::bail!("consumer check.crcs must be true or false"),
+        };
     }
     Ok(options)
 }
@@ -564,6 +572,10 @@ mod tests {
             (1, 50 << 20, 1 << 20)
         );
         assert!(defaults.partition_bytes_from_budget);
+        assert!(defaults.check_crcs);
+        let unchecked =
+            fetch_options(&consumer_props("a->b.consumer.check.crcs = FALSE ")).unwrap();
+        assert!(!unchecked.check_crcs);
         // The flow's consumer keys, and the cluster's over them, as MM2 resolves them.
         let set = fetch_options(&consumer_props(
             "a->b.consumer.fetch.max.wait.ms = 100\na->b.consumer.fetch.min.bytes = 65536\n\
@@ -588,6 +600,7 @@ mod tests {
             "a.consumer.fetch.max.bytes = 0",
             "a.consumer.fetch.max.bytes = 3000000000",
             "a.consumer.fetch.min.bytes = lots",
+            "a.consumer.check.crcs = yes",
         ] {
             let e = fetch_options(&consumer_props(bad)).unwrap_err();
             let key = bad

@@ -78,18 +78,20 @@ pub(super) struct Unrebuildable {
 }
 
 /// Decides, batch by batch in offset order, for fetched `records` (with the fetch's `aborted`
-/// transactions) of a partition whose next source offset to mirror is `position`. An error is
-/// a batch that must be rebuilt and cannot be (its records cannot be decoded): the round fails.
+/// transactions) of a partition whose next source offset to mirror is `position`, checking each
+/// batch's CRC if `check_crcs`. An error is a batch that must be rebuilt and cannot be (its
+/// records cannot be decoded): the round fails.
 pub(super) fn partition(
     position: i64,
     records: Bytes,
     aborted: &[AbortedTransaction],
+    check_crcs: bool,
 ) -> Result<Decided, Unrebuildable> {
     let mut position = position;
     let mut steps = Vec::new();
     let mut stopped = None;
     let mut tracker = AbortTracker::new(aborted);
-    for batch in BatchScanner::new(records) {
+    for batch in BatchScanner::new(records).verify_crc(check_crcs) {
         let batch = match batch {
             Ok(b) => b,
             Err(strait_wire::ScanError::UnsupportedMagic {
@@ -254,7 +256,7 @@ mod tests {
             batch(&[0, 1, 2], -1, false, false),
             batch(&[3, 4], -1, false, false),
         ]);
-        let d = partition(3, records.clone(), &[]).unwrap();
+        let d = partition(3, records.clone(), &[], true).unwrap();
         assert_eq!(shape(&d), [("write", 3, 5)]);
         assert_eq!((d.position, d.stopped), (5, None));
         let Decision::Write { batch, .. } = &d.steps[0] else {
@@ -265,13 +267,13 @@ mod tests {
             records.slice(records.len() - batch.bytes.len()..),
             "unopened"
         );
-        let d = partition(0, records, &[]).unwrap();
+        let d = partition(0, records, &[], true).unwrap();
         assert_eq!(shape(&d), [("write", 0, 3), ("write", 3, 5)]);
     }
 
     #[test]
     fn a_batch_cut_by_the_position_is_rebuilt_from_it() {
-        let d = partition(1, batch(&[0, 1, 2], -1, false, false), &[]).unwrap();
+        let d = partition(1, batch(&[0, 1, 2], -1, false, false), &[], true).unwrap();
         assert_eq!(shape(&d), [("rebuild", 1, 3)]);
         let Decision::Write { kind, .. } = &d.steps[0] else {
             unreachable!()
@@ -288,7 +290,7 @@ mod tests {
 
     #[test]
     fn compaction_holes_are_rebuilt_densely_with_their_runs() {
-        let d = partition(0, batch(&[0, 2, 3, 7], -1, false, false), &[]).unwrap();
+        let d = partition(0, batch(&[0, 2, 3, 7], -1, false, false), &[], true).unwrap();
         let Decision::Write { runs, kind, .. } = &d.steps[0] else {
             panic!("{d:?}")
         };
@@ -309,7 +311,7 @@ mod tests {
             batch(&[3, 4], 8, true, false),
             batch(&[5], 8, true, true),
         ]);
-        let d = partition(0, records, &aborted).unwrap();
+        let d = partition(0, records, &aborted, true).unwrap();
         assert_eq!(
             shape(&d),
             [
@@ -328,7 +330,7 @@ mod tests {
         let mut bad = batch(&[2, 3], -1, false, false).to_vec();
         let last = bad.len() - 1;
         bad[last] ^= 0xff;
-        let d = partition(0, log(&[good, Bytes::from(bad)]), &[]).unwrap();
+        let d = partition(0, log(&[good, Bytes::from(bad)]), &[], true).unwrap();
         assert_eq!(shape(&d), [("write", 0, 2)]);
         assert_eq!(d.position, 2);
         assert!(
@@ -339,8 +341,19 @@ mod tests {
     }
 
     #[test]
+    fn with_check_crcs_off_a_corrupted_batch_is_written_as_it_came() {
+        let good = batch(&[0, 1], -1, false, false);
+        let mut bad = batch(&[2, 3], -1, false, false).to_vec();
+        let last = bad.len() - 1;
+        bad[last] ^= 0xff;
+        let d = partition(0, log(&[good, Bytes::from(bad)]), &[], false).unwrap();
+        assert_eq!(shape(&d), [("write", 0, 2), ("write", 2, 4)]);
+        assert_eq!((d.position, d.stopped), (4, None));
+    }
+
+    #[test]
     fn nothing_fetched_decides_nothing() {
-        let d = partition(42, Bytes::new(), &[]).unwrap();
+        let d = partition(42, Bytes::new(), &[], true).unwrap();
         assert!(d.steps.is_empty());
         assert_eq!((d.position, d.stopped), (42, None));
     }

@@ -159,6 +159,12 @@ pub struct FlowOptions {
     /// the fetch. `strait run` sets it unless the MM2 file sets `max.partition.fetch.bytes`;
     /// default false (the fixed limit).
     pub partition_bytes_from_budget: bool,
+    /// Whether each fetched batch's CRC is checked before it is forwarded (`check.crcs`,
+    /// default true, as Kafka's consumer). A batch that fails is fetched again next round. Off,
+    /// a corrupted batch is not caught here but still is by the target broker: the forwarded
+    /// CRC is derived from the source's (`strait_wire::rewrite`), never computed afresh, so it
+    /// stays wrong and the target refuses the batch (`CORRUPT_MESSAGE`); the partition stalls.
+    pub check_crcs: bool,
     /// The target producer's settings (`T.producer.delivery.timeout.ms`, `request.timeout.ms`).
     pub producer: ProducerConfig,
     /// The segments a partition's offset map holds before a compaction pass bounds it
@@ -174,6 +180,7 @@ impl Default for FlowOptions {
             fetch_max_bytes: 50 * 1024 * 1024,
             partition_max_bytes: 1024 * 1024,
             partition_bytes_from_budget: false,
+            check_crcs: true,
             producer: ProducerConfig::default(),
             compact_min_segments: compact::COMPACT_MIN_SEGMENTS,
         }

@@ -259,14 +259,17 @@ impl Flow {
                 .tell(tp, &state.metrics, Event::Lost { from, to });
             state.position = to;
         }
-        let decided =
-            decide::partition(state.position, data.records, &data.aborted).map_err(|e| {
-                FlowError::Rebuild {
-                    partition: tp.clone(),
-                    offset: e.base_offset,
-                    source: e.source,
-                }
-            })?;
+        let decided = decide::partition(
+            state.position,
+            data.records,
+            &data.aborted,
+            self.options.check_crcs,
+        )
+        .map_err(|e| FlowError::Rebuild {
+            partition: tp.clone(),
+            offset: e.base_offset,
+            source: e.source,
+        })?;
         for decision in decided.steps {
             let step = match decision {
                 Decision::Skip { from, to, reason } => {
