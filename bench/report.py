@@ -685,9 +685,10 @@ POLICY_VIOLATION, "Unable to perform excessively large batch operation" (as
 `kafka-topics.sh --create --partitions 10000` shows on these brokers), and so is one
 CreateTopics naming topics whose partitions add up to 10,000 or more: MM2 names all its new
 remote topics in one request, which is how it fails above. strait creates each remote topic in a
-request of its own, with the source's partition count (`flow/topics.rs`): two topics of 5,000 work,
-one topic of 10,000 or more would be refused (by code; not run here). A topic that large can only be
-created at most 9,999 partitions at a time, then grown with CreatePartitions.
+request of its own (`flow/topics.rs`): two topics of 5,000 work. A topic of 10,000 partitions or
+more can only be created 9,999 partitions at a time and grown with CreatePartitions, at most 9,999
+more per request, which is what strait does (by code and a unit test of the steps; no
+topic of 10,000 partitions was mirrored here).
 
 Reproduce: `{res.get('command', 'bench/run --partitions-10k')}` (about {fmt(res.get('duration_s', float('nan')) / 60, 0)} minutes);
 results in [`bench/results/{Path(path).name}`](../bench/results/{Path(path).name}).

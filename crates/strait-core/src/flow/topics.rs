@@ -1,6 +1,12 @@
 //! Which source topics a flow mirrors, and their remote topics on the target: created with the
 //! source's partition count and its non-default configs (minus `config.properties.exclude`),
 //! grown when the source grows (mm2.md §1.8). Deleting a source topic never deletes its remote.
+//!
+//! A topic of more than [`MAX_NEW_PARTITIONS`] partitions is created with that many and grown to
+//! its count in steps: Kafka's KRaft controller refuses any one operation of more than 10,000
+//! metadata records (`QuorumController.MAX_RECORDS_PER_USER_OP`, not configurable), and a new
+//! topic is one record for the topic and one per partition (`docs/benchmarks.md`, "Ten thousand
+//! partitions").
 
 use std::collections::BTreeMap;
 
@@ -9,6 +15,40 @@ use strait_kafka::Client;
 
 use super::error::FlowError;
 use crate::config::FlowConfig;
+
+/// The most partitions one CreateTopics or CreatePartitions request adds (see the module docs).
+pub const MAX_NEW_PARTITIONS: i32 = 9_999;
+
+/// The partition counts to ask for, in order, to take a topic from `from` partitions (0: it does
+/// not exist yet, and the first count is the CreateTopics') to `to`, none adding more than
+/// [`MAX_NEW_PARTITIONS`]. Empty when there is nothing to add.
+fn partition_steps(from: i32, to: i32) -> Vec<i32> {
+    let mut steps = Vec::new();
+    let mut now = from.max(0);
+    while now < to {
+        now = now.saturating_add(MAX_NEW_PARTITIONS).min(to);
+        steps.push(now);
+    }
+    steps
+}
+
+/// Grows `topic` on `target` from `have` partitions to `want`, in steps of at most
+/// [`MAX_NEW_PARTITIONS`]. Returns the count reached, with the error that stopped it short.
+async fn grow(
+    target: &Client,
+    topic: &str,
+    have: i32,
+    want: i32,
+) -> (i32, Result<(), strait_kafka::Error>) {
+    let mut now = have;
+    for step in partition_steps(have, want) {
+        if let Err(e) = target.create_partitions(topic, step).await {
+            return (now, Err(e));
+        }
+        now = step;
+    }
+    (now, Ok(()))
+}
 
 /// A source topic being mirrored.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,13 +118,15 @@ pub async fn ensure_remote_topics(
                 let mut now = have;
                 if have < t.partitions {
                     tracing::info!(topic = %t.remote, from = have, to = t.partitions, "growing remote topic");
-                    match target.create_partitions(&t.remote, t.partitions).await {
-                        Ok(()) => now = t.partitions,
+                    let (reached, grown) = grow(target, &t.remote, have, t.partitions).await;
+                    now = reached;
+                    match grown {
+                        Ok(()) => {}
                         // The other partitions keep flowing; these wait for the next refresh.
                         Err(e) if !e.is_retriable() => tracing::error!(
                             topic = %t.remote,
                             error = %e,
-                            "cannot grow the remote topic; source partitions {have}..{} are not \
+                            "cannot grow the remote topic; source partitions {now}..{} are not \
                              mirrored until it has them",
                             t.partitions
                         ),
@@ -95,16 +137,23 @@ pub async fn ensure_remote_topics(
             }
             None => {
                 let configs = replicable_configs(source, flow, &t.source).await?;
-                let mut new = NewTopic::new(&t.remote, t.partitions)
-                    .replication_factor(flow.replication_factor);
+                let first = t.partitions.min(MAX_NEW_PARTITIONS);
+                let mut new =
+                    NewTopic::new(&t.remote, first).replication_factor(flow.replication_factor);
                 new.configs = configs;
                 match target.create_topic(new).await {
                     Ok(()) => {
-                        tracing::info!(topic = %t.remote, partitions = t.partitions, "created remote topic");
+                        tracing::info!(topic = %t.remote, partitions = first, "created remote topic");
                     }
+                    // Made meanwhile (by another flow or a restarted one): the next refresh
+                    // finds it and grows it if it has fewer partitions.
                     Err(e)
                         if e.code()
-                            == Some(kafka_protocol::error::ResponseError::TopicAlreadyExists) => {}
+                            == Some(kafka_protocol::error::ResponseError::TopicAlreadyExists) =>
+                    {
+                        counts.insert(t.remote.clone(), t.partitions);
+                        continue;
+                    }
                     Err(e) => {
                         return Err(FlowError::Topic {
                             topic: t.remote.clone(),
@@ -112,7 +161,19 @@ pub async fn ensure_remote_topics(
                         })
                     }
                 }
-                counts.insert(t.remote.clone(), t.partitions);
+                let mut now = first;
+                if first < t.partitions {
+                    tracing::info!(topic = %t.remote, from = first, to = t.partitions, "growing remote topic past what one request may create");
+                    let (reached, grown) = grow(target, &t.remote, first, t.partitions).await;
+                    now = reached;
+                    if let Err(e) = grown {
+                        return Err(FlowError::Topic {
+                            topic: t.remote.clone(),
+                            source: e,
+                        });
+                    }
+                }
+                counts.insert(t.remote.clone(), now);
             }
         }
     }
@@ -163,4 +224,20 @@ pub async fn sync_configs(
         target.incremental_alter_configs(&resource, &ops).await?;
     }
     Ok(changed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_steps_add_at_most_what_one_request_may() {
+        assert_eq!(partition_steps(0, 12), [12]);
+        assert_eq!(partition_steps(0, 9_999), [9_999]);
+        assert_eq!(partition_steps(0, 10_000), [9_999, 10_000]);
+        assert_eq!(partition_steps(9_999, 30_000), [19_998, 29_997, 30_000]);
+        assert_eq!(partition_steps(12, 12), Vec::<i32>::new());
+        assert_eq!(partition_steps(40, 12), Vec::<i32>::new());
+        assert_eq!(partition_steps(i32::MAX - 1, i32::MAX), [i32::MAX]);
+    }
 }
