@@ -406,7 +406,7 @@ def parse_log(path):
         if "deleted on the source before they were mirrored" in line:
             r["lost_lines"] += 1
         if "flow stopped" in line:
-            m = re.search(r"duplicate_records: (\d+)", line)
+            m = re.search(r"duplicate_records(?:: |=)(\d+)", line)
             r["stopped"] = int(m.group(1)) if m else None
     return r
 
