@@ -835,9 +835,10 @@ def machine(clusters):
         "kernel": platform.release(),
         "rustc": first(["rustc", "--version"]),
         "java": java_version(),
-        "strait_commit": first(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]),
+        # STRAIT_COMMIT: the commit a STRAIT_BIN given from elsewhere was built at.
+        "strait_commit": os.environ.get("STRAIT_COMMIT") or first(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]),
         # The last commit that changed crates/ (the mirror measured), when HEAD only changed bench/.
-        "strait_crates_commit": first(["git", "-C", str(ROOT), "log", "-1", "--format=%h", "--", "crates"]),
+        "strait_crates_commit": os.environ.get("STRAIT_COMMIT") or first(["git", "-C", str(ROOT), "log", "-1", "--format=%h", "--", "crates"]),
         "strait_tree_dirty": bool(first(["git", "-C", str(ROOT), "status", "--porcelain", "--", "crates"])),
         "broker": f"Apache Kafka 4.1.1, single-node KRaft (combined broker and controller), data on disk, "
                   f"heap {clusters.heap} (scripts/test-broker)",

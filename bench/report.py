@@ -14,6 +14,7 @@ import json
 import math
 import os
 import statistics
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +40,8 @@ KEPT_SECTIONS = [
     "Failover drill with MM2's checkpoints",
 ]
 DISTANCE_TITLE = "Across a distance"
+# The 10,000-partition run with MM2 in it, kept for MM2's row when a later run leaves MM2 out.
+EARLIER_10K = ROOT / "bench" / "results" / "partitions-10k-e0af65e.json"
 P10K_TITLE = "Ten thousand partitions"
 
 
@@ -574,6 +577,16 @@ def p10k_section(path):
         rows.append([LABEL[who], c("startup_s"), c("all_partitions_written_s"), c("whole_s"),
                      c("mb_per_s"), c("whole_mb_per_s"), c("cpu_s_per_gb"), c("whole_cpu_s_per_gb"),
                      c("peak_rss_mb", 0), c("target_broker_cpu_per_gb"), ""])
+    if "mm2" not in runners and Path(path).resolve() != EARLIER_10K.resolve() and EARLIER_10K.exists():
+        # MM2 left out of this run (`--mirrors strait`): what it did in the run it was part of.
+        earlier = json.loads(EARLIER_10K.read_text())
+        i = next((i for i in earlier["workloads"][0].get("incomplete", []) if i["mirror"] == "mm2"), None)
+        if i:
+            em = earlier.get("machine", {})
+            rows.append([f"{LABEL['mm2']} (earlier run)", "did not finish"] + ["-"] * 8
+                        + [f"not run this time; in the run of commit "
+                           f"{em.get('strait_commit', '?')} (`bench/results/{EARLIER_10K.name}`) it was stopped after "
+                           f"{earlier.get('mirror_timeout_s', '?')} s: {i.get('cause', '')}"])
     header = ["mirror", "start-up s (first record)", "every partition written s", "whole copy s",
               "window MB/s", "whole MB/s", "window CPU s/GB", "whole CPU s/GB", "peak RSS MB",
               "target broker CPU s/GB (window)", "note"]
@@ -593,6 +606,7 @@ def p10k_section(path):
             files.append(f"the target broker {b['target']['fds']:,} files and {b['target']['maps']:,} maps "
                          f"after {SHORT[who]}'s copy")
     phases = ""
+    built = m.get("strait_crates_commit") or m.get("strait_commit", "?")
     for r in w["runs"].get("strait") or []:
         lg = r.get("strait_log") or {}
         if lg:
@@ -601,11 +615,14 @@ def p10k_section(path):
                       f"each); the flow started, every partition placed, at {fmt(lg.get('flow_started_s'))} s: placing "
                       f"waits until the target answers ListOffsets for all {w['partitions']:,} partitions, that is "
                       f"until the target broker has created every partition's log. A partition whose log is not there "
-                      f"yet fails in the batched ListOffsets with a retriable error. In the build measured "
-                      f"(commit {m.get('strait_commit', '?')}), such a partition was asked again alone "
-                      f"(one request per partition, in turn, each retry refreshing the whole metadata first: the "
-                      f"start-up CPU above); since commit 570abde they are asked again together, one request per "
-                      f"leader after one metadata refresh, which this table has not measured yet"
+                      f"yet fails in the batched ListOffsets with a retriable error"
+                      + (f". In the build measured (commit {built}), such partitions are asked again together, "
+                         f"one request per leader after one metadata refresh and a backoff (since commit 570abde)"
+                         if built_after(built, "570abde") else
+                         f". In the build measured (commit {built}), such a partition was asked again alone "
+                         f"(one request per partition, in turn, each retry refreshing the whole metadata first: the "
+                         f"start-up CPU above); since commit 570abde they are asked again together, one request per "
+                         f"leader after one metadata refresh, which this table has not measured yet")
                       + (f"; a fetch timed out at {fmt(lg['first_fetch_timeout_s'])} s" if "first_fetch_timeout_s" in lg else "")
                       + ".\n")
     says = ""
@@ -615,8 +632,12 @@ def p10k_section(path):
                 f"{'within' if st['peak_rss_mb'] <= 256 * 1.048576 else 'above'} the goal of 256 MiB. Its CPU was "
                 f"{fmt(st['cpu_s_per_gb'])} s/GB over the window, but {fmt(st['process_cpu_s'])} s over its whole "
                 f"life ({fmt(st['whole_cpu_s_per_gb'])} s/GB), {fmt(st.get('startup_cpu_s'))} s of it before "
-                f"the first record: start-up, spent mostly in the placing loop below (a perf profile of it: "
-                f"malloc and free, and decoding Metadata responses, again and again). The window's rate is the target broker's: it "
+                f"the first record"
+                + (": start-up (topics, the offset map, placing every partition, the first fetch)."
+                   if built_after(built, "570abde") else
+                   ": start-up, spent mostly in the placing loop below (a perf profile of it: "
+                   "malloc and free, and decoding Metadata responses, again and again).")
+                + f" The window's rate is the target broker's: it "
                 f"used {pct(st['target_broker_pct'])} of a core, {fmt(st['target_broker_cpu_per_gb'], 0)} s/GB, "
                 f"appending {records_per_batch:.0f}-record batches to partitions written for the first time. "
                 f"Every partition got its first record only near the end "
@@ -633,7 +654,7 @@ def p10k_section(path):
                 f"heaptrack's own); the largest allocation sites, each at its own peak:\n\n"
                 + table(["allocated in", "MB at its peak", "allocations", "what"],
                         [[f"`{a}`", fmt(b), f"{c:,}", d] for a, b, c, d in hp["top"]]) + "\n")
-        if any("rewrite_for_forward" in a for a, *_ in hp["top"]):
+        if any("rewrite_for_forward" in a for a, *_ in hp["top"]) and not built_after(built, "d31f83f"):
             heap += ("\nThe two copies of every forwarded batch in that profile (`rewrite_for_forward` and the "
                      "ProduceRequest's encoding) are gone since commit d31f83f: the header is rewritten apart "
                      "and the records go to the socket from the fetched buffer (`docs/design.md` §3.2); this "
@@ -693,6 +714,16 @@ topic of 10,000 partitions was mirrored here).
 Reproduce: `{res.get('command', 'bench/run --partitions-10k')}` (about {fmt(res.get('duration_s', float('nan')) / 60, 0)} minutes);
 results in [`bench/results/{Path(path).name}`](../bench/results/{Path(path).name}).
 """
+
+
+def built_after(commit, change):
+    """Whether the build at `commit` includes `change` (git: `change` is its ancestor); None when
+    git cannot tell (an unknown commit, no repository)."""
+    if not commit or commit == "?":
+        return None
+    r = subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", change, commit],
+                       capture_output=True)
+    return {0: True, 1: False}.get(r.returncode)
 
 
 def replace_section(path, title, text):
