@@ -354,7 +354,20 @@ async fn run_flow(started: StartedFlow, until: Until, stop: Stop) -> FlowOutcome
     };
     let name = flow.name();
     let stats = flow.stats();
-    tracing::info!(flow = %name, ?stats, "flow stopped");
+    // Fields named as the metrics name them (`docs/metrics.md`), not a debug dump of the struct.
+    tracing::info!(
+        flow = %name,
+        record_count = stats.records,
+        byte_count = stats.bytes,
+        batches_forwarded = stats.batches_forwarded,
+        batches_rebuilt = stats.batches_rebuilt,
+        batches_dropped_control = stats.control_batches_skipped,
+        batches_dropped_aborted = stats.aborted_batches_skipped,
+        lost_records = stats.lost_records,
+        recovered_records = stats.recovered_records,
+        duplicate_records = stats.duplicate_records,
+        "flow stopped"
+    );
     let result = result.with_context(|| format!("flow {name} failed"));
     FlowOutcome {
         name,

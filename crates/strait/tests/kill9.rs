@@ -236,10 +236,10 @@ fn read_log(path: &Path) -> Reported {
                     .unwrap_or_else(|| panic!("{}: no {name} in {line}", path.display()))
             };
             r.stopped = Some((
-                field("FlowStats { records: "),
-                field("recovered_records: "),
-                field("duplicate_records: "),
-                field("lost_records: "),
+                field(" record_count="),
+                field(" recovered_records="),
+                field(" duplicate_records="),
+                field(" lost_records="),
             ));
         }
     }
