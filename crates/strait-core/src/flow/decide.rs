@@ -324,13 +324,19 @@ mod tests {
         assert_eq!(d.position, 6);
     }
 
-    #[test]
-    fn a_broken_batch_stops_the_decision_after_what_came_before() {
+    /// Offsets 0 and 1 in a good batch, then 2 and 3 in one whose last byte is corrupted (its
+    /// CRC no longer matches).
+    fn good_then_corrupted() -> Bytes {
         let good = batch(&[0, 1], -1, false, false);
         let mut bad = batch(&[2, 3], -1, false, false).to_vec();
         let last = bad.len() - 1;
         bad[last] ^= 0xff;
-        let d = partition(0, log(&[good, Bytes::from(bad)]), &[], true).unwrap();
+        log(&[good, Bytes::from(bad)])
+    }
+
+    #[test]
+    fn a_broken_batch_stops_the_decision_after_what_came_before() {
+        let d = partition(0, good_then_corrupted(), &[], true).unwrap();
         assert_eq!(shape(&d), [("write", 0, 2)]);
         assert_eq!(d.position, 2);
         assert!(
@@ -342,11 +348,7 @@ mod tests {
 
     #[test]
     fn with_check_crcs_off_a_corrupted_batch_is_written_as_it_came() {
-        let good = batch(&[0, 1], -1, false, false);
-        let mut bad = batch(&[2, 3], -1, false, false).to_vec();
-        let last = bad.len() - 1;
-        bad[last] ^= 0xff;
-        let d = partition(0, log(&[good, Bytes::from(bad)]), &[], false).unwrap();
+        let d = partition(0, good_then_corrupted(), &[], false).unwrap();
         assert_eq!(shape(&d), [("write", 0, 2), ("write", 2, 4)]);
         assert_eq!((d.position, d.stopped), (4, None));
     }
