@@ -10,6 +10,7 @@
 
 pub mod oauthbearer;
 pub mod scram;
+pub mod token_endpoint;
 
 use std::time::Duration;
 
@@ -22,6 +23,7 @@ use kafka_protocol::protocol::StrBytes;
 
 pub use oauthbearer::{check_extension, Claim, TokenSource, UnsecuredToken};
 pub use scram::{ScramError, ScramHash};
+pub use token_endpoint::{ClientCredentials, RefreshWindow, TokenEndpoint};
 
 use crate::connection::BrokerConnection;
 use crate::error::Result;
@@ -100,7 +102,7 @@ enum Step {
 
 impl Exchange {
     /// The first client message.
-    fn start(sasl: &SaslConfig) -> std::result::Result<(Exchange, Vec<u8>), String> {
+    async fn start(sasl: &SaslConfig) -> std::result::Result<(Exchange, Vec<u8>), String> {
         match sasl {
             SaslConfig::Plain { username, password } => {
                 let mut message = Vec::with_capacity(username.len() + password.expose().len() + 2);
@@ -127,7 +129,7 @@ impl Exchange {
                 Ok((Exchange::ScramFirst(client), first))
             }
             SaslConfig::OAuthBearer { token, extensions } => {
-                let token = token.token()?;
+                let token = token.token().await?;
                 Ok((
                     Exchange::OAuth,
                     oauthbearer::initial_response(&token, extensions),
@@ -228,7 +230,7 @@ pub(crate) async fn authenticate(
     let auth_version = conn
         .version_of::<SaslAuthenticateRequest>()
         .map_err(|_| fail("the broker does not offer SaslAuthenticate".into()))?;
-    let (mut exchange, mut message) = Exchange::start(sasl).map_err(&fail)?;
+    let (mut exchange, mut message) = Exchange::start(sasl).await.map_err(&fail)?;
     // SCRAM takes two round trips, the others one; a broker that wants more is not speaking
     // the mechanism.
     for _ in 0..4 {
@@ -282,7 +284,7 @@ mod tests {
             username: "alice".into(),
             password: Secret::new("pw"),
         };
-        let (_, first) = Exchange::start(&sasl).unwrap();
+        let (_, first) = futures::executor::block_on(Exchange::start(&sasl)).unwrap();
         assert_eq!(first, b"\0alice\0pw".to_vec());
         assert!(!format!("{sasl:?}").contains("pw\""));
         assert!(format!("{sasl:?}").contains("[redacted]"));
