@@ -508,15 +508,61 @@ fn stores_and_settings_that_cannot_be_used_are_named() {
         "sasl.jaas.config",
     );
     assert!(shown.contains("needs the option `password`"), "{shown}");
+    // The client credentials grant: what it needs, and what strait does not do.
+    let handler = "A.sasl.login.callback.handler.class = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n";
+    let module = "A.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required";
     let shown = refused(
-        &sasl("A.sasl.mechanism = OAUTHBEARER\n\
-               A.sasl.login.callback.handler.class = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n\
-               A.sasl.oauthbearer.token.endpoint.url = https://idp.example/token\n\
-               A.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId=x clientSecret=\"s\";\n"),
-        "sasl.oauthbearer.token.endpoint.url",
+        &sasl(&format!(
+            "A.sasl.mechanism = OAUTHBEARER\n{handler}\
+             A.sasl.oauthbearer.token.endpoint.url = https://idp.example/token\n\
+             {module} clientId=x;\n"
+        )),
+        "sasl.jaas.config",
     );
     assert!(
-        shown.contains("does not fetch tokens from an identity provider over HTTP"),
+        shown.contains("needs a client secret: sasl.oauthbearer.client.credentials.client.secret or the JAAS option `clientSecret`"),
+        "{shown}"
+    );
+    let shown = refused(
+        &sasl(&format!(
+            "A.sasl.mechanism = OAUTHBEARER\n{handler}\
+             A.sasl.oauthbearer.token.endpoint.url = ldap://idp.example/token\n\
+             {module} clientId=x clientSecret=\"hunter2\";\n"
+        )),
+        "sasl.oauthbearer.token.endpoint.url",
+    );
+    assert!(shown.contains("neither https:// nor http://"), "{shown}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+    let shown = refused(
+        &sasl(&format!(
+            "A.sasl.mechanism = OAUTHBEARER\n{handler}\
+             A.sasl.oauthbearer.token.endpoint.url = https://idp.example/token\n\
+             A.sasl.oauthbearer.jwt.retriever.class = org.apache.kafka.common.security.oauthbearer.JwtBearerJwtRetriever\n\
+             {module};\n"
+        )),
+        "sasl.oauthbearer.jwt.retriever.class",
+    );
+    assert!(shown.contains("JWT bearer grant"), "{shown}");
+    let shown = refused(
+        &sasl(&format!(
+            "A.sasl.mechanism = OAUTHBEARER\n{handler}\
+             A.sasl.oauthbearer.token.endpoint.url = https://idp.example/token\n\
+             A.sasl.login.refresh.window.factor = 0.2\n\
+             {module} clientId=x clientSecret=y;\n"
+        )),
+        "sasl.login.refresh.window.factor",
+    );
+    assert!(shown.contains("expected a number from 0.5 to 1"), "{shown}");
+    let shown = refused(
+        &sasl(&format!(
+            "A.sasl.mechanism = OAUTHBEARER\n{handler}\
+             A.sasl.oauthbearer.token.endpoint.url = https://idp.example/token\n\
+             {module} clientId=x clientSecret=y ssl.truststore.location=\"/nonexistent/ca.pem\";\n"
+        )),
+        "sasl.jaas.config",
+    );
+    assert!(
+        shown.contains("the token endpoint's truststore /nonexistent/ca.pem"),
         "{shown}"
     );
     let shown = refused(
@@ -596,6 +642,68 @@ fn plain_scram_and_oauthbearer_settings() {
             token: TokenSource::File(path),
             ..
         } => assert_eq!(path, Path::new("/run/secrets/kafka-token")),
+        other => panic!("{other:?}"),
+    }
+    // The client credentials grant as KIP-768 configures it (JAAS options) ...
+    std::env::set_var("STRAIT_TEST_OAUTH_SECRET", "s3cr=t");
+    match sasl_of(
+        "A.sasl.mechanism = OAUTHBEARER\n\
+         A.sasl.login.callback.handler.class = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n\
+         A.sasl.oauthbearer.token.endpoint.url = https://login.example.com/oauth2/v2.0/token\n\
+         A.sasl.login.connect.timeout.ms = 3000\n\
+         A.sasl.login.refresh.buffer.seconds = 120\n\
+         A.sasl.oauthbearer.sub.claim.name = azp\n\
+         A.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+         clientId=\"mirror\" clientSecret=\"${env:STRAIT_TEST_OAUTH_SECRET}\" scope=\"api://kafka/.default\";\n",
+    ) {
+        SaslConfig::OAuthBearer {
+            token: TokenSource::Endpoint(endpoint),
+            ..
+        } => {
+            let c = endpoint.settings();
+            assert_eq!(c.url, "https://login.example.com/oauth2/v2.0/token");
+            assert_eq!(c.client_id, "mirror");
+            assert_eq!(c.client_secret.expose(), "s3cr=t");
+            assert_eq!(c.scope.as_deref(), Some("api://kafka/.default"));
+            assert!(!c.urlencode_header);
+            assert!(c.tls.is_some(), "https: TLS with the system's CAs");
+            assert_eq!(c.connect_timeout, Duration::from_secs(3));
+            assert_eq!(c.read_timeout, Duration::from_secs(10));
+            assert_eq!(c.retry_backoff, Duration::from_millis(100));
+            assert_eq!(c.retry_backoff_max, Duration::from_secs(10));
+            assert_eq!(c.sub_claim, "azp");
+            assert_eq!(c.refresh.factor, 0.8);
+            assert_eq!(c.refresh.buffer, Duration::from_secs(120));
+            assert_eq!(c.refresh.min_period, Duration::from_secs(60));
+            let shown = format!("{endpoint:?}");
+            assert!(!shown.contains("s3cr=t"), "{shown}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // ... and as Kafka 4.1 does (client keys win over the JAAS options).
+    match sasl_of(
+        "A.sasl.mechanism = OAUTHBEARER\n\
+         A.sasl.login.callback.handler.class = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n\
+         A.sasl.oauthbearer.token.endpoint.url = http://127.0.0.1:8080/default/token\n\
+         A.sasl.oauthbearer.jwt.retriever.class = org.apache.kafka.common.security.oauthbearer.ClientCredentialsJwtRetriever\n\
+         A.sasl.oauthbearer.client.credentials.client.id = mirror-41\n\
+         A.sasl.oauthbearer.client.credentials.client.secret = ${env:STRAIT_TEST_OAUTH_SECRET}\n\
+         A.sasl.oauthbearer.scope = kafka\n\
+         A.sasl.oauthbearer.header.urlencode = true\n\
+         A.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+         clientId=\"ignored\";\n",
+    ) {
+        SaslConfig::OAuthBearer {
+            token: TokenSource::Endpoint(endpoint),
+            ..
+        } => {
+            let c = endpoint.settings();
+            assert_eq!(c.client_id, "mirror-41");
+            assert_eq!(c.client_secret.expose(), "s3cr=t");
+            assert_eq!(c.scope.as_deref(), Some("kafka"));
+            assert!(c.urlencode_header);
+            assert!(c.tls.is_none(), "http: no TLS");
+        }
         other => panic!("{other:?}"),
     }
     match sasl_of(
@@ -678,6 +786,46 @@ async fn oauthbearer_tokens_from_the_config_reach_the_broker() {
         .expect("OAUTHBEARER with Kafka's unsecured token");
     let metadata = client.refresh_metadata().await.unwrap();
     assert!(metadata.topics.contains_key("oauth-orders"));
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// The client credentials grant from an MM2 file, end to end: a real identity provider
+/// (mock-oauth2-server) issues signed tokens, the broker checks them with Kafka's own JWT
+/// validator against the provider's keys; the secret comes through a config provider.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauthbearer_client_credentials_from_the_config_reach_the_broker() {
+    let d = dir("oidc");
+    let oidc = strait_testkit::OidcServer::start(&d);
+    let clusters = secure::oidc_clusters(&oidc, strait_testkit::OidcServer::SHORT);
+    std::fs::write(d.join("oauth.properties"), "secret=mirror-secret\n").unwrap();
+    let cfg = config(
+        &clusters.source.bootstrap,
+        "b:9092",
+        &format!(
+            "config.providers = file\n\
+             config.providers.file.class = org.apache.kafka.common.config.provider.FileConfigProvider\n\
+             A.security.protocol = SASL_PLAINTEXT\n\
+             A.sasl.mechanism = OAUTHBEARER\n\
+             A.sasl.login.callback.handler.class = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n\
+             A.sasl.oauthbearer.token.endpoint.url = {}\n\
+             A.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+             clientId=\"mirror-client\" clientSecret=\"${{file:{}/oauth.properties:secret}}\" scope=\"kafka\";\n",
+            oidc.token_url(strait_testkit::OidcServer::SHORT),
+            d.display()
+        ),
+    );
+    let client = Client::connect(short(client_config(&cfg, Role::Admin).unwrap()))
+        .await
+        .expect("OAUTHBEARER with a token from the identity provider");
+    client
+        .create_topic(NewTopic::new("oidc-orders", 1))
+        .await
+        .unwrap();
+    let metadata = client.refresh_metadata().await.unwrap();
+    assert!(metadata.topics.contains_key("oidc-orders"));
+    drop(client);
+    drop(clusters);
+    drop(oidc);
     std::fs::remove_dir_all(&d).unwrap();
 }
 
