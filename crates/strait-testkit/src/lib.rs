@@ -7,7 +7,8 @@
 //! code with strait (librdkafka through `scripts/rdk.py`), for writing test data at one end and
 //! reading it back at the other; [`kafka_tool`] runs Kafka's own Java tools as a second witness.
 //! [`SecureBroker`] is one real broker with TLS and/or SASL, with certificates made at test time
-//! by [`TestCa`].
+//! by [`TestCa`]. [`OidcServer`] is a real OpenID Connect token server for the OAUTHBEARER
+//! tests.
 //!
 //! Nothing skips: a missing Kafka install or Python venv is a panic that says how to install it
 //! (`scripts/test-broker install`; `scripts/test` does it before running the tests).
