@@ -79,13 +79,22 @@ enum Entry {
     Trusted { certificate: Vec<u8> },
 }
 
-/// A private-key entry as stored.
-#[derive(Debug)]
+/// A private-key entry as stored. `Debug` shows no key bytes.
 struct ProtectedKey {
     alias: String,
     /// A DER `EncryptedPrivateKeyInfo`.
     protected: Vec<u8>,
     chain: Vec<Vec<u8>>,
+}
+
+impl std::fmt::Debug for ProtectedKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProtectedKey")
+            .field("alias", &self.alias)
+            .field("certificates", &self.chain.len())
+            .field("key", &"[redacted]")
+            .finish()
+    }
 }
 
 /// A private key and its chain, taken from a store.
