@@ -8,7 +8,7 @@
 //!   `ssl.endpoint.identification.algorithm` is empty. The chain is always verified.
 //! - The stores these come in are read here: PEM, PKCS#12, encrypted PKCS#8 keys and Java
 //!   KeyStore files (JKS, read directly; JCEKS's certificates and JKS-protected keys, its other
-//!   keys refused with the `keytool` command that converts the file; see [`jks`]).
+//!   keys refused with the `keytool` command that converts the file; see `tls/jks.rs`).
 //!
 //! A failed handshake becomes a message that says what to fix: an untrusted CA,
 //! a certificate for another name, an expired certificate, a broker that wants a client

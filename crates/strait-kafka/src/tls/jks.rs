@@ -433,3 +433,76 @@ impl<'a> Input<'a> {
         Ok(self.sized()?.to_vec())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A version-1 store (no certificate types; `keytool` has written version 2 since Java 1.2),
+    /// made here since no current `keytool` makes one: one trusted certificate, its digest.
+    fn version_1_store(password: &str, certificate: &[u8]) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        bytes.extend(JKS_MAGIC.to_be_bytes());
+        bytes.extend(1u32.to_be_bytes());
+        bytes.extend(1u32.to_be_bytes());
+        bytes.extend(TRUSTED_CERTIFICATE.to_be_bytes());
+        bytes.extend(2u16.to_be_bytes());
+        bytes.extend(b"ca");
+        bytes.extend(0u64.to_be_bytes());
+        bytes.extend(u32::try_from(certificate.len()).unwrap().to_be_bytes());
+        bytes.extend(certificate);
+        let mut digest = Context::new(&SHA1_FOR_LEGACY_USE_ONLY);
+        digest.update(&utf16be(&Secret::new(password)));
+        digest.update(WHITENER);
+        digest.update(&bytes);
+        bytes.extend(digest.finish().as_ref());
+        bytes
+    }
+
+    #[test]
+    fn version_1_stores_and_non_ascii_passwords() {
+        let store = version_1_store("pässwörd€", b"\x30\x03\x02\x01\x01");
+        let parsed = parse(&store, Some(&Secret::new("pässwörd€"))).unwrap();
+        assert_eq!(
+            parsed.trusted_certificates(),
+            vec![b"\x30\x03\x02\x01\x01".to_vec()]
+        );
+        assert_eq!(
+            parse(&store, Some(&Secret::new("passwort"))).unwrap_err(),
+            StoreError::WrongPassword
+        );
+        assert_eq!(
+            utf16be(&Secret::new("a€")),
+            vec![0x00, b'a', 0x20, 0xAC],
+            "Java's chars, big-endian"
+        );
+    }
+
+    #[test]
+    fn lengths_beyond_the_file_are_refused_before_anything_is_allocated() {
+        // An entry count and a certificate length of 4 GiB in a 37-byte file.
+        let mut bytes = Vec::new();
+        bytes.extend(JKS_MAGIC.to_be_bytes());
+        bytes.extend(2u32.to_be_bytes());
+        bytes.extend(u32::MAX.to_be_bytes());
+        bytes.extend(TRUSTED_CERTIFICATE.to_be_bytes());
+        bytes.extend(0u16.to_be_bytes());
+        bytes.extend(0u64.to_be_bytes());
+        bytes.extend(5u16.to_be_bytes());
+        bytes.extend(b"X.509");
+        bytes.extend(u32::MAX.to_be_bytes());
+        let err = parse(&bytes, None).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("4294967295 bytes wanted at byte 37, 0 left"),
+            "{err}"
+        );
+        let mut other_type = bytes[..26].to_vec();
+        other_type.extend(3u16.to_be_bytes());
+        other_type.extend(b"PGP");
+        assert!(parse(&other_type, None)
+            .unwrap_err()
+            .to_string()
+            .contains("type `PGP`"));
+    }
+}
