@@ -6,7 +6,7 @@
 //!
 //! `keytool` must be installed: without it these tests fail, saying so.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use proptest::prelude::*;
@@ -18,11 +18,28 @@ use strait_kafka::tls::{
 use strait_kafka::Secret;
 use strait_testkit::{java_keystore, java_truststore, keytool, TestCa};
 
-fn dir(name: &str) -> PathBuf {
+/// A fresh directory for one test's files, removed when dropped.
+struct Dir(PathBuf);
+
+impl std::ops::Deref for Dir {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn dir(name: &str) -> Dir {
     let dir = std::env::temp_dir().join(format!("strait-jks-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Dir(dir)
 }
 
 fn secret(s: &str) -> Secret {
