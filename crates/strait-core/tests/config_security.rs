@@ -17,7 +17,9 @@ use strait_core::config::{ConfigError, Role, Side, StraitConfig};
 use strait_kafka::admin::NewTopic;
 use strait_kafka::sasl::{SaslConfig, ScramHash, TokenSource};
 use strait_kafka::{Client, ClientConfig, Error};
-use strait_testkit::{Scram, SecureBroker, SecureBrokerOptions, TestCa};
+use strait_testkit::{
+    java_keystore, java_truststore, Scram, SecureBroker, SecureBrokerOptions, TestCa,
+};
 
 const ALICE: &str = "alice-secret-256";
 const BOB: &str = "bob-secret-512";
@@ -301,6 +303,141 @@ async fn ssl_with_a_pkcs12_truststore_and_hostname_verification() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
+/// Mutual TLS from JKS stores made by `keytool`, keys exactly as an MM2 file has them, the
+/// passwords from a `${file:...}` config provider, against a broker that requires client
+/// certificates; then each way those settings go wrong.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jks_stores_with_passwords_from_a_config_provider_make_a_mutual_tls_client() {
+    const STORE: &str = "keystore-secret";
+    const KEY: &str = "key-secret";
+    const TRUST: &str = "truststore-secret";
+    let ca = TestCa::new("strait test CA");
+    let a = SecureBroker::start(SecureBrokerOptions {
+        tls: Some(ca.server_cert(&["127.0.0.1"])),
+        client_ca_pem: Some(ca.pem().to_owned()),
+        ..SecureBrokerOptions::default()
+    });
+    let d = dir("jks");
+    let cert = ca.client_cert("strait-mirror");
+    java_keystore(
+        &d,
+        "client.keystore.jks",
+        "JKS",
+        &cert,
+        "strait",
+        STORE,
+        KEY,
+    );
+    java_truststore(
+        &d,
+        "client.truststore.jks",
+        "JKS",
+        &[("ca", ca.der())],
+        TRUST,
+    );
+    let secrets = d.join("secrets.properties");
+    let write_secrets = |key_password: &str| {
+        std::fs::write(
+            &secrets,
+            format!(
+                "keystore.password = {STORE}\nkey.password = {key_password}\n\
+                 truststore.password = {TRUST}\n"
+            ),
+        )
+        .unwrap();
+    };
+    write_secrets(KEY);
+    let secret = |name: &str| format!("${{file:{}:{name}}}", secrets.display());
+    let stores = |keystore_type: &str| {
+        format!(
+            "config.providers = file\n\
+             config.providers.file.class = org.apache.kafka.common.config.provider.FileConfigProvider\n\
+             A.security.protocol = SSL\n\
+             {keystore_type}\
+             A.ssl.keystore.location = {0}/client.keystore.jks\n\
+             A.ssl.keystore.password = {1}\n\
+             A.ssl.key.password = {2}\n\
+             A.ssl.truststore.type = JKS\n\
+             A.ssl.truststore.location = {0}/client.truststore.jks\n\
+             A.ssl.truststore.password = {3}\n",
+            d.display(),
+            secret("keystore.password"),
+            secret("key.password"),
+            secret("truststore.password"),
+        )
+    };
+
+    // With ssl.keystore.type = JKS, and with no type (Kafka's default, JKS): the file decides.
+    for keystore_type in ["A.ssl.keystore.type = JKS\n", ""] {
+        let cfg = config(&a.bootstrap, "b:9092", &stores(keystore_type));
+        for shown in [format!("{cfg:?}"), format!("{:?}", cfg.clusters)] {
+            assert!(
+                !shown.contains(STORE) && !shown.contains(KEY) && !shown.contains(TRUST),
+                "a secret in Debug"
+            );
+        }
+        let c = client_config(&cfg, Role::Admin).unwrap();
+        assert!(c.security().tls.as_ref().unwrap().has_client_certificate());
+        let client = Client::connect(short(c))
+            .await
+            .expect("mutual TLS with JKS stores");
+        let topic = format!("over-jks{}", keystore_type.len());
+        client.create_topic(NewTopic::new(&topic, 1)).await.unwrap();
+    }
+
+    // A wrong key password: the key, the file and the alias named, the password not.
+    write_secrets("not-the-key-secret");
+    let shown = refused(
+        &config(&a.bootstrap, "b:9092", &stores("")),
+        "ssl.keystore.location",
+    );
+    assert!(
+        shown.contains(&format!(
+            "{}/client.keystore.jks: cannot recover the private key `strait`: wrong password \
+             (ssl.key.password)",
+            d.display()
+        )),
+        "{shown}"
+    );
+    assert!(!shown.contains("not-the-key-secret"), "{shown}");
+    write_secrets(KEY);
+    // A wrong store password: the integrity check.
+    let lines = stores("").replace(&secret("truststore.password"), "wrong-trust-secret");
+    let shown = refused(
+        &config(&a.bootstrap, "b:9092", &lines),
+        "ssl.truststore.location",
+    );
+    assert!(
+        shown
+            .contains("client.truststore.jks: wrong password (the store's integrity check failed)"),
+        "{shown}"
+    );
+    assert!(shown.contains("(ssl.truststore.password)"), "{shown}");
+    assert!(!shown.contains("wrong-trust-secret"), "{shown}");
+
+    // A JCEKS key store: refused, with the keytool command for this very file.
+    let jceks = java_keystore(&d, "client.jceks", "JCEKS", &cert, "strait", STORE, STORE);
+    let lines = stores("A.ssl.keystore.type = JCEKS\n")
+        .replace("client.keystore.jks", "client.jceks")
+        .replace(
+            &format!("A.ssl.key.password = {}\n", secret("key.password")),
+            "",
+        );
+    let shown = refused(
+        &config(&a.bootstrap, "b:9092", &lines),
+        "ssl.keystore.location",
+    );
+    assert!(
+        shown.contains(&format!(
+            "keytool -importkeystore -srckeystore {0} -srcstoretype JCEKS -destkeystore {0}.p12",
+            jceks.display()
+        )),
+        "{shown}"
+    );
+    assert!(!shown.contains(STORE), "{shown}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
 /// Mutual TLS from PEM in the config, against a broker that requires client certificates.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pem_in_config_and_encrypted_keys_make_a_mutual_tls_client() {
@@ -434,10 +571,9 @@ fn stores_and_settings_that_cannot_be_used_are_named() {
         )),
         "ssl.truststore.location",
     );
-    assert!(shown.contains("Java KeyStore (JKS)"), "{shown}");
     assert!(
         shown.contains(&format!(
-            "keytool -importkeystore -srckeystore {0} -srcstoretype JKS -destkeystore {0}.p12 -deststoretype PKCS12",
+            "{}: the JKS file is damaged or truncated",
             jks.display()
         )),
         "{shown}"

@@ -17,6 +17,7 @@ mod brokers;
 mod clusters;
 mod env;
 mod java;
+mod keytool;
 mod mm2;
 mod oidc;
 mod rdk;
@@ -26,6 +27,7 @@ mod txn;
 
 pub use clusters::{Broker, ClusterOptions, Clusters, Which, QUICK_COMPACTION};
 pub use java::{java_command, kafka_classpath, kafka_conf_dir, kafka_tool, KAFKA_VERSION};
+pub use keytool::{java_keystore, java_truststore, keytool};
 pub use mm2::{Mm2, MM2_STARTED};
 pub use oidc::{OidcServer, OIDC_SERVER_VERSION};
 pub use rdk::{GroupMember, GroupProtocol, Rdk};

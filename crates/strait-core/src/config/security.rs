@@ -9,10 +9,14 @@
 //! | `SASL_PLAINTEXT` | | yes |
 //! | `SASL_SSL` | yes | yes |
 //!
-//! TLS keys: `ssl.truststore.location` / `.password` / `.type` (PEM or PKCS12; JKS is refused
-//! with the `keytool` command that converts it) or `ssl.truststore.certificates` (PEM text);
-//! `ssl.keystore.location` / `.password` / `.type` or `ssl.keystore.certificate.chain` and
-//! `ssl.keystore.key` (PEM text), with `ssl.key.password` for an encrypted PEM key;
+//! TLS keys: `ssl.truststore.location` / `.password` / `.type` (PEM, PKCS12, JKS, or JCEKS's
+//! certificates; the file's first bytes decide, so Kafka's default type JKS fits any) or
+//! `ssl.truststore.certificates` (PEM text); `ssl.keystore.location` / `.password` / `.type`
+//! (PEM, PKCS12 or JKS with one private key; a JCEKS-protected key is refused with the
+//! `keytool` command that converts the file) or `ssl.keystore.certificate.chain` and
+//! `ssl.keystore.key` (PEM text), with `ssl.key.password` for an encrypted PEM key or a JKS
+//! key (the store password when unset, as in Java); a store password, when set, must pass
+//! the store's integrity check;
 //! `ssl.endpoint.identification.algorithm` (`https` by default; empty turns hostname
 //! verification off); `ssl.enabled.protocols` (TLSv1.2, TLSv1.3). Without a truststore, the
 //! system's CAs are trusted.
@@ -203,26 +207,33 @@ impl Reader<'_> {
         std::fs::read(path).map_err(|e| self.fail(key, format!("cannot read {path}: {e}")))
     }
 
-    /// Checks `ssl.<store>.type`: PEM, PKCS12 or JKS (which the reader refuses with advice);
-    /// the file's content decides between PEM and PKCS#12, as Java's keystores do.
+    /// Checks `ssl.<store>.type`: PEM, PKCS12, JKS or JCEKS; the file's content decides which
+    /// it is read as (a JKS file given type PKCS12 is read all the same, as Java's keystores
+    /// do since Java 9; Kafka's default type is JKS).
     fn check_store_type(&self, key: &str) -> Result<(), ConfigError> {
         match self.get(key).map(str::to_ascii_uppercase).as_deref() {
             None | Some("PEM" | "PKCS12" | "JKS" | "JCEKS") => Ok(()),
-            Some(_) => Err(self.fail(
-                key,
-                "strait reads PEM and PKCS12 stores (and says how to convert JKS)",
-            )),
+            Some(_) => Err(self.fail(key, "strait reads PEM, PKCS12, JKS and JCEKS stores")),
         }
     }
 
     fn store_error(&self, key: &str, path: Option<&str>, e: StoreError) -> ConfigError {
         let what = match (path, e) {
-            (Some(path), StoreError::JavaKeyStore { kind }) => {
-                let shown = StoreError::JavaKeyStore { kind }
+            // Advice with a `keytool` command: the file's own path in it.
+            (
+                Some(path),
+                e @ (StoreError::JavaKeyStore { .. } | StoreError::SeveralPrivateKeys { .. }),
+            ) => {
+                let shown = e
                     .to_string()
                     .replace("FILE.p12", &format!("{path}.p12"))
                     .replace("FILE", path);
                 format!("{path}: {shown}")
+            }
+            // Which password: the store's (`ssl.truststore.password`, `ssl.keystore.password`).
+            (Some(path), e @ StoreError::WrongPassword) => {
+                let password_key = key.replace(".location", ".password");
+                format!("{path}: {e} ({password_key})")
             }
             (Some(path), e) => format!("{path}: {e}"),
             (None, e) => e.to_string(),
