@@ -1,0 +1,582 @@
+//! Amazon MSK IAM authentication without MSK:
+//!
+//! - strait's `AWS_MSK_IAM` payload and OAUTHBEARER token compared byte for byte with what
+//!   Amazon's own `aws-msk-iam-auth` library (Maven Central, the version `scripts/msk-iam/pom.xml`
+//!   pins, installed by `scripts/test-broker install`) makes with the same credentials, host
+//!   and user agent, through its own callback handlers (`tests/msk_iam/MskIamReference.java`).
+//!   The library signs at the current time and offers no way to fix its clock, so strait signs
+//!   for the `X-Amz-Date` the library's output carries; everything else, the signature
+//!   included, must then be the same bytes.
+//! - the credential chain: environment, a profile file in a temporary HOME, web identity and
+//!   `awsRoleArn` against a local fake STS (`AWS_ENDPOINT_URL_STS`), its refusals and expired
+//!   credentials.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use strait_kafka::aws::{AssumeRole, ChainConfig, Credentials, CredentialsProvider, Env};
+use strait_kafka::sasl::msk_iam;
+use strait_kafka::Secret;
+
+const ACCESS_KEY_ID: &str = "AKIDEXAMPLE";
+const SECRET_KEY: &str = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
+const SESSION_TOKEN: &str = "IQoJb3JpZ2luX2VjEBEa/session+token=";
+
+fn temp_dir(name: &str) -> PathBuf {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let dir = std::env::temp_dir().join(format!(
+        "strait-msk-iam-{name}-{}-{nanos}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs the library through `MskIamReference.java` with only the given AWS variables (and an
+/// empty HOME, no instance metadata).
+fn library(args: &[&str], session_token: Option<&str>, region: Option<&str>) -> Vec<u8> {
+    let home = temp_dir("java-home");
+    let java = std::env::var_os("JAVA_HOME")
+        .map(|h| PathBuf::from(h).join("bin").join("java"))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("java"));
+    let program =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/msk_iam/MskIamReference.java");
+    let mut command = Command::new(java);
+    command
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &home)
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID)
+        .env("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+        .arg("-Xmx128m")
+        .arg("-cp")
+        .arg(strait_testkit::msk_iam_classpath())
+        .arg(&program)
+        .args(args);
+    if let Some(token) = session_token {
+        command.env("AWS_SESSION_TOKEN", token);
+    }
+    if let Some(region) = region {
+        command.env("AWS_REGION", region);
+    }
+    let output = command.output().expect("cannot run java");
+    let _ = std::fs::remove_dir_all(&home);
+    assert!(
+        output.status.success(),
+        "MskIamReference {args:?} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
+fn credentials(session_token: Option<&str>) -> Credentials {
+    Credentials {
+        access_key_id: ACCESS_KEY_ID.into(),
+        secret_access_key: Secret::new(SECRET_KEY),
+        session_token: session_token.map(Secret::new),
+        expires: None,
+        source: "test".into(),
+    }
+}
+
+/// `YYYYMMDD'T'HHMMSS'Z'` back to a time.
+fn parse_amz_date(s: &str) -> SystemTime {
+    let iso = format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        &s[0..4],
+        &s[4..6],
+        &s[6..8],
+        &s[9..11],
+        &s[11..13],
+        &s[13..15]
+    );
+    let t = parse_iso(&iso);
+    assert_eq!(strait_kafka::aws::sigv4::amz_date(t), s);
+    t
+}
+
+fn parse_iso(iso: &str) -> SystemTime {
+    // Days from civil, for the test's own parsing (1970..2100 is plenty).
+    let y: i64 = iso[0..4].parse().unwrap();
+    let m: i64 = iso[5..7].parse().unwrap();
+    let d: i64 = iso[8..10].parse().unwrap();
+    let (h, min, sec): (u64, u64, u64) = (
+        iso[11..13].parse().unwrap(),
+        iso[14..16].parse().unwrap(),
+        iso[17..19].parse().unwrap(),
+    );
+    let mut days = 0i64;
+    for year in 1970..y {
+        days += if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 {
+            366
+        } else {
+            365
+        };
+    }
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let month_days = [
+        31,
+        if leap { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    days += month_days[..(m - 1) as usize].iter().sum::<i64>() + d - 1;
+    UNIX_EPOCH + Duration::from_secs(days as u64 * 86_400 + h * 3600 + min * 60 + sec)
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() + 1 {
+            out.push(u8::from_str_radix(&s[i + 1..i + 3], 16).unwrap());
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn aws_msk_iam_payload_is_the_librarys_byte_for_byte() {
+    for (host, token) in [
+        (
+            "b-1.mycluster.abc123.c2.kafka.eu-west-1.amazonaws.com",
+            Some(SESSION_TOKEN),
+        ),
+        ("b-3.other.xyz789.c11.kafka.us-east-1.amazonaws.com", None),
+        (
+            "boot-abc.c1.kafka-serverless.ap-southeast-2.amazonaws.com",
+            Some("short"),
+        ),
+    ] {
+        // The library computes X-Amz-Expires from two readings of the clock; in the rare run
+        // where a second ticks between them it says 899: ask again.
+        let (java, fields) = (0..3)
+            .map(|_| {
+                let java = library(&["iam", host], token, None);
+                let fields: serde_json::Value = serde_json::from_slice(&java).unwrap();
+                (java, fields)
+            })
+            .find(|(_, f)| f["x-amz-expires"] == "900")
+            .expect("the library never said X-Amz-Expires 900");
+        let time = parse_amz_date(fields["x-amz-date"].as_str().unwrap());
+        let user_agent = fields["user-agent"].as_str().unwrap();
+        assert!(user_agent.starts_with(&format!(
+            "aws-msk-iam-auth/{}/",
+            strait_testkit::MSK_IAM_AUTH_VERSION
+        )));
+        let region = msk_iam::region_from_host(host).unwrap();
+        let ours = msk_iam::payload(host, &region, &credentials(token), time, user_agent);
+        assert_eq!(
+            String::from_utf8(ours).unwrap(),
+            String::from_utf8(java).unwrap(),
+            "host {host}"
+        );
+    }
+}
+
+#[test]
+fn oauthbearer_token_is_the_librarys_byte_for_byte() {
+    for (region, token) in [("eu-central-1", Some(SESSION_TOKEN)), ("us-west-2", None)] {
+        let (java, url) = (0..3)
+            .map(|_| {
+                let java = String::from_utf8(library(&["oauth"], token, Some(region))).unwrap();
+                let url = String::from_utf8(URL_SAFE_NO_PAD.decode(&java).unwrap()).unwrap();
+                (java, url)
+            })
+            .find(|(_, url)| url.contains("&X-Amz-Expires=900&"))
+            .expect("the library never said X-Amz-Expires 900");
+        let param = |name: &str| {
+            let start = url.find(&format!("{name}=")).unwrap() + name.len() + 1;
+            let end = url[start..].find('&').map_or(url.len(), |e| start + e);
+            percent_decode(&url[start..end])
+        };
+        let time = parse_amz_date(&param("X-Amz-Date"));
+        let user_agent = param("User-Agent");
+        let ours = msk_iam::token(region, &credentials(token), time, &user_agent);
+        assert_eq!(ours.expose(), java, "region {region}: {url}");
+    }
+}
+
+fn chain(config: ChainConfig, vars: Vec<(&str, String)>) -> CredentialsProvider {
+    CredentialsProvider::new(config, Env::from_vars(vars))
+}
+
+#[tokio::test]
+async fn credentials_from_the_environment() {
+    let provider = chain(
+        ChainConfig::default(),
+        vec![
+            ("AWS_ACCESS_KEY_ID", "AKIAENV".into()),
+            ("AWS_SECRET_ACCESS_KEY", "secret-env".into()),
+            ("AWS_SESSION_TOKEN", "token-env".into()),
+        ],
+    );
+    let c = provider.credentials().await.unwrap();
+    assert_eq!(c.access_key_id, "AKIAENV");
+    assert_eq!(c.secret_access_key.expose(), "secret-env");
+    assert_eq!(c.session_token.as_ref().unwrap().expose(), "token-env");
+    let shown = format!("{c:?}");
+    assert!(
+        !shown.contains("secret-env") && !shown.contains("token-env"),
+        "{shown}"
+    );
+}
+
+#[tokio::test]
+async fn no_credentials_says_what_was_tried() {
+    let home = temp_dir("empty-home");
+    let provider = chain(
+        ChainConfig::default(),
+        vec![("HOME", home.display().to_string())],
+    );
+    let e = provider.credentials().await.unwrap_err();
+    for part in [
+        "no AWS credentials found",
+        "environment: AWS_ACCESS_KEY_ID is not set",
+        "web identity: AWS_WEB_IDENTITY_TOKEN_FILE is not set",
+        "profile: no profile `default`",
+        "EC2 instance metadata: not supported",
+    ] {
+        assert!(e.contains(part), "{part:?} not in: {e}");
+    }
+    let provider = chain(
+        ChainConfig {
+            profile: Some("nope".into()),
+            add_default_providers: false,
+            ..ChainConfig::default()
+        },
+        vec![("HOME", home.display().to_string())],
+    );
+    let e = provider.credentials().await.unwrap_err();
+    assert!(e.contains("awsProfileName: no profile `nope`"), "{e}");
+    assert!(e.contains("awsAddDefaultProviders=false"), "{e}");
+}
+
+#[tokio::test]
+async fn credentials_from_a_profile_in_home() {
+    let home = temp_dir("profile-home");
+    std::fs::create_dir_all(home.join(".aws")).unwrap();
+    std::fs::write(
+        home.join(".aws/credentials"),
+        "[default]\naws_access_key_id = AKIADEFAULT\naws_secret_access_key = sk-default\n\n\
+         [msk]\naws_access_key_id=AKIAMSK\naws_secret_access_key=sk-msk\naws_session_token=tok-msk\n",
+    )
+    .unwrap();
+    std::fs::write(
+        home.join(".aws/config"),
+        "[default]\nregion = eu-west-3\n[profile msk]\nregion = us-east-2\n",
+    )
+    .unwrap();
+    let home_var = ("HOME", home.display().to_string());
+    // The default profile.
+    let provider = chain(ChainConfig::default(), vec![home_var.clone()]);
+    assert_eq!(
+        provider.credentials().await.unwrap().access_key_id,
+        "AKIADEFAULT"
+    );
+    assert_eq!(
+        provider.env().default_region().as_deref(),
+        Some("eu-west-3")
+    );
+    // AWS_PROFILE.
+    let provider = chain(
+        ChainConfig::default(),
+        vec![home_var.clone(), ("AWS_PROFILE", "msk".into())],
+    );
+    let c = provider.credentials().await.unwrap();
+    assert_eq!(
+        (c.access_key_id.as_str(), c.source.as_str()),
+        ("AKIAMSK", "profile `msk`")
+    );
+    assert_eq!(
+        provider.env().default_region().as_deref(),
+        Some("us-east-2")
+    );
+    // awsProfileName comes before the environment's keys.
+    let provider = chain(
+        ChainConfig {
+            profile: Some("msk".into()),
+            ..ChainConfig::default()
+        },
+        vec![
+            home_var.clone(),
+            ("AWS_ACCESS_KEY_ID", "AKIAENV".into()),
+            ("AWS_SECRET_ACCESS_KEY", "x".into()),
+        ],
+    );
+    let c = provider.credentials().await.unwrap();
+    assert_eq!(c.access_key_id, "AKIAMSK");
+    assert_eq!(c.session_token.unwrap().expose(), "tok-msk");
+    // AWS_REGION wins over the profile's region.
+    let provider = chain(
+        ChainConfig::default(),
+        vec![home_var, ("AWS_REGION", "ap-south-1".into())],
+    );
+    assert_eq!(
+        provider.env().default_region().as_deref(),
+        Some("ap-south-1")
+    );
+}
+
+/// A fake STS: answers each request with the next of `answers` (status, body) and keeps the
+/// requests it got.
+struct FakeSts {
+    url: String,
+    requests: Arc<Mutex<Vec<String>>>,
+}
+
+async fn fake_sts(answers: Vec<(u16, String)>) -> FakeSts {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&requests);
+    tokio::spawn(async move {
+        for (status, body) in answers {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut raw = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = stream.read(&mut buf).await.unwrap();
+                raw.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&raw).into_owned();
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let length: usize = text[..end]
+                        .lines()
+                        .find_map(|l| l.strip_prefix("Content-Length: "))
+                        .map_or(0, |v| v.trim().parse().unwrap());
+                    if raw.len() >= end + 4 + length || n == 0 {
+                        break;
+                    }
+                }
+                if n == 0 {
+                    break;
+                }
+            }
+            seen.lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&raw).into_owned());
+            let answer = format!(
+                "HTTP/1.1 {status} X\r\nContent-Type: text/xml\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            stream.write_all(answer.as_bytes()).await.unwrap();
+            stream.shutdown().await.ok();
+        }
+    });
+    FakeSts { url, requests }
+}
+
+fn sts_answer(action: &str, key_id: &str, secret: &str, token: &str, expiration: &str) -> String {
+    format!(
+        "<{action}Response xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><{action}Result>\
+         <Credentials><AccessKeyId>{key_id}</AccessKeyId><SecretAccessKey>{secret}</SecretAccessKey>\
+         <SessionToken>{token}</SessionToken><Expiration>{expiration}</Expiration></Credentials>\
+         </{action}Result><ResponseMetadata><RequestId>r-1</RequestId></ResponseMetadata>\
+         </{action}Response>"
+    )
+}
+
+fn in_an_hour() -> String {
+    let t = SystemTime::now() + Duration::from_secs(3600);
+    let d = strait_kafka::aws::sigv4::amz_date(t);
+    format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        &d[0..4],
+        &d[4..6],
+        &d[6..8],
+        &d[9..11],
+        &d[11..13],
+        &d[13..15]
+    )
+}
+
+#[tokio::test]
+async fn web_identity_against_a_fake_sts() {
+    let dir = temp_dir("web-identity");
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, "eyJ.web-identity.token\n").unwrap();
+    let sts = fake_sts(vec![(
+        200,
+        sts_answer(
+            "AssumeRoleWithWebIdentity",
+            "ASIAWEBID",
+            "sk-from-sts",
+            "token-from-sts",
+            &in_an_hour(),
+        ),
+    )])
+    .await;
+    let provider = chain(
+        ChainConfig::default(),
+        vec![
+            ("HOME", dir.display().to_string()),
+            (
+                "AWS_WEB_IDENTITY_TOKEN_FILE",
+                token_file.display().to_string(),
+            ),
+            (
+                "AWS_ROLE_ARN",
+                "arn:aws:iam::123456789012:role/msk-mirror".into(),
+            ),
+            ("AWS_ROLE_SESSION_NAME", "strait-test".into()),
+            ("AWS_ENDPOINT_URL_STS", sts.url.clone()),
+        ],
+    );
+    let c = provider.credentials().await.unwrap();
+    assert_eq!(c.access_key_id, "ASIAWEBID");
+    assert_eq!(c.secret_access_key.expose(), "sk-from-sts");
+    assert!(c.source.contains("web identity"), "{}", c.source);
+    let request = sts.requests.lock().unwrap()[0].clone();
+    assert!(request.starts_with("POST / HTTP/1.1\r\n"), "{request}");
+    let body = request.split("\r\n\r\n").nth(1).unwrap();
+    for part in [
+        "Action=AssumeRoleWithWebIdentity",
+        "Version=2011-06-15",
+        "RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fmsk-mirror",
+        "RoleSessionName=strait-test",
+        "WebIdentityToken=eyJ.web-identity.token",
+    ] {
+        assert!(body.split('&').any(|p| p == part), "{part} not in {body}");
+    }
+    assert!(
+        !request.contains("Authorization"),
+        "web identity is unsigned: {request}"
+    );
+    // The credentials STS gave sign the payload.
+    let p = msk_iam::payload(
+        "b-1.x.kafka.us-east-1.amazonaws.com",
+        "us-east-1",
+        &c,
+        SystemTime::now(),
+        "ua",
+    );
+    let fields: serde_json::Value = serde_json::from_slice(&p).unwrap();
+    assert_eq!(fields["x-amz-security-token"], "token-from-sts");
+    assert!(fields["x-amz-credential"]
+        .as_str()
+        .unwrap()
+        .starts_with("ASIAWEBID/"));
+    // Cached until five minutes before they expire: the fake answers once only.
+    let again = provider.credentials().await.unwrap();
+    assert_eq!(again.access_key_id, "ASIAWEBID");
+    assert_eq!(sts.requests.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn assume_role_against_a_fake_sts() {
+    let dir = temp_dir("assume-role");
+    let sts = fake_sts(vec![(
+        200,
+        sts_answer(
+            "AssumeRole",
+            "ASIAROLE",
+            "sk-role",
+            "token-role",
+            &in_an_hour(),
+        ),
+    )])
+    .await;
+    let provider = chain(
+        ChainConfig {
+            assume_role: Some(AssumeRole {
+                role_arn: "arn:aws:iam::123456789012:role/msk_client_role".into(),
+                session_name: "producer".into(),
+                external_id: Some("ext-1".into()),
+                access_key_id: Some("AKIABASE".into()),
+                secret_access_key: Some(Secret::new("sk-base")),
+                session_token: None,
+            }),
+            sts_region: Some("us-west-2".into()),
+            ..ChainConfig::default()
+        },
+        vec![
+            ("HOME", dir.display().to_string()),
+            ("AWS_ENDPOINT_URL_STS", sts.url.clone()),
+        ],
+    );
+    let c = provider.credentials().await.unwrap();
+    assert_eq!(c.access_key_id, "ASIAROLE");
+    let request = sts.requests.lock().unwrap()[0].clone();
+    let body = request.split("\r\n\r\n").nth(1).unwrap();
+    for part in [
+        "Action=AssumeRole",
+        "RoleSessionName=producer",
+        "ExternalId=ext-1",
+        "RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fmsk_client_role",
+    ] {
+        assert!(body.split('&').any(|p| p == part), "{part} not in {body}");
+    }
+    // Signed with the base credentials, for the STS region.
+    let auth = request
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("authorization:"))
+        .expect("AssumeRole must be signed");
+    assert!(auth.contains("Credential=AKIABASE/"), "{auth}");
+    assert!(auth.contains("/us-west-2/sts/aws4_request"), "{auth}");
+    assert!(
+        !request.contains("sk-base"),
+        "the secret key crossed the wire"
+    );
+}
+
+#[tokio::test]
+async fn sts_refusals_and_expired_credentials() {
+    let dir = temp_dir("refusal");
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, "tok").unwrap();
+    let refusal = "<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code>\
+        <Message>Not authorized to perform sts:AssumeRoleWithWebIdentity</Message></Error>\
+        </ErrorResponse>"
+        .to_owned();
+    let expired = sts_answer(
+        "AssumeRoleWithWebIdentity",
+        "ASIAOLD",
+        "sk-old",
+        "token-old",
+        "2020-01-01T00:00:00Z",
+    );
+    let sts = fake_sts(vec![(403, refusal), (200, expired)]).await;
+    let vars = vec![
+        ("HOME", dir.display().to_string()),
+        (
+            "AWS_WEB_IDENTITY_TOKEN_FILE",
+            token_file.display().to_string(),
+        ),
+        ("AWS_ROLE_ARN", "arn:aws:iam::1:role/r".into()),
+        ("AWS_ENDPOINT_URL_STS", sts.url.clone()),
+    ];
+    let provider = chain(ChainConfig::default(), vars.clone());
+    let e = provider.credentials().await.unwrap_err();
+    assert!(
+        e.contains("refused: HTTP 403, AccessDenied: Not authorized"),
+        "{e}"
+    );
+    let e = provider.credentials().await.unwrap_err();
+    assert!(e.contains("expired at 20200101T000000Z"), "{e}");
+    assert!(!e.contains("sk-old") && !e.contains("token-old"), "{e}");
+}
