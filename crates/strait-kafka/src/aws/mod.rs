@@ -54,10 +54,25 @@ pub struct Credentials {
 }
 
 /// The environment the chain reads: variables and the home directory. Captured from the process
-/// by [`Env::from_process`]; tests give their own.
-#[derive(Debug, Clone, Default)]
+/// by [`Env::from_process`]; tests give their own. `Debug` shows the names of the `AWS_*`
+/// variables set, never a value.
+#[derive(Clone, Default)]
 pub struct Env {
     vars: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for Env {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self
+            .vars
+            .keys()
+            .map(String::as_str)
+            .filter(|k| k.starts_with("AWS_"))
+            .collect();
+        f.debug_struct("Env")
+            .field("aws_variables", &names)
+            .finish()
+    }
 }
 
 impl Env {
