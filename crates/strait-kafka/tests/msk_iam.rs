@@ -10,6 +10,12 @@
 //! - the credential chain: environment, a profile file in a temporary HOME, web identity and
 //!   `awsRoleArn` against a local fake STS (`AWS_ENDPOINT_URL_STS`), its refusals and expired
 //!   credentials.
+//! - the SASL exchange against the scripted fake broker (`fake/`): the payload signed for the
+//!   host the connection goes to, the broker's JSON answer, its refusal with its message and
+//!   whose credentials they were, and KIP-368 re-authentication signing anew with the
+//!   credentials the profile file holds by then; the OAUTHBEARER form's initial response.
+
+mod fake;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -22,8 +28,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use strait_kafka::aws::{AssumeRole, ChainConfig, Credentials, CredentialsProvider, Env};
+use strait_kafka::connection::{BrokerConnection, ConnectionConfig};
 use strait_kafka::sasl::msk_iam;
-use strait_kafka::Secret;
+use strait_kafka::sasl::{MskIam, MskIamForm, SaslConfig};
+use strait_kafka::{Secret, Security};
+
+use fake::{script, Action, Body, FakeCluster};
+use kafka_protocol::messages::{ApiKey, SaslAuthenticateResponse, SaslHandshakeResponse};
 
 const ACCESS_KEY_ID: &str = "AKIDEXAMPLE";
 const SECRET_KEY: &str = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
@@ -579,4 +590,206 @@ async fn sts_refusals_and_expired_credentials() {
     let e = provider.credentials().await.unwrap_err();
     assert!(e.contains("expired at 20200101T000000Z"), "{e}");
     assert!(!e.contains("sk-old") && !e.contains("token-old"), "{e}");
+}
+
+/// A fake broker taking SASL: SaslHandshake accepts any mechanism; SaslAuthenticate answers
+/// `answer(auth_bytes)`: (error code, error message, auth bytes, session lifetime ms).
+async fn sasl_broker(
+    answer: impl Fn(&[u8]) -> (i16, Option<&'static str>, Vec<u8>, i64) + Send + Sync + 'static,
+) -> FakeCluster {
+    let fake = FakeCluster::start(
+        &[1],
+        script(move |_, req| match &req.body {
+            Body::SaslHandshake(_) => req.reply(&SaslHandshakeResponse::default()),
+            Body::SaslAuthenticate(a) => {
+                let (code, message, bytes, lifetime) = answer(&a.auth_bytes);
+                req.reply(
+                    &SaslAuthenticateResponse::default()
+                        .with_error_code(code)
+                        .with_error_message(
+                            message.map(kafka_protocol::protocol::StrBytes::from_static_str),
+                        )
+                        .with_auth_bytes(bytes.into())
+                        .with_session_lifetime_ms(lifetime),
+                )
+            }
+            _ => Action::Default,
+        }),
+    )
+    .await;
+    fake.spec().api_versions.extend([
+        (ApiKey::SaslHandshake, 0, 1),
+        (ApiKey::SaslAuthenticate, 0, 2),
+    ]);
+    fake
+}
+
+fn msk_security(form: MskIamForm, vars: Vec<(&str, String)>) -> ConnectionConfig {
+    let mut config = ConnectionConfig::default();
+    config.connect_timeout = Duration::from_secs(10);
+    config.request_timeout = Duration::from_secs(10);
+    config.security = Security {
+        tls: None,
+        sasl: Some(Arc::new(SaslConfig::AwsMskIam(MskIam {
+            form,
+            credentials: Arc::new(CredentialsProvider::new(
+                ChainConfig::default(),
+                Env::from_vars(vars),
+            )),
+            debug_credentials: true,
+        }))),
+    };
+    config
+}
+
+fn authentications(fake: &FakeCluster) -> Vec<serde_json::Value> {
+    fake.requests(ApiKey::SaslAuthenticate)
+        .iter()
+        .filter_map(|r| match &r.body {
+            Body::SaslAuthenticate(a) => serde_json::from_slice(&a.auth_bytes).ok(),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn aws_msk_iam_exchange_and_reauthentication_with_fresh_credentials() {
+    let home = temp_dir("reauth-home");
+    std::fs::create_dir_all(home.join(".aws")).unwrap();
+    let write_keys = |id: &str| {
+        std::fs::write(
+            home.join(".aws/credentials"),
+            format!("[default]\naws_access_key_id = {id}\naws_secret_access_key = sk-{id}\n"),
+        )
+        .unwrap();
+    };
+    write_keys("AKIAFIRST");
+    // A session of 1.5 s: strait authenticates again at 85-95% of it.
+    let fake = sasl_broker(|bytes| {
+        let ok = serde_json::from_slice::<serde_json::Value>(bytes)
+            .is_ok_and(|v| v["action"] == "kafka-cluster:Connect");
+        let answer = br#"{"version":"2020_10_22","request-id":"fake-request-1"}"#.to_vec();
+        (if ok { 0 } else { 58 }, None, answer, 1500)
+    })
+    .await;
+    let config = msk_security(
+        MskIamForm::AwsMskIam,
+        vec![
+            ("HOME", home.display().to_string()),
+            ("AWS_REGION", "eu-west-1".into()),
+        ],
+    );
+    let conn = BrokerConnection::connect(&fake.addr(1), config)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let first = authentications(&fake);
+    assert_eq!(first.len(), 1);
+    // Signed for the host the connection goes to; the region from AWS_REGION since
+    // 127.0.0.1 names none.
+    assert_eq!(first[0]["host"], "127.0.0.1");
+    assert!(first[0]["x-amz-credential"]
+        .as_str()
+        .unwrap()
+        .starts_with("AKIAFIRST/"));
+    assert!(first[0]["x-amz-credential"]
+        .as_str()
+        .unwrap()
+        .ends_with("/eu-west-1/kafka-cluster/aws4_request"));
+    // The keys are rotated in the file; the re-authentication signs with the new ones.
+    write_keys("AKIASECOND");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while conn.reauthentications() < 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no re-authentication in 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let all = authentications(&fake);
+    assert!(all.len() >= 2, "{all:?}");
+    assert!(all[1]["x-amz-credential"]
+        .as_str()
+        .unwrap()
+        .starts_with("AKIASECOND/"));
+    assert_ne!(all[0]["x-amz-signature"], all[1]["x-amz-signature"]);
+}
+
+#[tokio::test]
+async fn aws_msk_iam_refusals_say_whose_credentials_and_what_the_broker_said() {
+    let vars = || {
+        vec![
+            ("AWS_ACCESS_KEY_ID", "AKIAREFUSED".to_owned()),
+            ("AWS_SECRET_ACCESS_KEY", "sk-never-shown".to_owned()),
+            ("AWS_REGION", "us-east-1".to_owned()),
+        ]
+    };
+    let fake = sasl_broker(|_| (58, Some("[abc] Access denied"), Vec::new(), 0)).await;
+    let e = BrokerConnection::connect(&fake.addr(1), msk_security(MskIamForm::AwsMskIam, vars()))
+        .await
+        .expect_err("the broker refuses");
+    let shown = e.to_string();
+    for part in [
+        "AWS_MSK_IAM",
+        "refused the IAM authentication",
+        "access key id AKIAREFUSED from the environment",
+        "Access denied",
+    ] {
+        assert!(shown.contains(part), "{part:?} not in: {shown}");
+    }
+    assert!(!shown.contains("sk-never-shown"), "{shown}");
+
+    // An answer that is not the library's JSON.
+    let fake = sasl_broker(|_| (0, None, b"not json".to_vec(), 0)).await;
+    let e = BrokerConnection::connect(&fake.addr(1), msk_security(MskIamForm::AwsMskIam, vars()))
+        .await
+        .expect_err("a garbled answer fails");
+    assert!(e.to_string().contains("not JSON"), "{e}");
+
+    // No credentials at all: the sources tried, before anything is sent.
+    let fake = sasl_broker(|_| (0, None, Vec::new(), 0)).await;
+    let e = BrokerConnection::connect(
+        &fake.addr(1),
+        msk_security(MskIamForm::AwsMskIam, vec![("HOME", "/nonexistent".into())]),
+    )
+    .await
+    .expect_err("no credentials");
+    assert!(e.to_string().contains("no AWS credentials found"), "{e}");
+    assert!(authentications(&fake).is_empty());
+}
+
+#[tokio::test]
+async fn oauthbearer_form_sends_the_signed_url_as_a_bearer_token() {
+    let fake = sasl_broker(|_| (0, None, Vec::new(), 0)).await;
+    let config = msk_security(
+        MskIamForm::OAuthBearer,
+        vec![
+            ("AWS_ACCESS_KEY_ID", "AKIAOAUTH".into()),
+            ("AWS_SECRET_ACCESS_KEY", "sk".into()),
+            ("AWS_REGION", "ca-central-1".into()),
+        ],
+    );
+    BrokerConnection::connect(&fake.addr(1), config)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let handshake = fake.requests(ApiKey::SaslHandshake);
+    match &handshake[0].body {
+        Body::SaslHandshake(h) => assert_eq!(h.mechanism.as_str(), "OAUTHBEARER"),
+        other => panic!("{other:?}"),
+    }
+    let auth = fake.requests(ApiKey::SaslAuthenticate);
+    let Body::SaslAuthenticate(a) = &auth[0].body else {
+        panic!("{auth:?}");
+    };
+    let message = String::from_utf8(a.auth_bytes.to_vec()).unwrap();
+    let token = message
+        .strip_prefix("n,,\u{1}auth=Bearer ")
+        .and_then(|t| t.strip_suffix("\u{1}\u{1}"))
+        .unwrap_or_else(|| panic!("{message:?}"));
+    let url = String::from_utf8(URL_SAFE_NO_PAD.decode(token).unwrap()).unwrap();
+    assert!(
+        url.starts_with("https://kafka.ca-central-1.amazonaws.com?Action=kafka-cluster%3AConnect&"),
+        "{url}"
+    );
+    assert!(url.contains("X-Amz-Credential=AKIAOAUTH%2F"), "{url}");
+    assert!(url.contains("&User-Agent=strait%2F"), "{url}");
 }
