@@ -625,21 +625,22 @@ async fn sasl_broker(
 }
 
 fn msk_security(form: MskIamForm, vars: Vec<(&str, String)>) -> ConnectionConfig {
-    let mut config = ConnectionConfig::default();
-    config.connect_timeout = Duration::from_secs(10);
-    config.request_timeout = Duration::from_secs(10);
-    config.security = Security {
-        tls: None,
-        sasl: Some(Arc::new(SaslConfig::AwsMskIam(MskIam {
-            form,
-            credentials: Arc::new(CredentialsProvider::new(
-                ChainConfig::default(),
-                Env::from_vars(vars),
-            )),
-            debug_credentials: true,
-        }))),
-    };
-    config
+    ConnectionConfig {
+        connect_timeout: Duration::from_secs(10),
+        request_timeout: Duration::from_secs(10),
+        security: Security {
+            tls: None,
+            sasl: Some(Arc::new(SaslConfig::AwsMskIam(MskIam {
+                form,
+                credentials: Arc::new(CredentialsProvider::new(
+                    ChainConfig::default(),
+                    Env::from_vars(vars),
+                )),
+                debug_credentials: true,
+            }))),
+        },
+        ..ConnectionConfig::default()
+    }
 }
 
 fn authentications(fake: &FakeCluster) -> Vec<serde_json::Value> {
