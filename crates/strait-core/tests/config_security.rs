@@ -489,11 +489,21 @@ fn stores_and_settings_that_cannot_be_used_are_named() {
         shown.contains("GSSAPI (Kerberos, Kafka's default mechanism) is not supported"),
         "{shown}"
     );
+    // AWS_MSK_IAM is supported (msk_iam_settings), with Amazon's login module only.
     let shown = refused(
         &sasl(&format!("A.sasl.mechanism = AWS_MSK_IAM\n{jaas}")),
+        "sasl.jaas.config",
+    );
+    assert!(
+        shown.contains("needs software.amazon.msk.auth.iam.IAMLoginModule"),
+        "{shown}"
+    );
+    assert!(!shown.contains("hunter2"), "{shown}");
+    let shown = refused(
+        &sasl(&format!("A.sasl.mechanism = DIGEST-MD5\n{jaas}")),
         "sasl.mechanism",
     );
-    assert!(shown.contains("`AWS_MSK_IAM` is not supported"), "{shown}");
+    assert!(shown.contains("`DIGEST-MD5` is not supported"), "{shown}");
     let shown = refused(
         &sasl("A.sasl.mechanism = PLAIN\nA.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required username=u password=\"hunter2\" oops;\n"),
         "sasl.jaas.config",
