@@ -263,7 +263,10 @@ async fn no_credentials_says_what_was_tried() {
     let home = temp_dir("empty-home");
     let provider = chain(
         ChainConfig::default(),
-        vec![("HOME", home.display().to_string())],
+        vec![
+            ("HOME", home.display().to_string()),
+            ("AWS_EC2_METADATA_DISABLED", "true".into()),
+        ],
     );
     let e = provider.credentials().await.unwrap_err();
     for part in [
@@ -271,7 +274,8 @@ async fn no_credentials_says_what_was_tried() {
         "environment: AWS_ACCESS_KEY_ID is not set",
         "web identity: AWS_WEB_IDENTITY_TOKEN_FILE is not set",
         "profile: no profile `default`",
-        "EC2 instance metadata: not supported",
+        "container: AWS_CONTAINER_CREDENTIALS_RELATIVE_URI and _FULL_URI are not set",
+        "instance metadata: disabled (AWS_EC2_METADATA_DISABLED)",
     ] {
         assert!(e.contains(part), "{part:?} not in: {e}");
     }
@@ -750,7 +754,13 @@ async fn aws_msk_iam_refusals_say_whose_credentials_and_what_the_broker_said() {
     let fake = sasl_broker(|_| (0, None, Vec::new(), 0)).await;
     let e = BrokerConnection::connect(
         &fake.addr(1),
-        msk_security(MskIamForm::AwsMskIam, vec![("HOME", "/nonexistent".into())]),
+        msk_security(
+            MskIamForm::AwsMskIam,
+            vec![
+                ("HOME", "/nonexistent".into()),
+                ("AWS_EC2_METADATA_DISABLED", "true".into()),
+            ],
+        ),
     )
     .await
     .expect_err("no credentials");
@@ -793,4 +803,89 @@ async fn oauthbearer_form_sends_the_signed_url_as_a_bearer_token() {
     );
     assert!(url.contains("X-Amz-Credential=AKIAOAUTH%2F"), "{url}");
     assert!(url.contains("&User-Agent=strait%2F"), "{url}");
+}
+
+#[tokio::test]
+async fn instance_metadata_and_container_endpoint_against_fakes() {
+    let dir = temp_dir("machine");
+    let json = |id: &str| {
+        format!(
+            "{{\"Code\":\"Success\",\"Type\":\"AWS-HMAC\",\"AccessKeyId\":\"{id}\",\
+             \"SecretAccessKey\":\"sk-{id}\",\"Token\":\"token-{id}\",\"Expiration\":\"{}\"}}",
+            in_an_hour()
+        )
+    };
+    // EC2 instance metadata, IMDSv2.
+    let imds = fake_sts(vec![
+        (200, "imds-session-token".into()),
+        (200, "msk-instance-role\n".into()),
+        (200, json("ASIAIMDS")),
+    ])
+    .await;
+    let provider = chain(
+        ChainConfig::default(),
+        vec![
+            ("HOME", dir.display().to_string()),
+            ("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.url.clone()),
+        ],
+    );
+    let c = provider
+        .credentials()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.access_key_id, "ASIAIMDS");
+    assert_eq!(c.session_token.unwrap().expose(), "token-ASIAIMDS");
+    assert!(c.source.contains("msk-instance-role"), "{}", c.source);
+    let requests = imds.requests.lock().unwrap().clone();
+    assert!(
+        requests[0].starts_with("PUT /latest/api/token HTTP/1.1\r\n"),
+        "{}",
+        requests[0]
+    );
+    assert!(requests[0].contains("X-aws-ec2-metadata-token-ttl-seconds: 21600"));
+    assert!(requests[1].starts_with("GET /latest/meta-data/iam/security-credentials/ HTTP/1.1"));
+    assert!(requests[1].contains("X-aws-ec2-metadata-token: imds-session-token"));
+    assert!(requests[2]
+        .starts_with("GET /latest/meta-data/iam/security-credentials/msk-instance-role HTTP/1.1"));
+
+    // The ECS container endpoint (before instance metadata), with its authorization token.
+    let ecs = fake_sts(vec![(200, json("ASIAECS"))]).await;
+    let provider = chain(
+        ChainConfig::default(),
+        vec![
+            ("HOME", dir.display().to_string()),
+            (
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                format!("{}/v2/credentials/abc", ecs.url),
+            ),
+            ("AWS_CONTAINER_AUTHORIZATION_TOKEN", "ecs-auth".into()),
+            ("AWS_EC2_METADATA_DISABLED", "true".into()),
+        ],
+    );
+    let c = provider
+        .credentials()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.access_key_id, "ASIAECS");
+    let request = ecs.requests.lock().unwrap()[0].clone();
+    assert!(
+        request.starts_with("GET /v2/credentials/abc HTTP/1.1"),
+        "{request}"
+    );
+    assert!(request.contains("Authorization: ecs-auth"), "{request}");
+
+    // Over http, only a loopback or agent address.
+    let provider = chain(
+        ChainConfig::default(),
+        vec![
+            ("HOME", dir.display().to_string()),
+            (
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                "http://example.com/creds".into(),
+            ),
+            ("AWS_EC2_METADATA_DISABLED", "true".into()),
+        ],
+    );
+    let e = provider.credentials().await.unwrap_err();
+    assert!(e.contains("must be a loopback address"), "{e}");
 }

@@ -1,4 +1,5 @@
-//! The little HTTP/1.1 client the credential chain needs for STS: one request per connection
+//! The little HTTP/1.1 client the credential chain needs for STS and the machine's credential
+//! endpoints (ECS, EC2 instance metadata): one request per connection
 //! (`Connection: close`), over TLS (rustls with ring and the system's CAs) for `https://`,
 //! plain for `http://` (a local endpoint such as the tests' fake STS).
 
@@ -100,18 +101,30 @@ pub async fn post(
     body: &[u8],
     timeout: Duration,
 ) -> Result<Response, String> {
-    tokio::time::timeout(timeout, post_inner(url, headers, body))
+    send("POST", url, headers, body, timeout).await
+}
+
+/// Sends `method` (`GET`, `PUT`, `POST`) of `body` to `url` with `headers`, within `timeout`.
+pub async fn send(
+    method: &str,
+    url: &Url,
+    headers: &[(String, String)],
+    body: &[u8],
+    timeout: Duration,
+) -> Result<Response, String> {
+    tokio::time::timeout(timeout, send_inner(method, url, headers, body))
         .await
         .map_err(|_| format!("no answer from {} within {timeout:?}", url.host_header()))?
 }
 
-async fn post_inner(
+async fn send_inner(
+    method: &str,
     url: &Url,
     headers: &[(String, String)],
     body: &[u8],
 ) -> Result<Response, String> {
     let mut request = format!(
-        "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        "{method} {} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
         url.path,
         url.host_header(),
         body.len()

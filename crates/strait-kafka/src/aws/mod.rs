@@ -14,10 +14,10 @@
 //!      `AssumeRoleWithWebIdentity`, the token file read again at every call;
 //!    - the profile `AWS_PROFILE` (or `default`) of `~/.aws/credentials` and `~/.aws/config`
 //!      (`AWS_SHARED_CREDENTIALS_FILE`, `AWS_CONFIG_FILE`): static keys, or `role_arn` with
-//!      `source_profile` or `web_identity_token_file`.
+//!      `source_profile` or `web_identity_token_file`;
+//!    - the ECS container endpoint, then EC2 instance metadata (IMDSv2) (`machine.rs`).
 //!
-//! Not done (the error says so when the chain finds nothing): the ECS container endpoint,
-//! EC2 instance metadata (IMDS), `credential_process`, SSO profiles.
+//! Not done (the error says so): `credential_process`, SSO profiles, IMDSv1.
 //!
 //! STS is reached at `https://sts.amazonaws.com` (or `https://sts.<region>.amazonaws.com` for
 //! `awsStsRegion` / web identity with `AWS_REGION`), or at `AWS_ENDPOINT_URL_STS` /
@@ -27,6 +27,7 @@
 //! next (re-)authentication.
 
 pub mod http;
+mod machine;
 pub mod profile;
 pub mod sigv4;
 pub mod sts;
@@ -279,7 +280,7 @@ impl CredentialsProvider {
         self.sts().assume_role(role, &base).await
     }
 
-    /// The SDK's default chain: environment, web identity, profile.
+    /// The SDK's default chain: environment, web identity, profile, container, instance.
     async fn default_chain(&self) -> Result<Credentials, String> {
         let mut tried = Vec::new();
         match from_env(&self.env) {
@@ -311,9 +312,14 @@ impl CredentialsProvider {
             Ok(c) => return Ok(c),
             Err(e) => tried.push(format!("profile: {e}")),
         }
-        tried.push(
-            "ECS container credentials, EC2 instance metadata: not supported by strait".into(),
-        );
+        match machine::container(&self.env).await {
+            Ok(c) => return Ok(c),
+            Err(e) => tried.push(format!("container: {e}")),
+        }
+        match machine::instance(&self.env).await {
+            Ok(c) => return Ok(c),
+            Err(e) => tried.push(format!("instance metadata: {e}")),
+        }
         Err(tried.join("; "))
     }
 }
