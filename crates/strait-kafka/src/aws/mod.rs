@@ -34,7 +34,6 @@ pub mod sts;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use crate::secret::Secret;
@@ -180,7 +179,9 @@ const REFRESH_BEFORE: Duration = Duration::from_secs(300);
 pub struct CredentialsProvider {
     config: ChainConfig,
     env: Env,
-    cached: Mutex<Option<Credentials>>,
+    /// The last credentials with an expiry. Held while the chain is walked, so that connections
+    /// authenticating at once make one STS call, not one each.
+    cached: tokio::sync::Mutex<Option<Credentials>>,
 }
 
 impl CredentialsProvider {
@@ -189,7 +190,7 @@ impl CredentialsProvider {
         Self {
             config,
             env,
-            cached: Mutex::new(None),
+            cached: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -206,10 +207,12 @@ impl CredentialsProvider {
     /// Credentials valid now: cached ones from STS while more than five minutes remain,
     /// otherwise the first the chain finds. The error says what each source said.
     pub async fn credentials(&self) -> Result<Credentials, String> {
-        let now = SystemTime::now();
-        if let Some(cached) = self.cached.lock().map(|c| c.clone()).ok().flatten() {
-            if cached.expires.is_some_and(|e| e > now + REFRESH_BEFORE) {
-                return Ok(cached);
+        let mut cached = self.cached.lock().await;
+        if let Some(c) = cached.as_ref() {
+            if c.expires
+                .is_some_and(|e| e > SystemTime::now() + REFRESH_BEFORE)
+            {
+                return Ok(c.clone());
             }
         }
         let credentials = self.resolve().await?;
@@ -222,9 +225,7 @@ impl CredentialsProvider {
                     credentials.access_key_id
                 ));
             }
-            if let Ok(mut cached) = self.cached.lock() {
-                *cached = Some(credentials.clone());
-            }
+            *cached = Some(credentials.clone());
         }
         Ok(credentials)
     }

@@ -237,7 +237,13 @@ pub(crate) fn parse_time(s: &str) -> Option<SystemTime> {
     let time = time.split('.').next()?;
     let mut t = time.split(':').map(|p| p.parse::<i64>().ok());
     let (h, min, sec) = (t.next()??, t.next()??, t.next()??);
-    if !(1..=12).contains(&m) || !(1..=31).contains(&day) || h > 23 || min > 59 || sec > 60 {
+    if !(1970..=9999).contains(&y)
+        || !(1..=12).contains(&m)
+        || !(1..=31).contains(&day)
+        || h > 23
+        || min > 59
+        || sec > 60
+    {
         return None;
     }
     let days = sigv4::days_from_civil(y, m as u32, day as u32);
@@ -260,6 +266,8 @@ mod tests {
         assert_eq!(c.session_token.unwrap().expose(), "tok&en");
         assert_eq!(sigv4::amz_date(c.expires.unwrap()), "20141024T230023Z");
         assert!(parse_credentials(b"<x/>", "x".into()).is_err());
+        assert!(parse_time("99999999999999999-01-01T00:00:00Z").is_none());
+        assert!(parse_time("2020-13-01T00:00:00Z").is_none());
         let err = "<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code>\
             <Message>Not authorized</Message></Error></ErrorResponse>";
         assert_eq!(
