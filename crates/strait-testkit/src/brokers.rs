@@ -46,6 +46,9 @@ impl BrokerSet {
         for arg in &options.format_args {
             command.arg("--format-arg").arg(arg);
         }
+        for option in &options.jvm_options {
+            command.arg("--jvm-opt").arg(option);
+        }
         let output = command
             .output()
             .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));

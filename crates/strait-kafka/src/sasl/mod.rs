@@ -12,6 +12,7 @@
 pub mod msk_iam;
 pub mod oauthbearer;
 pub mod scram;
+pub mod token_endpoint;
 
 use std::time::Duration;
 
@@ -25,6 +26,7 @@ use kafka_protocol::protocol::StrBytes;
 pub use msk_iam::{MskIam, MskIamForm};
 pub use oauthbearer::{check_extension, Claim, TokenSource, UnsecuredToken};
 pub use scram::{ScramError, ScramHash};
+pub use token_endpoint::{ClientCredentials, RefreshWindow, TokenEndpoint};
 
 use crate::connection::BrokerConnection;
 use crate::error::Result;
@@ -112,7 +114,7 @@ enum Step {
 
 impl Exchange {
     /// The first client message.
-    fn start(sasl: &SaslConfig) -> std::result::Result<(Exchange, Vec<u8>), String> {
+    async fn start(sasl: &SaslConfig) -> std::result::Result<(Exchange, Vec<u8>), String> {
         match sasl {
             SaslConfig::Plain { username, password } => {
                 let mut message = Vec::with_capacity(username.len() + password.expose().len() + 2);
@@ -139,7 +141,7 @@ impl Exchange {
                 Ok((Exchange::ScramFirst(client), first))
             }
             SaslConfig::OAuthBearer { token, extensions } => {
-                let token = token.token()?;
+                let token = token.token().await?;
                 Ok((
                     Exchange::OAuth,
                     oauthbearer::initial_response(&token, extensions),
@@ -266,7 +268,7 @@ pub(crate) async fn authenticate(
             };
             (exchange, message)
         }
-        _ => Exchange::start(sasl).map_err(&fail)?,
+        _ => Exchange::start(sasl).await.map_err(&fail)?,
     };
     // SCRAM takes two round trips, the others one; a broker that wants more is not speaking
     // the mechanism.
@@ -336,7 +338,7 @@ mod tests {
             username: "alice".into(),
             password: Secret::new("pw"),
         };
-        let (_, first) = Exchange::start(&sasl).unwrap();
+        let (_, first) = futures::executor::block_on(Exchange::start(&sasl)).unwrap();
         assert_eq!(first, b"\0alice\0pw".to_vec());
         assert!(!format!("{sasl:?}").contains("pw\""));
         assert!(format!("{sasl:?}").contains("[redacted]"));
