@@ -1,5 +1,6 @@
 //! SASL authentication of a broker connection: PLAIN (RFC 4616), SCRAM-SHA-256/512 (RFC 5802,
-//! RFC 7677) and OAUTHBEARER (RFC 7628), the way Kafka's clients do it.
+//! RFC 7677) and OAUTHBEARER (RFC 7628), the way Kafka's clients do it; and Amazon MSK's IAM
+//! authentication ([`msk_iam`]: `AWS_MSK_IAM`, or OAUTHBEARER with an IAM-signed token).
 //!
 //! After ApiVersions, the client sends `SaslHandshake` v1 naming the mechanism (KIP-43), then
 //! the mechanism's messages inside `SaslAuthenticate` requests (KIP-152) until the broker is
@@ -8,6 +9,7 @@
 //! session ends, at a random point between 85% and 95% of it as Kafka's client does; meanwhile
 //! no other request is written, since a broker refuses them in the middle of an exchange.
 
+pub mod msk_iam;
 pub mod oauthbearer;
 pub mod scram;
 pub mod token_endpoint;
@@ -21,6 +23,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+pub use msk_iam::{MskIam, MskIamForm};
 pub use oauthbearer::{check_extension, Claim, TokenSource, UnsecuredToken};
 pub use scram::{ScramError, ScramHash};
 pub use token_endpoint::{ClientCredentials, RefreshWindow, TokenEndpoint};
@@ -59,6 +62,9 @@ pub enum SaslConfig {
         /// SASL extensions sent with it (`key=value`), checked by [`check_extension`].
         extensions: Vec<(String, String)>,
     },
+    /// Amazon MSK's IAM authentication (`AWS_MSK_IAM`, or OAUTHBEARER with Amazon's
+    /// `IAMOAuthBearerLoginCallbackHandler`), signed with AWS credentials.
+    AwsMskIam(MskIam),
 }
 
 impl SaslConfig {
@@ -68,6 +74,10 @@ impl SaslConfig {
             SaslConfig::Plain { .. } => "PLAIN",
             SaslConfig::Scram { hash, .. } => hash.mechanism(),
             SaslConfig::OAuthBearer { .. } => "OAUTHBEARER",
+            SaslConfig::AwsMskIam(iam) => match iam.form {
+                MskIamForm::AwsMskIam => "AWS_MSK_IAM",
+                MskIamForm::OAuthBearer => "OAUTHBEARER",
+            },
         }
     }
 
@@ -77,7 +87,7 @@ impl SaslConfig {
             SaslConfig::Plain { username, .. } | SaslConfig::Scram { username, .. } => {
                 Some(username)
             }
-            SaslConfig::OAuthBearer { .. } => None,
+            SaslConfig::OAuthBearer { .. } | SaslConfig::AwsMskIam(_) => None,
         }
     }
 }
@@ -93,6 +103,8 @@ enum Exchange {
     /// which Kafka's protocol wants acknowledged with `\x01` before it fails the exchange.
     OAuth,
     OAuthFailed(String),
+    /// AWS_MSK_IAM: one message; the broker answers a JSON object with its request id.
+    MskIam,
 }
 
 enum Step {
@@ -135,6 +147,8 @@ impl Exchange {
                     oauthbearer::initial_response(&token, extensions),
                 ))
             }
+            // Needs the broker's host and, maybe, STS: made by `MskIam::first_message`.
+            SaslConfig::AwsMskIam(_) => Err("MSK IAM starts in msk_iam".into()),
         }
     }
 
@@ -158,6 +172,11 @@ impl Exchange {
                 Ok((Exchange::OAuthFailed(status), Step::Send(vec![0x01])))
             }
             Exchange::OAuthFailed(status) => Err(format!("the broker refused the token: {status}")),
+            Exchange::MskIam => {
+                let request_id = msk_iam::check_response(answer)?;
+                tracing::debug!(request_id, "MSK IAM authentication accepted");
+                Ok((Exchange::MskIam, Step::Done))
+            }
         }
     }
 
@@ -168,6 +187,10 @@ impl Exchange {
                 format!("the broker refused the token ({status})")
             }
             (_, SaslConfig::OAuthBearer { .. }) => "the broker refused the token".to_owned(),
+            (_, SaslConfig::AwsMskIam(_)) => "the broker refused the IAM authentication (does \
+                 the identity's IAM policy allow kafka-cluster:Connect on this cluster? are the \
+                 credentials current?)"
+                .to_owned(),
             (_, sasl) => format!(
                 "the broker refused the credentials of user `{}` (wrong user name or password?)",
                 sasl.username().unwrap_or_default()
@@ -230,7 +253,23 @@ pub(crate) async fn authenticate(
     let auth_version = conn
         .version_of::<SaslAuthenticateRequest>()
         .map_err(|_| fail("the broker does not offer SaslAuthenticate".into()))?;
-    let (mut exchange, mut message) = Exchange::start(sasl).await.map_err(&fail)?;
+    // Whose AWS credentials, for a refusal's message.
+    let mut who = None;
+    let (mut exchange, mut message) = match sasl {
+        SaslConfig::AwsMskIam(iam) => {
+            let (message, used) = iam
+                .first_message(host_of(conn.addr()))
+                .await
+                .map_err(&fail)?;
+            who = Some(used);
+            let exchange = match iam.form {
+                MskIamForm::AwsMskIam => Exchange::MskIam,
+                MskIamForm::OAuthBearer => Exchange::OAuth,
+            };
+            (exchange, message)
+        }
+        _ => Exchange::start(sasl).await.map_err(&fail)?,
+    };
     // SCRAM takes two round trips, the others one; a broker that wants more is not speaking
     // the mechanism.
     for _ in 0..4 {
@@ -248,9 +287,10 @@ pub(crate) async fn authenticate(
                 .map(|m| format!(": broker says \"{m}\""))
                 .unwrap_or_default();
             return Err(fail(match code {
-                ResponseError::SaslAuthenticationFailed => {
-                    format!("{}{said}", exchange.refusal(sasl))
-                }
+                ResponseError::SaslAuthenticationFailed => match &who {
+                    Some(who) => format!("{} ({who}){said}", exchange.refusal(sasl)),
+                    None => format!("{}{said}", exchange.refusal(sasl)),
+                },
                 code => format!("the broker answered {code}{said}"),
             }));
         }
@@ -265,6 +305,20 @@ pub(crate) async fn authenticate(
         }
     }
     Err(fail("the exchange did not end after 4 messages".into()))
+}
+
+/// The host of `host:port` (`[v6]:port` too): the name an MSK IAM signature is for, as the
+/// library signs for the host the connection goes to.
+fn host_of(addr: &str) -> &str {
+    if let Some(v6) = addr.strip_prefix('[') {
+        return v6.split(']').next().unwrap_or(v6);
+    }
+    match addr.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => {
+            host
+        }
+        _ => addr,
+    }
 }
 
 /// When to authenticate again in a session of `lifetime`: at a random point between 85% and
@@ -288,6 +342,16 @@ mod tests {
         assert_eq!(first, b"\0alice\0pw".to_vec());
         assert!(!format!("{sasl:?}").contains("pw\""));
         assert!(format!("{sasl:?}").contains("[redacted]"));
+    }
+
+    #[test]
+    fn hosts_of_addresses() {
+        assert_eq!(
+            host_of("b-1.x.kafka.us-east-1.amazonaws.com:9098"),
+            "b-1.x.kafka.us-east-1.amazonaws.com"
+        );
+        assert_eq!(host_of("[::1]:9092"), "::1");
+        assert_eq!(host_of("localhost"), "localhost");
     }
 
     #[test]
