@@ -42,33 +42,7 @@ pub fn config(bootstrap: &str, security: Security) -> ClientConfig {
 /// current `exp`, and any SASL extensions. `SecureBroker` enables SCRAM and PLAIN only, so this
 /// is `Clusters` (which takes any broker property); the tests use the source broker.
 pub fn oauthbearer_clusters() -> Clusters {
-    Clusters::start_with(
-        ClusterOptions::default()
-            .property(
-                "listeners",
-                "CLIENT://127.0.0.1:@PORT@,CONTROLLER://127.0.0.1:@CONTROLLER_PORT@,\
-                 INTERNAL://127.0.0.1:@INTERNAL_PORT@",
-            )
-            .property(
-                "advertised.listeners",
-                "CLIENT://127.0.0.1:@PORT@,INTERNAL://127.0.0.1:@INTERNAL_PORT@",
-            )
-            .property(
-                "listener.security.protocol.map",
-                "CONTROLLER:PLAINTEXT,INTERNAL:PLAINTEXT,CLIENT:SASL_PLAINTEXT",
-            )
-            .property(
-                "listener.name.client.sasl.enabled.mechanisms",
-                "OAUTHBEARER",
-            )
-            // Kafka wants a JAAS login for each mechanism a listener enables; the broker's own
-            // token is never sent (brokers talk to each other over INTERNAL).
-            .property(
-                "listener.name.client.oauthbearer.sasl.jaas.config",
-                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
-                 unsecuredLoginStringClaim_sub=\"broker\";",
-            ),
-    )
+    Clusters::start_with(oauthbearer_listener())
 }
 
 /// Two Kafka clusters whose client listener takes OAUTHBEARER tokens signed by `oidc`'s issuer
@@ -79,29 +53,7 @@ pub fn oauthbearer_clusters() -> Clusters {
 pub fn oidc_clusters(oidc: &OidcServer, issuer: &str) -> Clusters {
     let jwks = oidc.jwks_url(issuer);
     Clusters::start_with(
-        ClusterOptions::default()
-            .property(
-                "listeners",
-                "CLIENT://127.0.0.1:@PORT@,CONTROLLER://127.0.0.1:@CONTROLLER_PORT@,\
-                 INTERNAL://127.0.0.1:@INTERNAL_PORT@",
-            )
-            .property(
-                "advertised.listeners",
-                "CLIENT://127.0.0.1:@PORT@,INTERNAL://127.0.0.1:@INTERNAL_PORT@",
-            )
-            .property(
-                "listener.security.protocol.map",
-                "CONTROLLER:PLAINTEXT,INTERNAL:PLAINTEXT,CLIENT:SASL_PLAINTEXT",
-            )
-            .property(
-                "listener.name.client.sasl.enabled.mechanisms",
-                "OAUTHBEARER",
-            )
-            .property(
-                "listener.name.client.oauthbearer.sasl.jaas.config",
-                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
-                 unsecuredLoginStringClaim_sub=\"broker\";",
-            )
+        oauthbearer_listener()
             .property(
                 "listener.name.client.oauthbearer.sasl.server.callback.handler.class",
                 "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
@@ -122,6 +74,37 @@ pub fn oidc_clusters(oidc: &OidcServer, issuer: &str) -> Clusters {
                 "-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={jwks}"
             )),
     )
+}
+
+/// A client listener (`CLIENT`, SASL_PLAINTEXT) that takes OAUTHBEARER only, the brokers
+/// talking to each other over `INTERNAL`; the validator is the broker's default unless the
+/// caller names one.
+fn oauthbearer_listener() -> ClusterOptions {
+    ClusterOptions::default()
+        .property(
+            "listeners",
+            "CLIENT://127.0.0.1:@PORT@,CONTROLLER://127.0.0.1:@CONTROLLER_PORT@,\
+             INTERNAL://127.0.0.1:@INTERNAL_PORT@",
+        )
+        .property(
+            "advertised.listeners",
+            "CLIENT://127.0.0.1:@PORT@,INTERNAL://127.0.0.1:@INTERNAL_PORT@",
+        )
+        .property(
+            "listener.security.protocol.map",
+            "CONTROLLER:PLAINTEXT,INTERNAL:PLAINTEXT,CLIENT:SASL_PLAINTEXT",
+        )
+        .property(
+            "listener.name.client.sasl.enabled.mechanisms",
+            "OAUTHBEARER",
+        )
+        // Kafka wants a JAAS login for each mechanism a listener enables; the broker's own
+        // token is never sent (brokers talk to each other over INTERNAL).
+        .property(
+            "listener.name.client.oauthbearer.sasl.jaas.config",
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+             unsecuredLoginStringClaim_sub=\"broker\";",
+        )
 }
 
 /// TLS trusting the CA certificate `ca_der` only.
