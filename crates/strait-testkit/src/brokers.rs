@@ -43,6 +43,7 @@ impl BrokerSet {
                 .unwrap_or_else(|e| panic!("cannot write {}: {e}", props.display()));
             command.arg("--props").arg(props);
         }
+        command.envs(options.env.iter().map(|(k, v)| (k, v)));
         for arg in &options.format_args {
             command.arg("--format-arg").arg(arg);
         }

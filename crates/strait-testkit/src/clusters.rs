@@ -101,6 +101,9 @@ pub struct ClusterOptions {
     pub properties: Vec<(String, String)>,
     /// Arguments for `kafka-storage format`, e.g. `--add-scram` and its value.
     pub format_args: Vec<String>,
+    /// Environment variables of `scripts/test-broker start`, which its JVMs inherit (e.g.
+    /// `JDK_JAVA_OPTIONS` with `-Djava.security.krb5.conf=...`).
+    pub env: Vec<(String, String)>,
 }
 
 impl ClusterOptions {

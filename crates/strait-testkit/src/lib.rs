@@ -16,6 +16,7 @@ mod brokers;
 mod clusters;
 mod env;
 mod java;
+mod kerberos;
 mod mm2;
 mod rdk;
 mod record;
@@ -24,7 +25,8 @@ mod txn;
 
 pub use clusters::{Broker, ClusterOptions, Clusters, Which, QUICK_COMPACTION};
 pub use java::{java_command, kafka_classpath, kafka_conf_dir, kafka_tool, KAFKA_VERSION};
+pub use kerberos::{Kdc, REALM};
 pub use mm2::{Mm2, MM2_STARTED};
 pub use rdk::{GroupMember, GroupProtocol, Rdk};
 pub use record::TestRecord;
-pub use secure::{Scram, SecureBroker, SecureBrokerOptions, TestCa, TestCert};
+pub use secure::{GssapiListener, Scram, SecureBroker, SecureBrokerOptions, TestCa, TestCert};

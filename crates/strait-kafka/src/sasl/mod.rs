@@ -1,5 +1,6 @@
 //! SASL authentication of a broker connection: PLAIN (RFC 4616), SCRAM-SHA-256/512 (RFC 5802,
-//! RFC 7677) and OAUTHBEARER (RFC 7628), the way Kafka's clients do it.
+//! RFC 7677), OAUTHBEARER (RFC 7628) and GSSAPI (Kerberos, RFC 4752), the way Kafka's clients
+//! do it.
 //!
 //! After ApiVersions, the client sends `SaslHandshake` v1 naming the mechanism (KIP-43), then
 //! the mechanism's messages inside `SaslAuthenticate` requests (KIP-152) until the broker is
@@ -8,6 +9,7 @@
 //! session ends, at a random point between 85% and 95% of it as Kafka's client does; meanwhile
 //! no other request is written, since a broker refuses them in the middle of an exchange.
 
+pub mod gssapi;
 pub mod oauthbearer;
 pub mod scram;
 
@@ -20,6 +22,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+pub use gssapi::GssapiConfig;
 pub use oauthbearer::{check_extension, Claim, TokenSource, UnsecuredToken};
 pub use scram::{ScramError, ScramHash};
 
@@ -57,6 +60,8 @@ pub enum SaslConfig {
         /// SASL extensions sent with it (`key=value`), checked by [`check_extension`].
         extensions: Vec<(String, String)>,
     },
+    /// GSSAPI: Kerberos, through MIT's GSS-API library loaded at run time.
+    Gssapi(GssapiConfig),
 }
 
 impl SaslConfig {
@@ -66,6 +71,7 @@ impl SaslConfig {
             SaslConfig::Plain { .. } => "PLAIN",
             SaslConfig::Scram { hash, .. } => hash.mechanism(),
             SaslConfig::OAuthBearer { .. } => "OAUTHBEARER",
+            SaslConfig::Gssapi(_) => "GSSAPI",
         }
     }
 
@@ -76,6 +82,7 @@ impl SaslConfig {
                 Some(username)
             }
             SaslConfig::OAuthBearer { .. } => None,
+            SaslConfig::Gssapi(config) => config.principal.as_deref(),
         }
     }
 }
@@ -91,6 +98,8 @@ enum Exchange {
     /// which Kafka's protocol wants acknowledged with `\x01` before it fails the exchange.
     OAuth,
     OAuthFailed(String),
+    /// GSSAPI: context tokens, then the security layer (see [`gssapi`]).
+    Gssapi(gssapi::GssapiClient),
 }
 
 enum Step {
@@ -133,6 +142,33 @@ impl Exchange {
                     oauthbearer::initial_response(&token, extensions),
                 ))
             }
+            SaslConfig::Gssapi(_) => Err("GSSAPI starts in Exchange::begin".into()),
+        }
+    }
+
+    /// The first client message, for any mechanism (GSSAPI's may wait for a KDC). `addr` is
+    /// the broker's `host:port` as dialled.
+    async fn begin(
+        sasl: &SaslConfig,
+        addr: &str,
+    ) -> std::result::Result<(Exchange, Vec<u8>), String> {
+        match sasl {
+            SaslConfig::Gssapi(config) => {
+                let (client, first) = gssapi::GssapiClient::start(config, addr).await?;
+                Ok((Exchange::Gssapi(client), first))
+            }
+            sasl => Exchange::start(sasl),
+        }
+    }
+
+    /// [`Exchange::step`], for any mechanism.
+    async fn advance(self, answer: &[u8]) -> std::result::Result<(Exchange, Step), String> {
+        match self {
+            Exchange::Gssapi(client) => match client.step(answer.to_vec()).await? {
+                (client, Some(next)) => Ok((Exchange::Gssapi(client), Step::Send(next))),
+                (client, None) => Ok((Exchange::Gssapi(client), Step::Done)),
+            },
+            other => other.step(answer),
         }
     }
 
@@ -156,6 +192,7 @@ impl Exchange {
                 Ok((Exchange::OAuthFailed(status), Step::Send(vec![0x01])))
             }
             Exchange::OAuthFailed(status) => Err(format!("the broker refused the token: {status}")),
+            Exchange::Gssapi(_) => Err("GSSAPI steps in Exchange::advance".into()),
         }
     }
 
@@ -166,6 +203,14 @@ impl Exchange {
                 format!("the broker refused the token ({status})")
             }
             (_, SaslConfig::OAuthBearer { .. }) => "the broker refused the token".to_owned(),
+            (Exchange::Gssapi(client), _) => client.refusal(),
+            (_, SaslConfig::Gssapi(config)) => format!(
+                "the broker refused the Kerberos authentication of `{}`",
+                config
+                    .principal
+                    .as_deref()
+                    .unwrap_or("the ticket cache's principal")
+            ),
             (_, sasl) => format!(
                 "the broker refused the credentials of user `{}` (wrong user name or password?)",
                 sasl.username().unwrap_or_default()
@@ -173,6 +218,9 @@ impl Exchange {
         }
     }
 }
+
+/// The most SaslAuthenticate messages one authentication may take.
+const MAX_MESSAGES: usize = 8;
 
 /// Authenticates `conn` (ApiVersions done, nothing else sent since). Returns how long the
 /// session lasts when the broker limits it.
@@ -228,10 +276,10 @@ pub(crate) async fn authenticate(
     let auth_version = conn
         .version_of::<SaslAuthenticateRequest>()
         .map_err(|_| fail("the broker does not offer SaslAuthenticate".into()))?;
-    let (mut exchange, mut message) = Exchange::start(sasl).map_err(&fail)?;
-    // SCRAM takes two round trips, the others one; a broker that wants more is not speaking
-    // the mechanism.
-    for _ in 0..4 {
+    let (mut exchange, mut message) = Exchange::begin(sasl, conn.addr()).await.map_err(&fail)?;
+    // SCRAM takes two round trips, GSSAPI with Kerberos three, the others one; a broker that
+    // wants many more is not speaking the mechanism.
+    for _ in 0..MAX_MESSAGES {
         let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(message));
         let response: SaslAuthenticateResponse = conn
             .send_during_authentication(&request, auth_version)
@@ -252,7 +300,10 @@ pub(crate) async fn authenticate(
                 code => format!("the broker answered {code}{said}"),
             }));
         }
-        let (next, step) = exchange.step(&response.auth_bytes).map_err(&fail)?;
+        let (next, step) = exchange
+            .advance(&response.auth_bytes)
+            .await
+            .map_err(&fail)?;
         exchange = next;
         match step {
             Step::Send(next) => message = next,
@@ -262,7 +313,9 @@ pub(crate) async fn authenticate(
             }
         }
     }
-    Err(fail("the exchange did not end after 4 messages".into()))
+    Err(fail(format!(
+        "the exchange did not end after {MAX_MESSAGES} messages"
+    )))
 }
 
 /// When to authenticate again in a session of `lifetime`: at a random point between 85% and
