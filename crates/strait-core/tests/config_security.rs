@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use strait_core::config::{ConfigError, Role, Side, StraitConfig};
 use strait_kafka::admin::NewTopic;
-use strait_kafka::sasl::{SaslConfig, ScramHash, TokenSource};
+use strait_kafka::sasl::{GssapiConfig, SaslConfig, ScramHash, TokenSource};
 use strait_kafka::{Client, ClientConfig, Error};
 use strait_testkit::{Scram, SecureBroker, SecureBrokerOptions, TestCa};
 
@@ -484,11 +484,13 @@ fn stores_and_settings_that_cannot_be_used_are_named() {
     let shown = refused(&sasl(""), "sasl.jaas.config");
     assert!(shown.contains("needs sasl.jaas.config"), "{shown}");
     let jaas = "A.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required username=u password=\"hunter2\";\n";
+    // No sasl.mechanism: Kafka's default GSSAPI, which this PLAIN line cannot be for.
     let shown = refused(&sasl(jaas), "sasl.mechanism");
     assert!(
-        shown.contains("GSSAPI (Kerberos, Kafka's default mechanism) is not supported"),
+        shown.contains("sasl.mechanism is not set, so it is Kafka's default GSSAPI"),
         "{shown}"
     );
+    assert!(!shown.contains("hunter2"), "{shown}");
     let shown = refused(
         &sasl(&format!("A.sasl.mechanism = AWS_MSK_IAM\n{jaas}")),
         "sasl.mechanism",
@@ -751,4 +753,140 @@ fn client_rack_comes_from_the_consumer_keys() {
         client_config(&blank, Role::Consumer).unwrap().client_rack,
         None
     );
+}
+
+const KRB5: &str = "com.sun.security.auth.module.Krb5LoginModule";
+
+/// The GSSAPI settings of cluster A's consumer from MM2 `lines`, or the refusal's message
+/// (checked to name cluster A and `key`).
+fn gssapi_of(lines: &str) -> Result<GssapiConfig, String> {
+    let cfg = config(
+        "a:9092",
+        "b:9092",
+        &format!("A.security.protocol = SASL_PLAINTEXT\n{lines}"),
+    );
+    match client_config(&cfg, Role::Consumer) {
+        Ok(c) => match c.security().sasl.as_deref() {
+            Some(SaslConfig::Gssapi(g)) => Ok(g.clone()),
+            other => panic!("not GSSAPI: {other:?}"),
+        },
+        Err(e) => {
+            let shown = e.to_string();
+            assert!(shown.contains("cluster `A` (consumer client)"), "{shown}");
+            Err(format!("{}: {shown}", e.key.unwrap_or_default()))
+        }
+    }
+}
+
+#[test]
+fn gssapi_settings_from_mm2_lines() {
+    // The MM2 lines, as documented for Kafka: a keytab and a principal.
+    let g = gssapi_of(&format!(
+        "A.sasl.mechanism = GSSAPI\n\
+         A.sasl.kerberos.service.name = kafka\n\
+         A.sasl.jaas.config = {KRB5} required useKeyTab=true storeKey=true \
+         keyTab=\"/etc/security/keytabs/mm2.keytab\" principal=\"mm2@EXAMPLE.COM\";\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        g,
+        GssapiConfig {
+            service_name: "kafka".into(),
+            principal: Some("mm2@EXAMPLE.COM".into()),
+            keytab: Some("/etc/security/keytabs/mm2.keytab".into()),
+            ticket_cache: None,
+        }
+    );
+    // GSSAPI is Kafka's default mechanism; the service name may be the JAAS option.
+    let g = gssapi_of(&format!(
+        "A.sasl.jaas.config = {KRB5} required useKeyTab=true keyTab=\"/k.keytab\" \
+         principal=\"mm2@EXAMPLE.COM\" serviceName=kafka;\n"
+    ))
+    .unwrap();
+    assert_eq!(g.service_name, "kafka");
+    // A ticket cache (kinit): the default one, or a named one; the principal is optional.
+    let g = gssapi_of(&format!(
+        "A.sasl.kerberos.service.name = kafka\n\
+         A.sasl.jaas.config = {KRB5} required useTicketCache=true;\n"
+    ))
+    .unwrap();
+    assert_eq!(g.ticket_cache, Some(None));
+    assert_eq!((g.principal, g.keytab), (None, None));
+    let g = gssapi_of(&format!(
+        "A.sasl.kerberos.service.name = kafka\n\
+         A.sasl.jaas.config = {KRB5} required useTicketCache=true ticketCache=\"/tmp/krb5cc_mm2\" \
+         principal=\"mm2@EXAMPLE.COM\" useKeyTab=true keyTab=\"/k.keytab\";\n"
+    ))
+    .unwrap();
+    assert_eq!(g.ticket_cache, Some(Some("/tmp/krb5cc_mm2".into())));
+    assert_eq!(g.keytab.as_deref(), Some(Path::new("/k.keytab")));
+
+    // No service name: Kafka's client refuses this too.
+    let shown = gssapi_of(&format!(
+        "A.sasl.mechanism = GSSAPI\n\
+         A.sasl.jaas.config = {KRB5} required useKeyTab=true keyTab=\"/k.keytab\" \
+         principal=\"mm2@EXAMPLE.COM\";\n"
+    ))
+    .unwrap_err();
+    assert!(shown.starts_with("sasl.kerberos.service.name: "), "{shown}");
+    assert!(
+        shown.contains("No serviceName defined in either JAAS or Kafka config"),
+        "{shown}"
+    );
+    // Two that differ.
+    let shown = gssapi_of(&format!(
+        "A.sasl.kerberos.service.name = kafka\n\
+         A.sasl.jaas.config = {KRB5} required useTicketCache=true serviceName=other;\n"
+    ))
+    .unwrap_err();
+    assert!(
+        shown.contains("conflicting Kerberos service names"),
+        "{shown}"
+    );
+    // useKeyTab=true without keyTab, or without principal.
+    let shown = gssapi_of(&format!(
+        "A.sasl.kerberos.service.name = kafka\n\
+         A.sasl.jaas.config = {KRB5} required useKeyTab=true principal=\"mm2@EXAMPLE.COM\";\n"
+    ))
+    .unwrap_err();
+    assert!(shown.starts_with("sasl.jaas.config: "), "{shown}");
+    assert!(shown.contains("useKeyTab=true needs keyTab="), "{shown}");
+    let shown = gssapi_of(&format!(
+        "A.sasl.kerberos.service.name = kafka\n\
+         A.sasl.jaas.config = {KRB5} required useKeyTab=true keyTab=\"/k.keytab\";\n"
+    ))
+    .unwrap_err();
+    assert!(shown.contains("useKeyTab=true needs principal="), "{shown}");
+    // keyTab or ticketCache without the flag that uses it (the JDK module's errors).
+    let shown = gssapi_of(&format!(
+        "A.sasl.kerberos.service.name = kafka\n\
+         A.sasl.jaas.config = {KRB5} required keyTab=\"/k.keytab\" principal=p useTicketCache=true;\n"
+    ))
+    .unwrap_err();
+    assert!(shown.contains("useKeyTab is not true"), "{shown}");
+    let shown = gssapi_of(&format!(
+        "A.sasl.kerberos.service.name = kafka\n\
+         A.sasl.jaas.config = {KRB5} required ticketCache=\"/tmp/cc\" useKeyTab=true \
+         keyTab=\"/k.keytab\" principal=p;\n"
+    ))
+    .unwrap_err();
+    assert!(shown.contains("useTicketCache is not true"), "{shown}");
+    // Neither a keytab nor a ticket cache: Java would prompt for a password.
+    let shown = gssapi_of(&format!(
+        "A.sasl.kerberos.service.name = kafka\n\
+         A.sasl.jaas.config = {KRB5} required principal=\"mm2@EXAMPLE.COM\";\n"
+    ))
+    .unwrap_err();
+    assert!(shown.contains("would prompt for a password"), "{shown}");
+    // GSSAPI with another login module.
+    let shown = gssapi_of(
+        "A.sasl.mechanism = GSSAPI\n\
+         A.sasl.kerberos.service.name = kafka\n\
+         A.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required \
+         username=u password=\"hunter2\";\n",
+    )
+    .unwrap_err();
+    assert!(shown.starts_with("sasl.jaas.config: "), "{shown}");
+    assert!(shown.contains(&format!("GSSAPI needs {KRB5}")), "{shown}");
+    assert!(!shown.contains("hunter2"), "{shown}");
 }

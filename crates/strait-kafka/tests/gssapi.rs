@@ -119,6 +119,11 @@ async fn gssapi_with_a_keytab_against_a_real_broker_and_kdc() {
         message.contains(&other_keytab.display().to_string()),
         "{message}"
     );
+    assert!(
+        message.contains("the keytab has no key for this principal"),
+        "{message}"
+    );
+    assert!(message.contains(&kdc.principal("other")), "{message}");
 
     // A principal the KDC does not know (its keytab is from before it was deleted).
     kdc.delete_principal("ghost");
@@ -137,6 +142,7 @@ async fn gssapi_with_a_keytab_against_a_real_broker_and_kdc() {
     let stale = kdc.principal("stale");
     let message = auth_failure(bootstrap, gssapi("kafka", &stale, &stale_keytab)).await;
     assert!(message.contains(&stale), "{message}");
+    assert!(message.contains("export the keytab again"), "{message}");
 
     // A keytab that is not there.
     let missing = kdc.dir.join("missing.keytab");

@@ -104,6 +104,13 @@ impl GssapiConfig {
     }
 }
 
+/// Whether MIT Kerberos's GSS-API library loads, with every function GSSAPI needs; why not
+/// (e.g. "libgssapi_krb5.so.2 not found; install your distribution's MIT Kerberos GSS-API
+/// library ...") if not.
+pub fn check_library() -> Result<(), String> {
+    strait_gssapi::check_library().map_err(|e| e.to_string())
+}
+
 /// The host of `host:port` (`[v6]:port` too).
 fn host_of(addr: &str) -> &str {
     let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
@@ -123,15 +130,76 @@ fn hint(message: &str) -> &'static str {
     } else if m.contains("clock skew") {
         " (this machine's clock and the KDC's or the broker's differ by more than the allowed \
          skew: synchronise them)"
-    } else if m.contains("no key table entry") || m.contains("keytab") {
+    } else if m.contains("no key table entry") {
         " (the keytab has no key for this principal: ktadd it)"
-    } else if m.contains("preauthentication failed") || m.contains("password incorrect") {
+    } else if m.contains("preauthentication failed")
+        || m.contains("password incorrect")
+        || m.contains("decrypt integrity check failed")
+    {
         " (the keytab's key is not the principal's current one: export the keytab again)"
     } else if m.contains("cannot find kdc") || m.contains("cannot contact any kdc") {
         " (check krb5.conf, or the file KRB5_CONFIG names)"
     } else {
         ""
     }
+}
+
+/// The principals a keytab file holds keys for (`name/instance@REALM`), in file order without
+/// repeats; `None` when it does not read as a keytab (format 0x0502 or 0x0501).
+fn keytab_principals(bytes: &[u8]) -> Option<Vec<String>> {
+    fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        if bytes.len() < n {
+            return None;
+        }
+        let (head, rest) = bytes.split_at(n);
+        *bytes = rest;
+        Some(head)
+    }
+    fn u16_of(bytes: &mut &[u8]) -> Option<u16> {
+        take(bytes, 2).map(|b| u16::from_be_bytes([b[0], b[1]]))
+    }
+    fn text<'a>(bytes: &mut &'a [u8]) -> Option<&'a [u8]> {
+        let n = u16_of(bytes)? as usize;
+        take(bytes, n)
+    }
+    let mut rest = bytes;
+    let version = match take(&mut rest, 2)? {
+        [5, 2] => 2,
+        [5, 1] => 1,
+        _ => return None,
+    };
+    let mut principals: Vec<String> = Vec::new();
+    while !rest.is_empty() {
+        let size = take(&mut rest, 4).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))?;
+        let mut entry = take(&mut rest, size.unsigned_abs() as usize)?;
+        if size <= 0 {
+            continue; // A hole left by a removed entry.
+        }
+        let mut components = u16_of(&mut entry)? as usize;
+        if version == 1 {
+            components = components.checked_sub(1)?; // v1 counts the realm too.
+        }
+        let realm = String::from_utf8_lossy(text(&mut entry)?).into_owned();
+        let mut name = Vec::with_capacity(components);
+        for _ in 0..components {
+            name.push(String::from_utf8_lossy(text(&mut entry)?).into_owned());
+        }
+        let principal = format!("{}@{realm}", name.join("/"));
+        if !principals.contains(&principal) {
+            principals.push(principal);
+        }
+    }
+    Some(principals)
+}
+
+/// When the keytab at `path` reads and has no key for `principal` (a name without a realm
+/// matches any realm): which principals it has.
+fn keytab_lacks(path: &std::path::Path, principal: &str) -> Option<Vec<String>> {
+    let principals = keytab_principals(&std::fs::read(path).ok()?)?;
+    let found = principals.iter().any(|p| {
+        p == principal || (!principal.contains('@') && p.split('@').next() == Some(principal))
+    });
+    (!found).then_some(principals)
 }
 
 /// Where a GSSAPI exchange is.
@@ -183,8 +251,12 @@ impl GssapiClient {
             if let Some(keytab) = &config.keytab {
                 if let Err(e) = std::fs::File::open(keytab) {
                     return Err(format!(
-                        "cannot read the keytab {} (sasl.jaas.config keyTab) of {source}: {e}",
-                        keytab.display()
+                        "cannot read the keytab {} (sasl.jaas.config keyTab) of {}: {e}",
+                        keytab.display(),
+                        config
+                            .principal
+                            .as_deref()
+                            .unwrap_or("the ticket cache's principal")
                     ));
                 }
             }
@@ -192,7 +264,23 @@ impl GssapiClient {
             let target = format!("{service}/{host}");
             let credentials = Credentials::acquire(&config.credential_store()).map_err(|e| {
                 let e = e.to_string();
-                format!("no Kerberos credentials for {source}: {e}{}", hint(&e))
+                let lacking = config
+                    .keytab
+                    .as_deref()
+                    .zip(config.principal.as_deref())
+                    .and_then(|(keytab, principal)| keytab_lacks(keytab, principal));
+                match lacking {
+                    Some(has) => format!(
+                        "no Kerberos credentials for {source}: the keytab has no key for this \
+                         principal (it has keys for: {}); the library says: {e}",
+                        if has.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            has.join(", ")
+                        }
+                    ),
+                    None => format!("no Kerberos credentials for {source}: {e}{}", hint(&e)),
+                }
             })?;
             let mut context = Context::new(Arc::new(credentials), &format!("{service}@{host}"))
                 .map_err(|e| format!("bad service name `{target}`: {e}"))?;
@@ -350,6 +438,48 @@ mod tests {
             config.source(),
             "the ticket cache's principal (ticket cache KEYRING:persistent:1000)"
         );
+    }
+
+    /// A keytab entry as MIT writes it (format 0x0502).
+    fn entry(components: &[&str], realm: &str) -> Vec<u8> {
+        let mut e = Vec::new();
+        e.extend_from_slice(&(components.len() as u16).to_be_bytes());
+        for part in std::iter::once(&realm).chain(components) {
+            e.extend_from_slice(&(part.len() as u16).to_be_bytes());
+            e.extend_from_slice(part.as_bytes());
+        }
+        e.extend_from_slice(&1u32.to_be_bytes()); // name type
+        e.extend_from_slice(&0u32.to_be_bytes()); // timestamp
+        e.push(2); // kvno
+        e.extend_from_slice(&18u16.to_be_bytes()); // aes256-cts
+        e.extend_from_slice(&32u16.to_be_bytes());
+        e.extend_from_slice(&[7; 32]);
+        e.extend_from_slice(&2u32.to_be_bytes());
+        let mut framed = (e.len() as i32).to_be_bytes().to_vec();
+        framed.extend(e);
+        framed
+    }
+
+    #[test]
+    fn keytab_principals_are_read() {
+        let mut keytab = vec![5, 2];
+        keytab.extend(entry(&["kafka", "localhost"], "EXAMPLE.COM"));
+        keytab.extend((-12i32).to_be_bytes());
+        keytab.extend([0; 12]);
+        keytab.extend(entry(&["mm2"], "EXAMPLE.COM"));
+        keytab.extend(entry(&["mm2"], "EXAMPLE.COM"));
+        assert_eq!(
+            keytab_principals(&keytab),
+            Some(vec![
+                "kafka/localhost@EXAMPLE.COM".to_owned(),
+                "mm2@EXAMPLE.COM".to_owned()
+            ])
+        );
+        assert_eq!(keytab_principals(b"not a keytab"), None);
+        // Cut short: not a keytab, never a panic.
+        for n in 0..keytab.len() {
+            let _ = keytab_principals(&keytab[..n]);
+        }
     }
 
     #[test]

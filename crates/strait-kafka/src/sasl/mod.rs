@@ -22,7 +22,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-pub use gssapi::GssapiConfig;
+pub use gssapi::{check_library as check_gssapi_library, GssapiConfig};
 pub use oauthbearer::{check_extension, Claim, TokenSource, UnsecuredToken};
 pub use scram::{ScramError, ScramHash};
 
