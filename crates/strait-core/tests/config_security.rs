@@ -17,7 +17,7 @@ use strait_core::config::{ConfigError, Role, Side, StraitConfig};
 use strait_kafka::admin::NewTopic;
 use strait_kafka::sasl::{GssapiConfig, SaslConfig, ScramHash, TokenSource};
 use strait_kafka::{Client, ClientConfig, Error};
-use strait_testkit::{Scram, SecureBroker, SecureBrokerOptions, TestCa};
+use strait_testkit::{GssapiListener, Kdc, Scram, SecureBroker, SecureBrokerOptions, TestCa};
 
 const ALICE: &str = "alice-secret-256";
 const BOB: &str = "bob-secret-512";
@@ -889,4 +889,74 @@ fn gssapi_settings_from_mm2_lines() {
     assert!(shown.starts_with("sasl.jaas.config: "), "{shown}");
     assert!(shown.contains(&format!("GSSAPI needs {KRB5}")), "{shown}");
     assert!(!shown.contains("hunter2"), "{shown}");
+}
+
+/// Kerberos from MM2's own lines against Apache Kafka with a GSSAPI listener and an MIT KDC
+/// (both started here): a keytab and principal, then a ticket cache left by `kinit`; each
+/// client produces or reads what the other wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gssapi_from_mm2_lines_against_a_real_broker_and_kdc() {
+    let kdc = Kdc::start();
+    // For MIT's library in this process (the broker's JVM gets -Djava.security.krb5.conf).
+    // No other test here uses Kerberos.
+    std::env::set_var("KRB5_CONFIG", &kdc.krb5_conf);
+    kdc.add_principal("kafka/localhost");
+    kdc.add_principal("mm2");
+    let broker_keytab = kdc.keytab("kafka.keytab", &["kafka/localhost"]);
+    let mm2_keytab = kdc.keytab("mm2.keytab", &["mm2"]);
+    let broker = SecureBroker::start(SecureBrokerOptions {
+        gssapi: Some(GssapiListener {
+            service_name: "kafka".into(),
+            principal: kdc.principal("kafka/localhost"),
+            keytab: broker_keytab,
+            krb5_conf: kdc.krb5_conf.clone(),
+        }),
+        ..SecureBrokerOptions::default()
+    });
+    let mm2 = kdc.principal("mm2");
+    let cfg = config(
+        &broker.bootstrap,
+        "b:9092",
+        &format!(
+            "A.security.protocol = SASL_PLAINTEXT\n\
+             A.sasl.mechanism = GSSAPI\n\
+             A.sasl.kerberos.service.name = kafka\n\
+             A.sasl.jaas.config = {KRB5} required useKeyTab=true storeKey=true \
+             keyTab=\"{}\" principal=\"{mm2}\";\n",
+            mm2_keytab.display()
+        ),
+    );
+    let producer = client_config(&cfg, Role::Producer).expect("GSSAPI settings");
+    let client = Client::connect(short(producer))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", broker.log_tail(30)));
+    secure::produce_and_fetch(&client, "mm2-gssapi").await;
+
+    // A ticket cache, as `kinit` leaves it; no keytab.
+    let cache = kdc.dir.join("mm2.ccache");
+    kdc.kinit(&mm2, &mm2_keytab, &cache);
+    let cfg = config(
+        &broker.bootstrap,
+        "b:9092",
+        &format!(
+            "A.security.protocol = SASL_PLAINTEXT\n\
+             A.sasl.kerberos.service.name = kafka\n\
+             A.sasl.jaas.config = {KRB5} required useTicketCache=true \
+             ticketCache=\"{}\";\n",
+            cache.display()
+        ),
+    );
+    let consumer = client_config(&cfg, Role::Consumer).expect("GSSAPI settings");
+    match consumer.security().sasl.as_deref() {
+        Some(SaslConfig::Gssapi(g)) => {
+            assert_eq!(g.ticket_cache, Some(Some(cache.display().to_string())))
+        }
+        other => panic!("not GSSAPI: {other:?}"),
+    }
+    let reader = Client::connect(short(consumer))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", broker.log_tail(30)));
+    let metadata = reader.refresh_metadata().await.expect("metadata");
+    assert!(metadata.topics.contains_key("mm2-gssapi"));
+    secure::produce_and_fetch(&reader, "mm2-gssapi-cache").await;
 }

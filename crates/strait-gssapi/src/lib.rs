@@ -262,20 +262,30 @@ mod dl {
     }
 }
 
-#[cfg(unix)]
 fn load() -> Result<Library, String> {
-    let configured = std::env::var(LIBRARY_ENV)
+    match std::env::var(LIBRARY_ENV)
         .ok()
-        .filter(|v| !v.trim().is_empty());
-    let name = configured.clone().unwrap_or_else(|| LIBRARY.to_owned());
-    let c_name = CString::new(name.clone()).map_err(|_| format!("{LIBRARY_ENV} holds a NUL"))?;
-    let handle = dl::open(&c_name).map_err(|e| match &configured {
-        Some(_) => format!("cannot load {name} (from {LIBRARY_ENV}): {e}"),
-        None => format!(
-            "{LIBRARY} not found; install your distribution's MIT Kerberos GSS-API library \
-             (Debian, Ubuntu: libgssapi-krb5-2; Fedora, RHEL: krb5-libs; Alpine: krb5-libs) or \
-             name it in {LIBRARY_ENV} ({e})"
-        ),
+        .filter(|v| !v.trim().is_empty())
+    {
+        Some(name) => load_named(&name, true),
+        None => load_named(LIBRARY, false),
+    }
+}
+
+/// Loads `name`; `configured`: it came from [`LIBRARY_ENV`].
+#[cfg(unix)]
+fn load_named(name: &str, configured: bool) -> Result<Library, String> {
+    let c_name = CString::new(name).map_err(|_| format!("{LIBRARY_ENV} holds a NUL"))?;
+    let handle = dl::open(&c_name).map_err(|e| {
+        if configured {
+            format!("cannot load {name} (from {LIBRARY_ENV}): {e}")
+        } else {
+            format!(
+                "{name} not found; install your distribution's MIT Kerberos GSS-API library \
+                 (Debian, Ubuntu: libgssapi-krb5-2; Fedora, RHEL: krb5-libs; Alpine: krb5-libs) \
+                 or name it in {LIBRARY_ENV} ({e})"
+            )
+        }
     })?;
     macro_rules! function {
         ($name:literal, $ty:ty) => {{
@@ -307,7 +317,7 @@ fn load() -> Result<Library, String> {
 }
 
 #[cfg(not(unix))]
-fn load() -> Result<Library, String> {
+fn load_named(_name: &str, _configured: bool) -> Result<Library, String> {
     Err(format!(
         "GSSAPI needs MIT Kerberos's {LIBRARY}, which strait loads on Linux and other Unix \
          systems only"
@@ -777,5 +787,28 @@ mod tests {
         // GSS_S_FAILURE (13 << 16), GSS_S_BAD_NAME (2 << 16).
         assert!(is_error(13 << 16));
         assert!(is_error(2 << 16));
+    }
+
+    #[test]
+    fn a_missing_library_says_what_to_install() {
+        let e = load_named("libstrait-no-such-gssapi.so.2", false).unwrap_err();
+        assert!(
+            e.starts_with(
+                "libstrait-no-such-gssapi.so.2 not found; install your distribution's MIT \
+                 Kerberos GSS-API library"
+            ),
+            "{e}"
+        );
+        let e = load_named("/nowhere/libgssapi_krb5.so.2", true).unwrap_err();
+        assert!(e.contains(LIBRARY_ENV), "{e}");
+        // A library without the GSS-API functions.
+        let e = load_named("libc.so.6", false).unwrap_err();
+        assert!(e.contains("has no gss_import_name"), "{e}");
+    }
+
+    #[test]
+    fn the_installed_library_loads() {
+        // The tests' machines have MIT Kerberos (scripts/test-broker install).
+        load_named(LIBRARY, false).unwrap();
     }
 }

@@ -22,7 +22,7 @@ use crate::env;
 /// The test realm.
 pub const REALM: &str = "STRAIT.TEST";
 
-const TOOLS: [&str; 3] = ["krb5kdc", "kdb5_util", "kadmin.local"];
+const TOOLS: [&str; 4] = ["krb5kdc", "kdb5_util", "kadmin.local", "kinit"];
 
 /// A running KDC, stopped on drop.
 #[derive(Debug)]
@@ -49,8 +49,8 @@ fn tool(name: &str) -> PathBuf {
         .find(|p| p.is_file())
         .unwrap_or_else(|| {
             panic!(
-                "{name} is not installed: the Kerberos tests need MIT Kerberos's KDC \
-                 (Debian, Ubuntu: apt-get install krb5-kdc krb5-admin-server; \
+                "{name} is not installed: the Kerberos tests need MIT Kerberos's KDC and tools \
+                 (Debian, Ubuntu: apt-get install krb5-kdc krb5-admin-server krb5-user; \
                  `scripts/test-broker install` does it)"
             )
         })
@@ -242,6 +242,14 @@ impl Kdc {
             ));
         }
         path
+    }
+
+    /// `kinit -kt keytab -c FILE:cache principal`: a ticket cache at `cache` holding
+    /// `principal`'s ticket-granting ticket (what a user's `kinit` leaves).
+    pub fn kinit(&self, principal: &str, keytab: &Path, cache: &Path) {
+        let keytab = keytab.display().to_string();
+        let cache = format!("FILE:{}", cache.display());
+        self.run("kinit", &["-kt", &keytab, "-c", &cache, principal]);
     }
 
     /// Deletes principal `name`: the KDC no longer knows it, keytabs or not.
