@@ -891,9 +891,9 @@ fn gssapi_settings_from_mm2_lines() {
     assert!(!shown.contains("hunter2"), "{shown}");
 }
 
-/// Kerberos from MM2's own lines against Apache Kafka with a GSSAPI listener and an MIT KDC
-/// (both started here): a keytab and principal, then a ticket cache left by `kinit`; each
-/// client produces or reads what the other wrote.
+/// Kerberos from MM2's own lines against Apache Kafka with a SASL_SSL listener taking GSSAPI
+/// and an MIT KDC (both started here): a keytab and principal, then a ticket cache left by
+/// `kinit`; each client produces, and reads what the other wrote.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gssapi_from_mm2_lines_against_a_real_broker_and_kdc() {
     let kdc = Kdc::start();
@@ -904,7 +904,11 @@ async fn gssapi_from_mm2_lines_against_a_real_broker_and_kdc() {
     kdc.add_principal("mm2");
     let broker_keytab = kdc.keytab("kafka.keytab", &["kafka/localhost"]);
     let mm2_keytab = kdc.keytab("mm2.keytab", &["mm2"]);
+    let ca = TestCa::new("strait test CA");
+    let ca_pem = kdc.dir.join("ca.pem");
+    std::fs::write(&ca_pem, ca.pem()).unwrap();
     let broker = SecureBroker::start(SecureBrokerOptions {
+        tls: Some(ca.server_cert(&["localhost"])),
         gssapi: Some(GssapiListener {
             service_name: "kafka".into(),
             principal: kdc.principal("kafka/localhost"),
@@ -914,11 +918,16 @@ async fn gssapi_from_mm2_lines_against_a_real_broker_and_kdc() {
         ..SecureBrokerOptions::default()
     });
     let mm2 = kdc.principal("mm2");
+    let tls = format!(
+        "A.security.protocol = SASL_SSL\nA.ssl.truststore.type = PEM\n\
+         A.ssl.truststore.location = {}\n",
+        ca_pem.display()
+    );
     let cfg = config(
         &broker.bootstrap,
         "b:9092",
         &format!(
-            "A.security.protocol = SASL_PLAINTEXT\n\
+            "{tls}\
              A.sasl.mechanism = GSSAPI\n\
              A.sasl.kerberos.service.name = kafka\n\
              A.sasl.jaas.config = {KRB5} required useKeyTab=true storeKey=true \
@@ -927,6 +936,7 @@ async fn gssapi_from_mm2_lines_against_a_real_broker_and_kdc() {
         ),
     );
     let producer = client_config(&cfg, Role::Producer).expect("GSSAPI settings");
+    assert_eq!(producer.security().protocol(), "SASL_SSL");
     let client = Client::connect(short(producer))
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", broker.log_tail(30)));
@@ -939,7 +949,7 @@ async fn gssapi_from_mm2_lines_against_a_real_broker_and_kdc() {
         &broker.bootstrap,
         "b:9092",
         &format!(
-            "A.security.protocol = SASL_PLAINTEXT\n\
+            "{tls}\
              A.sasl.kerberos.service.name = kafka\n\
              A.sasl.jaas.config = {KRB5} required useTicketCache=true \
              ticketCache=\"{}\";\n",

@@ -1,6 +1,7 @@
 //! An MIT Kerberos KDC for tests ([`Kdc`]): realm [`REALM`] on a free loopback port, its
 //! database, stash, `kdc.conf`, `krb5.conf` and log in a temporary directory, stopped on drop
-//! (the directory and log kept, and the log's tail printed, when the test is panicking).
+//! (the directory and log kept, and the log's tail printed, when the test is panicking), and
+//! by a watchdog if the test process dies.
 //!
 //! It is Debian's `krb5-kdc` (`krb5kdc`, `kdb5_util`, `kadmin.local`), which
 //! `scripts/test-broker install` installs with apt-get. Missing tools are a panic saying so:
@@ -37,6 +38,8 @@ pub struct Kdc {
     pub log: PathBuf,
     kdc_conf: PathBuf,
     child: Child,
+    /// Kills the KDC if the test process dies without dropping it.
+    watchdog: Option<Child>,
 }
 
 /// Where a Kerberos tool is: `PATH`, then the sbin directories Debian puts them in (not on a
@@ -147,6 +150,7 @@ impl Kdc {
             child: Command::new("true")
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot run true: {e}")),
+            watchdog: None,
         };
         kdc.run(
             "kdb5_util",
@@ -162,6 +166,22 @@ impl Kdc {
             .unwrap_or_else(|e| panic!("cannot start krb5kdc: {e}"));
         let mut old = std::mem::replace(&mut kdc.child, child);
         let _ = old.wait();
+        // Until either is gone; the KDC is killed only if this process went first (so a pid
+        // reused after the KDC's own exit is never hit).
+        kdc.watchdog = Command::new("sh")
+            .arg("-c")
+            .arg(
+                "while kill -0 \"$1\" 2>/dev/null && kill -0 \"$2\" 2>/dev/null; do sleep 1; done; \
+                 kill -0 \"$1\" 2>/dev/null || kill \"$2\" 2>/dev/null",
+            )
+            .arg("kdc-watchdog")
+            .arg(std::process::id().to_string())
+            .arg(kdc.child.id().to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok();
         kdc.wait_listening();
         kdc
     }
@@ -287,6 +307,10 @@ impl Drop for Kdc {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(watchdog) = &mut self.watchdog {
+            let _ = watchdog.kill();
+            let _ = watchdog.wait();
+        }
         if std::thread::panicking() {
             eprintln!(
                 "strait-testkit: the KDC's log {}:\n{}",
