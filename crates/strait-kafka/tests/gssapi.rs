@@ -4,7 +4,8 @@
 //! a client with a keytab and principal produces and fetches; a wrong service name, a principal
 //! the keytab has no key for, a principal the KDC does not know, a key the KDC has replaced and
 //! a missing keytab each fail at once with an error that says so; and connections
-//! re-authenticate (KIP-368) under traffic.
+//! re-authenticate (KIP-368) under traffic, getting new tickets from the keytab when theirs
+//! expired.
 //!
 //! One test: MIT's library reads `KRB5_CONFIG` from the process's environment, so this binary
 //! has one KDC.
@@ -60,14 +61,17 @@ async fn gssapi_with_a_keytab_against_a_real_broker_and_kdc() {
     let kdc = Kdc::start();
     // For MIT's library in this process (Java gets -Djava.security.krb5.conf).
     std::env::set_var("KRB5_CONFIG", &kdc.krb5_conf);
-    for name in ["kafka/localhost", "mm2", "other", "ghost", "stale"] {
+    for name in ["kafka/localhost", "mm2", "other", "ghost", "stale", "brief"] {
         kdc.add_principal(name);
     }
+    // Tickets of `brief` last 3 s: each re-authentication needs new ones from the keytab.
+    kdc.max_ticket_life("brief", 3);
     let broker_keytab = kdc.keytab("kafka.keytab", &["kafka/localhost"]);
     let mm2_keytab = kdc.keytab("mm2.keytab", &["mm2"]);
     let other_keytab = kdc.keytab("other.keytab", &["other"]);
     let ghost_keytab = kdc.keytab("ghost.keytab", &["ghost"]);
     let stale_keytab = kdc.keytab("stale.keytab", &["stale"]);
+    let brief_keytab = kdc.keytab("brief.keytab", &["brief"]);
     let broker = SecureBroker::start(SecureBrokerOptions {
         gssapi: Some(GssapiListener {
             service_name: "kafka".into(),
@@ -154,8 +158,10 @@ async fn gssapi_with_a_keytab_against_a_real_broker_and_kdc() {
     );
 
     // KIP-368: connections authenticate again before each session ends, under traffic from
-    // three tasks, and go on working on the same connection.
-    let cfg = config(bootstrap, gssapi("kafka", &mm2, &mm2_keytab));
+    // three tasks, and go on working on the same connection; this one's tickets expire between
+    // re-authentications (3 s tickets, 4 s sessions), so each gets new ones from the keytab.
+    let brief = kdc.principal("brief");
+    let cfg = config(bootstrap, gssapi("kafka", &brief, &brief_keytab));
     let conn = BrokerConnection::connect(bootstrap, cfg.connection.clone())
         .await
         .expect("GSSAPI connection");
@@ -186,6 +192,23 @@ async fn gssapi_with_a_keytab_against_a_real_broker_and_kdc() {
     }
     assert!(sent > 50, "only {sent} requests");
     assert!(!conn.is_poisoned());
+    // The KDC issued `brief` new tickets: its first, and again after they expired.
+    let log = std::fs::read_to_string(&kdc.log).unwrap_or_default();
+    let issued = |request: &str| {
+        log.lines()
+            .filter(|l| l.contains(request) && l.contains("ISSUE") && l.contains(&brief))
+            .count()
+    };
+    eprintln!(
+        "brief: {} AS_REQ, {} TGS_REQ issued",
+        issued("AS_REQ"),
+        issued("TGS_REQ")
+    );
+    assert!(
+        issued("AS_REQ") >= 2,
+        "tickets were not renewed:\n{}",
+        kdc.log_tail(20)
+    );
     // The client's connection too, producing and fetching after.
     let first = client.any_connection().await.unwrap();
     while first.reauthentications() < 1 {

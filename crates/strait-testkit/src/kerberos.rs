@@ -272,6 +272,11 @@ impl Kdc {
         self.run("kinit", &["-kt", &keytab, "-c", &cache, principal]);
     }
 
+    /// Limits the tickets of `name` (a client or service principal) to `seconds`.
+    pub fn max_ticket_life(&self, name: &str, seconds: u32) {
+        self.kadmin(&format!("modprinc -maxlife \"{seconds} seconds\" {name}"));
+    }
+
     /// Deletes principal `name`: the KDC no longer knows it, keytabs or not.
     pub fn delete_principal(&self, name: &str) {
         self.kadmin(&format!("delprinc -force {name}"));
