@@ -22,8 +22,9 @@ use std::fmt;
 
 /// MM2's default `topics`: every topic.
 pub const TOPICS_DEFAULT: &str = ".*";
-/// MM2's default `topics.exclude`.
-pub const TOPICS_EXCLUDE_DEFAULT: &str = r".*[\-\.]internal, .*\.replica, __.*";
+/// MM2's default `topics.exclude` (Kafka 4, KIP-1074: only MM2's own `mm2*.internal` topics,
+/// where Kafka 3's MM2 excluded every `*.internal` and `*-internal` topic).
+pub const TOPICS_EXCLUDE_DEFAULT: &str = r"mm2.*\.internal, .*\.replica, __.*";
 /// MM2's default `groups`: every group.
 pub const GROUPS_DEFAULT: &str = ".*";
 /// MM2's default `groups.exclude`.
@@ -185,7 +186,7 @@ impl TopicFilter {
 }
 
 impl Default for TopicFilter {
-    /// MM2's defaults: every topic except `*.internal`, `*-internal`, `*.replica` and `__*`.
+    /// MM2's defaults: every topic except `mm2*.internal`, `*.replica` and `__*`.
     fn default() -> Self {
         Self {
             include: PatternList::parse(TOPICS_DEFAULT).unwrap_or_else(|_| PatternList::nothing()),
@@ -386,15 +387,17 @@ mod tests {
             "heartbeats",
             "internal",
             "my_internal",
+            // KIP-1074 (Kafka 4): users' `*.internal` topics pass the default filter.
+            "audit.internal",
+            "connect-offsets-internal",
         ] {
             assert!(f.should_replicate_topic(t), "{t}");
         }
         for t in [
             "__consumer_offsets",
             "mm2-offset-syncs.B.internal",
-            "connect-offsets-internal",
+            "mm2-configs.B.internal",
             "orders.replica",
-            "A.checkpoints.internal",
         ] {
             assert!(!f.should_replicate_topic(t), "{t}");
         }

@@ -181,21 +181,24 @@ impl ReplicationPolicy {
         self.original_topic(topic) == HEARTBEATS_TOPIC
     }
 
-    /// Whether `topic` is one of MM2's internal topics (suffix `<separator>internal`).
+    /// Whether `topic` is one of MM2's internal topics, as Kafka 4's MM2 tells them (KIP-1074):
+    /// a name that starts with `mm2` and ends with `<separator>internal` (offset syncs, and the
+    /// configs, offsets and status topics of MM2's dedicated mode), or a checkpoints topic.
     pub fn is_mm2_internal_topic(&self, topic: &str) -> bool {
-        topic
-            .strip_suffix("internal")
-            .is_some_and(|rest| rest.ends_with(self.internal_separator()))
+        let internal_suffix = format!("{}internal", self.internal_separator());
+        (topic.starts_with("mm2") && topic.ends_with(&internal_suffix))
+            || self.is_checkpoints_topic(topic)
     }
 
     /// Whether `topic` is internal and never replicated: MM2's internal topics, Kafka's (`__*`,
-    /// `.*`) and Connect's (`*.internal`, `*-internal`).
+    /// `.*`) and strait's own offset maps ([`is_strait_internal_topic`]). A user's topic whose
+    /// name merely ends with `.internal` or `-internal` is not internal: Kafka 4's MM2 mirrors it
+    /// (KIP-1074), and so does strait.
     pub fn is_internal_topic(&self, topic: &str) -> bool {
         self.is_mm2_internal_topic(topic)
             || topic.starts_with("__")
             || topic.starts_with('.')
-            || topic.ends_with("-internal")
-            || topic.ends_with(".internal")
+            || is_strait_internal_topic(topic)
     }
 
     /// Whether replicating `topic` into the cluster `target_alias` would send it back where it
@@ -238,6 +241,12 @@ fn split_source<'a>(separator: &str, topic: &'a str) -> Option<(&'a str, &'a str
         return None;
     }
     Some((&topic[..at], rest))
+}
+
+/// strait's own internal topics, never mirrored: the offset maps
+/// (`strait-offset-map.<source alias>.internal`, `crate::internal::map_store`).
+pub fn is_strait_internal_topic(topic: &str) -> bool {
+    topic.starts_with("strait-offset-map.") && topic.ends_with(".internal")
 }
 
 #[cfg(test)]
@@ -343,13 +352,27 @@ mod tests {
             ".hidden",
             "mm2-offset-syncs.B.internal",
             "A.checkpoints.internal",
+            "B.A.checkpoints.internal",
             "mm2-configs.A.internal",
-            "connect-offsets-internal",
-            "x.internal",
+            "mm2-offsets.A.internal",
+            "mm2-status.A.internal",
+            "strait-offset-map.A.internal",
         ] {
             assert!(p.is_internal_topic(t), "{t}");
         }
-        for t in ["orders", "A.orders", "internal", "heartbeats", "_single"] {
+        // KIP-1074: users' topics named like internal ones are mirrored.
+        for t in [
+            "orders",
+            "A.orders",
+            "internal",
+            "heartbeats",
+            "_single",
+            "x.internal",
+            "audit-internal",
+            "connect-offsets-internal",
+            "A.x.internal",
+            "mm2-offset-syncs.B",
+        ] {
             assert!(!p.is_internal_topic(t), "{t}");
         }
         assert!(p.is_checkpoints_topic("A.checkpoints.internal"));

@@ -144,7 +144,7 @@ fn mm2_defaults() {
     assert_eq!(f.topics.include().as_str(), ".*");
     assert_eq!(
         f.topics.exclude().as_str(),
-        r".*[\-\.]internal|.*\.replica|__.*"
+        r"mm2.*\.internal|.*\.replica|__.*"
     );
     assert_eq!(
         f.groups.exclude().as_str(),

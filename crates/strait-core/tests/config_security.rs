@@ -17,7 +17,10 @@ use strait_core::config::{ConfigError, Role, Side, StraitConfig};
 use strait_kafka::admin::NewTopic;
 use strait_kafka::sasl::{GssapiConfig, SaslConfig, ScramHash, TokenSource};
 use strait_kafka::{Client, ClientConfig, Error};
-use strait_testkit::{GssapiListener, Kdc, Scram, SecureBroker, SecureBrokerOptions, TestCa};
+use strait_testkit::{
+    java_keystore, java_truststore, GssapiListener, Kdc, Scram, SecureBroker, SecureBrokerOptions,
+    TestCa,
+};
 
 const ALICE: &str = "alice-secret-256";
 const BOB: &str = "bob-secret-512";
@@ -301,6 +304,141 @@ async fn ssl_with_a_pkcs12_truststore_and_hostname_verification() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
+/// Mutual TLS from JKS stores made by `keytool`, keys exactly as an MM2 file has them, the
+/// passwords from a `${file:...}` config provider, against a broker that requires client
+/// certificates; then each way those settings go wrong.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jks_stores_with_passwords_from_a_config_provider_make_a_mutual_tls_client() {
+    const STORE: &str = "keystore-secret";
+    const KEY: &str = "key-secret";
+    const TRUST: &str = "truststore-secret";
+    let ca = TestCa::new("strait test CA");
+    let a = SecureBroker::start(SecureBrokerOptions {
+        tls: Some(ca.server_cert(&["127.0.0.1"])),
+        client_ca_pem: Some(ca.pem().to_owned()),
+        ..SecureBrokerOptions::default()
+    });
+    let d = dir("jks");
+    let cert = ca.client_cert("strait-mirror");
+    java_keystore(
+        &d,
+        "client.keystore.jks",
+        "JKS",
+        &cert,
+        "strait",
+        STORE,
+        KEY,
+    );
+    java_truststore(
+        &d,
+        "client.truststore.jks",
+        "JKS",
+        &[("ca", ca.der())],
+        TRUST,
+    );
+    let secrets = d.join("secrets.properties");
+    let write_secrets = |key_password: &str| {
+        std::fs::write(
+            &secrets,
+            format!(
+                "keystore.password = {STORE}\nkey.password = {key_password}\n\
+                 truststore.password = {TRUST}\n"
+            ),
+        )
+        .unwrap();
+    };
+    write_secrets(KEY);
+    let secret = |name: &str| format!("${{file:{}:{name}}}", secrets.display());
+    let stores = |keystore_type: &str| {
+        format!(
+            "config.providers = file\n\
+             config.providers.file.class = org.apache.kafka.common.config.provider.FileConfigProvider\n\
+             A.security.protocol = SSL\n\
+             {keystore_type}\
+             A.ssl.keystore.location = {0}/client.keystore.jks\n\
+             A.ssl.keystore.password = {1}\n\
+             A.ssl.key.password = {2}\n\
+             A.ssl.truststore.type = JKS\n\
+             A.ssl.truststore.location = {0}/client.truststore.jks\n\
+             A.ssl.truststore.password = {3}\n",
+            d.display(),
+            secret("keystore.password"),
+            secret("key.password"),
+            secret("truststore.password"),
+        )
+    };
+
+    // With ssl.keystore.type = JKS, and with no type (Kafka's default, JKS): the file decides.
+    for keystore_type in ["A.ssl.keystore.type = JKS\n", ""] {
+        let cfg = config(&a.bootstrap, "b:9092", &stores(keystore_type));
+        for shown in [format!("{cfg:?}"), format!("{:?}", cfg.clusters)] {
+            assert!(
+                !shown.contains(STORE) && !shown.contains(KEY) && !shown.contains(TRUST),
+                "a secret in Debug"
+            );
+        }
+        let c = client_config(&cfg, Role::Admin).unwrap();
+        assert!(c.security().tls.as_ref().unwrap().has_client_certificate());
+        let client = Client::connect(short(c))
+            .await
+            .expect("mutual TLS with JKS stores");
+        let topic = format!("over-jks{}", keystore_type.len());
+        client.create_topic(NewTopic::new(&topic, 1)).await.unwrap();
+    }
+
+    // A wrong key password: the key, the file and the alias named, the password not.
+    write_secrets("not-the-key-secret");
+    let shown = refused(
+        &config(&a.bootstrap, "b:9092", &stores("")),
+        "ssl.keystore.location",
+    );
+    assert!(
+        shown.contains(&format!(
+            "{}/client.keystore.jks: cannot recover the private key `strait`: wrong password \
+             (ssl.key.password)",
+            d.display()
+        )),
+        "{shown}"
+    );
+    assert!(!shown.contains("not-the-key-secret"), "{shown}");
+    write_secrets(KEY);
+    // A wrong store password: the integrity check.
+    let lines = stores("").replace(&secret("truststore.password"), "wrong-trust-secret");
+    let shown = refused(
+        &config(&a.bootstrap, "b:9092", &lines),
+        "ssl.truststore.location",
+    );
+    assert!(
+        shown
+            .contains("client.truststore.jks: wrong password (the store's integrity check failed)"),
+        "{shown}"
+    );
+    assert!(shown.contains("(ssl.truststore.password)"), "{shown}");
+    assert!(!shown.contains("wrong-trust-secret"), "{shown}");
+
+    // A JCEKS key store: refused, with the keytool command for this very file.
+    let jceks = java_keystore(&d, "client.jceks", "JCEKS", &cert, "strait", STORE, STORE);
+    let lines = stores("A.ssl.keystore.type = JCEKS\n")
+        .replace("client.keystore.jks", "client.jceks")
+        .replace(
+            &format!("A.ssl.key.password = {}\n", secret("key.password")),
+            "",
+        );
+    let shown = refused(
+        &config(&a.bootstrap, "b:9092", &lines),
+        "ssl.keystore.location",
+    );
+    assert!(
+        shown.contains(&format!(
+            "keytool -importkeystore -srckeystore {0} -srcstoretype JCEKS -destkeystore {0}.p12",
+            jceks.display()
+        )),
+        "{shown}"
+    );
+    assert!(!shown.contains(STORE), "{shown}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
 /// Mutual TLS from PEM in the config, against a broker that requires client certificates.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pem_in_config_and_encrypted_keys_make_a_mutual_tls_client() {
@@ -434,10 +572,9 @@ fn stores_and_settings_that_cannot_be_used_are_named() {
         )),
         "ssl.truststore.location",
     );
-    assert!(shown.contains("Java KeyStore (JKS)"), "{shown}");
     assert!(
         shown.contains(&format!(
-            "keytool -importkeystore -srckeystore {0} -srcstoretype JKS -destkeystore {0}.p12 -deststoretype PKCS12",
+            "{}: the JKS file is damaged or truncated",
             jks.display()
         )),
         "{shown}"
@@ -510,15 +647,61 @@ fn stores_and_settings_that_cannot_be_used_are_named() {
         "sasl.jaas.config",
     );
     assert!(shown.contains("needs the option `password`"), "{shown}");
+    // The client credentials grant: what it needs, and what strait does not do.
+    let handler = "A.sasl.login.callback.handler.class = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n";
+    let module = "A.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required";
     let shown = refused(
-        &sasl("A.sasl.mechanism = OAUTHBEARER\n\
-               A.sasl.login.callback.handler.class = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n\
-               A.sasl.oauthbearer.token.endpoint.url = https://idp.example/token\n\
-               A.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required clientId=x clientSecret=\"s\";\n"),
-        "sasl.oauthbearer.token.endpoint.url",
+        &sasl(&format!(
+            "A.sasl.mechanism = OAUTHBEARER\n{handler}\
+             A.sasl.oauthbearer.token.endpoint.url = https://idp.example/token\n\
+             {module} clientId=x;\n"
+        )),
+        "sasl.jaas.config",
     );
     assert!(
-        shown.contains("does not fetch tokens from an identity provider over HTTP"),
+        shown.contains("needs a client secret: sasl.oauthbearer.client.credentials.client.secret or the JAAS option `clientSecret`"),
+        "{shown}"
+    );
+    let shown = refused(
+        &sasl(&format!(
+            "A.sasl.mechanism = OAUTHBEARER\n{handler}\
+             A.sasl.oauthbearer.token.endpoint.url = ldap://idp.example/token\n\
+             {module} clientId=x clientSecret=\"hunter2\";\n"
+        )),
+        "sasl.oauthbearer.token.endpoint.url",
+    );
+    assert!(shown.contains("neither https:// nor http://"), "{shown}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+    let shown = refused(
+        &sasl(&format!(
+            "A.sasl.mechanism = OAUTHBEARER\n{handler}\
+             A.sasl.oauthbearer.token.endpoint.url = https://idp.example/token\n\
+             A.sasl.oauthbearer.jwt.retriever.class = org.apache.kafka.common.security.oauthbearer.JwtBearerJwtRetriever\n\
+             {module};\n"
+        )),
+        "sasl.oauthbearer.jwt.retriever.class",
+    );
+    assert!(shown.contains("JWT bearer grant"), "{shown}");
+    let shown = refused(
+        &sasl(&format!(
+            "A.sasl.mechanism = OAUTHBEARER\n{handler}\
+             A.sasl.oauthbearer.token.endpoint.url = https://idp.example/token\n\
+             A.sasl.login.refresh.window.factor = 0.2\n\
+             {module} clientId=x clientSecret=y;\n"
+        )),
+        "sasl.login.refresh.window.factor",
+    );
+    assert!(shown.contains("expected a number from 0.5 to 1"), "{shown}");
+    let shown = refused(
+        &sasl(&format!(
+            "A.sasl.mechanism = OAUTHBEARER\n{handler}\
+             A.sasl.oauthbearer.token.endpoint.url = https://idp.example/token\n\
+             {module} clientId=x clientSecret=y ssl.truststore.location=\"/nonexistent/ca.pem\";\n"
+        )),
+        "sasl.jaas.config",
+    );
+    assert!(
+        shown.contains("the token endpoint's truststore /nonexistent/ca.pem"),
         "{shown}"
     );
     let shown = refused(
@@ -598,6 +781,68 @@ fn plain_scram_and_oauthbearer_settings() {
             token: TokenSource::File(path),
             ..
         } => assert_eq!(path, Path::new("/run/secrets/kafka-token")),
+        other => panic!("{other:?}"),
+    }
+    // The client credentials grant as KIP-768 configures it (JAAS options) ...
+    std::env::set_var("STRAIT_TEST_OAUTH_SECRET", "s3cr=t");
+    match sasl_of(
+        "A.sasl.mechanism = OAUTHBEARER\n\
+         A.sasl.login.callback.handler.class = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n\
+         A.sasl.oauthbearer.token.endpoint.url = https://login.example.com/oauth2/v2.0/token\n\
+         A.sasl.login.connect.timeout.ms = 3000\n\
+         A.sasl.login.refresh.buffer.seconds = 120\n\
+         A.sasl.oauthbearer.sub.claim.name = azp\n\
+         A.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+         clientId=\"mirror\" clientSecret=\"${env:STRAIT_TEST_OAUTH_SECRET}\" scope=\"api://kafka/.default\";\n",
+    ) {
+        SaslConfig::OAuthBearer {
+            token: TokenSource::Endpoint(endpoint),
+            ..
+        } => {
+            let c = endpoint.settings();
+            assert_eq!(c.url, "https://login.example.com/oauth2/v2.0/token");
+            assert_eq!(c.client_id, "mirror");
+            assert_eq!(c.client_secret.expose(), "s3cr=t");
+            assert_eq!(c.scope.as_deref(), Some("api://kafka/.default"));
+            assert!(!c.urlencode_header);
+            assert!(c.tls.is_some(), "https: TLS with the system's CAs");
+            assert_eq!(c.connect_timeout, Duration::from_secs(3));
+            assert_eq!(c.read_timeout, Duration::from_secs(10));
+            assert_eq!(c.retry_backoff, Duration::from_millis(100));
+            assert_eq!(c.retry_backoff_max, Duration::from_secs(10));
+            assert_eq!(c.sub_claim, "azp");
+            assert_eq!(c.refresh.factor, 0.8);
+            assert_eq!(c.refresh.buffer, Duration::from_secs(120));
+            assert_eq!(c.refresh.min_period, Duration::from_secs(60));
+            let shown = format!("{endpoint:?}");
+            assert!(!shown.contains("s3cr=t"), "{shown}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // ... and as Kafka 4.1 does (client keys win over the JAAS options).
+    match sasl_of(
+        "A.sasl.mechanism = OAUTHBEARER\n\
+         A.sasl.login.callback.handler.class = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n\
+         A.sasl.oauthbearer.token.endpoint.url = http://127.0.0.1:8080/default/token\n\
+         A.sasl.oauthbearer.jwt.retriever.class = org.apache.kafka.common.security.oauthbearer.ClientCredentialsJwtRetriever\n\
+         A.sasl.oauthbearer.client.credentials.client.id = mirror-41\n\
+         A.sasl.oauthbearer.client.credentials.client.secret = ${env:STRAIT_TEST_OAUTH_SECRET}\n\
+         A.sasl.oauthbearer.scope = kafka\n\
+         A.sasl.oauthbearer.header.urlencode = true\n\
+         A.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+         clientId=\"ignored\";\n",
+    ) {
+        SaslConfig::OAuthBearer {
+            token: TokenSource::Endpoint(endpoint),
+            ..
+        } => {
+            let c = endpoint.settings();
+            assert_eq!(c.client_id, "mirror-41");
+            assert_eq!(c.client_secret.expose(), "s3cr=t");
+            assert_eq!(c.scope.as_deref(), Some("kafka"));
+            assert!(c.urlencode_header);
+            assert!(c.tls.is_none(), "http: no TLS");
+        }
         other => panic!("{other:?}"),
     }
     match sasl_of(
@@ -680,6 +925,46 @@ async fn oauthbearer_tokens_from_the_config_reach_the_broker() {
         .expect("OAUTHBEARER with Kafka's unsecured token");
     let metadata = client.refresh_metadata().await.unwrap();
     assert!(metadata.topics.contains_key("oauth-orders"));
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// The client credentials grant from an MM2 file, end to end: a real identity provider
+/// (mock-oauth2-server) issues signed tokens, the broker checks them with Kafka's own JWT
+/// validator against the provider's keys; the secret comes through a config provider.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauthbearer_client_credentials_from_the_config_reach_the_broker() {
+    let d = dir("oidc");
+    let oidc = strait_testkit::OidcServer::start(&d);
+    let clusters = secure::oidc_clusters(&oidc, strait_testkit::OidcServer::SHORT);
+    std::fs::write(d.join("oauth.properties"), "secret=mirror-secret\n").unwrap();
+    let cfg = config(
+        &clusters.source.bootstrap,
+        "b:9092",
+        &format!(
+            "config.providers = file\n\
+             config.providers.file.class = org.apache.kafka.common.config.provider.FileConfigProvider\n\
+             A.security.protocol = SASL_PLAINTEXT\n\
+             A.sasl.mechanism = OAUTHBEARER\n\
+             A.sasl.login.callback.handler.class = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n\
+             A.sasl.oauthbearer.token.endpoint.url = {}\n\
+             A.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+             clientId=\"mirror-client\" clientSecret=\"${{file:{}/oauth.properties:secret}}\" scope=\"kafka\";\n",
+            oidc.token_url(strait_testkit::OidcServer::SHORT),
+            d.display()
+        ),
+    );
+    let client = Client::connect(short(client_config(&cfg, Role::Admin).unwrap()))
+        .await
+        .expect("OAUTHBEARER with a token from the identity provider");
+    client
+        .create_topic(NewTopic::new("oidc-orders", 1))
+        .await
+        .unwrap();
+    let metadata = client.refresh_metadata().await.unwrap();
+    assert!(metadata.topics.contains_key("oidc-orders"));
+    drop(client);
+    drop(clusters);
+    drop(oidc);
     std::fs::remove_dir_all(&d).unwrap();
 }
 

@@ -506,12 +506,24 @@ async fn two_way_flows_do_not_loop() {
     let src = client(&clusters.source.bootstrap).await;
     let dst = client(&clusters.target.bootstrap).await;
     src.create_topic(NewTopic::new("orders", 2)).await.unwrap();
+    // A user's topic named like an internal one: Kafka 4's MM2 mirrors it (KIP-1074).
+    src.create_topic(NewTopic::new("audit.internal", 1))
+        .await
+        .unwrap();
     dst.create_topic(NewTopic::new("payments", 1))
         .await
         .unwrap();
     let orders = records(2, 0, 40, "order");
+    let audit = records(1, 0, 10, "audit");
     let payments = records(1, 0, 30, "payment");
     produce_batches(&rdk, &clusters.source.bootstrap, "orders", &orders, 2);
+    produce_batches(
+        &rdk,
+        &clusters.source.bootstrap,
+        "audit.internal",
+        &audit,
+        2,
+    );
     produce_batches(&rdk, &clusters.target.bootstrap, "payments", &payments, 2);
 
     let mut forward = Flow::start(
@@ -546,17 +558,25 @@ async fn two_way_flows_do_not_loop() {
             .map(|t| (t.source.clone(), t.remote.clone()))
             .collect()
     };
+    let mut forward_names = names(&forward);
+    forward_names.sort();
     assert_eq!(
-        names(&forward),
-        vec![("orders".to_owned(), "source.orders".to_owned())],
-        "source->target mirrors only orders"
+        forward_names,
+        vec![
+            (
+                "audit.internal".to_owned(),
+                "source.audit.internal".to_owned()
+            ),
+            ("orders".to_owned(), "source.orders".to_owned())
+        ],
+        "source->target mirrors orders and audit.internal, no internal topic"
     );
     assert_eq!(
         names(&backward),
         vec![("payments".to_owned(), "target.payments".to_owned())],
         "target->source mirrors only payments"
     );
-    assert_eq!(forward.stats().records, 40, "{:?}", forward.stats());
+    assert_eq!(forward.stats().records, 50, "{:?}", forward.stats());
     assert_eq!(backward.stats().records, 30, "{:?}", backward.stats());
 
     let topics = |metadata: &strait_kafka::Metadata| -> BTreeSet<String> {
@@ -595,6 +615,7 @@ async fn two_way_flows_do_not_loop() {
         on_source.contains("strait-offset-map.target.internal"),
         "{on_source:?}"
     );
+    assert!(on_target.contains("source.audit.internal"), "{on_target:?}");
     assert!(
         on_target.contains("strait-offset-map.source.internal"),
         "{on_target:?}"
@@ -602,13 +623,18 @@ async fn two_way_flows_do_not_loop() {
     // Nothing else carries a cluster prefix: no remote topic mirrored back
     // (`target.source.orders`, `source.target.payments`), no offset map or other internal
     // topic mirrored (`source.strait-offset-map.target.internal`, ...).
-    for (side, topics, remote) in [
-        ("source", &on_source, "target.payments"),
-        ("target", &on_target, "source.orders"),
+    for (side, topics, remotes) in [
+        ("source", &on_source, &["target.payments"][..]),
+        (
+            "target",
+            &on_target,
+            &["source.orders", "source.audit.internal"][..],
+        ),
     ] {
         for t in topics {
             assert!(
-                t == remote || !(t.starts_with("source.") || t.starts_with("target.")),
+                remotes.contains(&t.as_str())
+                    || !(t.starts_with("source.") || t.starts_with("target.")),
                 "{side} has {t}: mirrored back or mirrored an internal topic ({topics:?})"
             );
         }
@@ -620,6 +646,14 @@ async fn two_way_flows_do_not_loop() {
         "source.orders",
         2,
         &orders,
+    )
+    .await;
+    assert_exactly_once(
+        &rdk,
+        &clusters.target.bootstrap,
+        "source.audit.internal",
+        1,
+        &audit,
     )
     .await;
     assert_exactly_once(

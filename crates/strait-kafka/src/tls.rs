@@ -6,9 +6,9 @@
 //! - Mutual TLS: a client certificate chain and key (Kafka's `ssl.keystore.*`).
 //! - Hostname verification on by default; off when Kafka's
 //!   `ssl.endpoint.identification.algorithm` is empty. The chain is always verified.
-//! - The stores these come in are read here: PEM, PKCS#12 and encrypted PKCS#8 keys. Java
-//!   KeyStore files (JKS, JCEKS) are recognised and refused with the `keytool` command that
-//!   converts them.
+//! - The stores these come in are read here: PEM, PKCS#12, encrypted PKCS#8 keys and Java
+//!   KeyStore files (JKS, read directly; JCEKS's certificates and JKS-protected keys, its other
+//!   keys refused with the `keytool` command that converts the file; see `tls/jks.rs`).
 //!
 //! A failed handshake becomes a message that says what to fix: an untrusted CA,
 //! a certificate for another name, an expired certificate, a broker that wants a client
@@ -25,6 +25,8 @@ use rustls::{AlertDescription, CertificateError, DigitallySignedStruct, Signatur
 
 use crate::connection::Stream;
 use crate::secret::Secret;
+
+mod jks;
 
 /// A TLS protocol version (Kafka's `ssl.enabled.protocols`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -128,9 +130,11 @@ impl fmt::Debug for TlsConfig {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    /// A Java KeyStore file.
+    /// A Java KeyStore entry strait cannot read: a JCEKS secret key, or a private key protected
+    /// the JCEKS way (PBEWithMD5AndTripleDES).
     #[error(
-        "it is a Java KeyStore ({kind}) file, which strait cannot read; convert it to PKCS#12 with \
+        "it is a Java KeyStore ({kind}) file with a key strait cannot read (JCEKS-protected \
+         private keys and secret keys are not read); convert it to PKCS#12 with \
          `keytool -importkeystore -srckeystore FILE -srcstoretype {kind} -destkeystore FILE.p12 \
          -deststoretype PKCS12` and point the setting at FILE.p12"
     )]
@@ -138,8 +142,8 @@ pub enum StoreError {
         /// JKS or JCEKS.
         kind: &'static str,
     },
-    /// The PKCS#12 integrity check failed.
-    #[error("wrong password (the PKCS#12 integrity check failed), or the file is damaged")]
+    /// The store's integrity check (PKCS#12's MAC, a Java KeyStore's digest) failed.
+    #[error("wrong password (the store's integrity check failed), or the file is damaged")]
     WrongPassword,
     /// The PKCS#12 integrity check failed and no password was given.
     #[error("the PKCS#12 file is protected by a password, and none is set")]
@@ -156,7 +160,37 @@ pub enum StoreError {
     /// An encrypted private key that the password does not open.
     #[error("cannot decrypt the private key: wrong key password (ssl.key.password)?")]
     WrongKeyPassword,
-    /// Neither PEM nor PKCS#12, or damaged.
+    /// A Java KeyStore private key that the password does not open.
+    #[error("cannot recover the private key `{alias}`: wrong password ({password_key})")]
+    WrongJksKeyPassword {
+        /// The key's alias in the store.
+        alias: String,
+        /// The setting the password came from: `ssl.key.password`, else the store's password
+        /// (`ssl.keystore.password`), as Java falls back to it.
+        password_key: &'static str,
+    },
+    /// A Java KeyStore private key and no password at all.
+    #[error(
+        "the private key `{alias}` is protected by a password and neither ssl.key.password nor \
+         ssl.keystore.password is set"
+    )]
+    JksKeyPasswordNeeded {
+        /// The key's alias in the store.
+        alias: String,
+    },
+    /// A Java KeyStore with more than one private key.
+    #[error(
+        "it holds {} private keys ({}); strait needs exactly one (Java's key manager would \
+         pick one at each handshake from the CAs the broker names); keep the one to use with \
+         `keytool -importkeystore -srckeystore FILE -srcalias ALIAS -destkeystore ONE.jks`",
+        aliases.len(),
+        aliases.join(", ")
+    )]
+    SeveralPrivateKeys {
+        /// The aliases of the private keys.
+        aliases: Vec<String>,
+    },
+    /// Not a store format strait reads, or damaged.
     #[error("{0}")]
     Malformed(String),
     /// No truststore is set and the system has no CA certificates.
@@ -205,14 +239,22 @@ impl StoreFormat {
     }
 }
 
-/// The CA certificates of a truststore: PEM, or PKCS#12 (every certificate in it).
+/// The CA certificates of a truststore: PEM, PKCS#12 (every certificate in it), or a Java
+/// KeyStore (JKS or JCEKS: its trusted-certificate entries and the first certificate of each
+/// private-key entry, as Java trusts them). A password, when given, must pass the store's
+/// integrity check.
 pub fn read_truststore(
     bytes: &[u8],
     password: Option<&Secret>,
 ) -> Result<Vec<CertificateDer<'static>>, StoreError> {
     let certs = match detect(bytes)? {
         StoreFormat::Pem => pem_certificates(bytes)?,
-        _ => {
+        StoreFormat::Jks | StoreFormat::Jceks => jks::parse(bytes, password)?
+            .trusted_certificates()
+            .into_iter()
+            .map(CertificateDer::from)
+            .collect(),
+        StoreFormat::Pkcs12 => {
             let archive = open_pkcs12(bytes, password)?;
             archive
                 .certs
@@ -227,9 +269,11 @@ pub fn read_truststore(
     Ok(certs)
 }
 
-/// The client certificate chain and key of a keystore: PEM (key and certificates in one file)
-/// or PKCS#12. `key_password` opens an encrypted PEM key; PKCS#12 keys are opened with the
-/// store's password, as `keytool` writes them.
+/// The client certificate chain and key of a keystore: PEM (key and certificates in one file),
+/// PKCS#12 or a Java KeyStore. `key_password` opens an encrypted PEM key; PKCS#12 keys are
+/// opened with the store's password, as `keytool` writes them; a Java KeyStore's key with
+/// `key_password`, else with the store's password (as Java and Kafka do). A Java KeyStore must
+/// hold exactly one private key ([`StoreError::SeveralPrivateKeys`]).
 pub fn read_keystore(
     bytes: &[u8],
     store_password: Option<&Secret>,
@@ -237,7 +281,18 @@ pub fn read_keystore(
 ) -> Result<ClientIdentity, StoreError> {
     match detect(bytes)? {
         StoreFormat::Pem => read_pem_identity(bytes, bytes, key_password),
-        _ => {
+        StoreFormat::Jks | StoreFormat::Jceks => {
+            let (password, password_key) = match key_password {
+                Some(password) => (Some(password), "ssl.key.password"),
+                None => (store_password, "ssl.keystore.password"),
+            };
+            let entry = jks::parse(bytes, store_password)?.private_key(password, password_key)?;
+            Ok(ClientIdentity {
+                chain: entry.chain.into_iter().map(CertificateDer::from).collect(),
+                key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(entry.key)),
+            })
+        }
+        StoreFormat::Pkcs12 => {
             let store = p12_keystore::KeyStore::from_pkcs12(
                 bytes,
                 store_password.map_or("", Secret::expose),
@@ -247,16 +302,18 @@ pub fn read_keystore(
             let Some((_, chain)) = store.private_key_chain() else {
                 return Err(StoreError::NoPrivateKey);
             };
-            if chain.certs().is_empty() {
+            let Some(first) = chain.certs().first() else {
                 return Err(StoreError::NoCertificate);
-            }
+            };
+            // keytool writes EC keys without their public key, which rustls needs.
+            let key = jks::with_ec_public_key(chain.key().as_der().to_vec(), first.as_der());
             Ok(ClientIdentity {
                 chain: chain
                     .certs()
                     .iter()
                     .map(|c| CertificateDer::from(c.as_der().to_vec()))
                     .collect(),
-                key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(chain.key().as_der().to_vec())),
+                key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key)),
             })
         }
     }
@@ -367,12 +424,10 @@ fn pem_private_key(
 
 fn detect(bytes: &[u8]) -> Result<StoreFormat, StoreError> {
     match StoreFormat::detect(bytes) {
-        Some(StoreFormat::Jks) => Err(StoreError::JavaKeyStore { kind: "JKS" }),
-        Some(StoreFormat::Jceks) => Err(StoreError::JavaKeyStore { kind: "JCEKS" }),
         Some(format) => Ok(format),
         None if bytes.is_empty() => Err(StoreError::Malformed("the file is empty".into())),
         None => Err(StoreError::Malformed(
-            "neither PEM (-----BEGIN ...) nor PKCS#12".into(),
+            "neither PEM (-----BEGIN ...), PKCS#12 nor a Java KeyStore (JKS, JCEKS)".into(),
         )),
     }
 }
@@ -738,9 +793,6 @@ mod tests {
             Some(StoreFormat::Pkcs12)
         );
         assert_eq!(StoreFormat::detect(b"hello"), None);
-        let jks = read_truststore(&[0xFE, 0xED, 0xFE, 0xED, 0, 0, 0, 2], None).unwrap_err();
-        assert!(jks.to_string().contains("keytool -importkeystore"), "{jks}");
-        assert!(jks.to_string().contains("-deststoretype PKCS12"), "{jks}");
     }
 
     #[test]

@@ -19,15 +19,18 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use strait_kafka::connection::BrokerConnection;
-use strait_kafka::sasl::{Claim, SaslConfig, ScramHash, TokenSource, UnsecuredToken};
+use strait_kafka::sasl::{
+    Claim, ClientCredentials, RefreshWindow, SaslConfig, ScramHash, TokenEndpoint, TokenSource,
+    UnsecuredToken,
+};
 use strait_kafka::{Client, Error, Secret, Security};
-use strait_testkit::{kafka_tool, Scram, SecureBroker, SecureBrokerOptions, TestCa};
+use strait_testkit::{kafka_tool, OidcServer, Scram, SecureBroker, SecureBrokerOptions, TestCa};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use secure::{
-    assert_names_broker, cause, config, failed_connect, oauthbearer_clusters, produce_and_fetch,
-    tls_trusting,
+    assert_names_broker, cause, config, failed_connect, oauthbearer_clusters, oidc_clusters,
+    produce_and_fetch, tls_trusting,
 };
 
 fn scram(hash: ScramHash, user: &str, password: &str) -> SaslConfig {
@@ -604,4 +607,137 @@ async fn a_refused_oauthbearer_token_shows_the_brokers_status() {
             "{message}"
         );
     }
+}
+
+// ---- OAUTHBEARER with the client credentials grant ----------------------------------------
+
+/// Client credentials for `url` as an MM2 file gives them (the server accepts any secret).
+fn client_credentials(url: &str) -> ClientCredentials {
+    ClientCredentials {
+        url: url.to_owned(),
+        client_id: "mirror-client".into(),
+        client_secret: Secret::new("mirror-secret"),
+        scope: Some("kafka".into()),
+        urlencode_header: false,
+        tls: None,
+        connect_timeout: Duration::from_secs(5),
+        read_timeout: Duration::from_secs(5),
+        retry_backoff: Duration::from_millis(100),
+        retry_backoff_max: Duration::from_secs(2),
+        sub_claim: "sub".into(),
+        refresh: RefreshWindow::default(),
+    }
+}
+
+/// A real identity provider (mock-oauth2-server) signs short-lived tokens (12 s); the broker
+/// checks them with Kafka's own JWT validator against the provider's keys. strait fetches a
+/// token, keeps it, and fetches a new one before it expires: traffic on one connection
+/// through several token lifetimes (each re-authentication with a fresh token, or the broker
+/// would refuse it or close the connection), and a new connection after the first token has
+/// expired, all succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauthbearer_client_credentials_against_a_real_identity_provider() {
+    let dir = tempdir("strait-oidc");
+    let oidc = OidcServer::start(&dir);
+    let clusters = oidc_clusters(&oidc, OidcServer::SHORT);
+    let bootstrap = &clusters.source.bootstrap;
+    let endpoint = Arc::new(TokenEndpoint::new(client_credentials(
+        &oidc.token_url(OidcServer::SHORT),
+    )));
+    let security = oauth(TokenSource::Endpoint(Arc::clone(&endpoint)), vec![]);
+
+    let client = Client::connect(config(bootstrap, security.clone()))
+        .await
+        .expect("a token from the identity provider");
+    produce_and_fetch(&client, "oauth-client-credentials").await;
+    assert_eq!(
+        endpoint.tokens_fetched(),
+        1,
+        "one token for every connection"
+    );
+
+    // Three token lifetimes of traffic on one connection.
+    let conn = client.any_connection().await.unwrap();
+    traffic_until_reauthenticated(
+        "mirror-client",
+        Arc::clone(&conn),
+        3,
+        OidcServer::SHORT_LIFETIME_S * 1000,
+    )
+    .await;
+    assert!(
+        endpoint.tokens_fetched() >= 3,
+        "{} tokens fetched in three lifetimes",
+        endpoint.tokens_fetched()
+    );
+    assert!(Arc::ptr_eq(&conn, &client.any_connection().await.unwrap()));
+    produce_and_fetch(&client, "oauth-after-refresh").await;
+
+    // A new client long after the first token expired.
+    let fresh = Client::connect(config(bootstrap, security))
+        .await
+        .expect("a new connection with a refreshed token");
+    produce_and_fetch(&fresh, "oauth-fresh-client").await;
+}
+
+/// What goes wrong on the way to a token says so: a token the broker does not accept (another
+/// issuer's, for another audience), an endpoint that answers 405 (not retried), one that is not there
+/// (retried until `sasl.login.retry.backoff.max.ms`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauthbearer_client_credentials_failures_say_why() {
+    let dir = tempdir("strait-oidc-refused");
+    let oidc = OidcServer::start(&dir);
+    let clusters = oidc_clusters(&oidc, OidcServer::SHORT);
+    let bootstrap = &clusters.source.bootstrap;
+    let fail = |url: String| async move {
+        let mut credentials = client_credentials(&url);
+        credentials.scope = Some("other".into());
+        let endpoint = TokenEndpoint::new(credentials);
+        let security = oauth(TokenSource::Endpoint(Arc::new(endpoint)), vec![]);
+        failed_connect(bootstrap, security, &url).await.1
+    };
+
+    // The broker checks signatures: Kafka's unsigned test token is refused.
+    let unsigned = unsigned_jwt("mirror-client", 3600);
+    let (_, shown) = failed_connect(
+        bootstrap,
+        oauth(TokenSource::Static(Secret::new(unsigned)), vec![]),
+        "unsigned token",
+    )
+    .await;
+    assert!(shown.contains("refused the token"), "{shown}");
+
+    let refused = fail(oidc.token_url("default")).await;
+    assert!(
+        refused.contains(r#"refused the token ({"status":"invalid_token"})"#),
+        "{refused}"
+    );
+
+    let missing = fail(format!("{}/short/nowhere", oidc.base)).await;
+    assert!(
+        missing.contains("gave no token (1 attempt)") && missing.contains("HTTP 405"),
+        "{missing}"
+    );
+
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let unreachable = fail(format!("http://127.0.0.1:{port}/token")).await;
+    assert!(
+        unreachable.contains("cannot connect to 127.0.0.1") && unreachable.contains(" attempts)"),
+        "{unreachable}"
+    );
+}
+
+fn tempdir(prefix: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }

@@ -43,9 +43,11 @@ impl BrokerSet {
                 .unwrap_or_else(|e| panic!("cannot write {}: {e}", props.display()));
             command.arg("--props").arg(props);
         }
-        command.envs(options.env.iter().map(|(k, v)| (k, v)));
         for arg in &options.format_args {
             command.arg("--format-arg").arg(arg);
+        }
+        for option in &options.jvm_options {
+            command.arg("--jvm-opt").arg(option);
         }
         let output = command
             .output()

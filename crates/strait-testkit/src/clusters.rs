@@ -101,12 +101,18 @@ pub struct ClusterOptions {
     pub properties: Vec<(String, String)>,
     /// Arguments for `kafka-storage format`, e.g. `--add-scram` and its value.
     pub format_args: Vec<String>,
-    /// Environment variables of `scripts/test-broker start`, which its JVMs inherit (e.g.
-    /// `JDK_JAVA_OPTIONS` with `-Djava.security.krb5.conf=...`).
-    pub env: Vec<(String, String)>,
+    /// Options for the brokers' JVMs (system properties such as
+    /// `-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=...`), kept for restarts.
+    pub jvm_options: Vec<String>,
 }
 
 impl ClusterOptions {
+    /// Adds an option to the brokers' JVM command line.
+    pub fn jvm_option(mut self, option: &str) -> ClusterOptions {
+        self.jvm_options.push(option.to_owned());
+        self
+    }
+
     /// Adds a broker property.
     pub fn property(mut self, key: &str, value: &str) -> ClusterOptions {
         self.properties.push((key.to_owned(), value.to_owned()));

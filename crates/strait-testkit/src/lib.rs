@@ -7,7 +7,8 @@
 //! code with strait (librdkafka through `scripts/rdk.py`), for writing test data at one end and
 //! reading it back at the other; [`kafka_tool`] runs Kafka's own Java tools as a second witness.
 //! [`SecureBroker`] is one real broker with TLS and/or SASL, with certificates made at test time
-//! by [`TestCa`].
+//! by [`TestCa`]. [`OidcServer`] is a real OpenID Connect token server for the OAUTHBEARER
+//! tests.
 //!
 //! Nothing skips: a missing Kafka install or Python venv is a panic that says how to install it
 //! (`scripts/test-broker install`; `scripts/test` does it before running the tests).
@@ -17,7 +18,9 @@ mod clusters;
 mod env;
 mod java;
 mod kerberos;
+mod keytool;
 mod mm2;
+mod oidc;
 mod rdk;
 mod record;
 mod secure;
@@ -26,7 +29,9 @@ mod txn;
 pub use clusters::{Broker, ClusterOptions, Clusters, Which, QUICK_COMPACTION};
 pub use java::{java_command, kafka_classpath, kafka_conf_dir, kafka_tool, KAFKA_VERSION};
 pub use kerberos::{Kdc, REALM};
+pub use keytool::{java_keystore, java_truststore, keytool};
 pub use mm2::{Mm2, MM2_STARTED};
+pub use oidc::{OidcServer, OIDC_SERVER_VERSION};
 pub use rdk::{GroupMember, GroupProtocol, Rdk};
 pub use record::TestRecord;
 pub use secure::{GssapiListener, Scram, SecureBroker, SecureBrokerOptions, TestCa, TestCert};

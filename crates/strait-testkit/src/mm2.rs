@@ -300,7 +300,7 @@ impl Drop for Mm2 {
 /// outlives a test that died without dropping its [`Mm2`]. It leaves a process alone whose
 /// command line does not hold `marker` (the pid was reused) and exits by itself once `pid` has
 /// exited. `None` if it cannot be started: the JVM is then only stopped by `Drop`.
-fn start_watchdog(pid: u32, marker: &Path) -> Option<Child> {
+pub(crate) fn start_watchdog(pid: u32, marker: &Path) -> Option<Child> {
     // A zombie counts as gone (a reaped child's pid 1 may reap it late).
     const SCRIPT: &str = r#"
 alive() {
@@ -313,7 +313,7 @@ trap '' INT HUP
 parent=$1 child=$2 marker=$3
 while alive "$parent" && alive "$child"; do sleep 1; done
 if alive "$child" && tr '\0' '\n' <"/proc/$child/cmdline" | grep -qxF -- "$marker"; then
-    echo "strait-testkit watchdog: test process $parent is gone; killing MirrorMaker $child" >&2
+    echo "strait-testkit watchdog: test process $parent is gone; killing $child ($marker)" >&2
     kill -KILL "$child"
 fi
 "#;

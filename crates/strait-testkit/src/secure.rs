@@ -271,9 +271,9 @@ impl SecureBroker {
                         gssapi.principal
                     ),
                 );
-            config.env.push((
-                "JDK_JAVA_OPTIONS".to_owned(),
-                format!("-Djava.security.krb5.conf={}", gssapi.krb5_conf.display()),
+            config = config.jvm_option(&format!(
+                "-Djava.security.krb5.conf={}",
+                gssapi.krb5_conf.display()
             ));
         }
         if !mechanisms.is_empty() {

@@ -16,6 +16,7 @@ mod mirror;
 mod progress;
 mod run;
 mod status;
+mod strimzi;
 
 /// Mirror Kafka topics between clusters and carry consumer-group positions across, exactly.
 #[derive(Debug, Parser)]
@@ -87,6 +88,11 @@ enum Command {
     /// partitions, lag (records and seconds), throughput, lost records, the last error, and the
     /// consumer groups checkpointed and synced. Exits non-zero when no instance answers.
     Status(status::StatusArgs),
+    /// Configuration tools: turn a Strimzi `KafkaMirrorMaker2` resource into an MM2 file.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
     /// Connect to a cluster and show its id, brokers, and the API versions strait would use
     /// with it, so a reachability or compatibility problem shows before a mirror is started.
     Probe {
@@ -96,6 +102,26 @@ enum Command {
         /// Give up after this many seconds.
         #[arg(long, default_value_t = 15)]
         timeout_secs: u64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Turn a Strimzi KafkaMirrorMaker2 resource (YAML, kafka.strimzi.io/v1beta2) into the MM2
+    /// properties file strait runs: clusters, TLS and authentication, mirrors with their topic
+    /// and group patterns, tasksMax, the connectors' settings and rack awareness. Secrets are
+    /// never copied: the file reads them at run time from the Kubernetes Secrets mounted under
+    /// --secrets-dir. What is not carried over is listed on stderr (docs/strimzi.md).
+    FromStrimzi {
+        /// The resource (a YAML file holding one KafkaMirrorMaker2).
+        #[arg(value_name = "FILE")]
+        file: std::path::PathBuf,
+        /// Where the pod mounts each Secret as a directory (`<dir>/<secret name>/<key>`).
+        #[arg(long, value_name = "DIR", default_value = "/etc/strait/secrets")]
+        secrets_dir: String,
+        /// Write the properties here instead of to stdout.
+        #[arg(long, value_name = "FILE")]
+        out: Option<std::path::PathBuf>,
     },
 }
 
@@ -203,11 +229,39 @@ async fn main() -> anyhow::Result<()> {
         Command::Failover { command } => failover::failover(command).await,
         Command::Failback { command } => failover::failback(command).await,
         Command::Status(args) => status::status(args).await,
+        Command::Config {
+            command:
+                ConfigCommand::FromStrimzi {
+                    file,
+                    secrets_dir,
+                    out,
+                },
+        } => from_strimzi(&file, &secrets_dir, out.as_deref()),
         Command::Probe {
             bootstrap,
             timeout_secs,
         } => probe(&bootstrap, Duration::from_secs(timeout_secs)).await,
     }
+}
+
+fn from_strimzi(
+    file: &std::path::Path,
+    secrets_dir: &str,
+    out: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let conversion = strimzi::convert(&text, &file.display().to_string(), secrets_dir)
+        .map_err(anyhow::Error::msg)?;
+    match out {
+        Some(path) => std::fs::write(path, &conversion.properties)
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        None => print!("{}", conversion.properties),
+    }
+    for note in &conversion.notes {
+        eprintln!("note: {note}");
+    }
+    Ok(())
 }
 
 async fn probe(bootstrap: &str, timeout: Duration) -> anyhow::Result<()> {

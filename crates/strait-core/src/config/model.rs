@@ -102,8 +102,8 @@ pub struct FlowConfig {
     /// The target's name in the same places: `target.cluster.alias`, default the target
     /// cluster's alias.
     pub target_alias: ClusterAlias,
-    /// `topics` (default `.*`) and `topics.exclude` (default `.*[\-\.]internal, .*\.replica,
-    /// __.*`; legacy `topics.blacklist`).
+    /// `topics` (default `.*`) and `topics.exclude` (default `mm2.*\.internal, .*\.replica,
+    /// __.*`, Kafka 4's; legacy `topics.blacklist`).
     pub topics: TopicFilter,
     /// `groups` (default `.*`) and `groups.exclude` (default `console-consumer-.*, connect-.*,
     /// __.*`; legacy `groups.blacklist`).

@@ -9,10 +9,14 @@
 //! | `SASL_PLAINTEXT` | | yes |
 //! | `SASL_SSL` | yes | yes |
 //!
-//! TLS keys: `ssl.truststore.location` / `.password` / `.type` (PEM or PKCS12; JKS is refused
-//! with the `keytool` command that converts it) or `ssl.truststore.certificates` (PEM text);
-//! `ssl.keystore.location` / `.password` / `.type` or `ssl.keystore.certificate.chain` and
-//! `ssl.keystore.key` (PEM text), with `ssl.key.password` for an encrypted PEM key;
+//! TLS keys: `ssl.truststore.location` / `.password` / `.type` (PEM, PKCS12, JKS, or JCEKS's
+//! certificates; the file's first bytes decide, so Kafka's default type JKS fits any) or
+//! `ssl.truststore.certificates` (PEM text); `ssl.keystore.location` / `.password` / `.type`
+//! (PEM, PKCS12 or JKS with one private key; a JCEKS-protected key is refused with the
+//! `keytool` command that converts the file) or `ssl.keystore.certificate.chain` and
+//! `ssl.keystore.key` (PEM text), with `ssl.key.password` for an encrypted PEM key or a JKS
+//! key (the store password when unset, as in Java); a store password, when set, must pass
+//! the store's integrity check;
 //! `ssl.endpoint.identification.algorithm` (`https` by default; empty turns hostname
 //! verification off); `ssl.enabled.protocols` (TLSv1.2, TLSv1.3). Without a truststore, the
 //! system's CAs are trusted.
@@ -20,10 +24,13 @@
 //! SASL keys: `sasl.mechanism` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, and GSSAPI,
 //! Kafka's default) and `sasl.jaas.config` (see [`super::jaas`]). GSSAPI takes
 //! `sasl.kerberos.service.name` and the JDK's `Krb5LoginModule` options `useKeyTab`, `keyTab`,
-//! `principal`, `useTicketCache`, `ticketCache`, `serviceName` (see [`Reader::gssapi`]). OAUTHBEARER takes
-//! its token from the JAAS option `strait.token` (strait's), from a file
-//! (`sasl.login.callback.handler.class` = Kafka's `OAuthBearerLoginCallbackHandler` with
-//! `sasl.oauthbearer.token.endpoint.url = file:/path`, read again at every authentication), or
+//! `principal`, `useTicketCache`, `ticketCache`, `serviceName` (see [`Reader::gssapi`]).
+//! OAUTHBEARER takes its token from the JAAS option `strait.token` (strait's), from an identity
+//! provider with the client credentials grant (`sasl.login.callback.handler.class` = Kafka's
+//! `OAuthBearerLoginCallbackHandler` with `sasl.oauthbearer.token.endpoint.url = https://...`,
+//! client id, secret and scope from the JAAS options `clientId`, `clientSecret`, `scope` or
+//! Kafka 4.1's `sasl.oauthbearer.client.credentials.*` and `sasl.oauthbearer.scope`), from a
+//! file (the same handler with `...url = file:/path`, read again at every authentication), or
 //! makes Kafka's unsecured JWT from `unsecuredLogin*` options.
 //!
 //! Errors name the cluster, the client and the key, never a secret's value.
@@ -32,9 +39,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use strait_kafka::sasl::token_endpoint::check_url;
 use strait_kafka::sasl::{
-    check_extension, check_gssapi_library, Claim, GssapiConfig, SaslConfig, ScramHash, TokenSource,
-    UnsecuredToken,
+    check_extension, check_gssapi_library, Claim, ClientCredentials, GssapiConfig, RefreshWindow,
+    SaslConfig, ScramHash, TokenEndpoint, TokenSource, UnsecuredToken,
 };
 use strait_kafka::tls::{
     read_keystore, read_pem_identity, read_truststore, ClientIdentity, StoreError, TlsConfig,
@@ -202,26 +210,33 @@ impl Reader<'_> {
         std::fs::read(path).map_err(|e| self.fail(key, format!("cannot read {path}: {e}")))
     }
 
-    /// Checks `ssl.<store>.type`: PEM, PKCS12 or JKS (which the reader refuses with advice);
-    /// the file's content decides between PEM and PKCS#12, as Java's keystores do.
+    /// Checks `ssl.<store>.type`: PEM, PKCS12, JKS or JCEKS; the file's content decides which
+    /// it is read as (a JKS file given type PKCS12 is read all the same, as Java's keystores
+    /// do since Java 9; Kafka's default type is JKS).
     fn check_store_type(&self, key: &str) -> Result<(), ConfigError> {
         match self.get(key).map(str::to_ascii_uppercase).as_deref() {
             None | Some("PEM" | "PKCS12" | "JKS" | "JCEKS") => Ok(()),
-            Some(_) => Err(self.fail(
-                key,
-                "strait reads PEM and PKCS12 stores (and says how to convert JKS)",
-            )),
+            Some(_) => Err(self.fail(key, "strait reads PEM, PKCS12, JKS and JCEKS stores")),
         }
     }
 
     fn store_error(&self, key: &str, path: Option<&str>, e: StoreError) -> ConfigError {
         let what = match (path, e) {
-            (Some(path), StoreError::JavaKeyStore { kind }) => {
-                let shown = StoreError::JavaKeyStore { kind }
+            // Advice with a `keytool` command: the file's own path in it.
+            (
+                Some(path),
+                e @ (StoreError::JavaKeyStore { .. } | StoreError::SeveralPrivateKeys { .. }),
+            ) => {
+                let shown = e
                     .to_string()
                     .replace("FILE.p12", &format!("{path}.p12"))
                     .replace("FILE", path);
                 format!("{path}: {shown}")
+            }
+            // Which password: the store's (`ssl.truststore.password`, `ssl.keystore.password`).
+            (Some(path), e @ StoreError::WrongPassword) => {
+                let password_key = key.replace(".location", ".password");
+                format!("{path}: {e} ({password_key})")
             }
             (Some(path), e) => format!("{path}: {e}"),
             (None, e) => e.to_string(),
@@ -569,6 +584,7 @@ impl Reader<'_> {
         const JAAS: &str = "sasl.jaas.config";
         const HANDLER: &str = "sasl.login.callback.handler.class";
         const URL: &str = "sasl.oauthbearer.token.endpoint.url";
+        const RETRIEVER: &str = "sasl.oauthbearer.jwt.retriever.class";
         if jaas.login_module != OAUTH_MODULE {
             return Err(self.fail(
                 JAAS,
@@ -589,37 +605,260 @@ impl Reader<'_> {
             }
         }
         let handler = self.get(HANDLER);
-        let token = if let Some(token) = jaas.option("strait.token") {
-            if token.trim().is_empty() {
-                return Err(self.fail(JAAS, "the option `strait.token` is empty"));
-            }
-            TokenSource::Static(Secret::new(token.trim()))
-        } else if let Some(handler) = handler {
-            if !OAUTH_HANDLERS.contains(&handler) {
-                return Err(self.fail(
-                    HANDLER,
-                    format!(
-                        "`{handler}` is Java code strait cannot run; strait reads a token file with \
-                         {} and {URL}=file:/path",
+        let token =
+            if let Some(token) = jaas.option("strait.token") {
+                if token.trim().is_empty() {
+                    return Err(self.fail(JAAS, "the option `strait.token` is empty"));
+                }
+                TokenSource::Static(Secret::new(token.trim()))
+            } else if let Some(handler) = handler {
+                if !OAUTH_HANDLERS.contains(&handler) {
+                    return Err(self.fail(
+                        HANDLER,
+                        format!(
+                        "`{handler}` is Java code strait cannot run; strait fetches tokens with \
+                         {} and {URL} (https:// for the client credentials grant, file:/path \
+                         for a token file)",
                         OAUTH_HANDLERS[0]
                     ),
-                ));
-            }
-            let Some(url) = self.get(URL) else {
-                return Err(self.fail(URL, format!("{HANDLER} needs {URL}=file:/path/to/token")));
+                    ));
+                }
+                let Some(url) = self.get(URL) else {
+                    return Err(self.fail(
+                        URL,
+                        format!(
+                            "{HANDLER} needs {URL}: the identity provider's token endpoint \
+                         (https://...) or a token file (file:/path)"
+                        ),
+                    ));
+                };
+                let retriever = self
+                    .get(RETRIEVER)
+                    .map(|c| c.rsplit('.').next().unwrap_or(c));
+                match retriever {
+                    None | Some("DefaultJwtRetriever") => {}
+                    Some("FileJwtRetriever") if url.starts_with("file:") => {}
+                    Some("ClientCredentialsJwtRetriever") if !url.starts_with("file:") => {}
+                    Some("JwtBearerJwtRetriever") => return Err(self.fail(
+                        RETRIEVER,
+                        "the JWT bearer grant (KIP-1139, a signed assertion instead of a client \
+                         secret) is not supported; use the client credentials grant or a token \
+                         file",
+                    )),
+                    Some(_) => {
+                        return Err(self.fail(
+                            RETRIEVER,
+                            format!(
+                            "`{}` does not match {URL}={url}, or is Java code strait cannot run",
+                            self.get(RETRIEVER).unwrap_or_default()
+                        ),
+                        ))
+                    }
+                }
+                if url.starts_with("file:") {
+                    TokenSource::File(file_url_path(url).ok_or_else(|| {
+                        self.fail(URL, "a token file URL is file:/path (an absolute path)")
+                    })?)
+                } else {
+                    TokenSource::Endpoint(Arc::new(TokenEndpoint::new(
+                        self.client_credentials(jaas, url)?,
+                    )))
+                }
+            } else {
+                TokenSource::Unsecured(self.unsecured(jaas)?)
             };
-            TokenSource::File(file_url_path(url).ok_or_else(|| {
-                self.fail(
-                    URL,
-                    "strait reads the token from a file (file:/path); it does not fetch tokens \
-                     from an identity provider over HTTP: let another process write the token to \
-                     a file",
-                )
-            })?)
-        } else {
-            TokenSource::Unsecured(self.unsecured(jaas)?)
-        };
         Ok(SaslConfig::OAuthBearer { token, extensions })
+    }
+
+    /// The client credentials grant (KIP-768; Kafka 4.1's keys beside the JAAS options of
+    /// before): where to ask, as whom, and when to ask again.
+    fn client_credentials(
+        &self,
+        jaas: &JaasConfig,
+        url: &str,
+    ) -> Result<ClientCredentials, ConfigError> {
+        const JAAS: &str = "sasl.jaas.config";
+        const URL: &str = "sasl.oauthbearer.token.endpoint.url";
+        const ID: &str = "sasl.oauthbearer.client.credentials.client.id";
+        const SECRET: &str = "sasl.oauthbearer.client.credentials.client.secret";
+        check_url(url).map_err(|e| self.fail(URL, e))?;
+        // A key of the client's config wins over the JAAS option, as in Kafka 4.1.
+        let client_id = match self.get(ID) {
+            Some(id) => id.to_owned(),
+            None => jaas
+                .option("clientId")
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| {
+                    self.fail(
+                        JAAS,
+                        format!("the client credentials grant needs a client id: {ID} or the JAAS option `clientId`"),
+                    )
+                })?
+                .to_owned(),
+        };
+        let client_secret = match self.secret(SECRET) {
+            Some(secret) => secret,
+            None => jaas
+                .option("clientSecret")
+                .filter(|v| !v.trim().is_empty())
+                .map(Secret::new)
+                .ok_or_else(|| {
+                    self.fail(
+                        JAAS,
+                        format!("the client credentials grant needs a client secret: {SECRET} or the JAAS option `clientSecret`"),
+                    )
+                })?,
+        };
+        let scope = self
+            .get("sasl.oauthbearer.scope")
+            .or_else(|| jaas.option("scope").map(str::trim))
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned);
+        let tls = if url.trim().starts_with("https:") {
+            Some(Arc::new(self.token_endpoint_tls(jaas)?))
+        } else {
+            None
+        };
+        let window = RefreshWindow::default();
+        Ok(ClientCredentials {
+            url: url.to_owned(),
+            client_id,
+            client_secret,
+            scope,
+            urlencode_header: self.flag("sasl.oauthbearer.header.urlencode", false)?,
+            tls,
+            connect_timeout: self.millis("sasl.login.connect.timeout.ms", 10_000)?,
+            read_timeout: self.millis("sasl.login.read.timeout.ms", 10_000)?,
+            retry_backoff: self.millis("sasl.login.retry.backoff.ms", 100)?,
+            retry_backoff_max: self.millis("sasl.login.retry.backoff.max.ms", 10_000)?,
+            sub_claim: self
+                .get("sasl.oauthbearer.sub.claim.name")
+                .unwrap_or("sub")
+                .to_owned(),
+            refresh: RefreshWindow {
+                factor: self.ranged("sasl.login.refresh.window.factor", window.factor, 0.5, 1.0)?,
+                jitter: self.ranged(
+                    "sasl.login.refresh.window.jitter",
+                    window.jitter,
+                    0.0,
+                    0.25,
+                )?,
+                min_period: Duration::from_secs(self.ranged(
+                    "sasl.login.refresh.min.period.seconds",
+                    60.0,
+                    0.0,
+                    900.0,
+                )? as u64),
+                buffer: Duration::from_secs(self.ranged(
+                    "sasl.login.refresh.buffer.seconds",
+                    300.0,
+                    0.0,
+                    3600.0,
+                )? as u64),
+            },
+        })
+    }
+
+    /// TLS to an `https` token endpoint: Kafka reads it from the JAAS line's `ssl.*` options
+    /// (the client's own `ssl.*` keys are for the brokers); without a truststore there, the
+    /// system's CAs.
+    fn token_endpoint_tls(&self, jaas: &JaasConfig) -> Result<TlsConfig, ConfigError> {
+        const JAAS: &str = "sasl.jaas.config";
+        let option = |name: &str| jaas.option(name).map(str::trim).filter(|v| !v.is_empty());
+        let (trust, trust_origin) =
+            match (
+                option("ssl.truststore.location"),
+                option("ssl.truststore.certificates"),
+            ) {
+                (Some(_), Some(_)) => return Err(self.fail(
+                    JAAS,
+                    "set either ssl.truststore.location or ssl.truststore.certificates for the \
+                     token endpoint, not both",
+                )),
+                (Some(path), None) => {
+                    let bytes = std::fs::read(path).map_err(|e| {
+                        self.fail(JAAS, format!("the token endpoint's truststore {path}: {e}"))
+                    })?;
+                    let password = jaas
+                        .option("ssl.truststore.password")
+                        .filter(|p| !p.is_empty())
+                        .map(Secret::new);
+                    let certs = read_truststore(&bytes, password.as_ref()).map_err(|e| {
+                        self.fail(JAAS, format!("the token endpoint's truststore {path}: {e}"))
+                    })?;
+                    (
+                        Trust::Certificates(certs),
+                        format!("the JAAS option ssl.truststore.location={path}"),
+                    )
+                }
+                (None, Some(pem)) => {
+                    let certs = read_truststore(pem.as_bytes(), None).map_err(|e| {
+                        self.fail(
+                            JAAS,
+                            format!("the token endpoint's ssl.truststore.certificates: {e}"),
+                        )
+                    })?;
+                    (
+                        Trust::Certificates(certs),
+                        "the JAAS option ssl.truststore.certificates".to_owned(),
+                    )
+                }
+                (None, None) => (Trust::System, "the system's CA certificates".to_owned()),
+            };
+        let verify_hostname =
+            match jaas.option("ssl.endpoint.identification.algorithm") {
+                None => true,
+                Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+                    "" => false,
+                    "https" => true,
+                    _ => return Err(self.fail(
+                        JAAS,
+                        "the JAAS option ssl.endpoint.identification.algorithm is `https` or empty",
+                    )),
+                },
+            };
+        TlsConfig::new(TlsOptions {
+            trust,
+            trust_origin,
+            identity: None,
+            verify_hostname,
+            versions: Vec::new(),
+        })
+        .map_err(|e| self.fail(JAAS, format!("TLS to the token endpoint: {e}")))
+    }
+
+    /// A `true`/`false` key.
+    fn flag(&self, key: &str, default: bool) -> Result<bool, ConfigError> {
+        match self.get(key).map(str::to_ascii_lowercase).as_deref() {
+            None => Ok(default),
+            Some("true") => Ok(true),
+            Some("false") => Ok(false),
+            Some(_) => Err(self.fail(key, "expected true or false")),
+        }
+    }
+
+    /// A duration in milliseconds.
+    fn millis(&self, key: &str, default: u64) -> Result<Duration, ConfigError> {
+        match self.get(key) {
+            None => Ok(Duration::from_millis(default)),
+            Some(v) => v
+                .parse::<u64>()
+                .map(Duration::from_millis)
+                .map_err(|_| self.fail(key, "expected a whole number of milliseconds")),
+        }
+    }
+
+    /// A number within Kafka's bounds for the key.
+    fn ranged(&self, key: &str, default: f64, min: f64, max: f64) -> Result<f64, ConfigError> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(v) => v
+                .parse::<f64>()
+                .ok()
+                .filter(|n| (min..=max).contains(n))
+                .ok_or_else(|| self.fail(key, format!("expected a number from {min} to {max}"))),
+        }
     }
 
     /// Kafka's unsecured token from `unsecuredLogin*` options.

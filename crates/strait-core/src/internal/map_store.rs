@@ -314,6 +314,18 @@ mod tests {
     }
 
     #[test]
+    fn the_map_topic_is_never_mirrored() {
+        for alias in ["A", "us-east", "dc_1"] {
+            let topic = MapStore::topic_name(alias);
+            assert!(crate::policy::is_strait_internal_topic(&topic), "{topic}");
+            assert!(
+                crate::policy::ReplicationPolicy::default().is_internal_topic(&topic),
+                "{topic}"
+            );
+        }
+    }
+
+    #[test]
     fn a_compaction_notes_the_floor_and_a_removal_per_dropped_entry() {
         let sp = SourcePartition::new("orders", 0);
         let mut map = PartitionMap::new();

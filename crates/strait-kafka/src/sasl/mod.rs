@@ -12,6 +12,7 @@
 pub mod gssapi;
 pub mod oauthbearer;
 pub mod scram;
+pub mod token_endpoint;
 
 use std::time::Duration;
 
@@ -25,6 +26,7 @@ use kafka_protocol::protocol::StrBytes;
 pub use gssapi::{check_library as check_gssapi_library, GssapiConfig};
 pub use oauthbearer::{check_extension, Claim, TokenSource, UnsecuredToken};
 pub use scram::{ScramError, ScramHash};
+pub use token_endpoint::{ClientCredentials, RefreshWindow, TokenEndpoint};
 
 use crate::connection::BrokerConnection;
 use crate::error::Result;
@@ -108,8 +110,12 @@ enum Step {
 }
 
 impl Exchange {
-    /// The first client message.
-    fn start(sasl: &SaslConfig) -> std::result::Result<(Exchange, Vec<u8>), String> {
+    /// The first client message. `addr` is the broker's `host:port` as dialled (GSSAPI's
+    /// service principal names its host).
+    async fn start(
+        sasl: &SaslConfig,
+        addr: &str,
+    ) -> std::result::Result<(Exchange, Vec<u8>), String> {
         match sasl {
             SaslConfig::Plain { username, password } => {
                 let mut message = Vec::with_capacity(username.len() + password.expose().len() + 2);
@@ -136,28 +142,16 @@ impl Exchange {
                 Ok((Exchange::ScramFirst(client), first))
             }
             SaslConfig::OAuthBearer { token, extensions } => {
-                let token = token.token()?;
+                let token = token.token().await?;
                 Ok((
                     Exchange::OAuth,
                     oauthbearer::initial_response(&token, extensions),
                 ))
             }
-            SaslConfig::Gssapi(_) => Err("GSSAPI starts in Exchange::begin".into()),
-        }
-    }
-
-    /// The first client message, for any mechanism (GSSAPI's may wait for a KDC). `addr` is
-    /// the broker's `host:port` as dialled.
-    async fn begin(
-        sasl: &SaslConfig,
-        addr: &str,
-    ) -> std::result::Result<(Exchange, Vec<u8>), String> {
-        match sasl {
             SaslConfig::Gssapi(config) => {
                 let (client, first) = gssapi::GssapiClient::start(config, addr).await?;
                 Ok((Exchange::Gssapi(client), first))
             }
-            sasl => Exchange::start(sasl),
         }
     }
 
@@ -276,7 +270,7 @@ pub(crate) async fn authenticate(
     let auth_version = conn
         .version_of::<SaslAuthenticateRequest>()
         .map_err(|_| fail("the broker does not offer SaslAuthenticate".into()))?;
-    let (mut exchange, mut message) = Exchange::begin(sasl, conn.addr()).await.map_err(&fail)?;
+    let (mut exchange, mut message) = Exchange::start(sasl, conn.addr()).await.map_err(&fail)?;
     // SCRAM takes two round trips, GSSAPI with Kerberos three, the others one; a broker that
     // wants many more is not speaking the mechanism.
     for _ in 0..MAX_MESSAGES {
@@ -335,7 +329,7 @@ mod tests {
             username: "alice".into(),
             password: Secret::new("pw"),
         };
-        let (_, first) = Exchange::start(&sasl).unwrap();
+        let (_, first) = futures::executor::block_on(Exchange::start(&sasl, "k1:9092")).unwrap();
         assert_eq!(first, b"\0alice\0pw".to_vec());
         assert!(!format!("{sasl:?}").contains("pw\""));
         assert!(format!("{sasl:?}").contains("[redacted]"));

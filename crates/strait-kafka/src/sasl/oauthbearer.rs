@@ -8,14 +8,17 @@
 //! The token comes from the config (strait's `strait.token` JAAS option), from a file read at
 //! every authentication (Kafka's `sasl.oauthbearer.token.endpoint.url=file:...`, KIP-768), or
 //! is Kafka's unsecured JWT (`unsecuredLogin*` JAAS options, for brokers with the unsecured
-//! validator). strait does not fetch tokens from an identity provider over HTTP.
+//! validator), or is fetched from an identity provider with the client credentials grant
+//! ([`super::token_endpoint`]).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 
+use super::token_endpoint::TokenEndpoint;
 use crate::secret::Secret;
 
 /// Where an OAUTHBEARER token comes from.
@@ -29,6 +32,8 @@ pub enum TokenSource {
     File(PathBuf),
     /// Kafka's unsecured JWT (`alg: none`), made at every authentication.
     Unsecured(UnsecuredToken),
+    /// An OAuth token endpoint (client credentials), the token kept until its refresh time.
+    Endpoint(Arc<TokenEndpoint>),
 }
 
 /// Kafka's unsecured token (`OAuthBearerUnsecuredLoginCallbackHandler`): a JWT with no
@@ -58,7 +63,7 @@ pub enum Claim {
 
 impl TokenSource {
     /// The token to send now.
-    pub(crate) fn token(&self) -> Result<Secret, String> {
+    pub(crate) async fn token(&self) -> Result<Secret, String> {
         match self {
             TokenSource::Static(token) => Ok(token.clone()),
             TokenSource::File(path) => {
@@ -77,6 +82,7 @@ impl TokenSource {
                 Ok(Secret::new(token))
             }
             TokenSource::Unsecured(t) => Ok(t.jwt(SystemTime::now())),
+            TokenSource::Endpoint(endpoint) => endpoint.token().await,
         }
     }
 }
@@ -235,16 +241,14 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("token");
         let source = TokenSource::File(path.clone());
-        assert!(source
-            .token()
-            .unwrap_err()
-            .contains("cannot read the token file"));
+        let token = || futures::executor::block_on(source.token());
+        assert!(token().unwrap_err().contains("cannot read the token file"));
         std::fs::write(&path, "first\n").unwrap();
-        assert_eq!(source.token().unwrap().expose(), "first");
+        assert_eq!(token().unwrap().expose(), "first");
         std::fs::write(&path, "second").unwrap();
-        assert_eq!(source.token().unwrap().expose(), "second");
+        assert_eq!(token().unwrap().expose(), "second");
         std::fs::write(&path, "  \n").unwrap();
-        assert!(source.token().unwrap_err().contains("is empty"));
+        assert!(token().unwrap_err().contains("is empty"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -15,7 +15,7 @@ use strait_kafka::fetch::{FetchOptions, FetchPosition};
 use strait_kafka::produce::{ProducerConfig, RawProducer};
 use strait_kafka::tls::{TlsConfig, TlsOptions, Trust};
 use strait_kafka::{Client, ClientConfig, Error, Security, TopicPartition};
-use strait_testkit::{ClusterOptions, Clusters};
+use strait_testkit::{ClusterOptions, Clusters, OidcServer};
 use strait_wire::{BatchScanner, RawBatch};
 
 /// The alias every test cluster is given, so errors can be checked to name it.
@@ -68,6 +68,59 @@ pub fn oauthbearer_clusters() -> Clusters {
                 "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
                  unsecuredLoginStringClaim_sub=\"broker\";",
             ),
+    )
+}
+
+/// Two Kafka clusters whose client listener takes OAUTHBEARER tokens signed by `oidc`'s issuer
+/// `issuer`, checked by Kafka's own JWT validator (`OAuthBearerValidatorCallbackHandler`: the
+/// signature against the issuer's JWKS, `iss`, `aud` = "kafka", `exp`), with sessions of at most
+/// 5 minutes, shorter when the token expires sooner (KIP-368), so a client must re-authenticate
+/// with a fresh token before its token expires.
+pub fn oidc_clusters(oidc: &OidcServer, issuer: &str) -> Clusters {
+    let jwks = oidc.jwks_url(issuer);
+    Clusters::start_with(
+        ClusterOptions::default()
+            .property(
+                "listeners",
+                "CLIENT://127.0.0.1:@PORT@,CONTROLLER://127.0.0.1:@CONTROLLER_PORT@,\
+                 INTERNAL://127.0.0.1:@INTERNAL_PORT@",
+            )
+            .property(
+                "advertised.listeners",
+                "CLIENT://127.0.0.1:@PORT@,INTERNAL://127.0.0.1:@INTERNAL_PORT@",
+            )
+            .property(
+                "listener.security.protocol.map",
+                "CONTROLLER:PLAINTEXT,INTERNAL:PLAINTEXT,CLIENT:SASL_PLAINTEXT",
+            )
+            .property(
+                "listener.name.client.sasl.enabled.mechanisms",
+                "OAUTHBEARER",
+            )
+            .property(
+                "listener.name.client.oauthbearer.sasl.jaas.config",
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+                 unsecuredLoginStringClaim_sub=\"broker\";",
+            )
+            .property(
+                "listener.name.client.oauthbearer.sasl.server.callback.handler.class",
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+            )
+            // Named, not left to the default: Kafka 4.1.1's default validator class
+            // (`DefaultJwtValidator`), made by the callback handler without a key resolver,
+            // checks a token as a client does (structure, `exp`, `sub`), not its signature.
+            .property(
+                "sasl.oauthbearer.jwt.validator.class",
+                "org.apache.kafka.common.security.oauthbearer.BrokerJwtValidator",
+            )
+            .property("sasl.oauthbearer.jwks.endpoint.url", &jwks)
+            .property("sasl.oauthbearer.expected.audience", "kafka")
+            .property("sasl.oauthbearer.expected.issuer", &oidc.issuer(issuer))
+            .property("connections.max.reauth.ms", "300000")
+            // Kafka 4 fetches keys only from the URLs this system property lists.
+            .jvm_option(&format!(
+                "-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={jwks}"
+            )),
     )
 }
 
