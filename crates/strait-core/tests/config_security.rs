@@ -628,11 +628,21 @@ fn stores_and_settings_that_cannot_be_used_are_named() {
         "{shown}"
     );
     assert!(!shown.contains("hunter2"), "{shown}");
+    // AWS_MSK_IAM is supported (msk_iam_settings), with Amazon's login module only.
     let shown = refused(
         &sasl(&format!("A.sasl.mechanism = AWS_MSK_IAM\n{jaas}")),
+        "sasl.jaas.config",
+    );
+    assert!(
+        shown.contains("needs software.amazon.msk.auth.iam.IAMLoginModule"),
+        "{shown}"
+    );
+    assert!(!shown.contains("hunter2"), "{shown}");
+    let shown = refused(
+        &sasl(&format!("A.sasl.mechanism = DIGEST-MD5\n{jaas}")),
         "sasl.mechanism",
     );
-    assert!(shown.contains("`AWS_MSK_IAM` is not supported"), "{shown}");
+    assert!(shown.contains("`DIGEST-MD5` is not supported"), "{shown}");
     let shown = refused(
         &sasl("A.sasl.mechanism = PLAIN\nA.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required username=u password=\"hunter2\" oops;\n"),
         "sasl.jaas.config",
@@ -1254,4 +1264,174 @@ async fn gssapi_from_mm2_lines_against_a_real_broker_and_kdc() {
     let metadata = reader.refresh_metadata().await.expect("metadata");
     assert!(metadata.topics.contains_key("mm2-gssapi"));
     secure::produce_and_fetch(&reader, "mm2-gssapi-cache").await;
+}
+
+/// Amazon MSK IAM from an MM2 file for MSK, in both of the forms of Amazon's library: the
+/// mechanism, the `aws*` JAAS options, the callback handler classes (Amazon's accepted, any
+/// other refused), and no secret (JAAS keys, the environment's) in `Debug` or in a message.
+#[test]
+fn msk_iam_settings() {
+    use strait_kafka::sasl::MskIamForm;
+
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "env-secret-value-7");
+    let with = |lines: &str| {
+        config(
+            "b-1.c.abc.c2.kafka.eu-west-1.amazonaws.com:9098",
+            "b:9092",
+            &format!("A.security.protocol = SASL_SSL\n{lines}"),
+        )
+    };
+    let iam = |lines: &str| -> (strait_kafka::sasl::MskIam, String) {
+        let c = client_config(&with(lines), Role::Consumer).unwrap_or_else(|e| panic!("{e}"));
+        let shown = format!("{c:?}");
+        match (*c.security().sasl.clone().unwrap()).clone() {
+            SaslConfig::AwsMskIam(iam) => (iam, shown),
+            other => panic!("{other:?}"),
+        }
+    };
+
+    // AWS_MSK_IAM, with a role assumed with keys given in the JAAS config.
+    let (msk, shown) = iam(
+        "A.sasl.mechanism = AWS_MSK_IAM\n\
+         A.sasl.jaas.config = software.amazon.msk.auth.iam.IAMLoginModule required \
+         awsRoleArn=\"arn:aws:iam::123456789012:role/msk_client_role\" awsRoleSessionName=\"producer\" \
+         awsStsRegion=\"us-west-2\" awsRoleAccessKeyId=\"AKIAJAAS\" \
+         awsRoleSecretAccessKey=\"jaas-secret-key-1\" awsRoleSessionToken=\"jaas-session-token-2\" \
+         awsDebugCreds=true awsMaxRetries=\"7\" awsMaxBackOffTimeMs=\"500\";\n\
+         A.sasl.client.callback.handler.class = software.amazon.msk.auth.iam.IAMClientCallbackHandler\n",
+    );
+    assert_eq!(msk.form, MskIamForm::AwsMskIam);
+    assert!(msk.debug_credentials);
+    let chain = msk.credentials.config();
+    let role = chain.assume_role.as_ref().unwrap();
+    assert_eq!(
+        role.role_arn,
+        "arn:aws:iam::123456789012:role/msk_client_role"
+    );
+    assert_eq!(role.session_name, "producer");
+    assert_eq!(role.access_key_id.as_deref(), Some("AKIAJAAS"));
+    assert_eq!(
+        role.secret_access_key.as_ref().unwrap().expose(),
+        "jaas-secret-key-1"
+    );
+    assert_eq!(chain.sts_region.as_deref(), Some("us-west-2"));
+    assert_eq!(chain.max_retries, 7);
+    assert_eq!(chain.max_backoff, Duration::from_millis(500));
+    assert!(chain.add_default_providers);
+    for secret in [
+        "jaas-secret-key-1",
+        "jaas-session-token-2",
+        "env-secret-value-7",
+    ] {
+        assert!(!shown.contains(secret), "{secret} in {shown}");
+    }
+    assert!(shown.contains("AWS_SECRET_ACCESS_KEY"), "{shown}");
+
+    // The minimal file of Amazon's README, without the client callback handler too.
+    let (msk, _) = iam("A.sasl.mechanism = AWS_MSK_IAM\n\
+         A.sasl.jaas.config = software.amazon.msk.auth.iam.IAMLoginModule required;\n");
+    assert_eq!(
+        msk.credentials.config(),
+        &strait_kafka::aws::ChainConfig::default()
+    );
+
+    // OAUTHBEARER with Amazon's login callback handler.
+    let (msk, _) = iam(
+        "A.sasl.mechanism = OAUTHBEARER\n\
+         A.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule \
+         required awsProfileName=\"msk_client\";\n\
+         A.sasl.login.callback.handler.class = software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler\n\
+         A.sasl.client.callback.handler.class = software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler\n",
+    );
+    assert_eq!(msk.form, MskIamForm::OAuthBearer);
+    assert_eq!(
+        msk.credentials.config().profile.as_deref(),
+        Some("msk_client")
+    );
+    assert!(msk.credentials.config().assume_role.is_none());
+
+    // Refusals name the cluster and the key, and never a secret.
+    let iam_jaas = "A.sasl.jaas.config = software.amazon.msk.auth.iam.IAMLoginModule required";
+    for (lines, key, says) in [
+        (
+            format!("A.sasl.mechanism = AWS_MSK_IAM\n{iam_jaas} awsFooBar=1;\n"),
+            "sasl.jaas.config",
+            "`awsFooBar` is not an option of Amazon's MSK IAM login module",
+        ),
+        (
+            format!(
+                "A.sasl.mechanism = AWS_MSK_IAM\n{iam_jaas} awsMskRegionProvider=\"com.x.R\";\n"
+            ),
+            "sasl.jaas.config",
+            "names a Java class strait cannot run",
+        ),
+        (
+            format!(
+                "A.sasl.mechanism = AWS_MSK_IAM\n{iam_jaas} awsRoleArn=\"arn:r\" \
+                 awsRoleSecretAccessKey=\"lonely-secret-3\";\n"
+            ),
+            "sasl.jaas.config",
+            "set both awsRoleAccessKeyId and awsRoleSecretAccessKey",
+        ),
+        (
+            format!("A.sasl.mechanism = AWS_MSK_IAM\n{iam_jaas} awsMaxRetries=many;\n"),
+            "sasl.jaas.config",
+            "`awsMaxRetries` must be a whole number",
+        ),
+        (
+            format!(
+                "A.sasl.mechanism = AWS_MSK_IAM\n{iam_jaas};\n\
+                 A.sasl.client.callback.handler.class = com.example.MyHandler\n"
+            ),
+            "sasl.client.callback.handler.class",
+            "`com.example.MyHandler` is Java code strait cannot run",
+        ),
+        (
+            "A.sasl.mechanism = AWS_MSK_IAM\n\
+             A.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required \
+             username=u password=\"plain-secret-4\";\n"
+                .to_owned(),
+            "sasl.jaas.config",
+            "needs software.amazon.msk.auth.iam.IAMLoginModule",
+        ),
+        (
+            "A.sasl.mechanism = OAUTHBEARER\n\
+             A.sasl.login.callback.handler.class = software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler\n\
+             A.sasl.client.callback.handler.class = software.amazon.msk.auth.iam.IAMClientCallbackHandler\n\
+             A.sasl.jaas.config = org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;\n"
+                .to_owned(),
+            "sasl.client.callback.handler.class",
+            "strait takes software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler",
+        ),
+        (
+            "A.sasl.mechanism = SCRAM-SHA-512\n\
+             A.sasl.client.callback.handler.class = software.amazon.msk.auth.iam.IAMClientCallbackHandler\n\
+             A.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required \
+             username=u password=\"scram-secret-5\";\n"
+                .to_owned(),
+            "sasl.client.callback.handler.class",
+            "is Amazon MSK's IAM handler: it goes with sasl.mechanism=AWS_MSK_IAM",
+        ),
+        (
+            "A.sasl.mechanism = PLAIN\n\
+             A.sasl.client.callback.handler.class = com.example.MyHandler\n\
+             A.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required \
+             username=u password=\"plain-secret-6\";\n"
+                .to_owned(),
+            "sasl.client.callback.handler.class",
+            "a custom SASL client callback handler is Java code strait cannot run",
+        ),
+    ] {
+        let shown = refused(&with(&lines), key);
+        assert!(shown.contains(says), "{says:?} not in: {shown}");
+        for secret in [
+            "lonely-secret-3",
+            "plain-secret-4",
+            "scram-secret-5",
+            "plain-secret-6",
+            "env-secret-value-7",
+        ] {
+            assert!(!shown.contains(secret), "{secret} in: {shown}");
+        }
+    }
 }

@@ -9,9 +9,12 @@
 //! - [`fetch`]: raw multi-partition fetch; batches come back as bytes, never decompressed.
 //! - [`produce`]: a raw idempotent producer that forwards fetched batches unopened.
 //!
+//! - [`aws`]: AWS credentials and SigV4, for Amazon MSK's IAM authentication ([`sasl::msk_iam`]).
+//!
 //! Errors are one [`Error`] enum; [`Error::is_retriable`] says whether trying again can help.
 
 pub mod admin;
+pub mod aws;
 pub mod backoff;
 pub mod cluster;
 pub mod connection;

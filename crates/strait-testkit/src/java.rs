@@ -15,6 +15,30 @@ pub fn kafka_classpath() -> String {
     format!("{}/*", env::kafka_lib().display())
 }
 
+/// The version of Amazon's `aws-msk-iam-auth` that `scripts/msk-iam/pom.xml` pins.
+pub const MSK_IAM_AUTH_VERSION: &str = "2.3.6";
+
+/// The JVM class path of Amazon's `aws-msk-iam-auth`, its dependencies and `kafka-clients`
+/// (`<lib>/*`), which `scripts/test-broker install` fetches into
+/// `$STRAIT_CACHE/msk-iam-auth-<version>/lib`.
+///
+/// # Panics
+///
+/// If they are not installed, saying how to install them.
+pub fn msk_iam_classpath() -> String {
+    let lib = env::cache_dir()
+        .join(format!("msk-iam-auth-{MSK_IAM_AUTH_VERSION}"))
+        .join("lib");
+    let jar = lib.join(format!("aws-msk-iam-auth-{MSK_IAM_AUTH_VERSION}.jar"));
+    if !jar.is_file() {
+        panic!(
+            "aws-msk-iam-auth not installed: run scripts/test-broker install (no {})",
+            jar.display()
+        );
+    }
+    format!("{}/*", lib.display())
+}
+
 /// `scripts/kafka/`: the broker and log configs and the Java test programs.
 pub fn kafka_conf_dir() -> PathBuf {
     env::scripts_dir().join("kafka")

@@ -27,7 +27,10 @@ mod secure;
 mod txn;
 
 pub use clusters::{Broker, ClusterOptions, Clusters, Which, QUICK_COMPACTION};
-pub use java::{java_command, kafka_classpath, kafka_conf_dir, kafka_tool, KAFKA_VERSION};
+pub use java::{
+    java_command, kafka_classpath, kafka_conf_dir, kafka_tool, msk_iam_classpath, KAFKA_VERSION,
+    MSK_IAM_AUTH_VERSION,
+};
 pub use kerberos::{Kdc, REALM};
 pub use keytool::{java_keystore, java_truststore, keytool};
 pub use mm2::{Mm2, MM2_STARTED};

@@ -1,7 +1,10 @@
 //! The HTTP API of `strait run`: health and offset translation over the live, persisted map of
 //! every flow, for services that translate offsets on their own (`docs/design.md` §5–§6).
 //!
-//! - `GET /healthz`: `200 {"status":"ok","flows":[...]}` while the process runs.
+//! - `GET /healthz`: `200 {"status":"ok","flows":[...]}` while the process runs (liveness).
+//! - `GET /readyz`: `200` when every flow of this instance is running (its last round finished
+//!   within 30 s), else `503`; either way `{"ready":..,"flows":[{"flow","state","last_error"}]}`
+//!   (readiness: a flow starting, waiting on a slow cluster, stalled or failed is not ready).
 //! - `GET /v1/translate?topic=T&partition=P&offset=O[&flow=A->B][&direction=reverse]`: where the
 //!   source position `O` of `T`-`P` continues on the target (or, reversed, where the target
 //!   position `O` of the remote topic of `T` continues on the source).
@@ -58,6 +61,7 @@ pub(crate) fn router(flows: Vec<ApiFlow>) -> Router {
     metrics_handle();
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .route("/metrics", get(prometheus))
         .route("/v1/status", get(status))
         .route("/v1/translate", get(translate))
@@ -168,6 +172,33 @@ fn not_found(message: impl Into<String>) -> ApiError {
 async fn healthz(State(flows): State<Flows>) -> Json<Value> {
     let names: Vec<String> = flows.iter().map(|f| f.config.name()).collect();
     Json(json!({ "status": "ok", "flows": names }))
+}
+
+/// `GET /readyz`: whether every flow of this instance is running.
+async fn readyz(State(flows): State<Flows>) -> Response {
+    let report = strait_core::status::snapshot();
+    let mut ready = !flows.is_empty();
+    let states: Vec<Value> = flows
+        .iter()
+        .map(|api| {
+            let name = api.config.name();
+            let status = report.flows.iter().find(|f| f.flow == name);
+            let running =
+                status.is_some_and(|f| f.state == strait_core::status::FlowState::Running);
+            ready &= running;
+            json!({
+                "flow": name,
+                "state": status.map(|f| f.state),
+                "last_error": status.and_then(|f| f.last_error.as_ref()).map(|e| &e.message),
+            })
+        })
+        .collect();
+    let code = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (code, Json(json!({ "ready": ready, "flows": states }))).into_response()
 }
 
 /// The flows a request is about: the one named by `flow=`, else every flow.

@@ -1,6 +1,7 @@
 //! `strait run --listen`: the HTTP API answers from the live map while it mirrors between two
-//! real clusters: `/healthz`, `/v1/translate` both ways, `/v1/groups/{group}` for a group
-//! committed with librdkafka, and clear errors for bad queries.
+//! real clusters: `/healthz`, `/readyz` (ready while the flow runs, not once its source is
+//! gone), `/v1/translate` both ways, `/v1/groups/{group}` for a group committed with
+//! librdkafka, and clear errors for bad queries.
 
 mod running;
 
@@ -8,16 +9,16 @@ use std::time::{Duration, Instant};
 
 use running::{write_config, Strait};
 use serde_json::Value;
-use strait_testkit::{Clusters, Rdk, TestRecord};
+use strait_testkit::{Clusters, Rdk, TestRecord, Which};
 
 const TOPIC: &str = "orders";
 const RECORDS: usize = 400;
 
 #[test]
 fn the_http_api_translates_offsets_and_groups_from_the_live_map() {
-    let clusters = Clusters::start();
+    let mut clusters = Clusters::start();
     let rdk = Rdk::new();
-    let a = &clusters.source.bootstrap;
+    let a = &clusters.source.bootstrap.clone();
     rdk.create_topic(a, TOPIC, 2);
     let records: Vec<TestRecord> = (0..RECORDS)
         .map(|i| TestRecord::new((i % 2) as i32, None, Some(format!("r{i}").as_bytes())))
@@ -112,4 +113,32 @@ fn the_http_api_translates_offsets_and_groups_from_the_live_map() {
     let (status, _) =
         get("/v1/translate?topic=orders&partition=0&offset=1&flow=B-%3EA").expect("unknown flow");
     assert_eq!(status, 404);
+
+    // Ready while the flow runs; not ready once its source cluster is gone (the process lives:
+    // /healthz still answers).
+    let (status, ready) = get("/readyz").expect("readyz");
+    assert_eq!(status, 200, "{ready}");
+    assert_eq!(ready["ready"], true);
+    assert_eq!(ready["flows"][0]["flow"], "A->B");
+    assert_eq!(ready["flows"][0]["state"], "running");
+    clusters.stop_broker(Which::Source);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let unready = loop {
+        match get("/readyz") {
+            Ok((503, body)) => break body,
+            other => {
+                assert!(
+                    Instant::now() < deadline,
+                    "still ready 120 s after the source stopped: {other:?}; log:\n{}",
+                    strait.log_text()
+                );
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        }
+    };
+    assert_eq!(unready["ready"], false);
+    let state = unready["flows"][0]["state"].as_str().unwrap_or_default();
+    assert!(["waiting", "stalled"].contains(&state), "{unready}");
+    let (status, _) = get("/healthz").expect("healthz");
+    assert_eq!(status, 200);
 }

@@ -33,6 +33,11 @@
 //! file (the same handler with `...url = file:/path`, read again at every authentication), or
 //! makes Kafka's unsecured JWT from `unsecuredLogin*` options.
 //!
+//! Amazon MSK IAM (`security/msk_iam.rs`): `sasl.mechanism=AWS_MSK_IAM` with Amazon's `IAMLoginModule`
+//! and `IAMClientCallbackHandler`, or OAUTHBEARER with Amazon's
+//! `IAMOAuthBearerLoginCallbackHandler`; the `aws*` JAAS options of Amazon's library; AWS
+//! credentials from the standard chain (environment, profile, web identity, assume role).
+//!
 //! Errors name the cluster, the client and the key, never a secret's value.
 
 use std::path::{Path, PathBuf};
@@ -56,6 +61,8 @@ use super::jaas::JaasConfig;
 use super::model::FlowConfig;
 use super::secret::Secret;
 use super::StraitConfig;
+
+mod msk_iam;
 
 const PLAIN_MODULE: &str = "org.apache.kafka.common.security.plain.PlainLoginModule";
 const SCRAM_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
@@ -381,6 +388,9 @@ impl Reader<'_> {
     fn sasl(&self) -> Result<SaslConfig, ConfigError> {
         const MECHANISM: &str = "sasl.mechanism";
         const JAAS: &str = "sasl.jaas.config";
+        if let Some(sasl) = self.msk_iam()? {
+            return Ok(sasl);
+        }
         if self.get("sasl.client.callback.handler.class").is_some() {
             return Err(self.fail(
                 "sasl.client.callback.handler.class",
@@ -423,7 +433,7 @@ impl Reader<'_> {
                     MECHANISM,
                     format!(
                         "`{other}` is not supported; strait speaks PLAIN, SCRAM-SHA-256, \
-                         SCRAM-SHA-512, OAUTHBEARER and GSSAPI"
+                         SCRAM-SHA-512, OAUTHBEARER, GSSAPI and AWS_MSK_IAM"
                     ),
                 ))
             }

@@ -1,6 +1,7 @@
 //! SASL authentication of a broker connection: PLAIN (RFC 4616), SCRAM-SHA-256/512 (RFC 5802,
 //! RFC 7677), OAUTHBEARER (RFC 7628) and GSSAPI (Kerberos, RFC 4752), the way Kafka's clients
-//! do it.
+//! do it; and Amazon MSK's IAM authentication ([`msk_iam`]: `AWS_MSK_IAM`, or OAUTHBEARER with
+//! an IAM-signed token).
 //!
 //! After ApiVersions, the client sends `SaslHandshake` v1 naming the mechanism (KIP-43), then
 //! the mechanism's messages inside `SaslAuthenticate` requests (KIP-152) until the broker is
@@ -10,6 +11,7 @@
 //! no other request is written, since a broker refuses them in the middle of an exchange.
 
 pub mod gssapi;
+pub mod msk_iam;
 pub mod oauthbearer;
 pub mod scram;
 pub mod token_endpoint;
@@ -24,6 +26,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 pub use gssapi::{check_library as check_gssapi_library, GssapiConfig};
+pub use msk_iam::{MskIam, MskIamForm};
 pub use oauthbearer::{check_extension, Claim, TokenSource, UnsecuredToken};
 pub use scram::{ScramError, ScramHash};
 pub use token_endpoint::{ClientCredentials, RefreshWindow, TokenEndpoint};
@@ -64,6 +67,9 @@ pub enum SaslConfig {
     },
     /// GSSAPI: Kerberos, through MIT's GSS-API library loaded at run time.
     Gssapi(GssapiConfig),
+    /// Amazon MSK's IAM authentication (`AWS_MSK_IAM`, or OAUTHBEARER with Amazon's
+    /// `IAMOAuthBearerLoginCallbackHandler`), signed with AWS credentials.
+    AwsMskIam(MskIam),
 }
 
 impl SaslConfig {
@@ -74,6 +80,10 @@ impl SaslConfig {
             SaslConfig::Scram { hash, .. } => hash.mechanism(),
             SaslConfig::OAuthBearer { .. } => "OAUTHBEARER",
             SaslConfig::Gssapi(_) => "GSSAPI",
+            SaslConfig::AwsMskIam(iam) => match iam.form {
+                MskIamForm::AwsMskIam => "AWS_MSK_IAM",
+                MskIamForm::OAuthBearer => "OAUTHBEARER",
+            },
         }
     }
 
@@ -83,7 +93,7 @@ impl SaslConfig {
             SaslConfig::Plain { username, .. } | SaslConfig::Scram { username, .. } => {
                 Some(username)
             }
-            SaslConfig::OAuthBearer { .. } => None,
+            SaslConfig::OAuthBearer { .. } | SaslConfig::AwsMskIam(_) => None,
             SaslConfig::Gssapi(config) => config.principal.as_deref(),
         }
     }
@@ -102,6 +112,8 @@ enum Exchange {
     OAuthFailed(String),
     /// GSSAPI: context tokens, then the security layer (see [`gssapi`]).
     Gssapi(gssapi::GssapiClient),
+    /// AWS_MSK_IAM: one message; the broker answers a JSON object with its request id.
+    MskIam,
 }
 
 enum Step {
@@ -152,6 +164,8 @@ impl Exchange {
                 let (client, first) = gssapi::GssapiClient::start(config, addr).await?;
                 Ok((Exchange::Gssapi(client), first))
             }
+            // Needs the broker's host and, maybe, STS: made by `MskIam::first_message`.
+            SaslConfig::AwsMskIam(_) => Err("MSK IAM starts in msk_iam".into()),
         }
     }
 
@@ -187,6 +201,11 @@ impl Exchange {
             }
             Exchange::OAuthFailed(status) => Err(format!("the broker refused the token: {status}")),
             Exchange::Gssapi(_) => Err("GSSAPI steps in Exchange::advance".into()),
+            Exchange::MskIam => {
+                let request_id = msk_iam::check_response(answer)?;
+                tracing::debug!(request_id, "MSK IAM authentication accepted");
+                Ok((Exchange::MskIam, Step::Done))
+            }
         }
     }
 
@@ -205,6 +224,10 @@ impl Exchange {
                     .as_deref()
                     .unwrap_or("the ticket cache's principal")
             ),
+            (_, SaslConfig::AwsMskIam(_)) => "the broker refused the IAM authentication (does \
+                 the identity's IAM policy allow kafka-cluster:Connect on this cluster? are the \
+                 credentials current?)"
+                .to_owned(),
             (_, sasl) => format!(
                 "the broker refused the credentials of user `{}` (wrong user name or password?)",
                 sasl.username().unwrap_or_default()
@@ -270,7 +293,23 @@ pub(crate) async fn authenticate(
     let auth_version = conn
         .version_of::<SaslAuthenticateRequest>()
         .map_err(|_| fail("the broker does not offer SaslAuthenticate".into()))?;
-    let (mut exchange, mut message) = Exchange::start(sasl, conn.addr()).await.map_err(&fail)?;
+    // Whose AWS credentials, for a refusal's message.
+    let mut who = None;
+    let (mut exchange, mut message) = match sasl {
+        SaslConfig::AwsMskIam(iam) => {
+            let (message, used) = iam
+                .first_message(host_of(conn.addr()))
+                .await
+                .map_err(&fail)?;
+            who = Some(used);
+            let exchange = match iam.form {
+                MskIamForm::AwsMskIam => Exchange::MskIam,
+                MskIamForm::OAuthBearer => Exchange::OAuth,
+            };
+            (exchange, message)
+        }
+        _ => Exchange::start(sasl, conn.addr()).await.map_err(&fail)?,
+    };
     // SCRAM takes two round trips, GSSAPI with Kerberos three, the others one; a broker that
     // wants many more is not speaking the mechanism.
     for _ in 0..MAX_MESSAGES {
@@ -288,9 +327,10 @@ pub(crate) async fn authenticate(
                 .map(|m| format!(": broker says \"{m}\""))
                 .unwrap_or_default();
             return Err(fail(match code {
-                ResponseError::SaslAuthenticationFailed => {
-                    format!("{}{said}", exchange.refusal(sasl))
-                }
+                ResponseError::SaslAuthenticationFailed => match &who {
+                    Some(who) => format!("{} ({who}){said}", exchange.refusal(sasl)),
+                    None => format!("{}{said}", exchange.refusal(sasl)),
+                },
                 code => format!("the broker answered {code}{said}"),
             }));
         }
@@ -310,6 +350,20 @@ pub(crate) async fn authenticate(
     Err(fail(format!(
         "the exchange did not end after {MAX_MESSAGES} messages"
     )))
+}
+
+/// The host of `host:port` (`[v6]:port` too): the name an MSK IAM signature is for, as the
+/// library signs for the host the connection goes to.
+fn host_of(addr: &str) -> &str {
+    if let Some(v6) = addr.strip_prefix('[') {
+        return v6.split(']').next().unwrap_or(v6);
+    }
+    match addr.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => {
+            host
+        }
+        _ => addr,
+    }
 }
 
 /// When to authenticate again in a session of `lifetime`: at a random point between 85% and
@@ -333,6 +387,16 @@ mod tests {
         assert_eq!(first, b"\0alice\0pw".to_vec());
         assert!(!format!("{sasl:?}").contains("pw\""));
         assert!(format!("{sasl:?}").contains("[redacted]"));
+    }
+
+    #[test]
+    fn hosts_of_addresses() {
+        assert_eq!(
+            host_of("b-1.x.kafka.us-east-1.amazonaws.com:9098"),
+            "b-1.x.kafka.us-east-1.amazonaws.com"
+        );
+        assert_eq!(host_of("[::1]:9092"), "::1");
+        assert_eq!(host_of("localhost"), "localhost");
     }
 
     #[test]
