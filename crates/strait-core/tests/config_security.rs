@@ -15,10 +15,11 @@ use std::time::Duration;
 
 use strait_core::config::{ConfigError, Role, Side, StraitConfig};
 use strait_kafka::admin::NewTopic;
-use strait_kafka::sasl::{SaslConfig, ScramHash, TokenSource};
+use strait_kafka::sasl::{GssapiConfig, SaslConfig, ScramHash, TokenSource};
 use strait_kafka::{Client, ClientConfig, Error};
 use strait_testkit::{
-    java_keystore, java_truststore, Scram, SecureBroker, SecureBrokerOptions, TestCa,
+    java_keystore, java_truststore, GssapiListener, Kdc, Scram, SecureBroker, SecureBrokerOptions,
+    TestCa,
 };
 
 const ALICE: &str = "alice-secret-256";
@@ -620,11 +621,13 @@ fn stores_and_settings_that_cannot_be_used_are_named() {
     let shown = refused(&sasl(""), "sasl.jaas.config");
     assert!(shown.contains("needs sasl.jaas.config"), "{shown}");
     let jaas = "A.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required username=u password=\"hunter2\";\n";
+    // No sasl.mechanism: Kafka's default GSSAPI, which this PLAIN line cannot be for.
     let shown = refused(&sasl(jaas), "sasl.mechanism");
     assert!(
-        shown.contains("GSSAPI (Kerberos, Kafka's default mechanism) is not supported"),
+        shown.contains("sasl.mechanism is not set, so it is Kafka's default GSSAPI"),
         "{shown}"
     );
+    assert!(!shown.contains("hunter2"), "{shown}");
     // AWS_MSK_IAM is supported (msk_iam_settings), with Amazon's login module only.
     let shown = refused(
         &sasl(&format!("A.sasl.mechanism = AWS_MSK_IAM\n{jaas}")),
@@ -1045,6 +1048,222 @@ fn client_rack_comes_from_the_consumer_keys() {
         client_config(&blank, Role::Consumer).unwrap().client_rack,
         None
     );
+}
+
+const KRB5: &str = "com.sun.security.auth.module.Krb5LoginModule";
+
+/// The GSSAPI settings of cluster A's consumer from MM2 `lines`, or the refusal's message
+/// (checked to name cluster A and `key`).
+fn gssapi_of(lines: &str) -> Result<GssapiConfig, String> {
+    let cfg = config(
+        "a:9092",
+        "b:9092",
+        &format!("A.security.protocol = SASL_PLAINTEXT\n{lines}"),
+    );
+    match client_config(&cfg, Role::Consumer) {
+        Ok(c) => match c.security().sasl.as_deref() {
+            Some(SaslConfig::Gssapi(g)) => Ok(g.clone()),
+            other => panic!("not GSSAPI: {other:?}"),
+        },
+        Err(e) => {
+            let shown = e.to_string();
+            assert!(shown.contains("cluster `A` (consumer client)"), "{shown}");
+            Err(format!("{}: {shown}", e.key.unwrap_or_default()))
+        }
+    }
+}
+
+#[test]
+fn gssapi_settings_from_mm2_lines() {
+    // The MM2 lines, as documented for Kafka: a keytab and a principal.
+    let g = gssapi_of(&format!(
+        "A.sasl.mechanism = GSSAPI\n\
+         A.sasl.kerberos.service.name = kafka\n\
+         A.sasl.jaas.config = {KRB5} required useKeyTab=true storeKey=true \
+         keyTab=\"/etc/security/keytabs/mm2.keytab\" principal=\"mm2@EXAMPLE.COM\";\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        g,
+        GssapiConfig {
+            service_name: "kafka".into(),
+            principal: Some("mm2@EXAMPLE.COM".into()),
+            keytab: Some("/etc/security/keytabs/mm2.keytab".into()),
+            ticket_cache: None,
+        }
+    );
+    // GSSAPI is Kafka's default mechanism; the service name may be the JAAS option.
+    let g = gssapi_of(&format!(
+        "A.sasl.jaas.config = {KRB5} required useKeyTab=true keyTab=\"/k.keytab\" \
+         principal=\"mm2@EXAMPLE.COM\" serviceName=kafka;\n"
+    ))
+    .unwrap();
+    assert_eq!(g.service_name, "kafka");
+    // A ticket cache (kinit): the default one, or a named one; the principal is optional.
+    let g = gssapi_of(&format!(
+        "A.sasl.kerberos.service.name = kafka\n\
+         A.sasl.jaas.config = {KRB5} required useTicketCache=true;\n"
+    ))
+    .unwrap();
+    assert_eq!(g.ticket_cache, Some(None));
+    assert_eq!((g.principal, g.keytab), (None, None));
+    let g = gssapi_of(&format!(
+        "A.sasl.kerberos.service.name = kafka\n\
+         A.sasl.jaas.config = {KRB5} required useTicketCache=true ticketCache=\"/tmp/krb5cc_mm2\" \
+         principal=\"mm2@EXAMPLE.COM\" useKeyTab=true keyTab=\"/k.keytab\";\n"
+    ))
+    .unwrap();
+    assert_eq!(g.ticket_cache, Some(Some("/tmp/krb5cc_mm2".into())));
+    assert_eq!(g.keytab.as_deref(), Some(Path::new("/k.keytab")));
+
+    // No service name: Kafka's client refuses this too.
+    let shown = gssapi_of(&format!(
+        "A.sasl.mechanism = GSSAPI\n\
+         A.sasl.jaas.config = {KRB5} required useKeyTab=true keyTab=\"/k.keytab\" \
+         principal=\"mm2@EXAMPLE.COM\";\n"
+    ))
+    .unwrap_err();
+    assert!(shown.starts_with("sasl.kerberos.service.name: "), "{shown}");
+    assert!(
+        shown.contains("No serviceName defined in either JAAS or Kafka config"),
+        "{shown}"
+    );
+    // Two that differ.
+    let shown = gssapi_of(&format!(
+        "A.sasl.kerberos.service.name = kafka\n\
+         A.sasl.jaas.config = {KRB5} required useTicketCache=true serviceName=other;\n"
+    ))
+    .unwrap_err();
+    assert!(
+        shown.contains("conflicting Kerberos service names"),
+        "{shown}"
+    );
+    // useKeyTab=true without keyTab, or without principal.
+    let shown = gssapi_of(&format!(
+        "A.sasl.kerberos.service.name = kafka\n\
+         A.sasl.jaas.config = {KRB5} required useKeyTab=true principal=\"mm2@EXAMPLE.COM\";\n"
+    ))
+    .unwrap_err();
+    assert!(shown.starts_with("sasl.jaas.config: "), "{shown}");
+    assert!(shown.contains("useKeyTab=true needs keyTab="), "{shown}");
+    let shown = gssapi_of(&format!(
+        "A.sasl.kerberos.service.name = kafka\n\
+         A.sasl.jaas.config = {KRB5} required useKeyTab=true keyTab=\"/k.keytab\";\n"
+    ))
+    .unwrap_err();
+    assert!(shown.contains("useKeyTab=true needs principal="), "{shown}");
+    // keyTab or ticketCache without the flag that uses it (the JDK module's errors).
+    let shown = gssapi_of(&format!(
+        "A.sasl.kerberos.service.name = kafka\n\
+         A.sasl.jaas.config = {KRB5} required keyTab=\"/k.keytab\" principal=p useTicketCache=true;\n"
+    ))
+    .unwrap_err();
+    assert!(shown.contains("useKeyTab is not true"), "{shown}");
+    let shown = gssapi_of(&format!(
+        "A.sasl.kerberos.service.name = kafka\n\
+         A.sasl.jaas.config = {KRB5} required ticketCache=\"/tmp/cc\" useKeyTab=true \
+         keyTab=\"/k.keytab\" principal=p;\n"
+    ))
+    .unwrap_err();
+    assert!(shown.contains("useTicketCache is not true"), "{shown}");
+    // Neither a keytab nor a ticket cache: Java would prompt for a password.
+    let shown = gssapi_of(&format!(
+        "A.sasl.kerberos.service.name = kafka\n\
+         A.sasl.jaas.config = {KRB5} required principal=\"mm2@EXAMPLE.COM\";\n"
+    ))
+    .unwrap_err();
+    assert!(shown.contains("would prompt for a password"), "{shown}");
+    // GSSAPI with another login module.
+    let shown = gssapi_of(
+        "A.sasl.mechanism = GSSAPI\n\
+         A.sasl.kerberos.service.name = kafka\n\
+         A.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required \
+         username=u password=\"hunter2\";\n",
+    )
+    .unwrap_err();
+    assert!(shown.starts_with("sasl.jaas.config: "), "{shown}");
+    assert!(shown.contains(&format!("GSSAPI needs {KRB5}")), "{shown}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+}
+
+/// Kerberos from MM2's own lines against Apache Kafka with a SASL_SSL listener taking GSSAPI
+/// and an MIT KDC (both started here): a keytab and principal, then a ticket cache left by
+/// `kinit`; each client produces, and reads what the other wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gssapi_from_mm2_lines_against_a_real_broker_and_kdc() {
+    let kdc = Kdc::start();
+    // For MIT's library in this process (the broker's JVM gets -Djava.security.krb5.conf).
+    // No other test here uses Kerberos.
+    std::env::set_var("KRB5_CONFIG", &kdc.krb5_conf);
+    kdc.add_principal("kafka/localhost");
+    kdc.add_principal("mm2");
+    let broker_keytab = kdc.keytab("kafka.keytab", &["kafka/localhost"]);
+    let mm2_keytab = kdc.keytab("mm2.keytab", &["mm2"]);
+    let ca = TestCa::new("strait test CA");
+    let ca_pem = kdc.dir.join("ca.pem");
+    std::fs::write(&ca_pem, ca.pem()).unwrap();
+    let broker = SecureBroker::start(SecureBrokerOptions {
+        tls: Some(ca.server_cert(&["localhost"])),
+        gssapi: Some(GssapiListener {
+            service_name: "kafka".into(),
+            principal: kdc.principal("kafka/localhost"),
+            keytab: broker_keytab,
+            krb5_conf: kdc.krb5_conf.clone(),
+        }),
+        ..SecureBrokerOptions::default()
+    });
+    let mm2 = kdc.principal("mm2");
+    let tls = format!(
+        "A.security.protocol = SASL_SSL\nA.ssl.truststore.type = PEM\n\
+         A.ssl.truststore.location = {}\n",
+        ca_pem.display()
+    );
+    let cfg = config(
+        &broker.bootstrap,
+        "b:9092",
+        &format!(
+            "{tls}\
+             A.sasl.mechanism = GSSAPI\n\
+             A.sasl.kerberos.service.name = kafka\n\
+             A.sasl.jaas.config = {KRB5} required useKeyTab=true storeKey=true \
+             keyTab=\"{}\" principal=\"{mm2}\";\n",
+            mm2_keytab.display()
+        ),
+    );
+    let producer = client_config(&cfg, Role::Producer).expect("GSSAPI settings");
+    assert_eq!(producer.security().protocol(), "SASL_SSL");
+    let client = Client::connect(short(producer))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", broker.log_tail(30)));
+    secure::produce_and_fetch(&client, "mm2-gssapi").await;
+
+    // A ticket cache, as `kinit` leaves it; no keytab.
+    let cache = kdc.dir.join("mm2.ccache");
+    kdc.kinit(&mm2, &mm2_keytab, &cache);
+    let cfg = config(
+        &broker.bootstrap,
+        "b:9092",
+        &format!(
+            "{tls}\
+             A.sasl.kerberos.service.name = kafka\n\
+             A.sasl.jaas.config = {KRB5} required useTicketCache=true \
+             ticketCache=\"{}\";\n",
+            cache.display()
+        ),
+    );
+    let consumer = client_config(&cfg, Role::Consumer).expect("GSSAPI settings");
+    match consumer.security().sasl.as_deref() {
+        Some(SaslConfig::Gssapi(g)) => {
+            assert_eq!(g.ticket_cache, Some(Some(cache.display().to_string())))
+        }
+        other => panic!("not GSSAPI: {other:?}"),
+    }
+    let reader = Client::connect(short(consumer))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", broker.log_tail(30)));
+    let metadata = reader.refresh_metadata().await.expect("metadata");
+    assert!(metadata.topics.contains_key("mm2-gssapi"));
+    secure::produce_and_fetch(&reader, "mm2-gssapi-cache").await;
 }
 
 /// Amazon MSK IAM from an MM2 file for MSK, in both of the forms of Amazon's library: the

@@ -17,6 +17,7 @@ mod brokers;
 mod clusters;
 mod env;
 mod java;
+mod kerberos;
 mod keytool;
 mod mm2;
 mod oidc;
@@ -30,9 +31,10 @@ pub use java::{
     java_command, kafka_classpath, kafka_conf_dir, kafka_tool, msk_iam_classpath, KAFKA_VERSION,
     MSK_IAM_AUTH_VERSION,
 };
+pub use kerberos::{Kdc, REALM};
 pub use keytool::{java_keystore, java_truststore, keytool};
 pub use mm2::{Mm2, MM2_STARTED};
 pub use oidc::{OidcServer, OIDC_SERVER_VERSION};
 pub use rdk::{GroupMember, GroupProtocol, Rdk};
 pub use record::TestRecord;
-pub use secure::{Scram, SecureBroker, SecureBrokerOptions, TestCa, TestCert};
+pub use secure::{GssapiListener, Scram, SecureBroker, SecureBrokerOptions, TestCa, TestCert};

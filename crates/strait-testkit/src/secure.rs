@@ -164,6 +164,23 @@ pub struct SecureBrokerOptions {
     pub reauth_ms: Option<u64>,
     /// The port to advertise in metadata, when a proxy in front of the broker listens there.
     pub advertised_port: Option<u16>,
+    /// SASL/GSSAPI (Kerberos) on the client listener, with the other mechanisms when `users`
+    /// has any. The broker is then known as `localhost` (its service principal's host).
+    pub gssapi: Option<GssapiListener>,
+}
+
+/// A GSSAPI (Kerberos) listener: the broker's service principal, its keytab and the realm's
+/// `krb5.conf` (see [`crate::Kdc`]).
+#[derive(Debug, Clone)]
+pub struct GssapiListener {
+    /// `sasl.kerberos.service.name` (`kafka`).
+    pub service_name: String,
+    /// The broker's principal, `kafka/localhost@STRAIT.TEST`.
+    pub principal: String,
+    /// A keytab with its key.
+    pub keytab: PathBuf,
+    /// The realm's `krb5.conf`, given to the broker's JVM as `-Djava.security.krb5.conf`.
+    pub krb5_conf: PathBuf,
 }
 
 /// One real broker with TLS and/or SASL on loopback, stopped on drop (a watchdog also stops it
@@ -173,7 +190,8 @@ pub struct SecureBrokerOptions {
 pub struct SecureBroker {
     /// `127.0.0.1:PORT` where the broker's client listener listens.
     pub listen: String,
-    /// What metadata names it by: `listen` unless a port to advertise was given.
+    /// What metadata names it by: `listen` unless a port to advertise was given (and
+    /// `localhost:PORT` with GSSAPI).
     pub bootstrap: String,
     /// The broker's log.
     pub log: PathBuf,
@@ -188,7 +206,14 @@ impl SecureBroker {
     ///
     /// If Kafka is not installed, or the broker does not start.
     pub fn start(options: SecureBrokerOptions) -> SecureBroker {
-        let protocol = match (options.tls.is_some(), !options.users.is_empty()) {
+        let sasl = !options.users.is_empty() || options.gssapi.is_some();
+        // A Kerberos service principal names the broker's host: clients must call it that.
+        let host = if options.gssapi.is_some() {
+            "localhost"
+        } else {
+            "127.0.0.1"
+        };
+        let protocol = match (options.tls.is_some(), sasl) {
             (false, false) => "PLAINTEXT",
             (true, false) => "SSL",
             (false, true) => "SASL_PLAINTEXT",
@@ -205,7 +230,7 @@ impl SecureBroker {
             )
             .property(
                 "advertised.listeners",
-                &format!("CLIENT://127.0.0.1:{advertised},INTERNAL://127.0.0.1:@INTERNAL_PORT@"),
+                &format!("CLIENT://{host}:{advertised},INTERNAL://127.0.0.1:@INTERNAL_PORT@"),
             )
             .property(
                 "listener.security.protocol.map",
@@ -226,11 +251,38 @@ impl SecureBroker {
                     .property("listener.name.client.ssl.truststore.certificates", ca);
             }
         }
+        let mut mechanisms = Vec::new();
         if !options.users.is_empty() {
+            mechanisms.extend(["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"]);
+        }
+        if let Some(gssapi) = &options.gssapi {
+            mechanisms.push("GSSAPI");
+            config = config
+                .property(
+                    "listener.name.client.sasl.kerberos.service.name",
+                    &gssapi.service_name,
+                )
+                .property(
+                    "listener.name.client.gssapi.sasl.jaas.config",
+                    &format!(
+                        "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true \
+                         storeKey=true keyTab=\"{}\" principal=\"{}\";",
+                        gssapi.keytab.display(),
+                        gssapi.principal
+                    ),
+                );
+            config = config.jvm_option(&format!(
+                "-Djava.security.krb5.conf={}",
+                gssapi.krb5_conf.display()
+            ));
+        }
+        if !mechanisms.is_empty() {
             config = config.property(
                 "listener.name.client.sasl.enabled.mechanisms",
-                "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
+                &mechanisms.join(","),
             );
+        }
+        if !options.users.is_empty() {
             for mechanism in ["scram-sha-256", "scram-sha-512"] {
                 config = config.property(
                     &format!("listener.name.client.{mechanism}.sasl.jaas.config"),
@@ -268,7 +320,7 @@ impl SecureBroker {
             .unwrap_or_default();
         SecureBroker {
             bootstrap: format!(
-                "127.0.0.1:{}",
+                "{host}:{}",
                 options.advertised_port.map_or(port, |p| p.to_string())
             ),
             listen: broker.bootstrap.clone(),

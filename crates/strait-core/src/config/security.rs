@@ -21,10 +21,12 @@
 //! verification off); `ssl.enabled.protocols` (TLSv1.2, TLSv1.3). Without a truststore, the
 //! system's CAs are trusted.
 //!
-//! SASL keys: `sasl.mechanism` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER; Kafka's
-//! default GSSAPI is refused) and `sasl.jaas.config` (see [`super::jaas`]). OAUTHBEARER takes
-//! its token from the JAAS option `strait.token` (strait's), from an identity provider with the
-//! client credentials grant (`sasl.login.callback.handler.class` = Kafka's
+//! SASL keys: `sasl.mechanism` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, and GSSAPI,
+//! Kafka's default) and `sasl.jaas.config` (see [`super::jaas`]). GSSAPI takes
+//! `sasl.kerberos.service.name` and the JDK's `Krb5LoginModule` options `useKeyTab`, `keyTab`,
+//! `principal`, `useTicketCache`, `ticketCache`, `serviceName` (see [`Reader::gssapi`]).
+//! OAUTHBEARER takes its token from the JAAS option `strait.token` (strait's), from an identity
+//! provider with the client credentials grant (`sasl.login.callback.handler.class` = Kafka's
 //! `OAuthBearerLoginCallbackHandler` with `sasl.oauthbearer.token.endpoint.url = https://...`,
 //! client id, secret and scope from the JAAS options `clientId`, `clientSecret`, `scope` or
 //! Kafka 4.1's `sasl.oauthbearer.client.credentials.*` and `sasl.oauthbearer.scope`), from a
@@ -44,8 +46,8 @@ use std::time::Duration;
 
 use strait_kafka::sasl::token_endpoint::check_url;
 use strait_kafka::sasl::{
-    check_extension, Claim, ClientCredentials, RefreshWindow, SaslConfig, ScramHash, TokenEndpoint,
-    TokenSource, UnsecuredToken,
+    check_extension, check_gssapi_library, Claim, ClientCredentials, GssapiConfig, RefreshWindow,
+    SaslConfig, ScramHash, TokenEndpoint, TokenSource, UnsecuredToken,
 };
 use strait_kafka::tls::{
     read_keystore, read_pem_identity, read_truststore, ClientIdentity, StoreError, TlsConfig,
@@ -64,6 +66,7 @@ mod msk_iam;
 
 const PLAIN_MODULE: &str = "org.apache.kafka.common.security.plain.PlainLoginModule";
 const SCRAM_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
+const KRB5_MODULE: &str = "com.sun.security.auth.module.Krb5LoginModule";
 const OAUTH_MODULE: &str = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
 /// Kafka's login callback handler that reads `sasl.oauthbearer.token.endpoint.url` (KIP-768),
 /// under both of the packages it has lived in.
@@ -395,6 +398,7 @@ impl Reader<'_> {
             ));
         }
         // Kafka's default mechanism is GSSAPI.
+        let explicit = self.get(MECHANISM).is_some();
         let mechanism = self.get(MECHANISM).unwrap_or("GSSAPI");
         let Some(jaas_text) = self
             .props
@@ -423,19 +427,13 @@ impl Reader<'_> {
             "SCRAM-SHA-256" => Some(ScramHash::Sha256),
             "SCRAM-SHA-512" => Some(ScramHash::Sha512),
             "OAUTHBEARER" => return self.oauthbearer(&jaas),
-            "GSSAPI" => {
-                return Err(self.fail(
-                    MECHANISM,
-                    "GSSAPI (Kerberos, Kafka's default mechanism) is not supported; set \
-                     sasl.mechanism to PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER",
-                ))
-            }
+            "GSSAPI" => return self.gssapi(&jaas, explicit),
             other => {
                 return Err(self.fail(
                     MECHANISM,
                     format!(
                         "`{other}` is not supported; strait speaks PLAIN, SCRAM-SHA-256, \
-                         SCRAM-SHA-512 and OAUTHBEARER"
+                         SCRAM-SHA-512, OAUTHBEARER, GSSAPI and AWS_MSK_IAM"
                     ),
                 ))
             }
@@ -465,6 +463,131 @@ impl Reader<'_> {
                     .is_some_and(|v| v.trim().eq_ignore_ascii_case("true")),
             },
         })
+    }
+
+    /// GSSAPI (Kerberos) from the JDK's `Krb5LoginModule` options, checked as that module and
+    /// Kafka's client check them:
+    ///
+    /// - the service name is `sasl.kerberos.service.name` or the JAAS option `serviceName`;
+    ///   neither, or two that differ, is an error (Kafka's `KerberosLogin.getServiceName`);
+    /// - `useKeyTab=true` with `keyTab` and `principal`: credentials from the keytab. strait
+    ///   wants both named; Java would look for a default keytab or prompt for a name;
+    /// - `useTicketCache=true` (with `ticketCache`, or the default cache; `principal`
+    ///   optional): credentials from a ticket cache (`kinit`); with `useKeyTab=true` too, the
+    ///   cache first, then the keytab;
+    /// - neither: Java would prompt for a password, which neither Kafka nor strait can;
+    /// - `keyTab` without `useKeyTab=true`, `ticketCache` or `renewTGT=true` without
+    ///   `useTicketCache=true`: the JDK module's own configuration errors.
+    ///
+    /// MIT Kerberos's GSS-API library must load (it is looked for now, so a machine without it
+    /// stops at start-up); `krb5.conf` comes from `KRB5_CONFIG` or `/etc/krb5.conf`, as Java's
+    /// comes from `-Djava.security.krb5.conf`.
+    fn gssapi(&self, jaas: &JaasConfig, explicit: bool) -> Result<SaslConfig, ConfigError> {
+        const MECHANISM: &str = "sasl.mechanism";
+        const JAAS: &str = "sasl.jaas.config";
+        const SERVICE: &str = "sasl.kerberos.service.name";
+        if jaas.login_module != KRB5_MODULE {
+            return Err(if explicit {
+                self.fail(
+                    JAAS,
+                    format!("GSSAPI needs {KRB5_MODULE}, not {}", jaas.login_module),
+                )
+            } else {
+                self.fail(
+                    MECHANISM,
+                    format!(
+                        "sasl.mechanism is not set, so it is Kafka's default GSSAPI (Kerberos), \
+                         which needs {KRB5_MODULE}; sasl.jaas.config has {}: set sasl.mechanism",
+                        jaas.login_module
+                    ),
+                )
+            });
+        }
+        let text = |name: &str| jaas.option(name).map(str::trim).filter(|v| !v.is_empty());
+        let flag = |name: &str| text(name).is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let service_name = match (text("serviceName"), self.get(SERVICE)) {
+            (Some(jaas_name), Some(config_name)) if jaas_name != config_name => {
+                return Err(self.fail(
+                    SERVICE,
+                    format!(
+                        "conflicting Kerberos service names: `{jaas_name}` (serviceName in \
+                         sasl.jaas.config) and `{config_name}` ({SERVICE}); Kafka refuses this too"
+                    ),
+                ))
+            }
+            (Some(name), _) | (None, Some(name)) => name.to_owned(),
+            (None, None) => {
+                return Err(self.fail(
+                    SERVICE,
+                    format!(
+                        "GSSAPI needs the brokers' Kerberos service name (the first part of \
+                         their principal kafka/host@REALM, usually `kafka`): set {SERVICE} \
+                         (Kafka: \"No serviceName defined in either JAAS or Kafka config\")"
+                    ),
+                ))
+            }
+        };
+        let use_keytab = flag("useKeyTab");
+        let use_ticket_cache = flag("useTicketCache");
+        let principal = text("principal").map(str::to_owned);
+        if text("keyTab").is_some() && !use_keytab {
+            return Err(self.fail(
+                JAAS,
+                "keyTab is set but useKeyTab is not true (Krb5LoginModule: \"useKeyTab should be \
+                 set to true to use the keytab\")",
+            ));
+        }
+        if text("ticketCache").is_some() && !use_ticket_cache {
+            return Err(self.fail(
+                JAAS,
+                "ticketCache is set but useTicketCache is not true (Krb5LoginModule: \
+                 \"useTicketCache should be set to true to use the ticket cache\")",
+            ));
+        }
+        if flag("renewTGT") && !use_ticket_cache {
+            return Err(self.fail(
+                JAAS,
+                "renewTGT=true needs useTicketCache=true (Krb5LoginModule's rule)",
+            ));
+        }
+        let keytab = if use_keytab {
+            let Some(keytab) = text("keyTab") else {
+                return Err(self.fail(
+                    JAAS,
+                    "useKeyTab=true needs keyTab=\"/path/to/client.keytab\": strait does not \
+                     look for a default keytab as Java's Krb5LoginModule does (krb5.conf's \
+                     default_keytab_name), name it",
+                ));
+            };
+            if principal.is_none() {
+                return Err(self.fail(
+                    JAAS,
+                    "useKeyTab=true needs principal=\"name@REALM\" (the keytab's client \
+                     principal); Java would prompt for it, which a Kafka client cannot",
+                ));
+            }
+            Some(PathBuf::from(keytab))
+        } else {
+            None
+        };
+        if !use_keytab && !use_ticket_cache {
+            return Err(self.fail(
+                JAAS,
+                format!(
+                    "{KRB5_MODULE} with neither useKeyTab=true nor useTicketCache=true would \
+                     prompt for a password, which neither Kafka nor strait can: set \
+                     useKeyTab=true keyTab=\"...\" principal=\"...\", or useTicketCache=true"
+                ),
+            ));
+        }
+        let ticket_cache = use_ticket_cache.then(|| text("ticketCache").map(str::to_owned));
+        check_gssapi_library().map_err(|e| self.fail(MECHANISM, e))?;
+        Ok(SaslConfig::Gssapi(GssapiConfig {
+            service_name,
+            principal,
+            keytab,
+            ticket_cache,
+        }))
     }
 
     fn oauthbearer(&self, jaas: &JaasConfig) -> Result<SaslConfig, ConfigError> {

@@ -1,6 +1,7 @@
 //! SASL authentication of a broker connection: PLAIN (RFC 4616), SCRAM-SHA-256/512 (RFC 5802,
-//! RFC 7677) and OAUTHBEARER (RFC 7628), the way Kafka's clients do it; and Amazon MSK's IAM
-//! authentication ([`msk_iam`]: `AWS_MSK_IAM`, or OAUTHBEARER with an IAM-signed token).
+//! RFC 7677), OAUTHBEARER (RFC 7628) and GSSAPI (Kerberos, RFC 4752), the way Kafka's clients
+//! do it; and Amazon MSK's IAM authentication ([`msk_iam`]: `AWS_MSK_IAM`, or OAUTHBEARER with
+//! an IAM-signed token).
 //!
 //! After ApiVersions, the client sends `SaslHandshake` v1 naming the mechanism (KIP-43), then
 //! the mechanism's messages inside `SaslAuthenticate` requests (KIP-152) until the broker is
@@ -9,6 +10,7 @@
 //! session ends, at a random point between 85% and 95% of it as Kafka's client does; meanwhile
 //! no other request is written, since a broker refuses them in the middle of an exchange.
 
+pub mod gssapi;
 pub mod msk_iam;
 pub mod oauthbearer;
 pub mod scram;
@@ -23,6 +25,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+pub use gssapi::{check_library as check_gssapi_library, GssapiConfig};
 pub use msk_iam::{MskIam, MskIamForm};
 pub use oauthbearer::{check_extension, Claim, TokenSource, UnsecuredToken};
 pub use scram::{ScramError, ScramHash};
@@ -62,6 +65,8 @@ pub enum SaslConfig {
         /// SASL extensions sent with it (`key=value`), checked by [`check_extension`].
         extensions: Vec<(String, String)>,
     },
+    /// GSSAPI: Kerberos, through MIT's GSS-API library loaded at run time.
+    Gssapi(GssapiConfig),
     /// Amazon MSK's IAM authentication (`AWS_MSK_IAM`, or OAUTHBEARER with Amazon's
     /// `IAMOAuthBearerLoginCallbackHandler`), signed with AWS credentials.
     AwsMskIam(MskIam),
@@ -74,6 +79,7 @@ impl SaslConfig {
             SaslConfig::Plain { .. } => "PLAIN",
             SaslConfig::Scram { hash, .. } => hash.mechanism(),
             SaslConfig::OAuthBearer { .. } => "OAUTHBEARER",
+            SaslConfig::Gssapi(_) => "GSSAPI",
             SaslConfig::AwsMskIam(iam) => match iam.form {
                 MskIamForm::AwsMskIam => "AWS_MSK_IAM",
                 MskIamForm::OAuthBearer => "OAUTHBEARER",
@@ -88,6 +94,7 @@ impl SaslConfig {
                 Some(username)
             }
             SaslConfig::OAuthBearer { .. } | SaslConfig::AwsMskIam(_) => None,
+            SaslConfig::Gssapi(config) => config.principal.as_deref(),
         }
     }
 }
@@ -103,6 +110,8 @@ enum Exchange {
     /// which Kafka's protocol wants acknowledged with `\x01` before it fails the exchange.
     OAuth,
     OAuthFailed(String),
+    /// GSSAPI: context tokens, then the security layer (see [`gssapi`]).
+    Gssapi(gssapi::GssapiClient),
     /// AWS_MSK_IAM: one message; the broker answers a JSON object with its request id.
     MskIam,
 }
@@ -113,8 +122,12 @@ enum Step {
 }
 
 impl Exchange {
-    /// The first client message.
-    async fn start(sasl: &SaslConfig) -> std::result::Result<(Exchange, Vec<u8>), String> {
+    /// The first client message. `addr` is the broker's `host:port` as dialled (GSSAPI's
+    /// service principal names its host).
+    async fn start(
+        sasl: &SaslConfig,
+        addr: &str,
+    ) -> std::result::Result<(Exchange, Vec<u8>), String> {
         match sasl {
             SaslConfig::Plain { username, password } => {
                 let mut message = Vec::with_capacity(username.len() + password.expose().len() + 2);
@@ -147,8 +160,23 @@ impl Exchange {
                     oauthbearer::initial_response(&token, extensions),
                 ))
             }
+            SaslConfig::Gssapi(config) => {
+                let (client, first) = gssapi::GssapiClient::start(config, addr).await?;
+                Ok((Exchange::Gssapi(client), first))
+            }
             // Needs the broker's host and, maybe, STS: made by `MskIam::first_message`.
             SaslConfig::AwsMskIam(_) => Err("MSK IAM starts in msk_iam".into()),
+        }
+    }
+
+    /// [`Exchange::step`], for any mechanism.
+    async fn advance(self, answer: &[u8]) -> std::result::Result<(Exchange, Step), String> {
+        match self {
+            Exchange::Gssapi(client) => match client.step(answer.to_vec()).await? {
+                (client, Some(next)) => Ok((Exchange::Gssapi(client), Step::Send(next))),
+                (client, None) => Ok((Exchange::Gssapi(client), Step::Done)),
+            },
+            other => other.step(answer),
         }
     }
 
@@ -172,6 +200,7 @@ impl Exchange {
                 Ok((Exchange::OAuthFailed(status), Step::Send(vec![0x01])))
             }
             Exchange::OAuthFailed(status) => Err(format!("the broker refused the token: {status}")),
+            Exchange::Gssapi(_) => Err("GSSAPI steps in Exchange::advance".into()),
             Exchange::MskIam => {
                 let request_id = msk_iam::check_response(answer)?;
                 tracing::debug!(request_id, "MSK IAM authentication accepted");
@@ -187,6 +216,14 @@ impl Exchange {
                 format!("the broker refused the token ({status})")
             }
             (_, SaslConfig::OAuthBearer { .. }) => "the broker refused the token".to_owned(),
+            (Exchange::Gssapi(client), _) => client.refusal(),
+            (_, SaslConfig::Gssapi(config)) => format!(
+                "the broker refused the Kerberos authentication of `{}`",
+                config
+                    .principal
+                    .as_deref()
+                    .unwrap_or("the ticket cache's principal")
+            ),
             (_, SaslConfig::AwsMskIam(_)) => "the broker refused the IAM authentication (does \
                  the identity's IAM policy allow kafka-cluster:Connect on this cluster? are the \
                  credentials current?)"
@@ -198,6 +235,9 @@ impl Exchange {
         }
     }
 }
+
+/// The most SaslAuthenticate messages one authentication may take.
+const MAX_MESSAGES: usize = 8;
 
 /// Authenticates `conn` (ApiVersions done, nothing else sent since). Returns how long the
 /// session lasts when the broker limits it.
@@ -268,11 +308,11 @@ pub(crate) async fn authenticate(
             };
             (exchange, message)
         }
-        _ => Exchange::start(sasl).await.map_err(&fail)?,
+        _ => Exchange::start(sasl, conn.addr()).await.map_err(&fail)?,
     };
-    // SCRAM takes two round trips, the others one; a broker that wants more is not speaking
-    // the mechanism.
-    for _ in 0..4 {
+    // SCRAM takes two round trips, GSSAPI with Kerberos three, the others one; a broker that
+    // wants many more is not speaking the mechanism.
+    for _ in 0..MAX_MESSAGES {
         let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(message));
         let response: SaslAuthenticateResponse = conn
             .send_during_authentication(&request, auth_version)
@@ -294,7 +334,10 @@ pub(crate) async fn authenticate(
                 code => format!("the broker answered {code}{said}"),
             }));
         }
-        let (next, step) = exchange.step(&response.auth_bytes).map_err(&fail)?;
+        let (next, step) = exchange
+            .advance(&response.auth_bytes)
+            .await
+            .map_err(&fail)?;
         exchange = next;
         match step {
             Step::Send(next) => message = next,
@@ -304,7 +347,9 @@ pub(crate) async fn authenticate(
             }
         }
     }
-    Err(fail("the exchange did not end after 4 messages".into()))
+    Err(fail(format!(
+        "the exchange did not end after {MAX_MESSAGES} messages"
+    )))
 }
 
 /// The host of `host:port` (`[v6]:port` too): the name an MSK IAM signature is for, as the
@@ -338,7 +383,7 @@ mod tests {
             username: "alice".into(),
             password: Secret::new("pw"),
         };
-        let (_, first) = futures::executor::block_on(Exchange::start(&sasl)).unwrap();
+        let (_, first) = futures::executor::block_on(Exchange::start(&sasl, "k1:9092")).unwrap();
         assert_eq!(first, b"\0alice\0pw".to_vec());
         assert!(!format!("{sasl:?}").contains("pw\""));
         assert!(format!("{sasl:?}").contains("[redacted]"));
