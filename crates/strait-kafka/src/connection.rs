@@ -300,14 +300,19 @@ impl BrokerConnection {
                 api: ApiKey::ApiVersions,
                 after: timeout,
             })??;
+        // Boxed: the exchange's future holds every mechanism's state (an HTTP request to a token
+        // endpoint, an AWS credential chain, a Kerberos context), far too large to live inline
+        // in every future that makes a connection.
         let session = match &sasl {
-            Some(sasl) => tokio::time::timeout_at(deadline, sasl::authenticate(&conn, sasl))
-                .await
-                .map_err(|_| Error::Timeout {
-                    broker: addr.to_owned(),
-                    api: ApiKey::SaslAuthenticate,
-                    after: timeout,
-                })??,
+            Some(sasl) => {
+                tokio::time::timeout_at(deadline, Box::pin(sasl::authenticate(&conn, sasl)))
+                    .await
+                    .map_err(|_| Error::Timeout {
+                        broker: addr.to_owned(),
+                        api: ApiKey::SaslAuthenticate,
+                        after: timeout,
+                    })??
+            }
             None => None,
         };
         let conn = Arc::new(conn);
@@ -330,7 +335,7 @@ impl BrokerConnection {
     /// done. Returns the new session's lifetime, if the broker limits it.
     async fn reauthenticate(&self, sasl: &SaslConfig) -> Result<Option<Duration>> {
         let _exclusive = self.auth_gate.write().await;
-        let session = sasl::authenticate(self, sasl).await?;
+        let session = Box::pin(sasl::authenticate(self, sasl)).await?;
         self.reauthentications.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(broker = %self.addr, session = ?session, "re-authenticated");
         Ok(session)
