@@ -51,6 +51,12 @@ pub enum FlowState {
     Waiting,
     /// The last round failed in a way time can fix (a cluster unreachable); retrying.
     Stalled,
+    /// The flow stopped on an error; `strait run` starts it again after a backoff
+    /// (`last_error` says why, `restart_in_seconds` when).
+    Restarting,
+    /// Paused by an operator (`strait flow pause`, `POST /v1/flows/{flow}/pause`): its last
+    /// round finished and its map is written; nothing moves until it is resumed.
+    Paused,
     /// The flow stopped on an error that needs a person (`last_error` says which).
     Failed,
 }
@@ -79,6 +85,9 @@ pub struct FlowStatus {
     pub state: FlowState,
     /// Seconds since the flow started.
     pub uptime_seconds: f64,
+    /// While [`FlowState::Restarting`]: seconds until the next start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_in_seconds: Option<f64>,
     /// Seconds since its last round finished; `null` before the first.
     pub last_round_seconds_ago: Option<f64>,
     /// Records written to the target since start.
@@ -266,6 +275,25 @@ pub(crate) fn flow_entry(flow: &FlowConfig) -> Arc<FlowEntry> {
     }))
 }
 
+/// What runs a flow (`strait run`'s supervisor) sets its state while the flow itself cannot:
+/// waiting for a cluster before it starts ([`FlowState::Starting`] with the error), paused,
+/// or restarting after a failure at `restart_at`.
+pub fn set_flow_state(
+    flow: &FlowConfig,
+    state: FlowState,
+    error: Option<String>,
+    restart_at: Option<Instant>,
+) {
+    let entry = flow_entry(flow);
+    entry.set_state(state, error, &Now::new());
+    lock(&entry.data).restart_at = restart_at;
+}
+
+/// Takes a flow off the board (a reload removed it from the config).
+pub fn forget_flow(name: &str) {
+    lock(board()).remove(name);
+}
+
 /// One flow on the board.
 #[derive(Debug)]
 pub(crate) struct FlowEntry {
@@ -280,6 +308,7 @@ struct FlowData {
     started: Instant,
     last_round: Option<Instant>,
     state: FlowState,
+    restart_at: Option<Instant>,
     last_error: Option<(String, i64)>,
     partitions: BTreeMap<TopicPartition, Arc<PartitionEntry>>,
     groups: GroupsData,
@@ -291,6 +320,7 @@ impl FlowData {
             started: Instant::now(),
             last_round: None,
             state: FlowState::Starting,
+            restart_at: None,
             last_error: None,
             partitions: BTreeMap::new(),
             groups: GroupsData {
@@ -322,6 +352,7 @@ impl FlowEntry {
         d.started = Instant::now();
         d.last_round = None;
         d.state = FlowState::Starting;
+        d.restart_at = None;
         d.last_error = None;
         d.partitions.clear();
     }
@@ -346,6 +377,7 @@ impl FlowEntry {
     pub(crate) fn set_state(&self, state: FlowState, error: Option<String>, now: &Now) {
         let mut d = lock(&self.data);
         d.state = state;
+        d.restart_at = None;
         if state == FlowState::Running {
             d.last_round = Some(now.instant);
         }
@@ -429,6 +461,10 @@ impl FlowEntry {
             target: self.target.clone(),
             state,
             uptime_seconds: now.instant.duration_since(d.started).as_secs_f64(),
+            restart_in_seconds: d
+                .restart_at
+                .filter(|_| state == FlowState::Restarting)
+                .map(|at| at.saturating_duration_since(now.instant).as_secs_f64()),
             last_round_seconds_ago: ago(d.last_round),
             records: topics.iter().map(|t| t.records).sum(),
             bytes: topics.iter().map(|t| t.bytes).sum(),

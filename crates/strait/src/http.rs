@@ -19,14 +19,15 @@
 //! rests on a mapping a crash could take back. Errors are `{"error": "..."}` with 400 (bad
 //! query), 404 (unknown flow, partition not mirrored) or 502 (the source cluster did not answer).
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde::Deserialize;
@@ -35,7 +36,7 @@ use strait_core::config::FlowConfig;
 use strait_core::offsets;
 use strait_kafka::Client;
 use strait_wire::offset_map::{OffsetMap, ReverseTranslation, SourcePartition, Translation};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// What the API needs of one running flow.
 #[derive(Debug, Clone)]
@@ -54,10 +55,108 @@ impl ApiFlow {
     }
 }
 
-type Flows = Arc<Vec<ApiFlow>>;
+/// The flows the API answers for, as they are now: a reload adds and removes flows, and a flow
+/// waiting for its clusters has no client or map yet (`live` is `None`).
+#[derive(Debug, Default)]
+pub(crate) struct Api {
+    flows: RwLock<BTreeMap<String, ApiEntry>>,
+    /// Where pause, resume and reload go (`strait run`'s supervisor); `None` for a one-shot
+    /// copy, which takes no commands.
+    control: Option<mpsc::Sender<ControlRequest>>,
+}
+
+#[derive(Debug)]
+struct ApiEntry {
+    config: FlowConfig,
+    live: Option<ApiFlow>,
+}
+
+impl Api {
+    /// A table that passes pause, resume and reload to `control`.
+    pub(crate) fn with_control(control: mpsc::Sender<ControlRequest>) -> Self {
+        Self {
+            flows: RwLock::default(),
+            control: Some(control),
+        }
+    }
+
+    /// A fixed set of running flows, without control (a one-shot copy).
+    pub(crate) fn fixed(flows: Vec<ApiFlow>) -> Self {
+        let api = Self::default();
+        for flow in flows {
+            api.set(&flow.config.clone(), Some(flow));
+        }
+        api
+    }
+
+    /// Adds `flow` or replaces what is known of it; `live` once it runs.
+    pub(crate) fn set(&self, flow: &FlowConfig, live: Option<ApiFlow>) {
+        write(&self.flows).insert(
+            flow.name(),
+            ApiEntry {
+                config: flow.clone(),
+                live,
+            },
+        );
+    }
+
+    /// Takes a flow away (a reload removed it).
+    pub(crate) fn remove(&self, name: &str) {
+        write(&self.flows).remove(name);
+    }
+
+    fn names(&self) -> Vec<String> {
+        read(&self.flows).keys().cloned().collect()
+    }
+
+    /// The running flows a request is about: the one named by `flow=`, else every one running.
+    fn pick(&self, name: Option<&str>) -> Result<Vec<ApiFlow>, ApiError> {
+        let flows = read(&self.flows);
+        match name {
+            None => Ok(flows.values().filter_map(|e| e.live.clone()).collect()),
+            Some(name) => match flows.get(name) {
+                Some(ApiEntry {
+                    live: Some(live), ..
+                }) => Ok(vec![live.clone()]),
+                Some(entry) => Err(ApiError(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "flow {name} has not started yet (waiting for {} or {}); see /v1/status",
+                        entry.config.source, entry.config.target
+                    ),
+                )),
+                None => Err(not_found(format!(
+                    "no flow {name}; this instance runs {}",
+                    flows.keys().cloned().collect::<Vec<_>>().join(", ")
+                ))),
+            },
+        }
+    }
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A command for `strait run`'s supervisor, with where its answer goes.
+#[derive(Debug)]
+pub(crate) enum ControlRequest {
+    /// Pause the named flow after its current round.
+    Pause(String, oneshot::Sender<Result<Value, String>>),
+    /// Resume the named flow.
+    Resume(String, oneshot::Sender<Result<Value, String>>),
+    /// Read the config file again and restart the flows whose settings changed.
+    Reload(oneshot::Sender<Result<Value, String>>),
+}
+
+type Flows = Arc<Api>;
 
 /// The router, separate from the listener so tests can drive it directly.
-pub(crate) fn router(flows: Vec<ApiFlow>) -> Router {
+pub(crate) fn router(api: Arc<Api>) -> Router {
     metrics_handle();
     Router::new()
         .route("/healthz", get(healthz))
@@ -66,7 +165,10 @@ pub(crate) fn router(flows: Vec<ApiFlow>) -> Router {
         .route("/v1/status", get(status))
         .route("/v1/translate", get(translate))
         .route("/v1/groups/{group}", get(group))
-        .with_state(Arc::new(flows))
+        .route("/v1/flows/{flow}/pause", post(pause))
+        .route("/v1/flows/{flow}/resume", post(resume))
+        .route("/v1/reload", post(reload))
+        .with_state(api)
 }
 
 /// Binds `addr` (an error names it, e.g. when the port is taken) and serves until `stop`.
@@ -84,10 +186,10 @@ pub(crate) async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpList
 /// Serves the API on `listener` until `stop` resolves.
 pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
-    flows: Vec<ApiFlow>,
+    api: Arc<Api>,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(flows))
+    axum::serve(listener, router(api))
         .with_graceful_shutdown(stop)
         .await
 }
@@ -145,9 +247,8 @@ async fn prometheus() -> Response {
 /// `GET /v1/status`: the status of this instance's flows ([`strait_core::status`]).
 async fn status(State(flows): State<Flows>) -> Json<strait_core::status::StatusReport> {
     let mut report = strait_core::status::snapshot();
-    report
-        .flows
-        .retain(|f| flows.iter().any(|a| a.config.name() == f.flow));
+    let names = flows.names();
+    report.flows.retain(|f| names.contains(&f.flow));
     Json(report)
 }
 
@@ -170,21 +271,21 @@ fn not_found(message: impl Into<String>) -> ApiError {
 }
 
 async fn healthz(State(flows): State<Flows>) -> Json<Value> {
-    let names: Vec<String> = flows.iter().map(|f| f.config.name()).collect();
-    Json(json!({ "status": "ok", "flows": names }))
+    Json(json!({ "status": "ok", "flows": flows.names() }))
 }
 
-/// `GET /readyz`: whether every flow of this instance is running.
+/// `GET /readyz`: whether every flow of this instance is running or deliberately paused.
 async fn readyz(State(flows): State<Flows>) -> Response {
+    use strait_core::status::FlowState;
     let report = strait_core::status::snapshot();
-    let mut ready = !flows.is_empty();
-    let states: Vec<Value> = flows
-        .iter()
-        .map(|api| {
-            let name = api.config.name();
+    let names = flows.names();
+    let mut ready = !names.is_empty();
+    let states: Vec<Value> = names
+        .into_iter()
+        .map(|name| {
             let status = report.flows.iter().find(|f| f.flow == name);
-            let running =
-                status.is_some_and(|f| f.state == strait_core::status::FlowState::Running);
+            let running = status
+                .is_some_and(|f| matches!(f.state, FlowState::Running | FlowState::Paused));
             ready &= running;
             json!({
                 "flow": name,
@@ -199,24 +300,6 @@ async fn readyz(State(flows): State<Flows>) -> Response {
         StatusCode::SERVICE_UNAVAILABLE
     };
     (code, Json(json!({ "ready": ready, "flows": states }))).into_response()
-}
-
-/// The flows a request is about: the one named by `flow=`, else every flow.
-fn pick<'a>(flows: &'a [ApiFlow], name: Option<&str>) -> Result<Vec<&'a ApiFlow>, ApiError> {
-    match name {
-        None => Ok(flows.iter().collect()),
-        Some(name) => {
-            let found: Vec<&ApiFlow> = flows.iter().filter(|f| f.config.name() == name).collect();
-            if found.is_empty() {
-                let known: Vec<String> = flows.iter().map(|f| f.config.name()).collect();
-                return Err(not_found(format!(
-                    "no flow {name}; this instance runs {}",
-                    known.join(", ")
-                )));
-            }
-            Ok(found)
-        }
-    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -252,7 +335,7 @@ async fn translate(
     }
     let sp = SourcePartition::new(topic.clone(), partition);
     let mut answers = Vec::new();
-    for flow in pick(&flows, q.flow.as_deref())? {
+    for flow in flows.pick(q.flow.as_deref())? {
         let map = flow.map();
         if map.partition(&sp).is_none() {
             continue;
@@ -309,7 +392,7 @@ async fn group(
     Query(q): Query<GroupQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let mut out = Vec::new();
-    for flow in pick(&flows, q.flow.as_deref())? {
+    for flow in flows.pick(q.flow.as_deref())? {
         let map = flow.map();
         let rows =
             offsets::translate_group(&flow.source, &flow.config, &map, &group, q.topic.as_deref())
@@ -342,6 +425,50 @@ async fn group(
         out.push(json!({ "flow": flow.config.name(), "partitions": partitions }));
     }
     Ok(Json(json!({ "group": group, "flows": out })))
+}
+
+/// `POST /v1/flows/{flow}/pause`.
+async fn pause(State(api): State<Flows>, Path(flow): Path<String>) -> Result<Json<Value>, ApiError> {
+    control(&api, |reply| ControlRequest::Pause(flow, reply)).await
+}
+
+/// `POST /v1/flows/{flow}/resume`.
+async fn resume(
+    State(api): State<Flows>,
+    Path(flow): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    control(&api, |reply| ControlRequest::Resume(flow, reply)).await
+}
+
+/// `POST /v1/reload`.
+async fn reload(State(api): State<Flows>) -> Result<Json<Value>, ApiError> {
+    control(&api, ControlRequest::Reload).await
+}
+
+/// Hands a command to the supervisor and waits for its answer.
+async fn control(
+    api: &Api,
+    request: impl FnOnce(oneshot::Sender<Result<Value, String>>) -> ControlRequest,
+) -> Result<Json<Value>, ApiError> {
+    let Some(control) = &api.control else {
+        return Err(ApiError(
+            StatusCode::CONFLICT,
+            "this is a one-shot copy: it takes no pause, resume or reload".into(),
+        ));
+    };
+    let (reply, answer) = oneshot::channel();
+    let stopping = || {
+        ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "strait is stopping".to_owned(),
+        )
+    };
+    control.send(request(reply)).await.map_err(|_| stopping())?;
+    match answer.await.map_err(|_| stopping())? {
+        Ok(value) => Ok(Json(value)),
+        Err(message) if message.starts_with("no flow ") => Err(not_found(message)),
+        Err(message) => Err(bad_request(message)),
+    }
 }
 
 /// A translation as JSON: `{"kind": ..., and its numbers}`.

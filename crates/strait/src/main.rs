@@ -7,6 +7,8 @@ use clap::{Parser, Subcommand};
 use kafka_protocol::messages::ApiKey;
 use strait_kafka::{Client, ClientConfig};
 
+mod control;
+mod endpoint;
 mod export;
 mod failover;
 mod http;
@@ -17,6 +19,7 @@ mod progress;
 mod run;
 mod status;
 mod strimzi;
+mod supervisor;
 
 /// Mirror Kafka topics between clusters and carry consumer-group positions across, exactly.
 #[derive(Debug, Parser)]
@@ -34,8 +37,13 @@ enum Command {
     /// Mirror the enabled flows (`A->B.enabled = true`) of an MirrorMaker 2 `.properties` file:
     /// remote topics are created, batches are forwarded unopened, and the exact offset map is kept
     /// in `strait-offset-map.<source>.internal` on each target. Checkpoints (and group offset
-    /// sync when enabled) run beside each flow; an HTTP API translates offsets. Stops cleanly on
-    /// Ctrl-C or SIGTERM, after writing the map.
+    /// sync when enabled) run beside each flow; an HTTP API translates offsets.
+    ///
+    /// Each flow runs on its own: one whose cluster does not answer waits and retries while
+    /// the others run, and a failed flow restarts from its map after a backoff. SIGHUP, `strait
+    /// reload` or a changed file reloads the config: only flows whose settings changed restart.
+    /// `strait flow pause|resume` pauses one flow. Stops cleanly on Ctrl-C or SIGTERM: every
+    /// flow finishes its round and writes its map.
     Run {
         /// The MM2 properties file (`connect-mirror-maker.properties` style).
         #[arg(long, value_name = "FILE")]
@@ -48,7 +56,20 @@ enum Command {
         /// docs/http-api.md), or `off`.
         #[arg(long, value_name = "HOST:PORT|off", default_value = "127.0.0.1:9876", value_parser = parse_listen)]
         listen: Listen,
+        /// Do not reload when the config file changes (SIGHUP and `strait reload` still do).
+        /// By default the file is compared every 5 s with what was last loaded.
+        #[arg(long)]
+        no_watch_config: bool,
     },
+    /// Pause or resume one flow of a running `strait run`, through its HTTP API.
+    Flow {
+        #[command(subcommand)]
+        command: control::FlowCommand,
+    },
+    /// Make a running `strait run` read its config file again, as SIGHUP does: flows whose
+    /// settings changed restart, new ones start, removed ones stop, the others keep flowing.
+    /// A file that does not load changes nothing (the error is shown).
+    Reload(control::ReloadArgs),
     /// Copy once: mirror the enabled flows until every partition selected at start has
     /// reached the source end offset it had at start, then exit with a summary per flow
     /// (records, bytes, duration, lost, duplicates). Exits non-zero when records were lost on
@@ -206,9 +227,25 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Run {
             config,
-            until_caught_up,
+            until_caught_up: true,
             listen,
-        } => run::run(&config, until_caught_up, listen.0).await,
+            ..
+        } => run::run_until_caught_up(&config, listen.0).await,
+        Command::Run {
+            config,
+            listen,
+            no_watch_config,
+            ..
+        } => {
+            supervisor::run(supervisor::RunOptions {
+                path: config,
+                listen: listen.0,
+                watch_config: !no_watch_config,
+            })
+            .await
+        }
+        Command::Flow { command } => control::flow(command).await,
+        Command::Reload(args) => control::reload(args).await,
         Command::Mirror(args) => mirror::mirror(args).await,
         Command::Map { config, json } => map::show(&config, json).await,
         Command::Offsets {

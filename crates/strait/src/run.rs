@@ -1,9 +1,11 @@
-//! Running the flows of a config, shared by `strait run` (until stopped, or until caught up)
-//! and `strait mirror` (a one-shot copy with progress, `mirror.rs`).
+//! Running the flows of a config: one flow connected and started ([`connect_flow`]) and run
+//! with its checkpoints ([`run_flow`]), which `strait run` keeps going under its supervisor
+//! (`supervisor.rs`); and a one-shot copy of every flow, shared by `strait run
+//! --until-caught-up` and `strait mirror` (`mirror.rs`).
 //!
 //! [`start`] starts every enabled flow and what runs beside it: checkpoints and group sync per
-//! flow (`strait_core::offsets::checkpoints`), topic ACL sync, MM2 heartbeats per cluster pair,
-//! and the HTTP API. [`Mirroring::run`] then runs the flows to their end.
+//! flow (`strait_core::offsets::checkpoints`), topic ACL sync, and the HTTP API.
+//! [`Mirroring::run`] then runs the flows to their end.
 
 use std::path::Path;
 
@@ -13,7 +15,6 @@ use futures::{FutureExt as _, StreamExt as _};
 use strait_core::acls::AclSyncTask;
 use strait_core::config::{FlowConfig, Role, Side, StraitConfig};
 use strait_core::flow::{Flow, FlowOptions, FlowStats};
-use strait_core::heartbeats::HeartbeatTask;
 use strait_core::offsets::checkpoints::CheckpointTask;
 use strait_kafka::Client;
 
@@ -31,18 +32,13 @@ pub(crate) enum Until {
 /// Ctrl-C or SIGTERM, as a future any number of tasks can wait on.
 pub(crate) type Stop = Shared<BoxFuture<'static, ()>>;
 
-/// The `strait run` entry point: start, run, and fail with the first flow that failed.
-pub(crate) async fn run(
+/// `strait run --until-caught-up`: start, copy, and fail with the first flow that failed.
+/// (`strait run` until stopped runs under `supervisor.rs`.)
+pub(crate) async fn run_until_caught_up(
     path: &Path,
-    until_caught_up: bool,
     listen: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<()> {
-    let until = if until_caught_up {
-        Until::CaughtUp
-    } else {
-        Until::Stopped
-    };
-    let mirroring = start(path, until, listen).await?;
+    let mirroring = start(path, Until::CaughtUp, listen).await?;
     for outcome in mirroring.run(|_, _| {}).await {
         outcome.result?;
     }
@@ -109,64 +105,12 @@ pub(crate) async fn start(
     let mut api = Vec::new();
     let mut acl_tasks = Vec::new();
     for flow in &config.flows {
-        // One client per cluster of the flow, secured as its main user: the source as the
-        // flow's consumer (`A.consumer.*`), the target as its producer (`B.producer.*`), each
-        // over the cluster's own settings (`docs/security.md`).
-        let source_config = config
-            .client_config(flow, Side::Source, Role::Consumer)
-            .with_context(|| format!("flow {}", flow.name()))?;
-        let target_config = config
-            .client_config(flow, Side::Target, Role::Producer)
-            .with_context(|| format!("flow {}", flow.name()))?;
-        let source = Client::connect(source_config).await.with_context(|| {
-            format!("flow {}: cannot reach source {}", flow.name(), flow.source)
-        })?;
-        let target = Client::connect(target_config).await.with_context(|| {
-            format!("flow {}: cannot reach target {}", flow.name(), flow.target)
-        })?;
-        let options = FlowOptions {
-            producer: producer_config(&config.client_props(flow, Side::Target, Role::Producer))
-                .with_context(|| format!("flow {}", flow.name()))?,
-            ..fetch_options(&config.client_props(flow, Side::Source, Role::Consumer))
-                .with_context(|| format!("flow {}", flow.name()))?
-        };
-        let producer = options.producer.clone();
-        let started = Flow::start(flow.clone(), options, source.clone(), target.clone())
+        let (started, live, acls) = connect_flow(&config, flow)
             .await
-            .with_context(|| format!("flow {} cannot start", flow.name()))?;
-        tracing::info!(
-            flow = %started.name(),
-            topics = started.topics().len(),
-            "flow started"
-        );
-        api.push(crate::http::ApiFlow {
-            config: flow.clone(),
-            source: source.clone(),
-            map: started.map_updates(),
-        });
-        if AclSyncTask::is_enabled(flow) {
-            acl_tasks.push(AclSyncTask::new(
-                flow.clone(),
-                source.clone(),
-                target.clone(),
-            ));
-        }
-        let checkpoints = CheckpointTask::is_enabled(flow).then(|| {
-            CheckpointTask::new(
-                flow.clone(),
-                source.clone(),
-                target.clone(),
-                started.map_updates(),
-            )
-            .with_producer_config(producer)
-        });
-        flows.push(StartedFlow {
-            flow: started,
-            config: flow.clone(),
-            source,
-            target,
-            checkpoints,
-        });
+            .map_err(StartError::into_inner)?;
+        api.push(live);
+        acl_tasks.extend(acls);
+        flows.push(started);
     }
     let stop: Stop = async move {
         shutdown_signal().await;
@@ -195,36 +139,12 @@ pub(crate) async fn start(
             side_tasks.push(async move { task.run(stop).await }.boxed());
         }
     }
-    if until == Until::Stopped {
-        for emitter in &config.heartbeats {
-            let client_config = match config
-                .cluster_client_config(emitter.target.as_str(), Role::Producer)
-            {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::warn!(cluster = %emitter.target, error = %e, "no heartbeats written into the cluster");
-                    continue;
-                }
-            };
-            match Client::connect(client_config).await {
-                Ok(client) => {
-                    let mut task = HeartbeatTask::new(emitter.clone(), client);
-                    let stop = stop.clone();
-                    side_tasks.push(async move { task.run(stop).await }.boxed());
-                }
-                Err(e) => tracing::warn!(
-                    cluster = %emitter.target,
-                    error = %e,
-                    "cannot reach the cluster: no heartbeats written into it"
-                ),
-            }
-        }
-    }
     let side_tasks = tokio::spawn(futures::future::join_all(side_tasks));
     let http = listener.map(|listener| {
         if let Ok(addr) = listener.local_addr() {
             tracing::info!(%addr, "HTTP API listening (/healthz, /v1/translate, /v1/groups/GROUP)");
         }
+        let api = std::sync::Arc::new(crate::http::Api::fixed(api));
         tokio::spawn(crate::http::serve(listener, api, stop.clone()))
     });
     Ok(Mirroring {
@@ -234,6 +154,102 @@ pub(crate) async fn start(
         side_tasks,
         http,
     })
+}
+
+/// Why a flow did not start.
+#[derive(Debug)]
+pub(crate) enum StartError {
+    /// Its settings are wrong: only a changed file helps.
+    Config(anyhow::Error),
+    /// A cluster did not answer or refused: trying again later may help.
+    Cluster(anyhow::Error),
+}
+
+impl StartError {
+    pub(crate) fn into_inner(self) -> anyhow::Error {
+        match self {
+            StartError::Config(e) | StartError::Cluster(e) => e,
+        }
+    }
+}
+
+/// Connects one flow's clients, places the flow where its map ends and makes what runs beside
+/// it: its checkpoint task (inside the [`StartedFlow`]), what the HTTP API needs of it, and its
+/// topic ACL sync when enabled.
+pub(crate) async fn connect_flow(
+    config: &StraitConfig,
+    flow: &FlowConfig,
+) -> Result<(StartedFlow, crate::http::ApiFlow, Option<AclSyncTask>), StartError> {
+    let settings = |e: anyhow::Error| StartError::Config(e.context(format!("flow {}", flow.name())));
+    // One client per cluster of the flow, secured as its main user: the source as the
+    // flow's consumer (`A.consumer.*`), the target as its producer (`B.producer.*`), each
+    // over the cluster's own settings (`docs/security.md`).
+    let source_config = config
+        .client_config(flow, Side::Source, Role::Consumer)
+        .map_err(|e| settings(e.into()))?;
+    let target_config = config
+        .client_config(flow, Side::Target, Role::Producer)
+        .map_err(|e| settings(e.into()))?;
+    let options = FlowOptions {
+        producer: producer_config(&config.client_props(flow, Side::Target, Role::Producer))
+            .map_err(settings)?,
+        ..fetch_options(&config.client_props(flow, Side::Source, Role::Consumer))
+            .map_err(settings)?
+    };
+    let source = Client::connect(source_config).await.map_err(|e| {
+        StartError::Cluster(anyhow::Error::new(e).context(format!(
+            "flow {}: cannot reach source {}",
+            flow.name(),
+            flow.source
+        )))
+    })?;
+    let target = Client::connect(target_config).await.map_err(|e| {
+        StartError::Cluster(anyhow::Error::new(e).context(format!(
+            "flow {}: cannot reach target {}",
+            flow.name(),
+            flow.target
+        )))
+    })?;
+    let producer = options.producer.clone();
+    let started = Flow::start(flow.clone(), options, source.clone(), target.clone())
+        .await
+        .map_err(|e| {
+            StartError::Cluster(
+                anyhow::Error::new(e).context(format!("flow {} cannot start", flow.name())),
+            )
+        })?;
+    tracing::info!(
+        flow = %started.name(),
+        topics = started.topics().len(),
+        "flow started"
+    );
+    let live = crate::http::ApiFlow {
+        config: flow.clone(),
+        source: source.clone(),
+        map: started.map_updates(),
+    };
+    let acls = AclSyncTask::is_enabled(flow)
+        .then(|| AclSyncTask::new(flow.clone(), source.clone(), target.clone()));
+    let checkpoints = CheckpointTask::is_enabled(flow).then(|| {
+        CheckpointTask::new(
+            flow.clone(),
+            source.clone(),
+            target.clone(),
+            started.map_updates(),
+        )
+        .with_producer_config(producer)
+    });
+    Ok((
+        StartedFlow {
+            flow: started,
+            config: flow.clone(),
+            source,
+            target,
+            checkpoints,
+        },
+        live,
+        acls,
+    ))
 }
 
 impl Mirroring {
@@ -315,7 +331,7 @@ impl Mirroring {
 }
 
 /// One flow, with its checkpoints beside it, until `until`.
-async fn run_flow(started: StartedFlow, until: Until, stop: Stop) -> FlowOutcome {
+pub(crate) async fn run_flow(started: StartedFlow, until: Until, stop: Stop) -> FlowOutcome {
     let began = std::time::Instant::now();
     let StartedFlow {
         mut flow,
@@ -410,7 +426,7 @@ async fn final_checkpoint_passes(task: &mut CheckpointTask, flow: &str) {
 }
 
 /// Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {

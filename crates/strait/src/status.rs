@@ -9,12 +9,9 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context as _};
+use crate::endpoint::Endpoint;
 use strait_core::status::{ErrorNote, FlowState, FlowStatus, StatusReport};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-/// How long to wait for the instance to answer.
-const TIMEOUT: Duration = Duration::from_secs(5);
 /// How often `--watch` redraws.
 const WATCH_EVERY: Duration = Duration::from_secs(2);
 /// ANSI: cursor home, clear the screen.
@@ -39,7 +36,7 @@ pub(crate) struct StatusArgs {
 pub(crate) async fn status(args: StatusArgs) -> anyhow::Result<()> {
     let endpoint = Endpoint::parse(&args.url)?;
     // The first answer decides whether there is anything to show at all.
-    let report = endpoint.fetch().await?;
+    let report = endpoint.status().await?;
     if !args.watch {
         if args.json {
             println!("{}", serde_json::to_string_pretty(&report)?);
@@ -70,122 +67,7 @@ pub(crate) async fn status(args: StatusArgs) -> anyhow::Result<()> {
             _ = &mut stop => return Ok(()),
             () = tokio::time::sleep(WATCH_EVERY) => {}
         }
-        answer = endpoint.fetch().await;
-    }
-}
-
-/// Where the instance answers: `http://HOST:PORT[/prefix]`.
-#[derive(Debug)]
-struct Endpoint {
-    url: String,
-    /// `HOST:PORT`.
-    authority: String,
-    /// The path before `/v1/status`, without a trailing slash.
-    prefix: String,
-}
-
-impl Endpoint {
-    fn parse(url: &str) -> anyhow::Result<Self> {
-        let rest = if let Some(rest) = url.strip_prefix("http://") {
-            rest
-        } else if url.starts_with("https://") {
-            bail!("{url}: strait's HTTP API is plain HTTP; give http://HOST:PORT");
-        } else if url.contains("://") {
-            bail!("{url}: give http://HOST:PORT");
-        } else {
-            url
-        };
-        let (authority, prefix) = match rest.find('/') {
-            Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
-            None => (rest, ""),
-        };
-        if authority.is_empty() {
-            bail!("{url}: no host; give http://HOST:PORT");
-        }
-        let has_port = authority
-            .rsplit_once(':')
-            .is_some_and(|(_, p)| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-            && !authority.ends_with(']');
-        let authority = if has_port {
-            authority.to_owned()
-        } else {
-            format!("{authority}:80")
-        };
-        Ok(Self {
-            url: url.trim_end_matches('/').to_owned(),
-            authority,
-            prefix: prefix.to_owned(),
-        })
-    }
-
-    /// `GET /v1/status`, or an error that says what is (not) there.
-    async fn fetch(&self) -> anyhow::Result<StatusReport> {
-        let connect = tokio::net::TcpStream::connect(&self.authority);
-        let mut stream = match tokio::time::timeout(TIMEOUT, connect).await {
-            Err(_) => bail!(
-                "no strait instance answers at {}: no connection within {} s",
-                self.url,
-                TIMEOUT.as_secs()
-            ),
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => bail!(
-                "no strait instance is running at {}: nothing listens on {} (connection \
-                 refused). Start one with `strait run --config FILE` (its HTTP API listens on \
-                 127.0.0.1:9876 by default), or give its address with --url",
-                self.url,
-                self.authority
-            ),
-            Ok(Err(e)) => {
-                return Err(anyhow!(e))
-                    .with_context(|| format!("cannot reach a strait instance at {}", self.url))
-            }
-            Ok(Ok(s)) => s,
-        };
-        // HTTP/1.0: the answer ends when the connection closes, never chunked.
-        let request = format!(
-            "GET {}/v1/status HTTP/1.0\r\nHost: {}\r\nAccept: application/json\r\n\r\n",
-            self.prefix, self.authority
-        );
-        let mut answer = Vec::new();
-        let exchange = async {
-            stream.write_all(request.as_bytes()).await?;
-            stream.read_to_end(&mut answer).await
-        };
-        match tokio::time::timeout(TIMEOUT, exchange).await {
-            Err(_) => bail!(
-                "{} accepted the connection but sent no answer within {} s (a strait run still \
-                 starting answers once its flows have started)",
-                self.url,
-                TIMEOUT.as_secs()
-            ),
-            Ok(Err(e)) => {
-                return Err(anyhow!(e))
-                    .with_context(|| format!("reading the answer of {}", self.url))
-            }
-            Ok(Ok(_)) => {}
-        }
-        parse_answer(&self.url, &answer)
-    }
-}
-
-/// The status from a raw HTTP answer.
-fn parse_answer(url: &str, answer: &[u8]) -> anyhow::Result<StatusReport> {
-    let text = String::from_utf8_lossy(answer);
-    let Some((head, body)) = text.split_once("\r\n\r\n") else {
-        bail!("{url} did not answer in HTTP: is it a strait instance's --listen address?");
-    };
-    let code: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| anyhow!("{url} did not answer in HTTP: {head:?}"))?;
-    match code {
-        200 => serde_json::from_str(body)
-            .with_context(|| format!("{url}/v1/status did not answer a strait status")),
-        404 => bail!(
-            "{url} has no /v1/status: it is not a strait instance, or one older than this \
-             command"
-        ),
-        _ => bail!("{url}/v1/status answered {code}: {}", body.trim()),
+        answer = endpoint.status().await;
     }
 }
 
@@ -224,6 +106,20 @@ fn render_flow(out: &mut String, f: &FlowStatus) {
             "  waiting     no round finished for {}: a cluster is slow or not answering (see \
              the log); lag counts from the last fetch",
             duration(since)
+        );
+    }
+    if f.state == FlowState::Restarting {
+        let _ = writeln!(
+            out,
+            "  restarting  in {}, from its offset map (see last error)",
+            duration(f.restart_in_seconds.unwrap_or(0.0))
+        );
+    }
+    if f.state == FlowState::Paused {
+        let _ = writeln!(
+            out,
+            "  paused      on request; resume with `strait flow resume '{}'`",
+            f.flow
         );
     }
     let _ = writeln!(
@@ -432,24 +328,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn urls_name_host_port_and_prefix() {
-        let e = Endpoint::parse("http://127.0.0.1:9876").unwrap();
-        assert_eq!(
-            (e.authority.as_str(), e.prefix.as_str()),
-            ("127.0.0.1:9876", "")
-        );
-        let e = Endpoint::parse("mirror.internal/strait/").unwrap();
-        assert_eq!(
-            (e.authority.as_str(), e.prefix.as_str()),
-            ("mirror.internal:80", "/strait")
-        );
-        let e = Endpoint::parse("http://[::1]:9000").unwrap();
-        assert_eq!(e.authority, "[::1]:9000");
-        assert!(Endpoint::parse("https://x:1").is_err());
-        assert!(Endpoint::parse("http://").is_err());
-    }
-
-    #[test]
     fn numbers_read_at_a_glance() {
         assert_eq!(count(0), "0");
         assert_eq!(count(1204), "1,204");
@@ -461,15 +339,5 @@ mod tests {
         assert_eq!(lag_seconds(Some(0.0)), "0s");
         assert_eq!(lag_seconds(Some(2.345)), "2.3s");
         assert_eq!(lag_seconds(None), "unknown");
-    }
-
-    #[test]
-    fn a_non_strait_answer_is_named() {
-        let e = parse_answer("http://h:1", b"HTTP/1.0 404 Not Found\r\n\r\n").unwrap_err();
-        assert!(e.to_string().contains("no /v1/status"), "{e}");
-        let e = parse_answer("http://h:1", b"SSH-2.0-OpenSSH").unwrap_err();
-        assert!(e.to_string().contains("did not answer in HTTP"), "{e}");
-        let ok = parse_answer("http://h:1", b"HTTP/1.0 200 OK\r\n\r\n{\"flows\":[]}").unwrap();
-        assert!(ok.flows.is_empty());
     }
 }

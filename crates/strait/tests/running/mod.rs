@@ -61,6 +61,41 @@ impl Strait {
         );
     }
 
+    /// Sends `signal` (`HUP`, `TERM`, ...) with kill(1).
+    pub fn signal(&self, signal: &str) {
+        let _ = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status();
+    }
+
+    /// Waits up to `secs` seconds for it to exit by itself; its exit status.
+    pub fn wait_exit(&mut self, secs: u64) -> Option<ExitStatus> {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        None
+    }
+
+    /// Polls the log until it holds `text`, for at most `secs` seconds; the log then.
+    pub fn log_until(&self, secs: u64, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let log = self.log_text();
+            if log.contains(text) {
+                return log;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the log does not say {text:?} within {secs} s:\n{log}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

@@ -1,0 +1,545 @@
+//! `strait run` until stopped: every flow of the config kept running on its own, under the
+//! operator's hand (`docs/deploying.md`, "Runtime control").
+//!
+//! - **Each flow on its own.** A flow whose cluster does not answer at start waits and retries
+//!   while the others run; a flow that fails starts again after a backoff (1 s doubling to
+//!   5 min, reset once a run lasted 10 min), saying why in the log and in `/v1/status`. Only
+//!   an error in the flow's settings waits for a changed file.
+//! - **Pause and resume** (`POST /v1/flows/{flow}/pause|resume`, `strait flow pause|resume`):
+//!   a paused flow finishes its round, writes its map and stops reading; resumed, it goes on
+//!   from its map. Pauses live in this process: a restart runs every enabled flow.
+//! - **Reload** on SIGHUP, on `POST /v1/reload`, or when the config file's bytes change
+//!   (checked every 5 s unless `--no-watch-config`): the file is read again and only the flows
+//!   whose settings changed (their own keys, or their clusters') restart; new flows start,
+//!   removed ones stop, the others keep flowing. A file that does not parse changes nothing.
+//! - **SIGTERM or Ctrl-C**: every flow finishes its round (in-flight writes are acknowledged),
+//!   writes its map and offset syncs, and the process exits 0.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use futures::FutureExt as _;
+use serde_json::{json, Value};
+use strait_core::config::{ClusterConfig, FlowConfig, HeartbeatEmitter, Role, StraitConfig};
+use strait_core::heartbeats::HeartbeatTask;
+use strait_core::status::{self, FlowState};
+use strait_kafka::backoff::Backoff;
+use strait_kafka::Client;
+use tokio::sync::{mpsc, watch};
+
+use crate::http::{Api, ControlRequest};
+use crate::run::{Stop, Until};
+
+/// How often the config file is compared with what was last loaded.
+const WATCH_EVERY: Duration = Duration::from_secs(5);
+/// The first wait before a failed flow starts again; it doubles up to [`RESTART_MAX`].
+const RESTART_FIRST: Duration = Duration::from_secs(1);
+/// The longest wait between two starts of a failing flow.
+const RESTART_MAX: Duration = Duration::from_secs(300);
+/// A run this long resets the backoff: the flow's next failure is a new story.
+const HEALTHY_RUN: Duration = Duration::from_secs(600);
+
+/// What the operator wants of a flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Desired {
+    Run,
+    Pause,
+    /// Removed from the config, or about to restart with new settings.
+    Stop,
+}
+
+/// Everything a flow's behaviour depends on: its resolved keys and both clusters' settings.
+/// Two equal identities mirror the same way, so a reload leaves such a flow alone.
+#[derive(Debug, Clone, PartialEq)]
+struct FlowIdentity {
+    flow: FlowConfig,
+    source: Option<ClusterConfig>,
+    target: Option<ClusterConfig>,
+}
+
+impl FlowIdentity {
+    fn of(config: &StraitConfig, flow: &FlowConfig) -> Self {
+        Self {
+            flow: flow.clone(),
+            source: config.cluster(flow.source.as_str()).cloned(),
+            target: config.cluster(flow.target.as_str()).cloned(),
+        }
+    }
+}
+
+/// One supervised flow.
+#[derive(Debug)]
+struct Supervised {
+    identity: FlowIdentity,
+    desired: watch::Sender<Desired>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// The heartbeat writers, restarted as one when their settings change.
+#[derive(Debug)]
+struct Heartbeats {
+    identity: (Vec<HeartbeatEmitter>, Vec<ClusterConfig>),
+    stop: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// The options of `strait run` that the supervisor needs.
+#[derive(Debug, Clone)]
+pub(crate) struct RunOptions {
+    /// The config file.
+    pub(crate) path: PathBuf,
+    /// Where the HTTP API listens.
+    pub(crate) listen: Option<std::net::SocketAddr>,
+    /// Reload when the file's bytes change.
+    pub(crate) watch_config: bool,
+}
+
+/// Runs every enabled flow of the file until SIGTERM or Ctrl-C. A file that does not parse at
+/// start is an error; after that, nothing a flow meets ends the process.
+pub(crate) async fn run(options: RunOptions) -> anyhow::Result<()> {
+    let loaded = std::fs::read(&options.path).unwrap_or_default();
+    let config = StraitConfig::load(&options.path)?;
+    // Bound first, so a taken port stops start-up before anything is mirrored.
+    let listener = match options.listen {
+        Some(addr) => Some(crate::http::bind(addr).await?),
+        None => None,
+    };
+    let stop: Stop = async {
+        crate::run::shutdown_signal().await;
+        tracing::info!(
+            "stopping: every flow finishes its current round and writes its offset map"
+        );
+    }
+    .boxed()
+    .shared();
+    let (control, mut requests) = mpsc::channel(16);
+    let api = Arc::new(Api::with_control(control));
+    let http = listener.map(|listener| {
+        if let Ok(addr) = listener.local_addr() {
+            tracing::info!(%addr, "HTTP API listening (/healthz, /readyz, /v1/status, /v1/translate, /v1/groups/GROUP, /metrics)");
+        }
+        tokio::spawn(crate::http::serve(listener, Arc::clone(&api), stop.clone()))
+    });
+    let mut supervisor = Supervisor {
+        path: options.path.clone(),
+        api,
+        stop: stop.clone(),
+        flows: BTreeMap::new(),
+        heartbeats: None,
+        loaded,
+    };
+    supervisor.apply(config).await;
+    let mut hangup = hangup_signal();
+    let mut watch = tokio::time::interval(WATCH_EVERY);
+    watch.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut stopped = stop.clone();
+    loop {
+        tokio::select! {
+            () = &mut stopped => break,
+            Some(()) = hangup.recv() => {
+                tracing::info!(config = %options.path.display(), "SIGHUP: reading the config again");
+                let _ = supervisor.reload().await;
+            }
+            _ = watch.tick(), if options.watch_config => {
+                // A file being written may be read half-way: it fails to parse, changes
+                // nothing, and the next look reads it whole.
+                if let Ok(bytes) = std::fs::read(&options.path) {
+                    if bytes != supervisor.loaded {
+                        tracing::info!(config = %options.path.display(), "the config file changed: reading it again");
+                        let _ = supervisor.reload().await;
+                    }
+                }
+            }
+            Some(request) = requests.recv() => supervisor.handle(request).await,
+        }
+    }
+    supervisor.shutdown().await;
+    if let Some(http) = http {
+        let _ = http.await;
+    }
+    Ok(())
+}
+
+/// SIGHUP as a stream of `()`; never fires where there are no such signals.
+fn hangup_signal() -> mpsc::Receiver<()> {
+    let (tx, rx) = mpsc::channel(1);
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::hangup()) {
+            Ok(mut hup) => {
+                tokio::spawn(async move {
+                    while hup.recv().await.is_some() {
+                        let _ = tx.try_send(());
+                    }
+                });
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot listen for SIGHUP: reload with POST /v1/reload"),
+        }
+    }
+    #[cfg(not(unix))]
+    drop(tx);
+    rx
+}
+
+struct Supervisor {
+    path: PathBuf,
+    api: Arc<Api>,
+    stop: Stop,
+    flows: BTreeMap<String, Supervised>,
+    heartbeats: Option<Heartbeats>,
+    /// The bytes of the file as last read, to notice a change.
+    loaded: Vec<u8>,
+}
+
+impl Supervisor {
+    /// Makes the running flows and heartbeats those of `config`: starts new ones, restarts
+    /// changed ones, stops removed ones. What it did, by flow name.
+    async fn apply(&mut self, config: StraitConfig) -> Value {
+        for warning in &config.warnings {
+            tracing::warn!("{}: {warning}", self.path.display());
+        }
+        let config = Arc::new(config);
+        let wanted: BTreeMap<String, FlowIdentity> = config
+            .flows
+            .iter()
+            .map(|f| (f.name(), FlowIdentity::of(&config, f)))
+            .collect();
+        let (mut started, mut restarted, mut stopped, mut unchanged) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        // Removed flows and changed ones stop first, each after its current round.
+        let mut paused = Vec::new();
+        let mut ending = Vec::new();
+        for (name, flow) in std::mem::take(&mut self.flows) {
+            match wanted.get(&name) {
+                Some(identity) if *identity == flow.identity => {
+                    unchanged.push(name.clone());
+                    self.flows.insert(name, flow);
+                }
+                Some(_) => {
+                    if *flow.desired.borrow() == Desired::Pause {
+                        paused.push(name.clone());
+                    }
+                    restarted.push(name.clone());
+                    ending.push(flow);
+                }
+                None => {
+                    stopped.push(name.clone());
+                    ending.push(flow);
+                }
+            }
+        }
+        for flow in &ending {
+            let _ = flow.desired.send(Desired::Stop);
+        }
+        for flow in ending {
+            let _ = flow.task.await;
+        }
+        for name in &stopped {
+            self.api.remove(name);
+            status::forget_flow(name);
+            tracing::info!(flow = %name, "flow removed from the config: stopped");
+        }
+        for flow in &config.flows {
+            let name = flow.name();
+            if self.flows.contains_key(&name) {
+                continue;
+            }
+            let desired = if paused.contains(&name) {
+                Desired::Pause
+            } else {
+                Desired::Run
+            };
+            if restarted.contains(&name) {
+                tracing::info!(flow = %name, "flow settings changed: restarted");
+            } else {
+                started.push(name.clone());
+            }
+            let (tx, rx) = watch::channel(desired);
+            self.api.set(flow, None);
+            let task = tokio::spawn(keep_running(
+                Arc::clone(&config),
+                flow.clone(),
+                rx,
+                self.stop.clone(),
+                Arc::clone(&self.api),
+            ));
+            self.flows.insert(
+                name.clone(),
+                Supervised {
+                    identity: wanted[&name].clone(),
+                    desired: tx,
+                    task,
+                },
+            );
+        }
+        self.apply_heartbeats(&config).await;
+        json!({
+            "started": started,
+            "restarted": restarted,
+            "stopped": stopped,
+            "unchanged": unchanged,
+        })
+    }
+
+    /// Restarts the heartbeat writers if what they write, or where, changed.
+    async fn apply_heartbeats(&mut self, config: &StraitConfig) {
+        let identity = (config.heartbeats.clone(), config.clusters.clone());
+        if self
+            .heartbeats
+            .as_ref()
+            .is_some_and(|h| h.identity == identity)
+        {
+            return;
+        }
+        if let Some(old) = self.heartbeats.take() {
+            let _ = old.stop.send(true);
+            for task in old.tasks {
+                let _ = task.await;
+            }
+        }
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut tasks = Vec::new();
+        for emitter in &config.heartbeats {
+            let client_config =
+                match config.cluster_client_config(emitter.target.as_str(), Role::Producer) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::warn!(cluster = %emitter.target, error = %e, "no heartbeats written into the cluster");
+                        continue;
+                    }
+                };
+            let emitter = emitter.clone();
+            let stop = any_stop(self.stop.clone(), stop_rx.clone(), |s| *s);
+            tasks.push(tokio::spawn(async move {
+                let mut backoff = Backoff::new(RESTART_FIRST, RESTART_MAX);
+                // A cluster that does not answer yet gets its heartbeats once it does.
+                let client = loop {
+                    match Client::connect(client_config.clone()).await {
+                        Ok(client) => break client,
+                        Err(e) => {
+                            let wait = backoff.next_wait();
+                            tracing::warn!(
+                                cluster = %emitter.target,
+                                error = %e,
+                                retry_in_seconds = wait.as_secs(),
+                                "cannot reach the cluster to write heartbeats; retrying"
+                            );
+                            tokio::select! {
+                                () = tokio::time::sleep(wait) => {}
+                                () = stop.clone() => return,
+                            }
+                        }
+                    }
+                };
+                HeartbeatTask::new(emitter, client).run(stop).await;
+            }));
+        }
+        self.heartbeats = Some(Heartbeats {
+            identity,
+            stop: stop_tx,
+            tasks,
+        });
+    }
+
+    /// Reads the file again and applies it; a file that does not load changes nothing.
+    async fn reload(&mut self) -> Result<Value, String> {
+        if let Ok(bytes) = std::fs::read(&self.path) {
+            self.loaded = bytes;
+        }
+        match StraitConfig::load(&self.path) {
+            Ok(config) => {
+                let done = self.apply(config).await;
+                tracing::info!(
+                    started = %list(&done["started"]),
+                    restarted = %list(&done["restarted"]),
+                    stopped = %list(&done["stopped"]),
+                    unchanged = %list(&done["unchanged"]),
+                    "config reloaded"
+                );
+                Ok(done)
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "the config does not load: keeping the flows as they run");
+                Err(format!("{e}; the flows run on as before"))
+            }
+        }
+    }
+
+    async fn handle(&mut self, request: ControlRequest) {
+        match request {
+            ControlRequest::Pause(name, reply) => {
+                let _ = reply.send(self.set_desired(&name, Desired::Pause));
+            }
+            ControlRequest::Resume(name, reply) => {
+                let _ = reply.send(self.set_desired(&name, Desired::Run));
+            }
+            ControlRequest::Reload(reply) => {
+                let _ = reply.send(self.reload().await);
+            }
+        }
+    }
+
+    fn set_desired(&self, name: &str, desired: Desired) -> Result<Value, String> {
+        let Some(flow) = self.flows.get(name) else {
+            return Err(format!(
+                "no flow {name}; this instance runs {}",
+                self.flows.keys().cloned().collect::<Vec<_>>().join(", ")
+            ));
+        };
+        let before = *flow.desired.borrow();
+        flow.desired.send_replace(desired);
+        let (verb, already) = match desired {
+            Desired::Pause => ("paused", before == Desired::Pause),
+            _ => ("resumed", before == Desired::Run),
+        };
+        if !already {
+            tracing::info!(flow = %name, "flow {verb} by request");
+        }
+        Ok(json!({
+            "flow": name,
+            "requested": if desired == Desired::Pause { "pause" } else { "run" },
+            "changed": !already,
+        }))
+    }
+
+    /// Waits for every flow and heartbeat writer to end (they stop on the same signal).
+    async fn shutdown(self) {
+        for (_, flow) in self.flows {
+            let _ = flow.task.await;
+        }
+        if let Some(heartbeats) = self.heartbeats {
+            for task in heartbeats.tasks {
+                let _ = task.await;
+            }
+        }
+    }
+}
+
+/// `["a", "b"]` as `a, b` (or `-`).
+fn list(names: &Value) -> String {
+    let names: Vec<&str> = names
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if names.is_empty() {
+        "-".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// Resolves when the process stops or `watched` turns to what `done` accepts.
+fn any_stop<T: Send + Sync + 'static>(
+    stop: Stop,
+    mut watched: watch::Receiver<T>,
+    done: impl Fn(&T) -> bool + Send + Sync + 'static,
+) -> Stop {
+    let changed: BoxFuture<'static, ()> = async move {
+        let _ = watched.wait_for(|v| done(v)).await;
+    }
+    .boxed();
+    futures::future::select(stop, changed)
+        .map(|_| ())
+        .boxed()
+        .shared()
+}
+
+/// One flow, for as long as the process runs and the operator wants it: started when its
+/// clusters answer, restarted after failures, paused and resumed on request.
+async fn keep_running(
+    config: Arc<StraitConfig>,
+    flow: FlowConfig,
+    mut desired: watch::Receiver<Desired>,
+    stop: Stop,
+    api: Arc<Api>,
+) {
+    let name = flow.name();
+    let mut backoff = Backoff::new(RESTART_FIRST, RESTART_MAX);
+    // Wakes when the process stops or the operator wants anything but `Run`.
+    let not_running = |desired: &watch::Receiver<Desired>| {
+        any_stop(stop.clone(), desired.clone(), |d| *d != Desired::Run)
+    };
+    loop {
+        if stop.clone().now_or_never().is_some() {
+            return;
+        }
+        let now = *desired.borrow_and_update();
+        match now {
+            Desired::Stop => return,
+            Desired::Pause => {
+                status::set_flow_state(&flow, FlowState::Paused, None, None);
+                tokio::select! {
+                    () = stop.clone() => return,
+                    _ = desired.changed() => continue,
+                }
+            }
+            Desired::Run => {}
+        }
+        status::set_flow_state(&flow, FlowState::Starting, None, None);
+        let interrupt = not_running(&desired);
+        let connected = tokio::select! {
+            connected = crate::run::connect_flow(&config, &flow) => connected,
+            () = interrupt.clone() => continue,
+        };
+        let (started, live, acls) = match connected {
+            Ok(c) => c,
+            Err(crate::run::StartError::Config(e)) => {
+                tracing::error!(flow = %name, error = %format!("{e:#}"), "flow cannot start: fix the config (a reload picks it up)");
+                status::set_flow_state(&flow, FlowState::Failed, Some(format!("{e:#}")), None);
+                let _ = interrupt.await;
+                continue;
+            }
+            Err(crate::run::StartError::Cluster(e)) => {
+                let wait = backoff.next_wait();
+                tracing::warn!(
+                    flow = %name,
+                    error = %format!("{e:#}"),
+                    retry_in_seconds = wait.as_secs(),
+                    "flow cannot start; the other flows run on, this one retries"
+                );
+                status::set_flow_state(&flow, FlowState::Starting, Some(format!("{e:#}")), None);
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    () = interrupt => {}
+                }
+                continue;
+            }
+        };
+        api.set(&flow, Some(live));
+        let began = Instant::now();
+        let acl_task = acls.map(|mut task| {
+            let stop = interrupt.clone();
+            tokio::spawn(async move { task.run(stop).await })
+        });
+        let outcome = crate::run::run_flow(started, Until::Stopped, interrupt.clone()).await;
+        if let Some(task) = acl_task {
+            task.abort();
+        }
+        if began.elapsed() >= HEALTHY_RUN {
+            backoff = Backoff::new(RESTART_FIRST, RESTART_MAX);
+        }
+        if let Err(e) = outcome.result {
+            let wait = backoff.next_wait();
+            tracing::error!(
+                flow = %name,
+                error = %format!("{e:#}"),
+                restart_in_seconds = wait.as_secs(),
+                "flow failed; it restarts from its offset map"
+            );
+            status::set_flow_state(
+                &flow,
+                FlowState::Restarting,
+                Some(format!("{e:#}")),
+                Some(Instant::now() + wait),
+            );
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = interrupt => {}
+            }
+        }
+    }
+}
