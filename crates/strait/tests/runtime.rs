@@ -338,12 +338,19 @@ fn flows_wait_pause_reload_and_stop_on_their_own() {
     while end_offset(&b, "A.orders") == moving && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
+    let termed = Instant::now();
     strait.signal("TERM");
     let status = strait.wait_exit(60).expect("strait stops within 60 s of SIGTERM");
+    let took = termed.elapsed();
     assert!(status.success(), "{status:?}\n{}", strait.log_text());
-    burst.join().expect("burst producer");
     let stopped_at = end_offset(&b, "A.orders");
-    eprintln!("measured: SIGTERM left {stopped_at} of {total} orders on B");
+    let source_then = end_offset(&a, "orders");
+    eprintln!(
+        "measured: strait exited {} ms after SIGTERM, leaving {stopped_at} orders on B while A \
+         held {source_then} (of {total} by the burst's end)",
+        took.as_millis()
+    );
+    burst.join().expect("burst producer");
     let strait = Strait::run(&config, p1.dir().join("strait-2.log"));
     wait_end(&strait, &b, "A.orders", total as i64, 180);
     let orders = value_counts(&rdk, &b, "A.orders", total);
