@@ -135,11 +135,13 @@ impl Api {
 }
 
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    lock.read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    lock.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+    lock.write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A command for `strait run`'s supervisor, with where its answer goes.
@@ -284,8 +286,8 @@ async fn readyz(State(flows): State<Flows>) -> Response {
         .into_iter()
         .map(|name| {
             let status = report.flows.iter().find(|f| f.flow == name);
-            let running = status
-                .is_some_and(|f| matches!(f.state, FlowState::Running | FlowState::Paused));
+            let running =
+                status.is_some_and(|f| matches!(f.state, FlowState::Running | FlowState::Paused));
             ready &= running;
             json!({
                 "flow": name,
@@ -428,7 +430,10 @@ async fn group(
 }
 
 /// `POST /v1/flows/{flow}/pause`.
-async fn pause(State(api): State<Flows>, Path(flow): Path<String>) -> Result<Json<Value>, ApiError> {
+async fn pause(
+    State(api): State<Flows>,
+    Path(flow): Path<String>,
+) -> Result<Json<Value>, ApiError> {
     control(&api, |reply| ControlRequest::Pause(flow, reply)).await
 }
 

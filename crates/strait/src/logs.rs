@@ -1,13 +1,17 @@
-//! Log lines through `tracing`, on stderr: human-readable by default, one JSON object per line
-//! with `--log-format json` (the event's fields at the top level beside `timestamp`, `level`,
-//! `target` and `message`). `RUST_LOG` picks what is logged. While `strait mirror` shows
-//! progress bars, lines are printed above them (`progress::LogWriter`).
+//! Log lines through `tracing`, on stderr or in `--log-file`: human-readable by default, one JSON
+//! object per line with `--log-format json` (the event's fields at the top level beside
+//! `timestamp`, `level`, `target` and `message`). What is logged: `RUST_LOG` if set, else `-v`
+//! (info, `-vv` debug, `-vvv` trace), else the command's default ([`Verbosity`]). While
+//! `strait mirror` shows progress bars, lines are printed above them (`progress::LogWriter`).
 //!
 //! No secret reaches a line: config values that hold one are `Secret`s, which print
 //! `[redacted]`.
 
 use std::io::IsTerminal as _;
+use std::path::Path;
 
+use anyhow::Context as _;
+use tracing_subscriber::fmt::writer::BoxMakeWriter;
 use tracing_subscriber::EnvFilter;
 
 use crate::progress::LogWriter;
@@ -22,15 +26,37 @@ pub(crate) enum LogFormat {
     Json,
 }
 
-/// Installs the global subscriber: `RUST_LOG` if set, else `default_filter`.
-pub(crate) fn init(format: LogFormat, default_filter: &str) {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
+/// Installs the global subscriber: `RUST_LOG` if set, else `-v` given `verbose` times, else
+/// `default_filter`; lines go to `file` (appended) when given, else to stderr.
+pub(crate) fn init(
+    format: LogFormat,
+    default_filter: &str,
+    verbose: u8,
+    file: Option<&Path>,
+) -> anyhow::Result<()> {
+    let chosen = match verbose {
+        0 => default_filter,
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(chosen));
+    let (writer, ansi) = match file {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("cannot open the log file {}", path.display()))?;
+            (BoxMakeWriter::new(std::sync::Mutex::new(file)), false)
+        }
+        None => (BoxMakeWriter::new(LogWriter), colors()),
+    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(LogWriter);
+        .with_writer(writer);
     match format {
-        LogFormat::Human => builder.with_ansi(colors()).init(),
+        LogFormat::Human => builder.with_ansi(ansi).init(),
         LogFormat::Json => builder
             .with_ansi(false)
             .json()
@@ -39,6 +65,7 @@ pub(crate) fn init(format: LogFormat, default_filter: &str) {
             .with_span_list(false)
             .init(),
     }
+    Ok(())
 }
 
 /// Colours only for a terminal, and not when `NO_COLOR` is set (<https://no-color.org>).

@@ -30,6 +30,14 @@ struct Cli {
     /// How log lines (stderr) are written: `human` lines, or one JSON object per line.
     #[arg(long, global = true, value_enum, default_value_t = logs::LogFormat::Human)]
     log_format: logs::LogFormat,
+    /// Log more: `-v` info, `-vv` debug, `-vvv` trace (`RUST_LOG` overrides it). By default
+    /// `run` logs info; `mirror` in a terminal shows its bars and summary with warnings only
+    /// (info in `--log-file`); other commands log warnings.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// Write log lines to this file (appended) instead of stderr.
+    #[arg(long, global = true, value_name = "FILE")]
+    log_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -219,11 +227,24 @@ async fn main() -> anyhow::Result<()> {
     // `run` logs what it does; the one-shot commands print their answer and log only what
     // went wrong, without the runtime's reconnect attempts (a lost cluster is expected there,
     // and the command says so itself). RUST_LOG overrides both.
-    let default_filter = match cli.command {
-        Command::Run { .. } | Command::Mirror(_) => "info",
+    let default_filter = match &cli.command {
+        Command::Run { .. } => "info",
+        // In a terminal the bars and the summary say what happens; info lines would scroll
+        // through them. They go to --log-file, or show with -v.
+        Command::Mirror(_)
+            if std::io::IsTerminal::is_terminal(&std::io::stderr()) && cli.log_file.is_none() =>
+        {
+            "warn"
+        }
+        Command::Mirror(_) => "info",
         _ => "warn,strait_kafka::cluster=error",
     };
-    logs::init(cli.log_format, default_filter);
+    logs::init(
+        cli.log_format,
+        default_filter,
+        cli.verbose,
+        cli.log_file.as_deref(),
+    )?;
     match cli.command {
         Command::Run {
             config,

@@ -180,7 +180,8 @@ pub(crate) async fn connect_flow(
     config: &StraitConfig,
     flow: &FlowConfig,
 ) -> Result<(StartedFlow, crate::http::ApiFlow, Option<AclSyncTask>), StartError> {
-    let settings = |e: anyhow::Error| StartError::Config(e.context(format!("flow {}", flow.name())));
+    let settings =
+        |e: anyhow::Error| StartError::Config(e.context(format!("flow {}", flow.name())));
     // One client per cluster of the flow, secured as its main user: the source as the
     // flow's consumer (`A.consumer.*`), the target as its producer (`B.producer.*`), each
     // over the cluster's own settings (`docs/security.md`).

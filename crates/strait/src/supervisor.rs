@@ -109,9 +109,7 @@ pub(crate) async fn run(options: RunOptions) -> anyhow::Result<()> {
     };
     let stop: Stop = async {
         crate::run::shutdown_signal().await;
-        tracing::info!(
-            "stopping: every flow finishes its current round and writes its offset map"
-        );
+        tracing::info!("stopping: every flow finishes its current round and writes its offset map");
     }
     .boxed()
     .shared();
@@ -177,7 +175,9 @@ fn hangup_signal() -> mpsc::Receiver<()> {
                     }
                 });
             }
-            Err(e) => tracing::warn!(error = %e, "cannot listen for SIGHUP: reload with POST /v1/reload"),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGHUP: reload with POST /v1/reload")
+            }
         }
     }
     #[cfg(not(unix))]
@@ -304,14 +304,15 @@ impl Supervisor {
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut tasks = Vec::new();
         for emitter in &config.heartbeats {
-            let client_config =
-                match config.cluster_client_config(emitter.target.as_str(), Role::Producer) {
-                    Ok(c) => c,
-                    Err(e) => {
-                        tracing::warn!(cluster = %emitter.target, error = %e, "no heartbeats written into the cluster");
-                        continue;
-                    }
-                };
+            let client_config = match config
+                .cluster_client_config(emitter.target.as_str(), Role::Producer)
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(cluster = %emitter.target, error = %e, "no heartbeats written into the cluster");
+                    continue;
+                }
+            };
             let emitter = emitter.clone();
             let stop = any_stop(self.stop.clone(), stop_rx.clone(), |s| *s);
             tasks.push(tokio::spawn(async move {

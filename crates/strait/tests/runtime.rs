@@ -154,7 +154,9 @@ fn flows_wait_pause_reload_and_stop_on_their_own() {
         ["starting", "waiting"].contains(&waiting["state"].as_str().unwrap_or_default()),
         "{waiting}"
     );
-    let why = waiting["last_error"]["message"].as_str().unwrap_or_default();
+    let why = waiting["last_error"]["message"]
+        .as_str()
+        .unwrap_or_default();
     assert!(why.contains("cannot reach source C"), "{waiting}");
     let (code, ready) = strait.get_json("/readyz").expect("/readyz");
     assert_eq!(code, 503, "not ready while C->B waits: {ready}");
@@ -175,16 +177,15 @@ fn flows_wait_pause_reload_and_stop_on_their_own() {
 
     // 2. Pause and resume A->B.
     let url = strait.url();
-    let paused = run_to_end(
-        p1.dir(),
-        &["flow", "pause", "A->B", "--url", &url],
-        &[],
-    );
+    let paused = run_to_end(p1.dir(), &["flow", "pause", "A->B", "--url", &url], &[]);
     assert!(paused.ok(), "{}", paused.both());
     assert!(paused.stdout.contains("A->B: paused"), "{}", paused.both());
     assert_eq!(flow_status(&strait, "A->B")["state"], "paused");
     let (code, ready) = strait.get_json("/readyz").expect("/readyz");
-    assert_eq!(code, 200, "a paused flow is deliberate, still ready: {ready}");
+    assert_eq!(
+        code, 200,
+        "a paused flow is deliberate, still ready: {ready}"
+    );
     rdk.produce(&a, "orders", &records("o", 300..500, 2), "lz4");
     std::thread::sleep(Duration::from_secs(4));
     assert_eq!(
@@ -192,11 +193,7 @@ fn flows_wait_pause_reload_and_stop_on_their_own() {
         300,
         "records reached B while A->B was paused"
     );
-    let resumed = run_to_end(
-        p1.dir(),
-        &["flow", "resume", "A->B", "--url", &url],
-        &[],
-    );
+    let resumed = run_to_end(p1.dir(), &["flow", "resume", "A->B", "--url", &url], &[]);
     assert!(resumed.ok(), "{}", resumed.both());
     wait_end(&strait, &b, "A.orders", 500, 60);
     let orders = value_counts(&rdk, &b, "A.orders", 500);
@@ -204,7 +201,11 @@ fn flows_wait_pause_reload_and_stop_on_their_own() {
     assert!(orders.values().all(|n| *n == 1));
     let unknown = run_to_end(p1.dir(), &["flow", "pause", "X->Y", "--url", &url], &[]);
     assert!(!unknown.ok(), "{}", unknown.both());
-    assert!(unknown.stderr.contains("no flow X->Y"), "{}", unknown.both());
+    assert!(
+        unknown.stderr.contains("no flow X->Y"),
+        "{}",
+        unknown.both()
+    );
 
     // 3. The file changes B->A only, under a steady producer into A's orders: A->B keeps its run.
     let producing = Arc::new(AtomicBool::new(true));
@@ -340,7 +341,9 @@ fn flows_wait_pause_reload_and_stop_on_their_own() {
     }
     let termed = Instant::now();
     strait.signal("TERM");
-    let status = strait.wait_exit(60).expect("strait stops within 60 s of SIGTERM");
+    let status = strait
+        .wait_exit(60)
+        .expect("strait stops within 60 s of SIGTERM");
     let took = termed.elapsed();
     assert!(status.success(), "{status:?}\n{}", strait.log_text());
     let stopped_at = end_offset(&b, "A.orders");
@@ -358,4 +361,48 @@ fn flows_wait_pause_reload_and_stop_on_their_own() {
     let doubled: Vec<_> = orders.iter().filter(|(_, n)| **n > 1).collect();
     assert!(doubled.is_empty(), "written twice: {doubled:?}");
     strait.stop();
+}
+
+/// `--log-file` takes the lines stderr would have had; `-v` raises what is logged.
+#[test]
+fn log_lines_go_to_the_log_file() {
+    let dir = std::env::temp_dir().join(format!("strait-logfile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let log = dir.join("strait.log");
+    let port = running::free_port().to_string();
+    let address = format!("127.0.0.1:{port}");
+    let quiet = run_to_end(
+        &dir,
+        &["probe", "--bootstrap", &address, "--timeout-secs", "2"],
+        &[],
+    );
+    assert!(!quiet.ok(), "{}", quiet.both());
+    assert!(
+        !quiet.stderr.contains("cannot connect"),
+        "without -v, probe keeps the client's retries out of its output: {}",
+        quiet.both()
+    );
+    let logged = run_to_end(
+        &dir,
+        &[
+            "probe",
+            "--bootstrap",
+            &address,
+            "--timeout-secs",
+            "2",
+            "-v",
+            "--log-file",
+            log.to_str().expect("utf-8 path"),
+        ],
+        &[],
+    );
+    assert!(!logged.ok(), "{}", logged.both());
+    let lines = std::fs::read_to_string(&log).expect("the log file exists");
+    assert!(lines.contains("cannot connect"), "{lines}");
+    assert!(
+        !logged.stderr.contains("cannot connect"),
+        "log lines went to stderr too: {}",
+        logged.both()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
