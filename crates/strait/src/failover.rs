@@ -354,14 +354,7 @@ fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
-/// `n thing` or `n things`.
-pub(crate) fn count(n: usize, thing: &str) -> String {
-    if n == 1 {
-        format!("1 {thing}")
-    } else {
-        format!("{n} {thing}s")
-    }
-}
+pub(crate) use crate::format::things as count;
 
 /// An optional offset for a table.
 fn cell(offset: Option<i64>) -> String {

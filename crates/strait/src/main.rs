@@ -11,6 +11,7 @@ mod control;
 mod endpoint;
 mod export;
 mod failover;
+mod format;
 mod http;
 mod logs;
 mod map;

@@ -245,10 +245,10 @@ impl Summary {
                 "{:<width$}  {:<11}  {:>12}  {:>10}  {:>10}  {:>10}  {:>8}\n",
                 r.flow,
                 r.result,
-                r.records,
+                crate::format::count(r.records),
                 progress::bytes(r.bytes),
-                r.lost,
-                r.duplicates,
+                crate::format::count(r.lost),
+                crate::format::count(r.duplicates),
                 progress::short_duration(r.elapsed),
             ));
         }

@@ -8,14 +8,15 @@
 //! per flow (`caught up`, `failed` or `interrupted`).
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use indicatif::{DecimalBytes, MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use strait_core::flow::FlowStats;
 use strait_wire::offset_map::{OffsetMap, SourcePartition};
 use tokio::sync::{mpsc, watch};
+
+use crate::format::count;
 
 /// What a flow has to copy: per source partition, the source offsets `[start, end)` from
 /// where the flow resumed to the source end at start.
@@ -260,7 +261,7 @@ impl Display {
                         "{}, {verdict} in {} ({} rec/s)",
                         bytes(snapshot.stats.bytes),
                         short_duration(elapsed),
-                        indicatif::HumanCount(rate)
+                        crate::format::rate(rate as f64)
                     );
                     if end == Some(&End::CaughtUp) {
                         bar.finish_with_message(message);
@@ -271,13 +272,14 @@ impl Display {
             }
             Display::Lines => {
                 let text = format!(
-                    "mirror {}: {verdict}, {}/{} records ({}%), {} in {}, {rate} rec/s",
+                    "mirror {}: {verdict}, {}/{} records ({}%), {} in {}, {} rec/s",
                     flow.name,
-                    snapshot.done,
-                    snapshot.total,
+                    count(snapshot.done),
+                    count(snapshot.total),
                     percent(snapshot.done, snapshot.total),
                     bytes(snapshot.stats.bytes),
                     short_duration(elapsed),
+                    crate::format::rate(rate as f64),
                 );
                 let (done, total, bytes) = (snapshot.done, snapshot.total, snapshot.stats.bytes);
                 let percent = percent(done, total);
@@ -307,7 +309,7 @@ impl Display {
     }
 }
 
-/// `A->B [=====>    ] 12000/50000 records (24%) 3.10 MB 4,100/s eta 9s` while the copy runs
+/// `A->B [=====>    ] 12,000/50,000 records (24%) 3.0 MiB 4,100/s eta 9s` while the copy runs
 /// (`running`), the rate and ETA replaced by the message at the end.
 fn bar_style(colour: &str, running: bool) -> ProgressStyle {
     let tail = if running {
@@ -316,21 +318,21 @@ fn bar_style(colour: &str, running: bool) -> ProgressStyle {
         "{msg}"
     };
     ProgressStyle::with_template(&format!(
-        "{{prefix:.bold}} [{{bar:30.{colour}}}] {{pos}}/{{len}} records ({{percent}}%) {tail}"
+        "{{prefix:.bold}} [{{bar:30.{colour}}}] {{human_pos}}/{{human_len}} records ({{percent}}%) {tail}"
     ))
     .unwrap_or_else(|_| ProgressStyle::default_bar())
     .progress_chars("=> ")
 }
 
-/// `mirror A->B: 12000/50000 records (24%), 3.10 MB, 4100 rec/s, eta 9s`.
+/// `mirror A->B: 12,000/50,000 records (24%), 3.0 MiB, 4,100 rec/s, eta 9s`.
 fn line(name: &str, s: &Snapshot, rate: f64, eta: Option<Duration>) -> String {
     let mut text = format!(
         "mirror {name}: {}/{} records ({}%), {}, {} rec/s, eta ",
-        s.done,
-        s.total,
+        count(s.done),
+        count(s.total),
         percent(s.done, s.total),
         bytes(s.stats.bytes),
-        rate.round() as u64,
+        crate::format::rate(rate),
     );
     match eta {
         Some(eta) => text.push_str(&short_duration(eta)),
@@ -357,22 +359,14 @@ fn rate(done: u64, elapsed: Duration) -> f64 {
     }
 }
 
-/// `3.10 MB`.
+/// `3.0 MiB`, as every command prints sizes.
 pub(crate) fn bytes(n: u64) -> String {
-    DecimalBytes(n).to_string()
+    crate::format::bytes(n as f64)
 }
 
 /// `850ms`, `9s`, `2m05s`, `1h02m`.
 pub(crate) fn short_duration(d: Duration) -> String {
-    let secs = d.as_secs();
-    let mut out = String::new();
-    let _ = match secs {
-        0 => write!(out, "{}ms", d.as_millis()),
-        1..=59 => write!(out, "{secs}s"),
-        60..=3599 => write!(out, "{}m{:02}s", secs / 60, secs % 60),
-        _ => write!(out, "{}h{:02}m", secs / 3600, secs % 3600 / 60),
-    };
-    out
+    crate::format::elapsed(d)
 }
 
 /// The bars log lines are printed above, while they show.
@@ -454,7 +448,7 @@ mod tests {
         };
         assert_eq!(
             line("A->B", &snapshot, 4100.2, Some(Duration::from_secs(9))),
-            "mirror A->B: 12000/50000 records (24%), 3.10 MB, 4100 rec/s, eta 9s"
+            "mirror A->B: 12,000/50,000 records (24%), 3.0 MiB, 4,100 rec/s, eta 9s"
         );
         assert_eq!(percent(49_999, 50_000), 99, "100% only when done");
         assert_eq!(percent(0, 0), 100);

@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::endpoint::Endpoint;
+use crate::format::{bytes, count, count_signed as count_i, duration, rate};
 use strait_core::status::{ErrorNote, FlowState, FlowStatus, StatusReport};
 
 /// How often `--watch` redraws.
@@ -242,61 +243,6 @@ fn render_flow(out: &mut String, f: &FlowStatus) {
     }
 }
 
-/// `12`, `1,204`, `3,000,000`.
-fn count(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-fn count_i(n: i64) -> String {
-    if n < 0 {
-        format!("-{}", count(n.unsigned_abs()))
-    } else {
-        count(n as u64)
-    }
-}
-
-fn rate(per_second: f64) -> String {
-    if per_second >= 100.0 {
-        count(per_second.round() as u64)
-    } else {
-        format!("{per_second:.1}")
-    }
-}
-
-fn bytes(n: f64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = n;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{value:.0} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
-
-/// `0s`, `42s`, `3m05s`, `2h03m`, `4d02h`.
-fn duration(seconds: f64) -> String {
-    let s = seconds.max(0.0).round() as u64;
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
-        3600..86400 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
-        _ => format!("{}d{:02}h", s / 86400, s % 86400 / 3600),
-    }
-}
-
 fn lag_seconds(s: Option<f64>) -> String {
     match s {
         Some(s) if s < 10.0 && s > 0.0 => format!("{s:.1}s"),
@@ -328,14 +274,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn numbers_read_at_a_glance() {
-        assert_eq!(count(0), "0");
-        assert_eq!(count(1204), "1,204");
-        assert_eq!(count(3_000_000), "3,000,000");
-        assert_eq!(bytes(512.0), "512 B");
-        assert_eq!(bytes(1536.0), "1.5 KiB");
-        assert_eq!(duration(185.0), "3m05s");
-        assert_eq!(duration(7380.0), "2h03m");
+    fn lags_read_at_a_glance() {
         assert_eq!(lag_seconds(Some(0.0)), "0s");
         assert_eq!(lag_seconds(Some(2.345)), "2.3s");
         assert_eq!(lag_seconds(None), "unknown");

@@ -84,9 +84,10 @@ fn progress_lines(stderr: &str) -> Vec<Progress> {
             let (counts, rest) = rest.split_once(" records (")?;
             let (done, total) = counts.split_once('/')?;
             let (percent, _) = rest.split_once("%)")?;
+            // Counts are printed with thousands separators (`12,000`).
             Some(Progress {
-                done: done.parse().ok()?,
-                total: total.parse().ok()?,
+                done: done.replace(',', "").parse().ok()?,
+                total: total.replace(',', "").parse().ok()?,
                 percent: percent.parse().ok()?,
                 caught_up,
             })
@@ -203,7 +204,11 @@ fn mirror_copies_until_caught_up_with_progress_lines_and_json_logs() {
     // The summary: records and nothing lost or duplicated.
     let row = summary_row(&run.stdout);
     assert_eq!(row[1..3], ["caught", "up"], "{output}");
-    assert_eq!(row[3], FIRST.to_string(), "records column:\n{output}");
+    assert_eq!(
+        row[3].replace(',', ""),
+        FIRST.to_string(),
+        "records column (thousands separated):\n{output}"
+    );
     assert_eq!(row[6..8], ["0", "0"], "lost and duplicates:\n{output}");
 
     // More records, then a second copy with JSON logs: it resumes where the map ends and copies
