@@ -408,21 +408,9 @@ async fn group(
                         ),
                     )
                 })?;
-        let partitions: Vec<Value> = rows
+        let partitions: Vec<crate::rows::GroupOffsetRow> = rows
             .iter()
-            .map(|t| {
-                json!({
-                    "topic": t.topic,
-                    "partition": t.partition,
-                    "remote_topic": t.remote_topic,
-                    "source_offset": t.source_offset,
-                    "target_offset": t.target_offset(),
-                    "exact": t.is_exact(),
-                    "result": translation_json(&t.translation),
-                    "metadata": t.metadata,
-                    "note": t.note(),
-                })
-            })
+            .map(|t| crate::rows::GroupOffsetRow::new(&flow.config.name(), &group, t))
             .collect();
         out.push(json!({ "flow": flow.config.name(), "partitions": partitions }));
     }

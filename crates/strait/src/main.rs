@@ -17,6 +17,7 @@ mod logs;
 mod map;
 mod mirror;
 mod progress;
+mod rows;
 mod run;
 mod status;
 mod strimzi;

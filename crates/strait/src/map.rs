@@ -86,17 +86,7 @@ pub(crate) async fn translate(
             .with_context(|| format!("cannot reach target {}", flow.target))?;
         let map = MapStore::read(&target, flow.source_alias.as_str()).await?;
         for t in strait_core::offsets::translate_group(&source, flow, &map, group, topic).await? {
-            rows.push(serde_json::json!({
-                "flow": flow.name(),
-                "group": group,
-                "topic": t.topic,
-                "partition": t.partition,
-                "remote_topic": t.remote_topic,
-                "source_offset": t.source_offset,
-                "target_offset": t.target_offset(),
-                "exact": t.is_exact(),
-                "note": t.note(),
-            }));
+            rows.push(crate::rows::GroupOffsetRow::new(&flow.name(), group, &t));
         }
     }
     if json {
@@ -110,21 +100,14 @@ pub(crate) async fn translate(
     for r in &rows {
         println!(
             "{:<14} {:<24} {:>13} {:<28} {:>13} {:<6} {}",
-            r["flow"].as_str().unwrap_or(""),
-            format!("{}-{}", r["topic"].as_str().unwrap_or(""), r["partition"]),
-            r["source_offset"].to_string(),
-            format!(
-                "{}-{}",
-                r["remote_topic"].as_str().unwrap_or(""),
-                r["partition"]
-            ),
-            r["target_offset"].to_string(),
-            if r["exact"].as_bool().unwrap_or(false) {
-                "yes"
-            } else {
-                "no"
-            },
-            r["note"].as_str().unwrap_or(""),
+            r.flow,
+            format!("{}-{}", r.topic, r.partition),
+            r.source_offset,
+            format!("{}-{}", r.remote_topic, r.partition),
+            r.target_offset
+                .map_or_else(|| "-".to_owned(), |o| o.to_string()),
+            if r.exact { "yes" } else { "no" },
+            r.note,
         );
     }
     if rows.is_empty() {

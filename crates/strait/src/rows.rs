@@ -1,0 +1,52 @@
+//! JSON rows that both the CLI (`--json`) and the HTTP API answer with, defined once so the two
+//! never drift apart (`docs/http-api.md`).
+
+use serde::Serialize;
+use serde_json::Value;
+use strait_core::offsets::TranslatedOffset;
+
+/// One partition of a consumer group's committed source offsets, translated through a flow's
+/// map: a row of `strait offsets translate --json` and of `GET /v1/groups/{group}`.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct GroupOffsetRow {
+    /// `A->B`.
+    pub(crate) flow: String,
+    /// The group.
+    pub(crate) group: String,
+    /// The source topic.
+    pub(crate) topic: String,
+    /// The partition (the same on both clusters).
+    pub(crate) partition: i32,
+    /// The topic's name on the target.
+    pub(crate) remote_topic: String,
+    /// The group's committed offset on the source.
+    pub(crate) source_offset: i64,
+    /// Where it continues on the target; `null` when the map cannot say.
+    pub(crate) target_offset: Option<i64>,
+    /// Whether that is exact.
+    pub(crate) exact: bool,
+    /// The translation's kind and numbers (`crate::http::translation_json`).
+    pub(crate) result: Value,
+    /// The commit's metadata string.
+    pub(crate) metadata: Option<String>,
+    /// What the translation means, in words.
+    pub(crate) note: String,
+}
+
+impl GroupOffsetRow {
+    pub(crate) fn new(flow: &str, group: &str, t: &TranslatedOffset) -> Self {
+        Self {
+            flow: flow.to_owned(),
+            group: group.to_owned(),
+            topic: t.topic.clone(),
+            partition: t.partition,
+            remote_topic: t.remote_topic.clone(),
+            source_offset: t.source_offset,
+            target_offset: t.target_offset(),
+            exact: t.is_exact(),
+            result: crate::http::translation_json(&t.translation),
+            metadata: t.metadata.clone(),
+            note: t.note(),
+        }
+    }
+}
