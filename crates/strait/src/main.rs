@@ -1,12 +1,12 @@
-//! The `strait` command: `run` mirrors the flows of an MM2 config; `probe` checks a cluster.
+//! The `strait` command. Each subcommand lives in its own file with its arguments and its
+//! `run` (`run.rs`, `mirror.rs`, `status.rs`, `control.rs`, ...); what they share is in
+//! `common.rs` (arguments), `format.rs` (numbers for people), `endpoint.rs` (the HTTP API of a
+//! running instance) and `rows.rs` (JSON rows shared with the HTTP API).
 
-use std::time::Duration;
-
-use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use kafka_protocol::messages::ApiKey;
-use strait_kafka::{Client, ClientConfig};
 
+mod common;
+mod config_tools;
 mod control;
 mod endpoint;
 mod export;
@@ -16,6 +16,8 @@ mod http;
 mod logs;
 mod map;
 mod mirror;
+mod offsets;
+mod probe;
 mod progress;
 mod rows;
 mod run;
@@ -54,23 +56,7 @@ enum Command {
     /// reload` or a changed file reloads the config: only flows whose settings changed restart.
     /// `strait flow pause|resume` pauses one flow. Stops cleanly on Ctrl-C or SIGTERM: every
     /// flow finishes its round and writes its map.
-    Run {
-        /// The MM2 properties file (`connect-mirror-maker.properties` style).
-        #[arg(long, value_name = "FILE")]
-        config: std::path::PathBuf,
-        /// Exit once every partition has reached the source end it had at start (a one-shot copy)
-        /// instead of mirroring until stopped.
-        #[arg(long)]
-        until_caught_up: bool,
-        /// Where the HTTP API listens (`/healthz`, `/v1/translate`, `/v1/groups/GROUP`; see
-        /// docs/http-api.md), or `off`.
-        #[arg(long, value_name = "HOST:PORT|off", default_value = "127.0.0.1:9876", value_parser = parse_listen)]
-        listen: Listen,
-        /// Do not reload when the config file changes (SIGHUP and `strait reload` still do).
-        /// By default the file is compared every 5 s with what was last loaded.
-        #[arg(long)]
-        no_watch_config: bool,
-    },
+    Run(run::RunArgs),
     /// Pause or resume one flow of a running `strait run`, through its HTTP API.
     Flow {
         #[command(subcommand)]
@@ -89,18 +75,11 @@ enum Command {
     /// Show the exact offset map of each flow, as persisted on its target: per source
     /// partition, the mapped segments (source start, target start, length), lost ranges and
     /// where mirroring stands.
-    Map {
-        /// The MM2 properties file.
-        #[arg(long, value_name = "FILE")]
-        config: std::path::PathBuf,
-        /// JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
+    Map(map::MapArgs),
     /// Consumer-group offsets across clusters.
     Offsets {
         #[command(subcommand)]
-        command: OffsetsCommand,
+        command: offsets::OffsetsCommand,
     },
     /// Move consumer groups from a flow's source cluster to its target (after A is lost, or
     /// for a planned switch): `plan` shows, per group and partition, where each continues on
@@ -122,105 +101,11 @@ enum Command {
     /// Configuration tools: turn a Strimzi `KafkaMirrorMaker2` resource into an MM2 file.
     Config {
         #[command(subcommand)]
-        command: ConfigCommand,
+        command: config_tools::ConfigCommand,
     },
     /// Connect to a cluster and show its id, brokers, and the API versions strait would use
     /// with it, so a reachability or compatibility problem shows before a mirror is started.
-    Probe {
-        /// Bootstrap servers, `host:port[,host:port...]` (as `bootstrap.servers`).
-        #[arg(long, value_name = "HOST:PORT")]
-        bootstrap: String,
-        /// Give up after this many seconds.
-        #[arg(long, default_value_t = 15)]
-        timeout_secs: u64,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-enum ConfigCommand {
-    /// Turn a Strimzi KafkaMirrorMaker2 resource (YAML, kafka.strimzi.io/v1beta2) into the MM2
-    /// properties file strait runs: clusters, TLS and authentication, mirrors with their topic
-    /// and group patterns, tasksMax, the connectors' settings and rack awareness. Secrets are
-    /// never copied: the file reads them at run time from the Kubernetes Secrets mounted under
-    /// --secrets-dir. What is not carried over is listed on stderr (docs/strimzi.md).
-    FromStrimzi {
-        /// The resource (a YAML file holding one KafkaMirrorMaker2).
-        #[arg(value_name = "FILE")]
-        file: std::path::PathBuf,
-        /// Where the pod mounts each Secret as a directory (`<dir>/<secret name>/<key>`).
-        #[arg(long, value_name = "DIR", default_value = "/etc/strait/secrets")]
-        secrets_dir: String,
-        /// Write the properties here instead of to stdout.
-        #[arg(long, value_name = "FILE")]
-        out: Option<std::path::PathBuf>,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-enum OffsetsCommand {
-    /// Translate a source group's committed offsets to the target through the exact offset
-    /// map: per partition, the target offset a consumer of the remote topic continues from,
-    /// whether it is exact, and any gap (records not mirrored yet, lost, or never mirrored).
-    Translate {
-        /// The MM2 properties file.
-        #[arg(long, value_name = "FILE")]
-        config: std::path::PathBuf,
-        /// The consumer group, as named on the source.
-        #[arg(long)]
-        group: String,
-        /// Only this source topic.
-        #[arg(long)]
-        topic: Option<String>,
-        /// JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Export group offsets and their translations to the target (a failover plan): JSON in
-    /// the plan format, or CSV with one row per group partition (group, topic, partition,
-    /// remote topic, source offset, target offset, exact, unreplicated, metadata, ...).
-    Export(export::ExportArgs),
-    /// Apply an exported offsets file (JSON or CSV) to its destination, with the checks of
-    /// `failover apply`: never into an active group, never moving a group back.
-    Import(export::ImportArgs),
-}
-
-/// The APIs strait's runtime uses, in the order shown by `probe`.
-const APIS: &[ApiKey] = &[
-    ApiKey::ApiVersions,
-    ApiKey::Metadata,
-    ApiKey::Fetch,
-    ApiKey::Produce,
-    ApiKey::InitProducerId,
-    ApiKey::ListOffsets,
-    ApiKey::FindCoordinator,
-    ApiKey::ListGroups,
-    ApiKey::DescribeGroups,
-    ApiKey::OffsetFetch,
-    ApiKey::OffsetCommit,
-    ApiKey::CreateTopics,
-    ApiKey::DeleteTopics,
-    ApiKey::CreatePartitions,
-    ApiKey::DescribeConfigs,
-    ApiKey::IncrementalAlterConfigs,
-    ApiKey::DescribeCluster,
-    ApiKey::DescribeAcls,
-    ApiKey::CreateAcls,
-    ApiKey::DeleteRecords,
-];
-
-/// `--listen`: an address, or `None` for `off`.
-#[derive(Debug, Clone, Copy)]
-struct Listen(Option<std::net::SocketAddr>);
-
-fn parse_listen(value: &str) -> Result<Listen, String> {
-    if value.eq_ignore_ascii_case("off") {
-        return Ok(Listen(None));
-    }
-    value.parse().map(|addr| Listen(Some(addr))).map_err(|e| {
-        format!(
-            "{e}: give HOST:PORT with an IP address (e.g. 127.0.0.1:9876 or 0.0.0.0:9876), or off"
-        )
-    })
+    Probe(probe::ProbeArgs),
 }
 
 #[tokio::main]
@@ -230,7 +115,7 @@ async fn main() -> anyhow::Result<()> {
     // went wrong, without the runtime's reconnect attempts (a lost cluster is expected there,
     // and the command says so itself). RUST_LOG overrides both.
     let default_filter = match &cli.command {
-        Command::Run { .. } => "info",
+        Command::Run(_) => "info",
         // In a terminal the bars and the summary say what happens; info lines would scroll
         // through them. They go to --log-file, or show with -v.
         Command::Mirror(_)
@@ -248,128 +133,16 @@ async fn main() -> anyhow::Result<()> {
         cli.log_file.as_deref(),
     )?;
     match cli.command {
-        Command::Run {
-            config,
-            until_caught_up: true,
-            listen,
-            ..
-        } => run::run_until_caught_up(&config, listen.0).await,
-        Command::Run {
-            config,
-            listen,
-            no_watch_config,
-            ..
-        } => {
-            supervisor::run(supervisor::RunOptions {
-                path: config,
-                listen: listen.0,
-                watch_config: !no_watch_config,
-            })
-            .await
-        }
+        Command::Run(args) => run::run(args).await,
         Command::Flow { command } => control::flow(command).await,
         Command::Reload(args) => control::reload(args).await,
         Command::Mirror(args) => mirror::mirror(args).await,
-        Command::Map { config, json } => map::show(&config, json).await,
-        Command::Offsets {
-            command:
-                OffsetsCommand::Translate {
-                    config,
-                    group,
-                    topic,
-                    json,
-                },
-        } => map::translate(&config, &group, topic.as_deref(), json).await,
-        Command::Offsets {
-            command: OffsetsCommand::Export(args),
-        } => export::export(args).await,
-        Command::Offsets {
-            command: OffsetsCommand::Import(args),
-        } => export::import(args).await,
+        Command::Map(args) => map::show(args).await,
+        Command::Offsets { command } => offsets::run(command).await,
         Command::Failover { command } => failover::failover(command).await,
         Command::Failback { command } => failover::failback(command).await,
         Command::Status(args) => status::status(args).await,
-        Command::Config {
-            command:
-                ConfigCommand::FromStrimzi {
-                    file,
-                    secrets_dir,
-                    out,
-                },
-        } => from_strimzi(&file, &secrets_dir, out.as_deref()),
-        Command::Probe {
-            bootstrap,
-            timeout_secs,
-        } => probe(&bootstrap, Duration::from_secs(timeout_secs)).await,
+        Command::Config { command } => config_tools::run(command),
+        Command::Probe(args) => probe::run(args).await,
     }
-}
-
-fn from_strimzi(
-    file: &std::path::Path,
-    secrets_dir: &str,
-    out: Option<&std::path::Path>,
-) -> anyhow::Result<()> {
-    let text =
-        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-    let conversion = strimzi::convert(&text, &file.display().to_string(), secrets_dir)
-        .map_err(anyhow::Error::msg)?;
-    match out {
-        Some(path) => std::fs::write(path, &conversion.properties)
-            .with_context(|| format!("cannot write {}", path.display()))?,
-        None => print!("{}", conversion.properties),
-    }
-    for note in &conversion.notes {
-        eprintln!("note: {note}");
-    }
-    Ok(())
-}
-
-async fn probe(bootstrap: &str, timeout: Duration) -> anyhow::Result<()> {
-    let servers: Vec<String> = bootstrap
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-        .collect();
-    let mut config = ClientConfig::new(servers);
-    config.operation_timeout = timeout;
-    let client = tokio::time::timeout(timeout, Client::connect(config))
-        .await
-        .with_context(|| format!("no answer from {bootstrap} within {timeout:?}"))?
-        .with_context(|| format!("cannot reach cluster at {bootstrap}"))?;
-    let cluster = client.describe_cluster().await?;
-    println!("cluster id   {}", cluster.cluster_id);
-    match cluster.controller {
-        Some(c) => println!("controller   {}", c.0),
-        None => println!("controller   (not reported)"),
-    }
-    for b in &cluster.brokers {
-        println!(
-            "broker       {} at {}{}",
-            b.id.0,
-            b.addr(),
-            b.rack
-                .as_deref()
-                .map(|r| format!(" rack {r}"))
-                .unwrap_or_default()
-        );
-    }
-    let metadata = client.cached_metadata();
-    println!("topics       {}", metadata.topics.len());
-    let conn = client.any_connection().await?;
-    println!("\n{:<26} {:>8} {:>10}", "API", "broker", "strait uses");
-    for api in APIS {
-        let broker = conn
-            .versions()
-            .broker_range(*api)
-            .map(|(lo, hi)| format!("{lo}..{hi}"))
-            .unwrap_or_else(|| "-".into());
-        let ours = conn
-            .versions()
-            .pick_key(*api)
-            .map(|v| format!("v{v}"))
-            .unwrap_or_else(|e| format!("none ({e})"));
-        println!("{:<26} {:>8} {:>10}", format!("{api:?}"), broker, ours);
-    }
-    Ok(())
 }

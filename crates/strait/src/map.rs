@@ -1,14 +1,25 @@
 //! `strait map`: the persisted offset map of each flow, per partition, readable at 3 a.m.
 
-use std::path::Path;
-
 use anyhow::Context as _;
 use strait_core::config::{Role, Side, StraitConfig};
 use strait_core::internal::map_store::MapStore;
 use strait_kafka::Client;
 
-pub(crate) async fn show(path: &Path, json: bool) -> anyhow::Result<()> {
-    let config = StraitConfig::load(path)?;
+/// `strait map` arguments.
+#[derive(Debug, clap::Args)]
+pub(crate) struct MapArgs {
+    /// The MM2 properties file.
+    #[arg(long, value_name = "FILE")]
+    config: std::path::PathBuf,
+    /// JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `strait map`.
+pub(crate) async fn show(args: MapArgs) -> anyhow::Result<()> {
+    let json = args.json;
+    let config = StraitConfig::load(&args.config)?;
     let mut out = Vec::new();
     for flow in &config.flows {
         let target = Client::connect(config.client_config(flow, Side::Target, Role::Admin)?)
@@ -64,54 +75,6 @@ pub(crate) async fn show(path: &Path, json: bool) -> anyhow::Result<()> {
     }
     if out.is_empty() {
         println!("(no offset map yet: nothing has been mirrored with this config)");
-    }
-    Ok(())
-}
-
-/// `strait offsets translate`: a source group's committed offsets, translated through the map.
-pub(crate) async fn translate(
-    path: &Path,
-    group: &str,
-    topic: Option<&str>,
-    json: bool,
-) -> anyhow::Result<()> {
-    let config = StraitConfig::load(path)?;
-    let mut rows = Vec::new();
-    for flow in &config.flows {
-        let source = Client::connect(config.client_config(flow, Side::Source, Role::Admin)?)
-            .await
-            .with_context(|| format!("cannot reach source {}", flow.source))?;
-        let target = Client::connect(config.client_config(flow, Side::Target, Role::Admin)?)
-            .await
-            .with_context(|| format!("cannot reach target {}", flow.target))?;
-        let map = MapStore::read(&target, flow.source_alias.as_str()).await?;
-        for t in strait_core::offsets::translate_group(&source, flow, &map, group, topic).await? {
-            rows.push(crate::rows::GroupOffsetRow::new(&flow.name(), group, &t));
-        }
-    }
-    if json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-        return Ok(());
-    }
-    println!(
-        "{:<14} {:<24} {:>13} {:<28} {:>13} {:<6} NOTE",
-        "FLOW", "SOURCE PARTITION", "SOURCE OFFSET", "TARGET PARTITION", "TARGET OFFSET", "EXACT"
-    );
-    for r in &rows {
-        println!(
-            "{:<14} {:<24} {:>13} {:<28} {:>13} {:<6} {}",
-            r.flow,
-            format!("{}-{}", r.topic, r.partition),
-            r.source_offset,
-            format!("{}-{}", r.remote_topic, r.partition),
-            r.target_offset
-                .map_or_else(|| "-".to_owned(), |o| o.to_string()),
-            if r.exact { "yes" } else { "no" },
-            r.note,
-        );
-    }
-    if rows.is_empty() {
-        println!("(group {group} has no committed offsets on mirrored partitions)");
     }
     Ok(())
 }

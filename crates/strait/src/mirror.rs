@@ -34,8 +34,8 @@ pub(crate) struct MirrorArgs {
     /// Where the HTTP API listens during the copy (`/healthz`, `/v1/translate`, ...), or
     /// `off`. Off by default: a one-shot copy rarely needs it, and a fixed port would collide
     /// with a `strait run` on the same host.
-    #[arg(long, value_name = "HOST:PORT|off", default_value = "off", value_parser = crate::parse_listen)]
-    listen: crate::Listen,
+    #[arg(long, value_name = "HOST:PORT|off", default_value = "off", value_parser = crate::common::parse_listen)]
+    listen: crate::common::Listen,
     /// Seconds between progress lines when stderr is not a terminal (in a terminal, bars show
     /// instead).
     #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = parse_seconds)]
