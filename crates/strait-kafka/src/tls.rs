@@ -178,11 +178,11 @@ pub enum StoreError {
         /// The key's alias in the store.
         alias: String,
     },
-    /// A Java KeyStore with more than one private key.
+    /// A Java KeyStore or PKCS#12 file with more than one private key.
     #[error(
         "it holds {} private keys ({}); strait needs exactly one (Java's key manager would \
          pick one at each handshake from the CAs the broker names); keep the one to use with \
-         `keytool -importkeystore -srckeystore FILE -srcalias ALIAS -destkeystore ONE.jks`",
+         `keytool -importkeystore -srckeystore FILE -srcalias ALIAS -destkeystore ONE.p12`",
         aliases.len(),
         aliases.join(", ")
     )]
@@ -272,8 +272,8 @@ pub fn read_truststore(
 /// The client certificate chain and key of a keystore: PEM (key and certificates in one file),
 /// PKCS#12 or a Java KeyStore. `key_password` opens an encrypted PEM key; PKCS#12 keys are
 /// opened with the store's password, as `keytool` writes them; a Java KeyStore's key with
-/// `key_password`, else with the store's password (as Java and Kafka do). A Java KeyStore must
-/// hold exactly one private key ([`StoreError::SeveralPrivateKeys`]).
+/// `key_password`, else with the store's password (as Java and Kafka do). A Java KeyStore or a
+/// PKCS#12 file must hold exactly one private key ([`StoreError::SeveralPrivateKeys`]).
 pub fn read_keystore(
     bytes: &[u8],
     store_password: Option<&Secret>,
@@ -299,8 +299,22 @@ pub fn read_keystore(
                 p12_keystore::Pkcs12ImportPolicy::Strict,
             )
             .map_err(|e| pkcs12_error(e, store_password.is_some()))?;
-            let Some((_, chain)) = store.private_key_chain() else {
-                return Err(StoreError::NoPrivateKey);
+            // As for a Java KeyStore: one key, or the operator says which.
+            let chains: Vec<(&String, &p12_keystore::PrivateKeyChain)> = store
+                .entries()
+                .filter_map(|(alias, entry)| match entry {
+                    p12_keystore::KeyStoreEntry::PrivateKeyChain(chain) => Some((alias, chain)),
+                    _ => None,
+                })
+                .collect();
+            let chain = match chains.as_slice() {
+                [] => return Err(StoreError::NoPrivateKey),
+                [(_, chain)] => *chain,
+                several => {
+                    return Err(StoreError::SeveralPrivateKeys {
+                        aliases: several.iter().map(|(alias, _)| (*alias).clone()).collect(),
+                    })
+                }
             };
             let Some(first) = chain.certs().first() else {
                 return Err(StoreError::NoCertificate);

@@ -255,34 +255,37 @@ fn keys_keytool_generated_itself_are_usable() {
 
 #[test]
 fn several_private_keys_are_refused_with_their_aliases() {
-    let d = dir("several");
-    let ca = TestCa::new("jks CA");
-    java_keystore(
-        &d,
-        "two.jks",
-        "JKS",
-        &ca.client_cert("a"),
-        "first",
-        "pw-pw-pw",
-        "pw-pw-pw",
-    );
-    let path = java_keystore(
-        &d,
-        "two.jks",
-        "JKS",
-        &ca.client_cert("b"),
-        "second",
-        "pw-pw-pw",
-        "pw-pw-pw",
-    );
-    let bytes = std::fs::read(path).unwrap();
-    let err = read_keystore(&bytes, Some(&secret("pw-pw-pw")), None).unwrap_err();
-    let StoreError::SeveralPrivateKeys { mut aliases } = err.clone() else {
-        panic!("expected several keys, got {err}");
-    };
-    aliases.sort();
-    assert_eq!(aliases, ["first", "second"]);
-    assert!(err.to_string().contains("-srcalias ALIAS"), "{err}");
+    // A Java KeyStore and a PKCS#12 file alike: strait does not pick one silently.
+    for (store, kind) in [("two.jks", "JKS"), ("two.p12", "PKCS12")] {
+        let d = dir(&format!("several-{kind}"));
+        let ca = TestCa::new("jks CA");
+        java_keystore(
+            &d,
+            store,
+            kind,
+            &ca.client_cert("a"),
+            "first",
+            "pw-pw-pw",
+            "pw-pw-pw",
+        );
+        let path = java_keystore(
+            &d,
+            store,
+            kind,
+            &ca.client_cert("b"),
+            "second",
+            "pw-pw-pw",
+            "pw-pw-pw",
+        );
+        let bytes = std::fs::read(path).unwrap();
+        let err = read_keystore(&bytes, Some(&secret("pw-pw-pw")), None).unwrap_err();
+        let StoreError::SeveralPrivateKeys { mut aliases } = err.clone() else {
+            panic!("{kind}: expected several keys, got {err}");
+        };
+        aliases.sort();
+        assert_eq!(aliases, ["first", "second"], "{kind}");
+        assert!(err.to_string().contains("-srcalias ALIAS"), "{err}");
+    }
 }
 
 #[test]
