@@ -102,6 +102,10 @@ pub(crate) fn unused_reason(key: &str) -> Option<&'static str> {
             "strait mirrors at least once with an exact offset map; transactions come later"
         }
         "group.id" | "client.id" | "plugin.path" => CONNECT_WORKER,
+        // A non-empty `transforms` or `predicates` is refused before warnings are made.
+        "transforms" | "predicates" => {
+            "it lists Single Message Transforms and is empty here, so it changes nothing"
+        }
         _ => {
             return if ["offset.storage.", "config.storage.", "status.storage."]
                 .iter()
@@ -113,6 +117,8 @@ pub(crate) fn unused_reason(key: &str) -> Option<&'static str> {
                 .any(|p| key.starts_with(p))
             {
                 Some("strait copies keys, values and headers byte for byte (MM2's ByteArrayConverter)")
+            } else if key.starts_with("transforms.") || key.starts_with("predicates.") {
+                Some("it configures a Single Message Transform; strait runs none (it refuses a non-empty `transforms`)")
             } else if key.starts_with("errors.") {
                 Some("it configures Connect's error handling; strait reports errors itself")
             } else if key.starts_with("rest.")
@@ -309,6 +315,9 @@ mod tests {
             "A->B.security.protocol",
             "A.consumer.bootstrap.servers",
             "A->B.consumer.poll.timeout.ms",
+            "transforms",
+            "transforms.route.type",
+            "A->B.predicates.isFoo.pattern",
         ] {
             assert!(unused(k), "{k}");
         }

@@ -95,6 +95,13 @@ impl StraitConfig {
         resolve::resolve(&props, path)
     }
 
+    /// The warning `key` earns in a file whose `clusters` are `aliases`, as
+    /// [`StraitConfig::warnings`] gives it (duplicates aside): `None` for a key strait uses.
+    /// `strait check` classifies every key of a file with it, even a file strait refuses.
+    pub fn key_warning(key: &str, aliases: &[String]) -> Option<WarningKind> {
+        keys::classify(key, aliases)
+    }
+
     /// The cluster called `alias`.
     pub fn cluster(&self, alias: &str) -> Option<&ClusterConfig> {
         self.clusters.iter().find(|c| c.alias.as_str() == alias)
