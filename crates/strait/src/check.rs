@@ -17,8 +17,7 @@ use anyhow::Context as _;
 use serde::Serialize;
 use strait_core::config::properties::{self, Properties};
 use strait_core::config::{
-    ConfigError, FlowConfig, Role, Side, StartPosition, StraitConfig,
-    WarningKind,
+    ConfigError, FlowConfig, Role, Side, StartPosition, StraitConfig, WarningKind,
 };
 use strait_kafka::admin::IsolationLevel;
 use strait_kafka::{Client, ClientConfig};
@@ -211,8 +210,7 @@ pub(crate) async fn run(args: CheckArgs) -> anyhow::Result<()> {
 
 async fn check(args: &CheckArgs) -> anyhow::Result<Report> {
     let path = args.config.as_path();
-    let bytes =
-        std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut report = Report {
         file: path.display().to_string(),
         verdict: "runs",
@@ -275,8 +273,8 @@ async fn check(args: &CheckArgs) -> anyhow::Result<Report> {
             }
         }
     }
-    let warned = !report.keys.ignored.is_empty()
-        || report.keys.used.iter().any(|k| k.reason.is_some());
+    let warned =
+        !report.keys.ignored.is_empty() || report.keys.used.iter().any(|k| k.reason.is_some());
     report.exit_code = if unreachable {
         EXIT_UNREACHABLE
     } else if args.strict && warned {
@@ -304,11 +302,7 @@ fn resolve_all(
     for _ in 0..MAX_REFUSALS {
         match StraitConfig::from_properties(&remaining, path) {
             Ok(config) => {
-                return (
-                    refused.is_empty().then_some(config),
-                    refused,
-                    errors,
-                );
+                return (refused.is_empty().then_some(config), refused, errors);
             }
             Err(e) => match e.key.clone().filter(|k| remaining.get(k).is_some()) {
                 Some(key) => {
@@ -370,10 +364,9 @@ fn classify_keys(props: &Properties, refused: &BTreeMap<String, ConfigError>, ke
             Some(WarningKind::Unused { reason }) => {
                 keys.ignored.push(row(Some(reason.to_owned()), None))
             }
-            Some(WarningKind::Unknown { hint }) => keys.ignored.push(row(
-                Some("unknown to MM2 and to strait".to_owned()),
-                hint,
-            )),
+            Some(WarningKind::Unknown { hint }) => keys
+                .ignored
+                .push(row(Some("unknown to MM2 and to strait".to_owned()), hint)),
             Some(_) => keys.used.push(row(twice, None)),
         }
     }
@@ -554,9 +547,8 @@ fn notes(props: &Properties, config: Option<&StraitConfig>, keys: &Keys) -> Vec<
     }
     for flow in &config.flows {
         let name = flow.name();
-        let set = |key: &str| {
-            props.get(key).is_some() || props.get(&format!("{name}.{key}")).is_some()
-        };
+        let set =
+            |key: &str| props.get(key).is_some() || props.get(&format!("{name}.{key}")).is_some();
         let client_set = |key: &str| {
             props.iter().any(|(k, _)| {
                 k.ends_with(&format!("consumer.{key}"))
@@ -662,7 +654,10 @@ async fn flow_now(config: &StraitConfig, flow: &FlowConfig, timeout: Duration) -
         Err(_) => FlowNow {
             topics: None,
             groups: None,
-            error: Some(format!("source {} did not answer within {timeout:?}", flow.source)),
+            error: Some(format!(
+                "source {} did not answer within {timeout:?}",
+                flow.source
+            )),
         },
     }
 }
@@ -687,7 +682,11 @@ fn render(report: &Report) -> String {
         "runs" => "strait runs this file",
         _ => "strait refuses this file",
     };
-    let _ = writeln!(out, "{}: {verdict} (exit {})", report.file, report.exit_code);
+    let _ = writeln!(
+        out,
+        "{}: {verdict} (exit {})",
+        report.file, report.exit_code
+    );
     for e in &report.errors {
         let _ = writeln!(out, "error: {e}");
     }
@@ -703,8 +702,14 @@ fn render(report: &Report) -> String {
         let mut line = |name: &str, value: String| {
             let _ = writeln!(out, "    {name:<16}{value}");
         };
-        line("topics", format!("{}  (exclude {})", s.topics, s.topics_exclude));
-        line("groups", format!("{}  (exclude {})", s.groups, s.groups_exclude));
+        line(
+            "topics",
+            format!("{}  (exclude {})", s.topics, s.topics_exclude),
+        );
+        line(
+            "groups",
+            format!("{}  (exclude {})", s.groups, s.groups_exclude),
+        );
         line(
             "policy",
             format!(

@@ -71,7 +71,10 @@ fn row<'a>(report: &'a Value, list: &str, key: &str) -> &'a Value {
 fn assert_in(report: &Value, list: &str, expected: &[&str]) {
     let got = keys(report, list);
     for key in expected {
-        assert!(got.iter().any(|k| k == key), "`{key}` not in {list}: {got:?}");
+        assert!(
+            got.iter().any(|k| k == key),
+            "`{key}` not in {list}: {got:?}"
+        );
     }
 }
 
@@ -149,10 +152,12 @@ fn mm2_sample_file() {
             "config.storage.replication.factor",
         ],
     );
-    assert!(row(&r, "ignored", "offset.storage.replication.factor")["reason"]
-        .as_str()
-        .unwrap()
-        .contains("Connect's internal topics"));
+    assert!(
+        row(&r, "ignored", "offset.storage.replication.factor")["reason"]
+            .as_str()
+            .unwrap()
+            .contains("Connect's internal topics")
+    );
     assert!(keys(&r, "refused").is_empty());
     has_note(&r, "gains", "exact offset map");
     has_note(&r, "gains", "no recompression");
@@ -186,7 +191,10 @@ fn strimzi_generated_file() {
     assert_eq!(f["settings"]["emit_checkpoints_secs"], 30);
     assert_eq!(f["settings"]["sync_topic_acls_secs"], Value::Null);
     assert_eq!(f["settings"]["replication_factor"], 3);
-    assert_eq!(flow(&r, "my-cluster-target->my-cluster-source")["enabled"], false);
+    assert_eq!(
+        flow(&r, "my-cluster-target->my-cluster-source")["enabled"],
+        false
+    );
     assert_in(
         &r,
         "used",
@@ -301,7 +309,10 @@ fn typos_get_did_you_mean() {
         "groups.exclude"
     );
     assert!(
-        r["errors"][0].as_str().unwrap().contains("no flow is enabled"),
+        r["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("no flow is enabled"),
         "{r:#}"
     );
     let text = human("typos.properties", 1);
@@ -348,7 +359,10 @@ fn deprecated_blacklists_still_work() {
     }
     let s = &flow(&r, "dc1->dc2")["settings"];
     // Java's properties escapes: `\-` and `\.` are `-` and `.`, as MM2 reads them.
-    assert_eq!(s["topics_exclude"], ".*[-.]internal|.*.replica|__consumer_offsets");
+    assert_eq!(
+        s["topics_exclude"],
+        ".*[-.]internal|.*.replica|__consumer_offsets"
+    );
     assert_eq!(s["groups_exclude"], "console-consumer-.*|connect-.*|__.*");
     has_note(&r, "differs", "rename it `topics.exclude`");
     let (code, _, _) = check_file(&fixture("blacklist.properties"), &["--strict"]);
@@ -487,7 +501,12 @@ fn every_bad_value_is_refused() {
         ],
     );
     assert_eq!(keys(&r, "refused").len(), 4);
-    let reason = |key| row(&r, "refused", key)["reason"].as_str().unwrap().to_owned();
+    let reason = |key| {
+        row(&r, "refused", key)["reason"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
     assert!(reason("A->C.enabled").contains("not in `clusters`"));
     assert!(reason("A->B.topics").contains("invalid regex"));
     assert!(reason("emit.checkpoints.interval.seconds").contains("negative"));
@@ -500,7 +519,10 @@ fn missing_bootstrap_is_an_error_without_a_key() {
     let r = json("no-bootstrap.properties", 1);
     assert!(keys(&r, "refused").is_empty());
     let error = r["errors"][0].as_str().unwrap();
-    assert!(error.contains("cluster `B` has no bootstrap servers"), "{error}");
+    assert!(
+        error.contains("cluster `B` has no bootstrap servers"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -630,7 +652,10 @@ fn connect_lists_what_the_flow_takes() {
     let r: Value = serde_json::from_str(&out).unwrap();
     let clusters_seen = r["clusters"].as_array().unwrap();
     assert_eq!(clusters_seen.len(), 2);
-    assert!(clusters_seen.iter().all(|c| c["reachable"] == true), "{r:#}");
+    assert!(
+        clusters_seen.iter().all(|c| c["reachable"] == true),
+        "{r:#}"
+    );
     let now = &flow(&r, "src->dst")["now"];
     let topics: Vec<(String, String, i64)> = now["topics"]
         .as_array()
@@ -672,11 +697,7 @@ fn connect_lists_what_the_flow_takes() {
     println!("{text}");
 
     // A cluster that does not answer: reported, exit 4.
-    let dead = running::flow_properties(
-        ("src", source),
-        ("dst", "127.0.0.1:1"),
-        "",
-    );
+    let dead = running::flow_properties(("src", source), ("dst", "127.0.0.1:1"), "");
     let dead_path = clusters.dir().join("check-dead.properties");
     std::fs::write(&dead_path, dead).unwrap();
     let (code, out, err) = check_file(
@@ -695,7 +716,10 @@ fn connect_lists_what_the_flow_takes() {
     assert!(dst["error"].is_string());
     // The source still answers: its topics are listed.
     assert_eq!(
-        flow(&r, "src->dst")["now"]["topics"].as_array().unwrap().len(),
+        flow(&r, "src->dst")["now"]["topics"]
+            .as_array()
+            .unwrap()
+            .len(),
         5
     );
 }
