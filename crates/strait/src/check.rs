@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use serde::Serialize;
+use strait_core::config::client::is_connection_key;
 use strait_core::config::properties::{self, Properties};
 use strait_core::config::{
     ConfigError, FlowConfig, Role, Side, StartPosition, StraitConfig, WarningKind,
@@ -30,6 +31,82 @@ pub(crate) const EXIT_REFUSED: i32 = 1;
 pub(crate) const EXIT_STRICT: i32 = 3;
 /// Exit code: `--connect`, and a cluster did not answer.
 pub(crate) const EXIT_UNREACHABLE: i32 = 4;
+
+/// The Kafka client keys strait's own client acts on, per role, besides `client.id` and the
+/// connection keys (`security.protocol`, `ssl.*`, `sasl.*`), as `docs/configuration.md` ("What
+/// `strait run` acts on today") lists them. The key catalogue accepts every client key without
+/// a warning, because MM2 hands them all to a Java client; `check` says which ones strait's
+/// client has no use for.
+const CLIENT_KEYS_ACTED_ON: &[(Role, &[&str])] = &[
+    (
+        Role::Consumer,
+        &[
+            "fetch.max.wait.ms",
+            "fetch.min.bytes",
+            "fetch.max.bytes",
+            "max.partition.fetch.bytes",
+            "check.crcs",
+            "client.rack",
+            "isolation.level",
+            "auto.offset.reset",
+        ],
+    ),
+    (
+        Role::Producer,
+        &[
+            "delivery.timeout.ms",
+            "request.timeout.ms",
+            "max.request.size",
+        ],
+    ),
+    (Role::Admin, &[]),
+];
+
+/// Why strait's client does not use client key `key` of `role`.
+fn unused_client_key_reason(role: Role, key: &str) -> &'static str {
+    match (role, key) {
+        (Role::Producer, "compression.type") => {
+            "strait forwards the source's batches as they were compressed on the source; it \
+             does not recompress"
+        }
+        (
+            Role::Producer,
+            "acks" | "enable.idempotence" | "max.in.flight.requests.per.connection",
+        ) => "strait always produces with acks=all and idempotence on",
+        (Role::Producer, "linger.ms" | "batch.size" | "buffer.memory") => {
+            "strait sends the source's batches whole; there is no producer batching to tune"
+        }
+        _ => "MM2 hands it to its Java Kafka client; strait's own client has no such setting",
+    }
+}
+
+/// For a client key (`A.producer.linger.ms`, `A->B.consumer.fetch.max.bytes`): its role and
+/// the key without prefixes.
+fn client_key<'a>(key: &'a str, aliases: &[String]) -> Option<(Role, &'a str)> {
+    let mut rests: Vec<&str> = Vec::new();
+    for a in aliases {
+        if let Some(rest) = key.strip_prefix(a.as_str()) {
+            if let Some(rest) = rest.strip_prefix('.') {
+                rests.push(rest);
+            }
+            if let Some(flow) = rest.strip_prefix("->") {
+                for b in aliases {
+                    if let Some(rest) = flow
+                        .strip_prefix(b.as_str())
+                        .and_then(|r| r.strip_prefix('.'))
+                    {
+                        rests.push(rest);
+                    }
+                }
+            }
+        }
+    }
+    rests.into_iter().find_map(|rest| {
+        Role::ALL
+            .into_iter()
+            .find_map(|role| rest.strip_prefix(role.prefix()).map(|k| (role, k)))
+    })
+}
 
 /// How many refused keys are looked for before giving up.
 const MAX_REFUSALS: usize = 64;
@@ -352,7 +429,19 @@ fn classify_keys(props: &Properties, refused: &BTreeMap<String, ConfigError>, ke
             continue;
         }
         match StraitConfig::key_warning(key, &aliases) {
-            None => keys.used.push(row(twice, None)),
+            None => match client_key(key, &aliases) {
+                Some((role, k))
+                    if k != "client.id"
+                        && !is_connection_key(k)
+                        && !CLIENT_KEYS_ACTED_ON
+                            .iter()
+                            .any(|(r, ks)| *r == role && ks.contains(&k)) =>
+                {
+                    let reason = unused_client_key_reason(role, k).to_owned();
+                    keys.ignored.push(row(Some(reason), None))
+                }
+                _ => keys.used.push(row(twice, None)),
+            },
             Some(WarningKind::Deprecated { replacement }) => {
                 let note = format!("deprecated in MM2 (still works): use `{replacement}`");
                 let note = match twice {
@@ -479,6 +568,13 @@ fn notes(props: &Properties, config: Option<&StraitConfig>, keys: &Keys) -> Vec<
                     );
                 }
             }
+            _ if name.ends_with("producer.compression.type") => note(
+                "differs",
+                Some(&k.key),
+                "batches keep the compression the source producers gave them; the target \
+                 producer's `compression.type` is not applied"
+                    .to_owned(),
+            ),
             "tasks.max" | "tasks.max.enforce" => note(
                 "differs",
                 Some(&k.key),
