@@ -902,7 +902,11 @@ fn render(report: &Report) -> String {
     if !report.notes.is_empty() {
         let _ = writeln!(out, "\nCompared with MM2");
         for n in &report.notes {
-            let _ = writeln!(out, "  {:<8} {}", n.kind, n.text);
+            let about = match &n.key {
+                Some(key) if !n.text.contains(key.as_str()) => format!("`{key}`: "),
+                _ => String::new(),
+            };
+            let _ = writeln!(out, "  {:<8} {about}{}", n.kind, n.text);
         }
     }
     out
