@@ -345,6 +345,44 @@ mod tests {
         );
     }
 
+    /// Every key of the catalogue, used or accepted without use, is named in
+    /// `docs/configuration.md` (and `strait check` reads the same catalogue).
+    #[test]
+    fn every_catalogued_key_is_documented() {
+        let doc = include_str!("../../../../docs/configuration.md");
+        let unused = [
+            "tasks.max",
+            "tasks.max.enforce",
+            "consumer.poll.timeout.ms",
+            "dedicated.mode.enable.internal.rest",
+            "listeners",
+            "admin.listeners",
+            "name",
+            "connector.class",
+            "metric.reporters",
+            "offset.flush.interval.ms",
+            "offset.flush.timeout.ms",
+            "exactly.once.source.support",
+            "group.id",
+            "client.id",
+            "plugin.path",
+            "transforms",
+            "predicates",
+        ];
+        for key in unused {
+            assert!(unused_reason(key).is_some(), "{key} has no reason");
+        }
+        for key in FLOW_KEYS.iter().chain(TOP_LEVEL_KEYS).chain(&unused) {
+            assert!(
+                doc.contains(&format!("`{key}`")),
+                "`{key}` is not in docs/configuration.md"
+            );
+        }
+        for (old, new) in DEPRECATED {
+            assert!(doc.contains(&format!("`{old}`")) && doc.contains(&format!("`{new}`")));
+        }
+    }
+
     #[test]
     fn edit_distances() {
         assert_eq!(edit_distance("", "abc"), 3);
