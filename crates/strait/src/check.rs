@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use serde::Serialize;
-use strait_core::config::client::is_connection_key;
 use strait_core::config::properties::{self, Properties};
 use strait_core::config::{
     ConfigError, FlowConfig, Role, Side, StartPosition, StraitConfig, WarningKind,
@@ -31,54 +30,6 @@ pub(crate) const EXIT_REFUSED: i32 = 1;
 pub(crate) const EXIT_STRICT: i32 = 3;
 /// Exit code: `--connect`, and a cluster did not answer.
 pub(crate) const EXIT_UNREACHABLE: i32 = 4;
-
-/// The Kafka client keys strait's own client acts on, per role, besides `client.id` and the
-/// connection keys (`security.protocol`, `ssl.*`, `sasl.*`), as `docs/configuration.md` ("What
-/// `strait run` acts on today") lists them. The key catalogue accepts every client key without
-/// a warning, because MM2 hands them all to a Java client; `check` says which ones strait's
-/// client has no use for.
-const CLIENT_KEYS_ACTED_ON: &[(Role, &[&str])] = &[
-    (
-        Role::Consumer,
-        &[
-            "fetch.max.wait.ms",
-            "fetch.min.bytes",
-            "fetch.max.bytes",
-            "max.partition.fetch.bytes",
-            "check.crcs",
-            "client.rack",
-            "isolation.level",
-            "auto.offset.reset",
-        ],
-    ),
-    (
-        Role::Producer,
-        &[
-            "delivery.timeout.ms",
-            "request.timeout.ms",
-            "max.request.size",
-        ],
-    ),
-    (Role::Admin, &[]),
-];
-
-/// Why strait's client does not use client key `key` of `role`.
-fn unused_client_key_reason(role: Role, key: &str) -> &'static str {
-    match (role, key) {
-        (Role::Producer, "compression.type") => {
-            "strait forwards the source's batches as they were compressed on the source; it \
-             does not recompress"
-        }
-        (
-            Role::Producer,
-            "acks" | "enable.idempotence" | "max.in.flight.requests.per.connection",
-        ) => "strait always produces with acks=all and idempotence on",
-        (Role::Producer, "linger.ms" | "batch.size" | "buffer.memory") => {
-            "strait sends the source's batches whole; there is no producer batching to tune"
-        }
-        _ => "MM2 hands it to its Java Kafka client; strait's own client has no such setting",
-    }
-}
 
 /// For a client key (`A.producer.linger.ms`, `A->B.consumer.fetch.max.bytes`): its role and
 /// the key without prefixes.
@@ -430,15 +381,9 @@ fn classify_keys(props: &Properties, refused: &BTreeMap<String, ConfigError>, ke
         }
         match StraitConfig::key_warning(key, &aliases) {
             None => match client_key(key, &aliases) {
-                Some((role, k))
-                    if k != "client.id"
-                        && !is_connection_key(k)
-                        && !CLIENT_KEYS_ACTED_ON
-                            .iter()
-                            .any(|(r, ks)| *r == role && ks.contains(&k)) =>
-                {
-                    let reason = unused_client_key_reason(role, k).to_owned();
-                    keys.ignored.push(row(Some(reason), None))
+                Some((role, k)) if StraitConfig::client_key_unused(role, k).is_some() => {
+                    let reason = StraitConfig::client_key_unused(role, k).map(str::to_owned);
+                    keys.ignored.push(row(reason, None))
                 }
                 _ => keys.used.push(row(twice, None)),
             },

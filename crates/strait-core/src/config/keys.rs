@@ -134,6 +134,65 @@ pub(crate) fn unused_reason(key: &str) -> Option<&'static str> {
     Some(reason)
 }
 
+/// The Kafka client keys strait's own client acts on, per role, besides `client.id` and the
+/// connection keys (`security.protocol`, `ssl.*`, `sasl.*`), as `docs/configuration.md` ("What
+/// `strait run` acts on today") lists them. [`classify`] accepts every client key without a
+/// warning, because MM2 hands them all to a Java client; `strait check` says, from this table,
+/// which ones strait's client has no use for.
+pub(crate) const CLIENT_KEYS_ACTED_ON: &[(Role, &[&str])] = &[
+    (
+        Role::Consumer,
+        &[
+            "fetch.max.wait.ms",
+            "fetch.min.bytes",
+            "fetch.max.bytes",
+            "max.partition.fetch.bytes",
+            "check.crcs",
+            "client.rack",
+            "isolation.level",
+            "auto.offset.reset",
+        ],
+    ),
+    (
+        Role::Producer,
+        &[
+            "delivery.timeout.ms",
+            "request.timeout.ms",
+            "max.request.size",
+        ],
+    ),
+    (Role::Admin, &[]),
+];
+
+/// Why strait's client does not use client key `key` of `role`.
+fn unused_client_key_reason(role: Role, key: &str) -> &'static str {
+    match (role, key) {
+        (Role::Producer, "compression.type") => {
+            "strait forwards the source's batches as they were compressed on the source; it \
+             does not recompress"
+        }
+        (
+            Role::Producer,
+            "acks" | "enable.idempotence" | "max.in.flight.requests.per.connection",
+        ) => "strait always produces with acks=all and idempotence on",
+        (Role::Producer, "linger.ms" | "batch.size" | "buffer.memory") => {
+            "strait sends the source's batches whole; there is no producer batching to tune"
+        }
+        _ => "MM2 hands it to its Java Kafka client; strait's own client has no such setting",
+    }
+}
+
+/// Why strait's client does not act on client key `key` of `role` (without prefixes:
+/// `linger.ms` of [`Role::Producer`]); `None` when it does.
+pub(crate) fn client_key_unused(role: Role, key: &str) -> Option<&'static str> {
+    let acted_on = key == "client.id"
+        || is_connection_key(key)
+        || CLIENT_KEYS_ACTED_ON
+            .iter()
+            .any(|(r, keys)| *r == role && keys.contains(&key));
+    (!acted_on).then(|| unused_client_key_reason(role, key))
+}
+
 /// What a key earns: nothing (`None`), or a warning.
 pub(crate) fn classify(key: &str, aliases: &[String]) -> Option<WarningKind> {
     let mut best: Option<WarningKind> = None;
@@ -378,8 +437,35 @@ mod tests {
                 "`{key}` is not in docs/configuration.md"
             );
         }
+        for (_, keys) in CLIENT_KEYS_ACTED_ON {
+            for key in *keys {
+                assert!(
+                    doc.contains(&format!("`{key}`")),
+                    "`{key}` is not in docs/configuration.md"
+                );
+            }
+        }
         for (old, new) in DEPRECATED {
             assert!(doc.contains(&format!("`{old}`")) && doc.contains(&format!("`{new}`")));
+        }
+    }
+
+    #[test]
+    fn client_keys() {
+        assert_eq!(client_key_unused(Role::Consumer, "fetch.max.bytes"), None);
+        assert_eq!(client_key_unused(Role::Producer, "max.request.size"), None);
+        assert_eq!(client_key_unused(Role::Admin, "client.id"), None);
+        assert_eq!(
+            client_key_unused(Role::Producer, "ssl.keystore.location"),
+            None
+        );
+        for (role, key) in [
+            (Role::Producer, "linger.ms"),
+            (Role::Producer, "compression.type"),
+            (Role::Consumer, "max.poll.records"),
+            (Role::Admin, "retries"),
+        ] {
+            assert!(client_key_unused(role, key).is_some(), "{key}");
         }
     }
 
