@@ -5,6 +5,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod check;
 mod common;
 mod config_tools;
 mod control;
@@ -103,6 +104,11 @@ enum Command {
         #[command(subcommand)]
         command: config_tools::ConfigCommand,
     },
+    /// Say what an MM2 properties file does under strait, without mirroring: the flows and
+    /// their settings, every key as used, ignored (and why) or refused, what changes from MM2,
+    /// and with --connect the topics and groups each flow would take now. Exit codes: 0 runs,
+    /// 1 refused, 3 warnings with --strict, 4 a cluster did not answer (docs/check.md).
+    Check(check::CheckArgs),
     /// Connect to a cluster and show its id, brokers, and the API versions strait would use
     /// with it, so a reachability or compatibility problem shows before a mirror is started.
     Probe(probe::ProbeArgs),
@@ -142,6 +148,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Failover { command } => failover::failover(command).await,
         Command::Failback { command } => failover::failback(command).await,
         Command::Status(args) => status::status(args).await,
+        Command::Check(args) => check::run(args).await,
         Command::Config { command } => config_tools::run(command),
         Command::Probe(args) => probe::run(args).await,
     }

@@ -102,6 +102,10 @@ pub(crate) fn unused_reason(key: &str) -> Option<&'static str> {
             "strait mirrors at least once with an exact offset map; transactions come later"
         }
         "group.id" | "client.id" | "plugin.path" => CONNECT_WORKER,
+        // A non-empty `transforms` or `predicates` is refused before warnings are made.
+        "transforms" | "predicates" => {
+            "it lists Single Message Transforms and is empty here, so it changes nothing"
+        }
         _ => {
             return if ["offset.storage.", "config.storage.", "status.storage."]
                 .iter()
@@ -113,6 +117,8 @@ pub(crate) fn unused_reason(key: &str) -> Option<&'static str> {
                 .any(|p| key.starts_with(p))
             {
                 Some("strait copies keys, values and headers byte for byte (MM2's ByteArrayConverter)")
+            } else if key.starts_with("transforms.") || key.starts_with("predicates.") {
+                Some("it configures a Single Message Transform; strait runs none (it refuses a non-empty `transforms`)")
             } else if key.starts_with("errors.") {
                 Some("it configures Connect's error handling; strait reports errors itself")
             } else if key.starts_with("rest.")
@@ -126,6 +132,65 @@ pub(crate) fn unused_reason(key: &str) -> Option<&'static str> {
         }
     };
     Some(reason)
+}
+
+/// The Kafka client keys strait's own client acts on, per role, besides `client.id` and the
+/// connection keys (`security.protocol`, `ssl.*`, `sasl.*`), as `docs/configuration.md` ("What
+/// `strait run` acts on today") lists them. [`classify`] accepts every client key without a
+/// warning, because MM2 hands them all to a Java client; `strait check` says, from this table,
+/// which ones strait's client has no use for.
+pub(crate) const CLIENT_KEYS_ACTED_ON: &[(Role, &[&str])] = &[
+    (
+        Role::Consumer,
+        &[
+            "fetch.max.wait.ms",
+            "fetch.min.bytes",
+            "fetch.max.bytes",
+            "max.partition.fetch.bytes",
+            "check.crcs",
+            "client.rack",
+            "isolation.level",
+            "auto.offset.reset",
+        ],
+    ),
+    (
+        Role::Producer,
+        &[
+            "delivery.timeout.ms",
+            "request.timeout.ms",
+            "max.request.size",
+        ],
+    ),
+    (Role::Admin, &[]),
+];
+
+/// Why strait's client does not use client key `key` of `role`.
+fn unused_client_key_reason(role: Role, key: &str) -> &'static str {
+    match (role, key) {
+        (Role::Producer, "compression.type") => {
+            "strait forwards the source's batches as they were compressed on the source; it \
+             does not recompress"
+        }
+        (
+            Role::Producer,
+            "acks" | "enable.idempotence" | "max.in.flight.requests.per.connection",
+        ) => "strait always produces with acks=all and idempotence on",
+        (Role::Producer, "linger.ms" | "batch.size" | "buffer.memory") => {
+            "strait sends the source's batches whole; there is no producer batching to tune"
+        }
+        _ => "MM2 hands it to its Java Kafka client; strait's own client has no such setting",
+    }
+}
+
+/// Why strait's client does not act on client key `key` of `role` (without prefixes:
+/// `linger.ms` of [`Role::Producer`]); `None` when it does.
+pub(crate) fn client_key_unused(role: Role, key: &str) -> Option<&'static str> {
+    let acted_on = key == "client.id"
+        || is_connection_key(key)
+        || CLIENT_KEYS_ACTED_ON
+            .iter()
+            .any(|(r, keys)| *r == role && keys.contains(&key));
+    (!acted_on).then(|| unused_client_key_reason(role, key))
 }
 
 /// What a key earns: nothing (`None`), or a warning.
@@ -309,6 +374,9 @@ mod tests {
             "A->B.security.protocol",
             "A.consumer.bootstrap.servers",
             "A->B.consumer.poll.timeout.ms",
+            "transforms",
+            "transforms.route.type",
+            "A->B.predicates.isFoo.pattern",
         ] {
             assert!(unused(k), "{k}");
         }
@@ -334,6 +402,71 @@ mod tests {
             classify("zzz", &aliases()),
             Some(WarningKind::Unknown { hint: None })
         );
+    }
+
+    /// Every key of the catalogue, used or accepted without use, is named in
+    /// `docs/configuration.md` (and `strait check` reads the same catalogue).
+    #[test]
+    fn every_catalogued_key_is_documented() {
+        let doc = include_str!("../../../../docs/configuration.md");
+        let unused = [
+            "tasks.max",
+            "tasks.max.enforce",
+            "consumer.poll.timeout.ms",
+            "dedicated.mode.enable.internal.rest",
+            "listeners",
+            "admin.listeners",
+            "name",
+            "connector.class",
+            "metric.reporters",
+            "offset.flush.interval.ms",
+            "offset.flush.timeout.ms",
+            "exactly.once.source.support",
+            "group.id",
+            "client.id",
+            "plugin.path",
+            "transforms",
+            "predicates",
+        ];
+        for key in unused {
+            assert!(unused_reason(key).is_some(), "{key} has no reason");
+        }
+        for key in FLOW_KEYS.iter().chain(TOP_LEVEL_KEYS).chain(&unused) {
+            assert!(
+                doc.contains(&format!("`{key}`")),
+                "`{key}` is not in docs/configuration.md"
+            );
+        }
+        for (_, keys) in CLIENT_KEYS_ACTED_ON {
+            for key in *keys {
+                assert!(
+                    doc.contains(&format!("`{key}`")),
+                    "`{key}` is not in docs/configuration.md"
+                );
+            }
+        }
+        for (old, new) in DEPRECATED {
+            assert!(doc.contains(&format!("`{old}`")) && doc.contains(&format!("`{new}`")));
+        }
+    }
+
+    #[test]
+    fn client_keys() {
+        assert_eq!(client_key_unused(Role::Consumer, "fetch.max.bytes"), None);
+        assert_eq!(client_key_unused(Role::Producer, "max.request.size"), None);
+        assert_eq!(client_key_unused(Role::Admin, "client.id"), None);
+        assert_eq!(
+            client_key_unused(Role::Producer, "ssl.keystore.location"),
+            None
+        );
+        for (role, key) in [
+            (Role::Producer, "linger.ms"),
+            (Role::Producer, "compression.type"),
+            (Role::Consumer, "max.poll.records"),
+            (Role::Admin, "retries"),
+        ] {
+            assert!(client_key_unused(role, key).is_some(), "{key}");
+        }
     }
 
     #[test]

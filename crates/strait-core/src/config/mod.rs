@@ -95,6 +95,20 @@ impl StraitConfig {
         resolve::resolve(&props, path)
     }
 
+    /// The warning `key` earns in a file whose `clusters` are `aliases`, as
+    /// [`StraitConfig::warnings`] gives it (duplicates aside): `None` for a key strait uses.
+    /// `strait check` classifies every key of a file with it, even a file strait refuses.
+    pub fn key_warning(key: &str, aliases: &[String]) -> Option<WarningKind> {
+        keys::classify(key, aliases)
+    }
+
+    /// Why strait's client does not act on client key `key` of `role` (given without prefixes,
+    /// e.g. `linger.ms` for `B.producer.linger.ms`), though MM2 would hand it to its Java
+    /// client; `None` when strait acts on it.
+    pub fn client_key_unused(role: Role, key: &str) -> Option<&'static str> {
+        keys::client_key_unused(role, key)
+    }
+
     /// The cluster called `alias`.
     pub fn cluster(&self, alias: &str) -> Option<&ClusterConfig> {
         self.clusters.iter().find(|c| c.alias.as_str() == alias)

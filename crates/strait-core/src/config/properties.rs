@@ -71,7 +71,7 @@ impl Properties {
     }
 
     /// Removes `key`, keeping the order of the others.
-    pub(crate) fn remove(&mut self, key: &str) {
+    pub fn remove(&mut self, key: &str) {
         self.entries.shift_remove(key);
     }
 

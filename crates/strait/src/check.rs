@@ -1,0 +1,858 @@
+//! `strait check --config FILE`: what an MM2 (or strait) properties file does under strait,
+//! without mirroring anything: the flows and their settings in effect, every key of the file
+//! as used, ignored (with the catalogue's reason) or refused (with the error), what an MM2 user
+//! loses or gains with this file, and, with `--connect`, the topics and consumer groups each
+//! flow would take now. `docs/check.md` describes the output and the exit codes.
+//!
+//! The verdict is the config module's own (`StraitConfig::from_properties`): a file `check`
+//! accepts is a file `strait run` starts with. To list every refused key rather than the first,
+//! a refused key is taken out and the file resolved again.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde::Serialize;
+use strait_core::config::properties::{self, Properties};
+use strait_core::config::{
+    ConfigError, FlowConfig, Role, Side, StartPosition, StraitConfig, WarningKind,
+};
+use strait_kafka::admin::IsolationLevel;
+use strait_kafka::{Client, ClientConfig};
+
+/// Exit code: strait runs this file.
+pub(crate) const EXIT_RUNS: i32 = 0;
+/// Exit code: strait refuses this file (syntax or config errors).
+pub(crate) const EXIT_REFUSED: i32 = 1;
+/// Exit code: `--strict`, and some key is ignored, unknown, deprecated or set twice.
+pub(crate) const EXIT_STRICT: i32 = 3;
+/// Exit code: `--connect`, and a cluster did not answer.
+pub(crate) const EXIT_UNREACHABLE: i32 = 4;
+
+/// For a client key (`A.producer.linger.ms`, `A->B.consumer.fetch.max.bytes`): its role and
+/// the key without prefixes.
+fn client_key<'a>(key: &'a str, aliases: &[String]) -> Option<(Role, &'a str)> {
+    let mut rests: Vec<&str> = Vec::new();
+    for a in aliases {
+        if let Some(rest) = key.strip_prefix(a.as_str()) {
+            if let Some(rest) = rest.strip_prefix('.') {
+                rests.push(rest);
+            }
+            if let Some(flow) = rest.strip_prefix("->") {
+                for b in aliases {
+                    if let Some(rest) = flow
+                        .strip_prefix(b.as_str())
+                        .and_then(|r| r.strip_prefix('.'))
+                    {
+                        rests.push(rest);
+                    }
+                }
+            }
+        }
+    }
+    rests.into_iter().find_map(|rest| {
+        Role::ALL
+            .into_iter()
+            .find_map(|role| rest.strip_prefix(role.prefix()).map(|k| (role, k)))
+    })
+}
+
+/// How many refused keys are looked for before giving up.
+const MAX_REFUSALS: usize = 64;
+
+const EXIT_CODES: &str = "Exit codes:
+  0  strait runs this file (warnings allowed unless --strict)
+  1  strait refuses this file: a syntax or config error (listed under refused keys / errors)
+  2  bad command line
+  3  --strict, and some key is ignored, unknown, deprecated or set twice
+  4  --connect, and a cluster did not answer or refused the connection
+When several apply, the lowest of 1, 4, 3 wins.";
+
+/// `strait check` arguments.
+#[derive(Debug, clap::Args)]
+#[command(after_help = EXIT_CODES)]
+pub(crate) struct CheckArgs {
+    /// The MM2 properties file (`connect-mirror-maker.properties` style).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// `human` text, or `json` (one object: verdict, flows, keys, notes, clusters).
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    format: Format,
+    /// Exit 3 when any key is ignored, unknown, deprecated or set twice.
+    #[arg(long)]
+    strict: bool,
+    /// Also connect to every cluster and list the topics and consumer groups each enabled flow
+    /// would take now. Off by default: without it, `check` never touches the network.
+    #[arg(long)]
+    connect: bool,
+    /// With `--connect`: how long each cluster has to answer.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    timeout_secs: u64,
+}
+
+/// `--format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    Human,
+    Json,
+}
+
+/// What `check` found; `--format json` prints it as is.
+#[derive(Debug, Serialize)]
+struct Report {
+    file: String,
+    /// `runs` or `refused`.
+    verdict: &'static str,
+    exit_code: i32,
+    /// Every ordered pair of clusters, enabled or not (empty when the file is refused).
+    flows: Vec<FlowRow>,
+    /// Heartbeat writers (MM2 runs them for every pair, enabled or not).
+    heartbeats: Vec<HeartbeatRow>,
+    keys: Keys,
+    /// Errors that name no key of the file (a missing key, no flow enabled).
+    errors: Vec<String>,
+    /// What an MM2 user loses, gains, or finds different with this file.
+    notes: Vec<Note>,
+    /// With `--connect`: each cluster's answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    clusters: Option<Vec<ClusterRow>>,
+}
+
+#[derive(Debug, Default, Serialize)]
+struct Keys {
+    used: Vec<KeyRow>,
+    ignored: Vec<KeyRow>,
+    refused: Vec<KeyRow>,
+}
+
+/// One key of the file.
+#[derive(Debug, Serialize)]
+struct KeyRow {
+    key: String,
+    line: usize,
+    /// Used: a remark (deprecated, set twice); ignored: why; refused: the error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    /// Unknown keys: the known key it is close to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    did_you_mean: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct FlowRow {
+    flow: String,
+    enabled: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    settings: Option<FlowSettings>,
+    /// With `--connect`: what the flow would take now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    now: Option<FlowNow>,
+}
+
+/// A flow's settings in effect. Intervals in seconds; `None` when that task is disabled.
+#[derive(Debug, Serialize)]
+struct FlowSettings {
+    topics: String,
+    topics_exclude: String,
+    groups: String,
+    groups_exclude: String,
+    replication_policy: String,
+    separator: String,
+    /// What `orders` is called on the target.
+    example_remote_topic: String,
+    replication_factor: i16,
+    refresh_topics_secs: Option<u64>,
+    sync_topic_configs_secs: Option<u64>,
+    sync_topic_acls_secs: Option<u64>,
+    emit_checkpoints_secs: Option<u64>,
+    sync_group_offsets_secs: Option<u64>,
+    checkpoints_topic: String,
+    offset_syncs_topic: Option<String>,
+    offset_lag_max: u64,
+    heartbeats_replication: bool,
+    isolation_level: &'static str,
+    start: &'static str,
+    max_bytes_in_flight: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct FlowNow {
+    /// `(source topic, remote topic, partitions)`, sorted; `None` when the source did not answer.
+    topics: Option<Vec<TopicNow>>,
+    groups: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct TopicNow {
+    topic: String,
+    remote: String,
+    partitions: i32,
+}
+
+#[derive(Debug, Serialize)]
+struct HeartbeatRow {
+    /// The cluster written to.
+    into: String,
+    /// The record key's pair, `source->target` aliases.
+    pair: String,
+    interval_secs: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct ClusterRow {
+    cluster: String,
+    bootstrap: Vec<String>,
+    reachable: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct Note {
+    /// `loses`, `gains` or `differs`.
+    kind: &'static str,
+    /// The key it follows from, if one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key: Option<String>,
+    text: String,
+}
+
+/// Runs `strait check`; exits with the code of the verdict.
+pub(crate) async fn run(args: CheckArgs) -> anyhow::Result<()> {
+    let report = check(&args).await?;
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Format::Human => print!("{}", render(&report)),
+    }
+    if report.exit_code != EXIT_RUNS {
+        use std::io::Write as _;
+        std::io::stdout().flush()?;
+        std::process::exit(report.exit_code);
+    }
+    Ok(())
+}
+
+async fn check(args: &CheckArgs) -> anyhow::Result<Report> {
+    let path = args.config.as_path();
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut report = Report {
+        file: path.display().to_string(),
+        verdict: "runs",
+        exit_code: EXIT_RUNS,
+        flows: Vec::new(),
+        heartbeats: Vec::new(),
+        keys: Keys::default(),
+        errors: Vec::new(),
+        notes: Vec::new(),
+        clusters: None,
+    };
+    let props = match properties::parse(&properties::decode(&bytes)) {
+        Ok(props) => props,
+        Err(e) => {
+            report.verdict = "refused";
+            report.exit_code = EXIT_REFUSED;
+            let row = KeyRow {
+                key: e.key.clone().unwrap_or_default(),
+                line: e.line,
+                reason: Some(e.reason.clone()),
+                did_you_mean: None,
+            };
+            if e.key.is_some() {
+                report.keys.refused.push(row);
+            } else {
+                report.errors.push(format!("line {}: {}", e.line, e.reason));
+            }
+            return Ok(report);
+        }
+    };
+    let (config, refused, errors) = resolve_all(&props, path);
+    report.errors = errors;
+    classify_keys(&props, &refused, &mut report.keys);
+    let Some(config) = config else {
+        report.verdict = "refused";
+        report.exit_code = EXIT_REFUSED;
+        report.notes = notes(&props, None, &report.keys);
+        return Ok(report);
+    };
+    report.flows = flow_rows(&config);
+    report.heartbeats = config
+        .heartbeats
+        .iter()
+        .map(|h| HeartbeatRow {
+            into: h.target.to_string(),
+            pair: format!("{}->{}", h.source_alias, h.target_alias),
+            interval_secs: h.interval.as_secs(),
+        })
+        .collect();
+    report.notes = notes(&props, Some(&config), &report.keys);
+    let mut unreachable = false;
+    if args.connect {
+        let timeout = Duration::from_secs(args.timeout_secs.max(1));
+        let clusters = reach_clusters(&config, timeout).await;
+        unreachable = clusters.iter().any(|c| !c.reachable);
+        report.clusters = Some(clusters);
+        for row in &mut report.flows {
+            if let Some(flow) = config.flows.iter().find(|f| f.name() == row.flow) {
+                row.now = Some(flow_now(&config, flow, timeout).await);
+            }
+        }
+    }
+    let warned =
+        !report.keys.ignored.is_empty() || report.keys.used.iter().any(|k| k.reason.is_some());
+    report.exit_code = if unreachable {
+        EXIT_UNREACHABLE
+    } else if args.strict && warned {
+        EXIT_STRICT
+    } else {
+        EXIT_RUNS
+    };
+    Ok(report)
+}
+
+/// Resolves `props` as `strait run` would; while it is refused for a key of the file, notes
+/// the error, takes the key out and tries again. Returns the config (if the file runs), the
+/// refused keys with their errors, and the errors that name no key of the file.
+fn resolve_all(
+    props: &Properties,
+    path: &Path,
+) -> (
+    Option<StraitConfig>,
+    BTreeMap<String, ConfigError>,
+    Vec<String>,
+) {
+    let mut refused = BTreeMap::new();
+    let mut errors = Vec::new();
+    let mut remaining = props.clone();
+    for _ in 0..MAX_REFUSALS {
+        match StraitConfig::from_properties(&remaining, path) {
+            Ok(config) => {
+                return (refused.is_empty().then_some(config), refused, errors);
+            }
+            Err(e) => match e.key.clone().filter(|k| remaining.get(k).is_some()) {
+                Some(key) => {
+                    remaining.remove(&key);
+                    refused.insert(key, e);
+                }
+                None => {
+                    errors.push(e.reason.to_string());
+                    break;
+                }
+            },
+        }
+    }
+    (None, refused, errors)
+}
+
+/// Sorts every key of the file into used, ignored and refused.
+fn classify_keys(props: &Properties, refused: &BTreeMap<String, ConfigError>, keys: &mut Keys) {
+    let aliases: Vec<String> = props
+        .get("clusters")
+        .map(|p| {
+            p.value
+                .split(',')
+                .map(|a| a.trim().to_owned())
+                .filter(|a| !a.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut all: Vec<(&str, &properties::Property)> = props.iter().collect();
+    all.sort_by_key(|(_, p)| p.line);
+    for (key, prop) in all {
+        let twice = prop
+            .replaced_line
+            .map(|l| format!("also set on line {l}; this line wins"));
+        let row = |reason: Option<String>, did_you_mean: Option<String>| KeyRow {
+            key: key.to_owned(),
+            line: prop.line,
+            reason,
+            did_you_mean,
+        };
+        if let Some(e) = refused.get(key) {
+            keys.refused.push(row(Some(e.reason.to_string()), None));
+            continue;
+        }
+        if key == "config.providers" || key.starts_with("config.providers.") {
+            keys.used.push(row(twice, None));
+            continue;
+        }
+        match StraitConfig::key_warning(key, &aliases) {
+            None => match client_key(key, &aliases) {
+                Some((role, k)) if StraitConfig::client_key_unused(role, k).is_some() => {
+                    let reason = StraitConfig::client_key_unused(role, k).map(str::to_owned);
+                    keys.ignored.push(row(reason, None))
+                }
+                _ => keys.used.push(row(twice, None)),
+            },
+            Some(WarningKind::Deprecated { replacement }) => {
+                let note = format!("deprecated in MM2 (still works): use `{replacement}`");
+                let note = match twice {
+                    Some(t) => format!("{note}; {t}"),
+                    None => note,
+                };
+                keys.used.push(row(Some(note), None));
+            }
+            Some(WarningKind::Unused { reason }) => {
+                keys.ignored.push(row(Some(reason.to_owned()), None))
+            }
+            Some(WarningKind::Unknown { hint }) => keys
+                .ignored
+                .push(row(Some("unknown to MM2 and to strait".to_owned()), hint)),
+            Some(_) => keys.used.push(row(twice, None)),
+        }
+    }
+}
+
+/// Every ordered pair of clusters, with the settings of the enabled ones.
+fn flow_rows(config: &StraitConfig) -> Vec<FlowRow> {
+    let mut rows = Vec::new();
+    for source in &config.clusters {
+        for target in config.clusters.iter().filter(|t| t.alias != source.alias) {
+            let name = format!("{}->{}", source.alias, target.alias);
+            let flow = config.flows.iter().find(|f| f.name() == name);
+            rows.push(FlowRow {
+                flow: name,
+                enabled: flow.is_some(),
+                settings: flow.map(settings),
+                now: None,
+            });
+        }
+    }
+    rows
+}
+
+fn settings(flow: &FlowConfig) -> FlowSettings {
+    let secs = |d: Option<Duration>| d.map(|d| d.as_secs());
+    FlowSettings {
+        topics: flow.topics.include().as_str().to_owned(),
+        topics_exclude: flow.topics.exclude().as_str().to_owned(),
+        groups: flow.groups.include().as_str().to_owned(),
+        groups_exclude: flow.groups.exclude().as_str().to_owned(),
+        replication_policy: flow
+            .policy
+            .class_name()
+            .rsplit('.')
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
+        separator: flow.policy.separator().to_owned(),
+        example_remote_topic: flow.remote_topic("orders"),
+        replication_factor: flow.replication_factor,
+        refresh_topics_secs: secs(flow.refresh_topics),
+        sync_topic_configs_secs: secs(flow.sync_topic_configs),
+        sync_topic_acls_secs: secs(flow.sync_topic_acls),
+        emit_checkpoints_secs: secs(flow.emit_checkpoints),
+        sync_group_offsets_secs: secs(flow.sync_group_offsets),
+        checkpoints_topic: flow.checkpoints_topic(),
+        offset_syncs_topic: flow.emit_offset_syncs.then(|| {
+            let (topic, side) = flow.offset_syncs_topic();
+            let on = match side {
+                Side::Source => &flow.source,
+                Side::Target => &flow.target,
+            };
+            format!("{topic} on {on}")
+        }),
+        offset_lag_max: flow.offset_lag_max,
+        heartbeats_replication: flow.heartbeats_replication,
+        isolation_level: match flow.isolation_level {
+            IsolationLevel::ReadCommitted => "read_committed",
+            IsolationLevel::ReadUncommitted => "read_uncommitted",
+        },
+        start: match flow.auto_offset_reset {
+            StartPosition::Earliest => "earliest",
+            StartPosition::Latest => "latest",
+        },
+        max_bytes_in_flight: flow.max_bytes_in_flight,
+    }
+}
+
+/// What an MM2 user loses, gains or finds different with this file, from its keys and flows.
+fn notes(props: &Properties, config: Option<&StraitConfig>, keys: &Keys) -> Vec<Note> {
+    let mut notes = Vec::new();
+    let mut note = |kind: &'static str, key: Option<&str>, text: String| {
+        notes.push(Note {
+            kind,
+            key: key.map(str::to_owned),
+            text,
+        })
+    };
+    // The name a key has without its `S->T.` or alias prefix.
+    let bare = |key: &str| -> String {
+        match key.split_once("->") {
+            Some((_, rest)) => rest.split_once('.').map_or(rest, |(_, r)| r).to_owned(),
+            None => key.to_owned(),
+        }
+    };
+    let refused = |name: &str| keys.refused.iter().find(|k| bare(&k.key) == name);
+    if let Some(k) = refused("transforms").or_else(|| refused("predicates")) {
+        note(
+            "loses",
+            Some(&k.key),
+            "Single Message Transforms: strait forwards record batches unopened and cannot \
+             change records; drop the SMT chain, or keep MM2 for this flow"
+                .to_owned(),
+        );
+    }
+    let mut connect_keys = 0;
+    for k in &keys.ignored {
+        let name = bare(&k.key);
+        match name.as_str() {
+            "exactly.once.source.support" => {
+                let value = props.get(&k.key).map_or("", |p| p.value.trim());
+                if !value.eq_ignore_ascii_case("disabled") {
+                    note(
+                        "loses",
+                        Some(&k.key),
+                        format!(
+                            "exactly-once source (`{value}`): strait mirrors at least once, \
+                             with an exact offset map; transactions come later"
+                        ),
+                    );
+                }
+            }
+            _ if name.ends_with("producer.compression.type") => note(
+                "differs",
+                Some(&k.key),
+                "batches keep the compression the source producers gave them; the target \
+                 producer's `compression.type` is not applied"
+                    .to_owned(),
+            ),
+            "tasks.max" | "tasks.max.enforce" => note(
+                "differs",
+                Some(&k.key),
+                "no Connect tasks: strait spreads a flow's partitions itself".to_owned(),
+            ),
+            _ if k.did_you_mean.is_some() => note(
+                "differs",
+                Some(&k.key),
+                format!(
+                    "`{}` is unknown and has no effect: did you mean `{}`?",
+                    k.key,
+                    k.did_you_mean.as_deref().unwrap_or_default()
+                ),
+            ),
+            _ => {
+                let reason = k.reason.as_deref().unwrap_or_default();
+                if reason.contains("Connect") || reason.contains("Converter") {
+                    connect_keys += 1;
+                }
+            }
+        }
+    }
+    if connect_keys > 0 {
+        note(
+            "gains",
+            None,
+            format!(
+                "no Kafka Connect to run: {connect_keys} Connect key(s) of this file \
+                 (worker, converters, internal topics, REST) have no effect"
+            ),
+        );
+    }
+    for k in &keys.used {
+        if let Some(replacement) = k
+            .reason
+            .as_deref()
+            .and_then(|r| r.strip_prefix("deprecated in MM2 (still works): use `"))
+        {
+            let replacement = replacement.split('`').next().unwrap_or_default();
+            note(
+                "differs",
+                Some(&k.key),
+                format!("deprecated key, still honoured: rename it `{replacement}`"),
+            );
+        }
+    }
+    let Some(config) = config else {
+        return notes;
+    };
+    if !config.flows.is_empty() {
+        note(
+            "gains",
+            None,
+            "an exact offset map per flow (`strait-offset-map.<source>.internal` on the \
+             target): checkpoints and failover translate offsets exactly, where MM2 samples \
+             offset syncs every `offset.lag.max` records"
+                .to_owned(),
+        );
+        note(
+            "gains",
+            None,
+            "record batches are forwarded as the source wrote them: no decompression, no \
+             recompression, no per-record work"
+                .to_owned(),
+        );
+    }
+    for flow in &config.flows {
+        let name = flow.name();
+        let set =
+            |key: &str| props.get(key).is_some() || props.get(&format!("{name}.{key}")).is_some();
+        let client_set = |key: &str| {
+            props.iter().any(|(k, _)| {
+                k.ends_with(&format!("consumer.{key}"))
+                    && (k.starts_with(&format!("{}.", flow.source))
+                        || k.starts_with(&format!("{name}.")))
+            })
+        };
+        if !set("strait.isolation.level")
+            && !client_set("isolation.level")
+            && flow.isolation_level == IsolationLevel::ReadCommitted
+        {
+            note(
+                "differs",
+                None,
+                format!(
+                    "{name}: reads committed records only; MM2 reads uncommitted by default \
+                     (set `strait.isolation.level = read_uncommitted` to mirror aborted \
+                     transactions as MM2 did)"
+                ),
+            );
+        }
+        if flow.sync_group_offsets.is_some() && flow.emit_checkpoints.is_none() {
+            note(
+                "gains",
+                None,
+                format!(
+                    "{name}: group offsets are synced even with checkpoints off (strait \
+                     translates in memory; MM2 would sync nothing)"
+                ),
+            );
+        }
+        if set("refresh.groups.interval.seconds") || set("refresh.groups.enabled") {
+            note(
+                "differs",
+                Some("refresh.groups.*"),
+                format!(
+                    "{name}: `refresh.groups.*` is read but not acted on yet: groups are \
+                     listed on every checkpoint pass"
+                ),
+            );
+        }
+    }
+    for k in &keys.used {
+        if bare(&k.key).starts_with("strait.") {
+            note(
+                "gains",
+                Some(&k.key),
+                "a strait-only key; MM2 ignores it, so the file still runs under MM2".to_owned(),
+            );
+        }
+    }
+    notes
+}
+
+/// Connects to every cluster once, with its own settings.
+async fn reach_clusters(config: &StraitConfig, timeout: Duration) -> Vec<ClusterRow> {
+    let mut rows = Vec::new();
+    for cluster in &config.clusters {
+        let answer = match config.cluster_client_config(cluster.alias.as_str(), Role::Admin) {
+            Ok(client) => connect(client, timeout).await.map(|_| ()),
+            Err(e) => Err(anyhow::Error::from(e)),
+        };
+        rows.push(ClusterRow {
+            cluster: cluster.alias.to_string(),
+            bootstrap: cluster.bootstrap_servers.clone(),
+            reachable: answer.is_ok(),
+            error: answer.err().map(|e| format!("{e:#}")),
+        });
+    }
+    rows
+}
+
+/// The topics and groups `flow` would take now, selected by the flow's own code.
+async fn flow_now(config: &StraitConfig, flow: &FlowConfig, timeout: Duration) -> FlowNow {
+    let answer = async {
+        let client_config = config.client_config(flow, Side::Source, Role::Admin)?;
+        let source = connect(client_config, timeout).await?;
+        let mut topics: Vec<TopicNow> = strait_core::flow::topics::discover(&source, flow)
+            .await?
+            .into_iter()
+            .map(|t| TopicNow {
+                topic: t.source,
+                remote: t.remote,
+                partitions: t.partitions,
+            })
+            .collect();
+        topics.sort_by(|a, b| a.topic.cmp(&b.topic));
+        let mut groups = strait_core::offsets::consumer_groups(&source, flow).await?;
+        groups.sort();
+        anyhow::Ok((topics, groups))
+    };
+    match tokio::time::timeout(timeout * 3, answer).await {
+        Ok(Ok((topics, groups))) => FlowNow {
+            topics: Some(topics),
+            groups: Some(groups),
+            error: None,
+        },
+        Ok(Err(e)) => FlowNow {
+            topics: None,
+            groups: None,
+            error: Some(format!("{e:#}")),
+        },
+        Err(_) => FlowNow {
+            topics: None,
+            groups: None,
+            error: Some(format!(
+                "source {} did not answer within {timeout:?}",
+                flow.source
+            )),
+        },
+    }
+}
+
+async fn connect(mut config: ClientConfig, timeout: Duration) -> anyhow::Result<Client> {
+    config.connection.connect_timeout = timeout;
+    config.operation_timeout = timeout;
+    match tokio::time::timeout(timeout, Client::connect(config)).await {
+        Ok(client) => Ok(client?),
+        Err(_) => anyhow::bail!("no answer within {timeout:?}"),
+    }
+}
+
+fn secs(value: Option<u64>) -> String {
+    value.map_or_else(|| "off".to_owned(), |s| format!("every {s} s"))
+}
+
+/// The human form of `report`.
+fn render(report: &Report) -> String {
+    let mut out = String::new();
+    let verdict = match report.verdict {
+        "runs" => "strait runs this file",
+        _ => "strait refuses this file",
+    };
+    let _ = writeln!(
+        out,
+        "{}: {verdict} (exit {})",
+        report.file, report.exit_code
+    );
+    for e in &report.errors {
+        let _ = writeln!(out, "error: {e}");
+    }
+    if !report.flows.is_empty() {
+        let _ = writeln!(out, "\nFlows");
+    }
+    for row in &report.flows {
+        let Some(s) = &row.settings else {
+            let _ = writeln!(out, "  {}  disabled", row.flow);
+            continue;
+        };
+        let _ = writeln!(out, "  {}  enabled", row.flow);
+        let mut line = |name: &str, value: String| {
+            let _ = writeln!(out, "    {name:<16}{value}");
+        };
+        line(
+            "topics",
+            format!("{}  (exclude {})", s.topics, s.topics_exclude),
+        );
+        line(
+            "groups",
+            format!("{}  (exclude {})", s.groups, s.groups_exclude),
+        );
+        line(
+            "policy",
+            format!(
+                "{}, separator `{}`: orders -> {}",
+                s.replication_policy, s.separator, s.example_remote_topic
+            ),
+        );
+        line("replication", format!("factor {}", s.replication_factor));
+        line("refresh topics", secs(s.refresh_topics_secs));
+        line("topic configs", secs(s.sync_topic_configs_secs));
+        line("topic ACLs", secs(s.sync_topic_acls_secs));
+        line(
+            "checkpoints",
+            match s.emit_checkpoints_secs {
+                Some(n) => format!("every {n} s into {}", s.checkpoints_topic),
+                None => "off".to_owned(),
+            },
+        );
+        line("group offsets", secs(s.sync_group_offsets_secs));
+        line(
+            "offset syncs",
+            match &s.offset_syncs_topic {
+                Some(t) => format!("{t}, offset.lag.max {}", s.offset_lag_max),
+                None => "off".to_owned(),
+            },
+        );
+        line(
+            "reads",
+            format!(
+                "{}, from {} when never mirrored, {} bytes in flight",
+                s.isolation_level, s.start, s.max_bytes_in_flight
+            ),
+        );
+        if let Some(now) = &row.now {
+            match (&now.topics, &now.groups, &now.error) {
+                (Some(topics), Some(groups), _) => {
+                    let list: Vec<String> = topics
+                        .iter()
+                        .map(|t| format!("{} -> {} ({}p)", t.topic, t.remote, t.partitions))
+                        .collect();
+                    line(
+                        "topics now",
+                        format!("{}: {}", topics.len(), list.join(", ")),
+                    );
+                    line(
+                        "groups now",
+                        format!("{}: {}", groups.len(), groups.join(", ")),
+                    );
+                }
+                (_, _, error) => line(
+                    "now",
+                    format!("unknown: {}", error.as_deref().unwrap_or_default()),
+                ),
+            }
+        }
+    }
+    if !report.heartbeats.is_empty() {
+        let _ = writeln!(out, "\nHeartbeats");
+        for h in &report.heartbeats {
+            let _ = writeln!(
+                out,
+                "  into {} every {} s (pair {})",
+                h.into, h.interval_secs, h.pair
+            );
+        }
+    }
+    if let Some(clusters) = &report.clusters {
+        let _ = writeln!(out, "\nClusters");
+        for c in clusters {
+            let state = match &c.error {
+                None => "answers".to_owned(),
+                Some(e) => format!("DID NOT ANSWER: {e}"),
+            };
+            let _ = writeln!(out, "  {} ({})  {state}", c.cluster, c.bootstrap.join(","));
+        }
+    }
+    for (title, rows) in [
+        ("Keys used", &report.keys.used),
+        ("Keys ignored", &report.keys.ignored),
+        ("Keys refused", &report.keys.refused),
+    ] {
+        let _ = writeln!(out, "\n{title} ({})", rows.len());
+        for k in rows {
+            let _ = write!(out, "  line {:<4} {}", k.line, k.key);
+            if let Some(reason) = &k.reason {
+                let _ = write!(out, ": {reason}");
+            }
+            if let Some(hint) = &k.did_you_mean {
+                let _ = write!(out, " (did you mean `{hint}`?)");
+            }
+            let _ = writeln!(out);
+        }
+    }
+    if !report.notes.is_empty() {
+        let _ = writeln!(out, "\nCompared with MM2");
+        for n in &report.notes {
+            let about = match &n.key {
+                Some(key) if !n.text.contains(key.as_str()) => format!("`{key}`: "),
+                _ => String::new(),
+            };
+            let _ = writeln!(out, "  {:<8} {about}{}", n.kind, n.text);
+        }
+    }
+    out
+}

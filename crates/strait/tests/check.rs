@@ -1,0 +1,736 @@
+//! `strait check`: MM2 files written after real-world ones (`tests/check/*.properties`, each
+//! commented on top with what it represents) get the verdict, exit code and key lists strait's
+//! config module gives them; and `--connect` against real brokers lists exactly the topics and
+//! groups the flow's own selection code takes.
+
+mod running;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use strait_testkit::{Clusters, Rdk};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/check")
+        .join(name)
+}
+
+/// `strait check` on `file` with `extra` arguments, run from the fixtures' directory: exit
+/// code, stdout, stderr.
+fn check_file(file: &Path, extra: &[&str]) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_strait"))
+        .current_dir(fixture(""))
+        .args(["check", "--config"])
+        .arg(file)
+        .args(extra)
+        .output()
+        .expect("run strait");
+    (
+        output.status.code().expect("an exit code"),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The text report of fixture `name`, which must exit with `code`.
+fn human(name: &str, code: i32) -> String {
+    let (got, out, err) = check_file(&fixture(name), &[]);
+    assert_eq!(got, code, "{name}: exit {got}\n{out}\n{err}");
+    out
+}
+
+/// The JSON report of fixture `name`, which must exit with `code`.
+fn json(name: &str, code: i32) -> Value {
+    let (got, out, err) = check_file(&fixture(name), &["--format", "json"]);
+    assert_eq!(got, code, "{name}: exit {got}\n{out}\n{err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{name}: {e}: {out}"))
+}
+
+/// The keys of one list (`used`, `ignored`, `refused`).
+fn keys(report: &Value, list: &str) -> Vec<String> {
+    report["keys"][list]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {list} list: {report}"))
+        .iter()
+        .map(|k| k["key"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The row of `key` in list `list`.
+fn row<'a>(report: &'a Value, list: &str, key: &str) -> &'a Value {
+    report["keys"][list]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["key"] == key)
+        .unwrap_or_else(|| panic!("`{key}` is not in {list}: {report:#}"))
+}
+
+fn assert_in(report: &Value, list: &str, expected: &[&str]) {
+    let got = keys(report, list);
+    for key in expected {
+        assert!(
+            got.iter().any(|k| k == key),
+            "`{key}` not in {list}: {got:?}"
+        );
+    }
+}
+
+fn flow<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["flow"] == name)
+        .unwrap_or_else(|| panic!("no flow {name}: {report:#}"))
+}
+
+fn notes(report: &Value) -> Vec<(String, String)> {
+    report["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["kind"].as_str().unwrap().to_owned(),
+                n["text"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn has_note(report: &Value, kind: &str, words: &str) {
+    let notes = notes(report);
+    assert!(
+        notes.iter().any(|(k, t)| k == kind && t.contains(words)),
+        "no `{kind}` note with `{words}`: {notes:#?}"
+    );
+}
+
+fn has_line(text: &str, line: &str) {
+    assert!(
+        text.lines().any(|l| l.trim_end() == line),
+        "`{line}` is not in:\n{text}"
+    );
+}
+
+#[test]
+fn mm2_sample_file() {
+    let r = json("mm2-sample.properties", 0);
+    assert_eq!(r["verdict"], "runs");
+    let ab = flow(&r, "A->B");
+    assert_eq!(ab["enabled"], true);
+    assert_eq!(ab["settings"]["topics"], ".*");
+    assert_eq!(ab["settings"]["replication_factor"], 1);
+    assert_eq!(ab["settings"]["example_remote_topic"], "A.orders");
+    assert_eq!(ab["settings"]["emit_checkpoints_secs"], 60);
+    assert_eq!(ab["settings"]["sync_group_offsets_secs"], Value::Null);
+    assert_eq!(flow(&r, "B->A")["enabled"], false);
+    assert_in(
+        &r,
+        "used",
+        &[
+            "clusters",
+            "A.bootstrap.servers",
+            "A->B.enabled",
+            "B->A.enabled",
+            "B->A.topics",
+            "replication.factor",
+            "checkpoints.topic.replication.factor",
+            "heartbeats.topic.replication.factor",
+            "offset-syncs.topic.replication.factor",
+        ],
+    );
+    assert_in(
+        &r,
+        "ignored",
+        &[
+            "offset.storage.replication.factor",
+            "status.storage.replication.factor",
+            "config.storage.replication.factor",
+        ],
+    );
+    assert!(
+        row(&r, "ignored", "offset.storage.replication.factor")["reason"]
+            .as_str()
+            .unwrap()
+            .contains("Connect's internal topics")
+    );
+    assert!(keys(&r, "refused").is_empty());
+    has_note(&r, "gains", "exact offset map");
+    has_note(&r, "gains", "no recompression");
+    has_note(&r, "gains", "3 Connect key(s)");
+    // Heartbeats for both pairs, as MM2 runs them whether a flow is enabled or not.
+    assert_eq!(r["heartbeats"].as_array().unwrap().len(), 2);
+
+    let text = human("mm2-sample.properties", 0);
+    has_line(
+        &text,
+        &format!(
+            "{}: strait runs this file (exit 0)",
+            fixture("mm2-sample.properties").display()
+        ),
+    );
+    has_line(&text, "  A->B  enabled");
+    has_line(&text, "  B->A  disabled");
+    has_line(&text, "    replication     factor 1");
+    has_line(&text, "Keys refused (0)");
+    // --strict: the ignored Connect keys make it exit 3.
+    let (code, _, _) = check_file(&fixture("mm2-sample.properties"), &["--strict"]);
+    assert_eq!(code, 3);
+}
+
+#[test]
+fn strimzi_generated_file() {
+    let r = json("strimzi-generated.properties", 0);
+    let f = flow(&r, "my-cluster-source->my-cluster-target");
+    assert_eq!(f["settings"]["topics"], "orders.*|payments");
+    assert_eq!(f["settings"]["sync_group_offsets_secs"], 60);
+    assert_eq!(f["settings"]["emit_checkpoints_secs"], 30);
+    assert_eq!(f["settings"]["sync_topic_acls_secs"], Value::Null);
+    assert_eq!(f["settings"]["replication_factor"], 3);
+    assert_eq!(
+        flow(&r, "my-cluster-target->my-cluster-source")["enabled"],
+        false
+    );
+    assert_in(
+        &r,
+        "used",
+        &[
+            "my-cluster-source.security.protocol",
+            "my-cluster-source.ssl.truststore.location",
+            "my-cluster-source->my-cluster-target.sync.group.offsets.enabled",
+        ],
+    );
+    assert_in(
+        &r,
+        "ignored",
+        &[
+            "my-cluster-source->my-cluster-target.tasks.max",
+            "my-cluster-source->my-cluster-target.key.converter",
+            "my-cluster-source->my-cluster-target.value.converter",
+        ],
+    );
+    has_note(&r, "differs", "no Connect tasks");
+}
+
+#[test]
+fn tuning_keys_used_and_ignored() {
+    let r = json("tuning.properties", 0);
+    assert_in(
+        &r,
+        "used",
+        &[
+            "A.consumer.fetch.max.bytes",
+            "A.consumer.max.partition.fetch.bytes",
+            "A.consumer.client.rack",
+            "B.producer.delivery.timeout.ms",
+            "A->B.producer.max.request.size",
+            "A->B.consumer.fetch.max.wait.ms",
+            "strait.max.bytes.in.flight",
+        ],
+    );
+    // MM2 hands these to its Java producer; strait forwards the source's batches as they are.
+    assert_eq!(
+        keys(&r, "ignored"),
+        [
+            "B.producer.linger.ms",
+            "B.producer.batch.size",
+            "B.producer.compression.type"
+        ]
+    );
+    assert!(row(&r, "ignored", "B.producer.compression.type")["reason"]
+        .as_str()
+        .unwrap()
+        .contains("does not recompress"));
+    assert_eq!(
+        flow(&r, "A->B")["settings"]["max_bytes_in_flight"],
+        268_435_456
+    );
+    assert_eq!(flow(&r, "A->B")["settings"]["topics"], "events\\..*");
+    has_note(&r, "gains", "strait-only key");
+    has_note(&r, "differs", "reads committed records only");
+    has_note(&r, "differs", "`compression.type` is not applied");
+    let (code, _, _) = check_file(&fixture("tuning.properties"), &["--strict"]);
+    assert_eq!(code, 3);
+}
+
+#[test]
+fn smts_are_refused() {
+    let r = json("smt.properties", 1);
+    assert_eq!(r["verdict"], "refused");
+    assert_in(&r, "refused", &["transforms", "predicates"]);
+    assert!(row(&r, "refused", "transforms")["reason"]
+        .as_str()
+        .unwrap()
+        .contains("Single Message Transforms"));
+    assert_in(
+        &r,
+        "ignored",
+        &[
+            "transforms.route.type",
+            "transforms.route.regex",
+            "predicates.isOrders.pattern",
+        ],
+    );
+    assert!(r["flows"].as_array().unwrap().is_empty());
+    has_note(&r, "loses", "Single Message Transforms");
+    let text = human("smt.properties", 1);
+    assert!(text.contains("strait refuses this file (exit 1)"), "{text}");
+    has_line(&text, "Keys refused (2)");
+}
+
+#[test]
+fn connect_worker_keys_are_ignored() {
+    let r = json("connect-worker.properties", 0);
+    let expected = [
+        "group.id",
+        "key.converter",
+        "value.converter",
+        "header.converter",
+        "offset.storage.topic",
+        "config.storage.topic",
+        "status.storage.topic",
+        "listeners",
+        "dedicated.mode.enable.internal.rest",
+        "plugin.path",
+        "errors.tolerance",
+        "metric.reporters",
+        "offset.flush.interval.ms",
+    ];
+    assert_in(&r, "ignored", &expected);
+    assert_eq!(keys(&r, "ignored").len(), expected.len());
+    assert!(row(&r, "ignored", "listeners")["reason"]
+        .as_str()
+        .unwrap()
+        .contains("REST"));
+    has_note(&r, "gains", "no Kafka Connect to run");
+}
+
+#[test]
+fn typos_get_did_you_mean() {
+    // `A->B.enable` leaves no flow enabled: refused, with the hint on the typo.
+    let r = json("typos.properties", 1);
+    assert_eq!(row(&r, "ignored", "A->B.enable")["did_you_mean"], "enabled");
+    assert_eq!(row(&r, "ignored", "topic")["did_you_mean"], "topics");
+    assert_eq!(
+        row(&r, "ignored", "A->B.groups.exlude")["did_you_mean"],
+        "groups.exclude"
+    );
+    assert!(
+        r["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("no flow is enabled"),
+        "{r:#}"
+    );
+    let text = human("typos.properties", 1);
+    assert!(
+        text.contains("A->B.enable: unknown to MM2 and to strait (did you mean `enabled`?)"),
+        "{text}"
+    );
+    assert!(text.contains("error: no flow is enabled"), "{text}");
+}
+
+#[test]
+fn typos_beside_a_flow_run_and_fail_strict() {
+    let r = json("typo-runs.properties", 0);
+    assert_eq!(
+        row(&r, "ignored", "replication.factr")["did_you_mean"],
+        "replication.factor"
+    );
+    assert_eq!(
+        row(&r, "ignored", "emit.checkpoint.interval.seconds")["did_you_mean"],
+        "emit.checkpoints.interval.seconds"
+    );
+    // The typo means the default is in effect.
+    assert_eq!(flow(&r, "A->B")["settings"]["replication_factor"], 2);
+    assert_eq!(flow(&r, "A->B")["settings"]["emit_checkpoints_secs"], 60);
+    has_note(&r, "differs", "did you mean `replication.factor`?");
+    let (code, out, _) = check_file(
+        &fixture("typo-runs.properties"),
+        &["--strict", "--format", "json"],
+    );
+    assert_eq!(code, 3, "{out}");
+    assert_eq!(serde_json::from_str::<Value>(&out).unwrap()["exit_code"], 3);
+}
+
+#[test]
+fn deprecated_blacklists_still_work() {
+    let r = json("blacklist.properties", 0);
+    for (key, replacement) in [
+        ("topics.blacklist", "topics.exclude"),
+        ("groups.blacklist", "groups.exclude"),
+        ("config.properties.blacklist", "config.properties.exclude"),
+    ] {
+        let reason = row(&r, "used", key)["reason"].as_str().unwrap().to_owned();
+        assert!(reason.contains(replacement), "{key}: {reason}");
+    }
+    let s = &flow(&r, "dc1->dc2")["settings"];
+    // Java's properties escapes: `\-` and `\.` are `-` and `.`, as MM2 reads them.
+    assert_eq!(
+        s["topics_exclude"],
+        ".*[-.]internal|.*.replica|__consumer_offsets"
+    );
+    assert_eq!(s["groups_exclude"], "console-consumer-.*|connect-.*|__.*");
+    has_note(&r, "differs", "rename it `topics.exclude`");
+    let (code, _, _) = check_file(&fixture("blacklist.properties"), &["--strict"]);
+    assert_eq!(code, 3);
+}
+
+#[test]
+fn identity_replication_policy() {
+    let r = json("identity.properties", 0);
+    let s = &flow(&r, "primary->dr")["settings"];
+    assert_eq!(s["replication_policy"], "IdentityReplicationPolicy");
+    assert_eq!(s["example_remote_topic"], "orders");
+    assert_eq!(s["sync_group_offsets_secs"], 10);
+    assert_eq!(s["emit_checkpoints_secs"], 10);
+    assert_eq!(s["refresh_topics_secs"], 30);
+    assert_in(
+        &r,
+        "used",
+        &[
+            "replication.policy.class",
+            "sync.group.offsets.enabled",
+            "sync.group.offsets.interval.seconds",
+        ],
+    );
+    let text = human("identity.properties", 0);
+    has_line(
+        &text,
+        "    policy          IdentityReplicationPolicy, separator `.`: orders -> orders",
+    );
+    has_line(&text, "    group offsets   every 10 s");
+}
+
+#[test]
+fn sasl_ssl_with_file_provider() {
+    let r = json("sasl-ssl-providers.properties", 0);
+    assert_in(
+        &r,
+        "used",
+        &[
+            "config.providers",
+            "config.providers.file.class",
+            "onprem.sasl.jaas.config",
+            "onprem.security.protocol",
+            "cloud.sasl.mechanism",
+        ],
+    );
+    assert!(keys(&r, "ignored").is_empty(), "{r:#}");
+    assert_eq!(
+        flow(&r, "onprem->cloud")["settings"]["topics"],
+        "sales.*|inventory.*"
+    );
+    // The resolved secrets never reach the report.
+    let (_, text, _) = check_file(&fixture("sasl-ssl-providers.properties"), &[]);
+    assert!(!text.contains("s3cret"), "{text}");
+}
+
+#[test]
+fn missing_secret_file_is_refused() {
+    let r = json("missing-secret.properties", 1);
+    let reason = row(&r, "refused", "A.sasl.jaas.config")["reason"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(reason.contains("/nonexistent/strait-check"), "{reason}");
+    assert_in(&r, "used", &["A.security.protocol", "A->B.enabled"]);
+}
+
+#[test]
+fn two_way_flows() {
+    let r = json("two-way.properties", 0);
+    for name in ["east->west", "west->east"] {
+        assert_eq!(flow(&r, name)["enabled"], true, "{name}");
+        assert_eq!(flow(&r, name)["settings"]["groups"], ".*");
+    }
+    assert_eq!(
+        flow(&r, "east->west")["settings"]["example_remote_topic"],
+        "east.orders"
+    );
+    assert_eq!(
+        flow(&r, "west->east")["settings"]["emit_checkpoints_secs"],
+        Value::Null
+    );
+    let heartbeats = r["heartbeats"].as_array().unwrap();
+    assert_eq!(heartbeats.len(), 2);
+    assert!(heartbeats.iter().all(|h| h["interval_secs"] == 5));
+    let text = human("two-way.properties", 0);
+    has_line(&text, "  into west every 5 s (pair east->west)");
+    has_line(&text, "    checkpoints     off");
+}
+
+#[test]
+fn tasks_max_is_ignored() {
+    let r = json("tasks-max.properties", 0);
+    assert_in(
+        &r,
+        "ignored",
+        &[
+            "tasks.max",
+            "tasks.max.enforce",
+            "A->B.tasks.max",
+            "A->B.consumer.poll.timeout.ms",
+        ],
+    );
+    assert!(row(&r, "ignored", "tasks.max")["reason"]
+        .as_str()
+        .unwrap()
+        .contains("no Connect tasks"));
+    has_note(&r, "differs", "no Connect tasks");
+}
+
+#[test]
+fn exactly_once_is_not_yet() {
+    let r = json("exactly-once.properties", 0);
+    assert_in(&r, "ignored", &["exactly.once.source.support"]);
+    assert_in(&r, "used", &["A.consumer.isolation.level"]);
+    // A cluster-level copy is passed only to Connect workers by MM2.
+    assert_in(&r, "ignored", &["B.exactly.once.source.support"]);
+    has_note(&r, "loses", "exactly-once source (`enabled`)");
+    // The consumer's isolation level is set: no note about committed reads.
+    assert!(!notes(&r)
+        .iter()
+        .any(|(_, t)| t.contains("reads committed records only")));
+}
+
+#[test]
+fn every_bad_value_is_refused() {
+    let r = json("bad-values.properties", 1);
+    assert_in(
+        &r,
+        "refused",
+        &[
+            "A->C.enabled",
+            "A->B.topics",
+            "emit.checkpoints.interval.seconds",
+            "replication.policy.class",
+        ],
+    );
+    assert_eq!(keys(&r, "refused").len(), 4);
+    let reason = |key| {
+        row(&r, "refused", key)["reason"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert!(reason("A->C.enabled").contains("not in `clusters`"));
+    assert!(reason("A->B.topics").contains("invalid regex"));
+    assert!(reason("emit.checkpoints.interval.seconds").contains("negative"));
+    assert!(reason("replication.policy.class").contains("unsupported class"));
+    assert_in(&r, "used", &["clusters", "A->B.enabled"]);
+}
+
+#[test]
+fn missing_bootstrap_is_an_error_without_a_key() {
+    let r = json("no-bootstrap.properties", 1);
+    assert!(keys(&r, "refused").is_empty());
+    let error = r["errors"][0].as_str().unwrap();
+    assert!(
+        error.contains("cluster `B` has no bootstrap servers"),
+        "{error}"
+    );
+}
+
+#[test]
+fn connector_mode_leftovers() {
+    let r = json("legacy-connector.properties", 0);
+    assert_in(
+        &r,
+        "ignored",
+        &[
+            "name",
+            "connector.class",
+            "src->dst.security.protocol",
+            "src.max.poll.records",
+            "consumer.max.poll.records",
+            "src.consumer.bootstrap.servers",
+        ],
+    );
+    assert!(row(&r, "ignored", "src->dst.security.protocol")["reason"]
+        .as_str()
+        .unwrap()
+        .contains("not from the flow"));
+    assert!(row(&r, "ignored", "consumer.max.poll.records")["reason"]
+        .as_str()
+        .unwrap()
+        .contains("never at top level"));
+}
+
+#[test]
+fn strait_keys_and_duplicates() {
+    let r = json("strait-keys.properties", 0);
+    let s = &flow(&r, "A->B")["settings"];
+    assert_eq!(s["isolation_level"], "read_uncommitted");
+    assert_eq!(s["max_bytes_in_flight"], 16_777_216);
+    assert_eq!(s["topics"], "second.*");
+    assert_eq!(s["offset_syncs_topic"], "mm2-offset-syncs.A.internal on B");
+    assert!(r["heartbeats"].as_array().unwrap().is_empty());
+    let topics = row(&r, "used", "A->B.topics");
+    assert_eq!(topics["line"], 12);
+    assert!(topics["reason"].as_str().unwrap().contains("line 11"));
+    has_note(&r, "gains", "strait-only key");
+    assert!(!notes(&r)
+        .iter()
+        .any(|(_, t)| t.contains("reads committed records only")));
+    let (code, _, _) = check_file(&fixture("strait-keys.properties"), &["--strict"]);
+    assert_eq!(code, 3);
+}
+
+#[test]
+fn syntax_error_is_refused() {
+    let r = json("syntax-error.properties", 1);
+    assert_eq!(r["verdict"], "refused");
+    let refused = keys(&r, "refused");
+    let errors = r["errors"].as_array().unwrap();
+    assert!(
+        refused.iter().any(|k| k == "A->B.topics") || !errors.is_empty(),
+        "{r:#}"
+    );
+}
+
+#[test]
+fn an_unreadable_file_exits_1() {
+    let (code, _, err) = check_file(Path::new("/nonexistent/strait-check.properties"), &[]);
+    assert_eq!(code, 1);
+    assert!(err.contains("cannot read"), "{err}");
+}
+
+#[test]
+fn help_documents_exit_codes() {
+    let output = Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(["check", "--help"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    for line in [
+        "  0  strait runs this file (warnings allowed unless --strict)",
+        "  1  strait refuses this file: a syntax or config error (listed under refused keys / errors)",
+        "  3  --strict, and some key is ignored, unknown, deprecated or set twice",
+        "  4  --connect, and a cluster did not answer or refused the connection",
+    ] {
+        has_line(&text, line);
+    }
+}
+
+/// The fixtures: at least 15 MM2 files, each commented on top.
+#[test]
+fn fixtures_are_commented() {
+    let mut count = 0;
+    for entry in std::fs::read_dir(fixture("")).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with("# "), "{} has no comment", path.display());
+        if text.contains("clusters") {
+            count += 1;
+        }
+    }
+    assert!(count >= 15, "{count} MM2 files");
+}
+
+#[test]
+fn connect_lists_what_the_flow_takes() {
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let source = &clusters.source.bootstrap;
+    for (topic, partitions) in [
+        ("orders", 3),
+        ("orders-eu", 1),
+        ("payments", 2),
+        ("orders.tmp", 1),
+        ("logs", 1),
+    ] {
+        rdk.create_topic(source, topic, partitions);
+    }
+    for group in ["billing", "orders-app", "console-consumer-1234", "test-app"] {
+        rdk.commit(source, group, "orders", &[(0, 1)]);
+    }
+    let config = running::write_flow_config(
+        &clusters,
+        ("src", "dst"),
+        "check-connect",
+        "src->dst.topics = orders.*, payments\n\
+         src->dst.topics.exclude = .*\\.tmp\n\
+         src->dst.groups = .*\n\
+         src->dst.groups.exclude = console-consumer-.*, test-.*\n",
+    );
+    let (code, out, err) = check_file(&config, &["--connect", "--format", "json"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let r: Value = serde_json::from_str(&out).unwrap();
+    let clusters_seen = r["clusters"].as_array().unwrap();
+    assert_eq!(clusters_seen.len(), 2);
+    assert!(
+        clusters_seen.iter().all(|c| c["reachable"] == true),
+        "{r:#}"
+    );
+    let now = &flow(&r, "src->dst")["now"];
+    let topics: Vec<(String, String, i64)> = now["topics"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r:#}"))
+        .iter()
+        .map(|t| {
+            (
+                t["topic"].as_str().unwrap().to_owned(),
+                t["remote"].as_str().unwrap().to_owned(),
+                t["partitions"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        topics,
+        vec![
+            ("orders".into(), "src.orders".into(), 3),
+            ("orders-eu".into(), "src.orders-eu".into(), 1),
+            ("payments".into(), "src.payments".into(), 2),
+        ]
+    );
+    let groups: Vec<&str> = now["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g.as_str().unwrap())
+        .collect();
+    assert_eq!(groups, ["billing", "orders-app"]);
+    // The reverse pair is not enabled: nothing listed for it.
+    assert!(flow(&r, "dst->src").get("now").is_none());
+
+    let (code, text, _) = check_file(&config, &["--connect"]);
+    assert_eq!(code, 0);
+    has_line(
+        &text,
+        "    topics now      3: orders -> src.orders (3p), orders-eu -> src.orders-eu (1p), payments -> src.payments (2p)",
+    );
+    has_line(&text, "    groups now      2: billing, orders-app");
+    println!("{text}");
+
+    // A cluster that does not answer: reported, exit 4.
+    let dead = running::flow_properties(("src", source), ("dst", "127.0.0.1:1"), "");
+    let dead_path = clusters.dir().join("check-dead.properties");
+    std::fs::write(&dead_path, dead).unwrap();
+    let (code, out, err) = check_file(
+        &dead_path,
+        &["--connect", "--timeout-secs", "3", "--format", "json"],
+    );
+    assert_eq!(code, 4, "{out}\n{err}");
+    let r: Value = serde_json::from_str(&out).unwrap();
+    let dst = r["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["cluster"] == "dst")
+        .unwrap();
+    assert_eq!(dst["reachable"], false);
+    assert!(dst["error"].is_string());
+    // The source still answers: its topics are listed.
+    assert_eq!(
+        flow(&r, "src->dst")["now"]["topics"]
+            .as_array()
+            .unwrap()
+            .len(),
+        5
+    );
+}
