@@ -293,6 +293,22 @@ impl FlowMetrics {
             .clone()
     }
 
+    /// Forgets a partition the flow no longer mirrors (its source topic deleted): its gauges
+    /// go to 0 and `/v1/status` no longer lists it. Its counters stay, as counters do.
+    pub(crate) fn forget_partition(&self, tp: &TopicPartition) {
+        let gone = self
+            .partitions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(tp);
+        if let Some(p) = gone {
+            p.0.lag_records.set(0.0);
+            p.0.map_segments.set(0.0);
+            p.0.blocked.set(0.0);
+        }
+        self.entry.forget_partition(tp);
+    }
+
     /// Batches of `bytes` are on their way to the target (0: all acknowledged).
     pub(crate) fn in_flight(&self, bytes: u64) {
         self.bytes_in_flight.set(bytes as f64);

@@ -598,6 +598,7 @@ impl Flow {
         for tp in &parts {
             self.partitions.remove(tp);
             self.orphan_ends.remove(tp);
+            self.metrics.forget_partition(tp);
         }
         let mapped: Vec<SourcePartition> = self
             .map
