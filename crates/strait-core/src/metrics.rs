@@ -80,6 +80,9 @@ pub const GROUP_SYNC_SKIPPED: &str = "strait_group_sync_skips_total";
 pub const FLOW_STALLED: &str = "strait_flow_stalled";
 /// Times the flow stalled; per flow.
 pub const FLOW_STALLS: &str = "strait_flow_stalls_total";
+/// Remote topics deleted on the target because their source topic was deleted
+/// (`strait.sync.topic.deletions.enabled`); per flow.
+pub const REMOTE_TOPICS_DELETED: &str = "strait_remote_topics_deleted_total";
 /// When the flow's last round finished, in seconds since the Unix epoch; per flow. A flow
 /// waiting on a cluster stops moving it (alert on `time() - strait_flow_last_round_timestamp_seconds`).
 pub const FLOW_LAST_ROUND: &str = "strait_flow_last_round_timestamp_seconds";
@@ -205,6 +208,11 @@ pub fn describe() {
         "1 while the flow is stalled (a cluster unreachable, retrying), else 0."
     );
     describe_counter!(FLOW_STALLS, Unit::Count, "Times the flow stalled.");
+    describe_counter!(
+        REMOTE_TOPICS_DELETED,
+        Unit::Count,
+        "Remote topics deleted on the target because their source topic was deleted (strait.sync.topic.deletions.enabled)."
+    );
     describe_gauge!(
         PARTITION_BLOCKED,
         Unit::Count,
@@ -236,6 +244,7 @@ pub(crate) struct FlowMetrics {
     bytes_in_flight: Gauge,
     stalled: Gauge,
     stalls: Counter,
+    remote_topics_deleted: Counter,
     last_round: Gauge,
     entry: Arc<FlowEntry>,
     partitions: Arc<Mutex<BTreeMap<TopicPartition, PartitionMetrics>>>,
@@ -256,6 +265,7 @@ impl FlowMetrics {
         Self {
             bytes_in_flight: ::metrics::gauge!(BYTES_IN_FLIGHT, &labels),
             stalls: ::metrics::counter!(FLOW_STALLS, &labels),
+            remote_topics_deleted: ::metrics::counter!(REMOTE_TOPICS_DELETED, &labels),
             last_round: ::metrics::gauge!(FLOW_LAST_ROUND, &labels),
             stalled,
             source,
@@ -283,9 +293,30 @@ impl FlowMetrics {
             .clone()
     }
 
+    /// Forgets a partition the flow no longer mirrors (its source topic deleted): its gauges
+    /// go to 0 and `/v1/status` no longer lists it. Its counters stay, as counters do.
+    pub(crate) fn forget_partition(&self, tp: &TopicPartition) {
+        let gone = self
+            .partitions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(tp);
+        if let Some(p) = gone {
+            p.0.lag_records.set(0.0);
+            p.0.map_segments.set(0.0);
+            p.0.blocked.set(0.0);
+        }
+        self.entry.forget_partition(tp);
+    }
+
     /// Batches of `bytes` are on their way to the target (0: all acknowledged).
     pub(crate) fn in_flight(&self, bytes: u64) {
         self.bytes_in_flight.set(bytes as f64);
+    }
+
+    /// A remote topic was deleted because its source topic was.
+    pub(crate) fn remote_topic_deleted(&self) {
+        self.remote_topics_deleted.increment(1);
     }
 
     /// A round finished.

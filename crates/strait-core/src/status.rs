@@ -357,6 +357,14 @@ impl FlowEntry {
         d.partitions.clear();
     }
 
+    /// Drops the entry of a partition the flow no longer mirrors (its source topic deleted,
+    /// and the flow told to forget it), its lag gauge at 0.
+    pub(crate) fn forget_partition(&self, tp: &TopicPartition) {
+        if let Some(entry) = lock(&self.data).partitions.remove(tp) {
+            entry.lag_seconds.set(0.0);
+        }
+    }
+
     /// The entry of one partition, made on first use; `lag_seconds` is its gauge.
     pub(crate) fn partition(
         &self,

@@ -278,6 +278,22 @@ fn bad_strait_values() {
     );
     let e = err_with("A.consumer.isolation.level = none\n");
     assert_names(&e, 5, "A.consumer.isolation.level", &["found `none`"]);
+    let e = err_with("A->B.strait.sync.topic.deletions.enabled = yes\n");
+    assert_names(
+        &e,
+        5,
+        "A->B.strait.sync.topic.deletions.enabled",
+        &["`yes`"],
+    );
+    let e = err_with("strait.sync.topic.deletions.enabled = 1\n");
+    assert_names(&e, 5, "strait.sync.topic.deletions.enabled", &["`1`"]);
+    let e = err_with("A->B.strait.sync.topic.deletion.enabled = true\n");
+    assert_names(
+        &e,
+        5,
+        "A->B.strait.sync.topic.deletion.enabled",
+        &["unknown strait key", "strait.sync.topic.deletions.enabled"],
+    );
 }
 
 #[test]
@@ -379,6 +395,7 @@ mod never_panics {
             "isolation.level",
             "strait.max.bytes.in.flight",
             "strait.isolation.level",
+            "strait.sync.topic.deletions.enabled",
             "source.cluster.alias",
             "transforms",
             "tasks.max",

@@ -390,6 +390,27 @@ fn strait_keys() {
 }
 
 #[test]
+fn topic_deletions_are_synced_only_when_asked() {
+    // Off by default: MM2 never deletes a remote topic.
+    assert!(!with("").flows[0].sync_topic_deletions);
+    assert!(with("strait.sync.topic.deletions.enabled = true\n").flows[0].sync_topic_deletions);
+    assert!(
+        with("A->B.strait.sync.topic.deletions.enabled = TRUE\n").flows[0].sync_topic_deletions
+    );
+    // The flow's own key wins over the top level, both ways.
+    assert!(!with(
+        "strait.sync.topic.deletions.enabled = true\nA->B.strait.sync.topic.deletions.enabled = false\n"
+    )
+    .flows[0]
+    .sync_topic_deletions);
+    assert!(with(
+        "strait.sync.topic.deletions.enabled = false\nA->B.strait.sync.topic.deletions.enabled = true\n"
+    )
+    .flows[0]
+    .sync_topic_deletions);
+}
+
+#[test]
 fn legacy_blacklist_keys() {
     let cfg = with("topics.blacklist = secret.*\ngroups.blacklist = tmp-.*\n");
     let f = &cfg.flows[0];

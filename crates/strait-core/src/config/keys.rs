@@ -51,14 +51,21 @@ pub(crate) const FLOW_KEYS: &[&str] = &[
     "forwarding.admin.class",
     STRAIT_MAX_BYTES_IN_FLIGHT,
     STRAIT_ISOLATION_LEVEL,
+    STRAIT_SYNC_TOPIC_DELETIONS,
 ];
 
 /// `strait.max.bytes.in.flight`.
 pub(crate) const STRAIT_MAX_BYTES_IN_FLIGHT: &str = "strait.max.bytes.in.flight";
 /// `strait.isolation.level`.
 pub(crate) const STRAIT_ISOLATION_LEVEL: &str = "strait.isolation.level";
+/// `strait.sync.topic.deletions.enabled`.
+pub(crate) const STRAIT_SYNC_TOPIC_DELETIONS: &str = "strait.sync.topic.deletions.enabled";
 /// strait's own keys.
-pub(crate) const STRAIT_KEYS: &[&str] = &[STRAIT_MAX_BYTES_IN_FLIGHT, STRAIT_ISOLATION_LEVEL];
+pub(crate) const STRAIT_KEYS: &[&str] = &[
+    STRAIT_MAX_BYTES_IN_FLIGHT,
+    STRAIT_ISOLATION_LEVEL,
+    STRAIT_SYNC_TOPIC_DELETIONS,
+];
 
 /// Keys read only at top level.
 const TOP_LEVEL_KEYS: &[&str] = &["clusters", "bootstrap.servers"];

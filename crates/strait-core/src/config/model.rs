@@ -157,6 +157,12 @@ pub struct FlowConfig {
     /// `A.consumer.isolation.level`) is honoured. MM2 reads uncommitted unless told otherwise;
     /// strait does not mirror aborted transactions unless told to.
     pub isolation_level: IsolationLevel,
+    /// `strait.sync.topic.deletions.enabled` (strait only; default false): when a source topic
+    /// this flow mirrored is deleted (absent from the source's metadata at two refreshes in a
+    /// row), delete its remote topic on the target and forget its partitions, so a topic made
+    /// again under that name is mirrored afresh. MM2 never deletes a remote topic; off, neither
+    /// does strait (`docs/mirroring.md`, "Source topics deleted").
+    pub sync_topic_deletions: bool,
     /// Where a partition never mirrored starts: the source consumer's `auto.offset.reset`
     /// (`A.consumer.auto.offset.reset` or `A->B.consumer.auto.offset.reset`), `earliest` by
     /// default as MM2 sets it; `latest` starts at the source's end.

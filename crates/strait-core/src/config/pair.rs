@@ -129,6 +129,7 @@ pub(super) fn pair(
             true,
         )?,
         isolation_level: s.isolation_level(source, target)?,
+        sync_topic_deletions: s.bool(keys::STRAIT_SYNC_TOPIC_DELETIONS, false)?,
         auto_offset_reset: s.auto_offset_reset(source, target)?,
         client_overrides: r.flow_client(&s.prefix)?,
     };

@@ -41,7 +41,7 @@ mod recover;
 mod round;
 pub mod topics;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use strait_kafka::admin::OffsetSpec;
@@ -111,6 +111,18 @@ struct PartitionState {
     /// nothing): a fetch that shares its bytes asks at least twice that of it (`round.rs`,
     /// `partition_ask`).
     largest_batch: Option<i32>,
+    /// Set while its source topic is deleted and the flow keeps its remote topic
+    /// (`strait.sync.topic.deletions.enabled` off): it is not fetched. Cleared if the topic
+    /// comes back; the topic id check halts it first if the topic was made anew.
+    gone: bool,
+}
+
+impl PartitionState {
+    /// Whether the next fetch leaves it out for good (until someone acts or its topic is back):
+    /// halted, or its source topic deleted.
+    fn stopped(&self) -> bool {
+        self.halted.is_some() || self.gone
+    }
 }
 
 /// A partition whose batches the target refuses for good (MESSAGE_TOO_LARGE, INVALID_RECORD,
@@ -219,6 +231,12 @@ pub struct Flow {
     /// The source topics' ids as last seen (KIP-516), to notice a topic deleted and created
     /// again.
     topic_ids: BTreeMap<String, [u8; 16]>,
+    /// The mirrored source topics absent from the source's metadata at the last refresh: a
+    /// topic absent again at the next is deleted (`topics::confirm_deleted`).
+    absent_topics: BTreeSet<String>,
+    /// Source topics deleted whose remote topics the flow keeps, their partitions stopped (told
+    /// once each).
+    kept_gone: BTreeSet<String>,
     /// Set when the target no longer knows our producer id: the reset takes a new one rather
     /// than bumping the epoch.
     fresh_producer: bool,
@@ -304,6 +322,8 @@ impl Flow {
             needs_reset: false,
             fresh_producer: false,
             topic_ids: BTreeMap::new(),
+            absent_topics: BTreeSet::new(),
+            kept_gone: BTreeSet::new(),
             events: Events::new(config_name),
             published,
             metrics,
@@ -383,10 +403,12 @@ impl Flow {
     }
 
     /// Finds new source topics and partitions, makes their remote topics, and places new
-    /// partitions.
+    /// partitions; notices source topics deleted ([`Flow::sync_deletions`]).
     pub async fn refresh_topics(&mut self) -> Result<(), FlowError> {
-        let topics = topics::discover(&self.source, &self.config).await?;
+        let found = topics::discover_all(&self.source, &self.config).await?;
+        let topics = found.mirrored;
         self.check_topic_ids(topics.iter().map(|t| (t.source.as_str(), t.id)));
+        self.sync_deletions(&found.present).await?;
         let remote_counts =
             topics::ensure_remote_topics(&self.source, &self.target, &self.config, &topics).await?;
         let mut new = Vec::new();
@@ -422,6 +444,7 @@ impl Flow {
                     refused: None,
                     halted: None,
                     largest_batch: None,
+                    gone: false,
                 },
             );
             if let Err(why) = placed {
@@ -435,6 +458,177 @@ impl Flow {
                 .refresh_topics
                 .unwrap_or(Duration::from_secs(u64::from(u32::MAX)));
         Ok(())
+    }
+
+    /// Source topics this flow mirrored that the source no longer has, at this refresh and the
+    /// one before (`topics::confirm_deleted`; a topic the filter no longer matches is not
+    /// deleted). With `strait.sync.topic.deletions.enabled`, each one's remote topic is deleted
+    /// on the target and its partitions forgotten ([`Flow::delete_remote`]); without, its
+    /// partitions stop and its remote topic stays, as MM2 does. A kept topic that is on the
+    /// source again is fetched again, unless the topic id check halted it (made anew).
+    async fn sync_deletions(&mut self, present: &BTreeSet<String>) -> Result<(), FlowError> {
+        let back: Vec<String> = self
+            .kept_gone
+            .iter()
+            .filter(|t| present.contains(*t))
+            .cloned()
+            .collect();
+        for topic in back {
+            self.kept_gone.remove(&topic);
+            for (_, p) in self
+                .partitions
+                .iter_mut()
+                .filter(|(tp, _)| tp.topic == topic)
+            {
+                p.gone = false;
+            }
+            tracing::info!(
+                flow = %self.config.name(),
+                source_topic = %topic,
+                "source topic is on the source again; its partitions are fetched again unless \
+                 it was made anew (then they are halted)"
+            );
+        }
+        let mirrored: BTreeSet<String> = self
+            .partitions
+            .keys()
+            .map(|tp| tp.topic.clone())
+            .chain(self.topics.iter().map(|t| t.source.clone()))
+            .collect();
+        let deleted = topics::confirm_deleted(&mirrored, present, &mut self.absent_topics);
+        for topic in deleted {
+            if self.kept_gone.contains(&topic) {
+                continue;
+            }
+            let remote = self
+                .partitions
+                .iter()
+                .find(|(tp, _)| tp.topic == topic)
+                .map_or_else(
+                    || self.config.remote_topic(&topic),
+                    |(_, p)| p.remote.topic.clone(),
+                );
+            if self.config.sync_topic_deletions {
+                match topics::deletable_remote(&self.config, &topic, &remote) {
+                    Ok(()) => {
+                        if self.delete_remote(&topic, &remote).await? {
+                            continue;
+                        }
+                    }
+                    Err(why) => tracing::warn!(
+                        flow = %self.config.name(),
+                        source_topic = %topic,
+                        remote_topic = %remote,
+                        "source topic deleted; its remote topic is kept: {why}"
+                    ),
+                }
+            } else {
+                tracing::info!(
+                    flow = %self.config.name(),
+                    source_topic = %topic,
+                    remote_topic = %remote,
+                    "source topic deleted; its partitions stop and its remote topic is kept, as \
+                     MM2 does (strait.sync.topic.deletions.enabled is false)"
+                );
+            }
+            self.kept_gone.insert(topic.clone());
+            for (_, p) in self
+                .partitions
+                .iter_mut()
+                .filter(|(tp, _)| tp.topic == topic)
+            {
+                p.gone = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes `remote` on the target, the remote topic of `source`, deleted on the source, then
+    /// forgets `source`'s partitions: out of the offset map (tombstones written and waited
+    /// for), the topic id check, the offset syncs; so a topic made again under the name is
+    /// mirrored afresh, from the start `consumer.auto.offset.reset` gives. The remote topic
+    /// goes first: a crash in between leaves the map naming records the target no longer has,
+    /// which a restart halts on with what to do, rather than a map without the remote topic's
+    /// old records, which a new topic's records would be written after. `false` when the
+    /// target refuses the deletion for good (logged; the caller keeps the topic); an error
+    /// time can fix stalls the flow, and the next refresh tries again.
+    async fn delete_remote(&mut self, source: &str, remote: &str) -> Result<bool, FlowError> {
+        let flow = self.config.name();
+        let refused = |e: &strait_kafka::Error| {
+            tracing::error!(
+                flow = %flow,
+                source_topic = %source,
+                remote_topic = %remote,
+                error = %e,
+                "source topic deleted; cannot delete its remote topic, which is kept and its \
+                 partitions stop (strait.sync.topic.deletions.enabled)"
+            );
+        };
+        let answer = match self.target.delete_topics(&[remote]).await {
+            Ok(answer) => answer,
+            Err(e) if e.is_retriable() => return Err(e.into()),
+            Err(e) => {
+                refused(&e);
+                return Ok(false);
+            }
+        };
+        let mut already_gone = false;
+        for (_, result) in answer {
+            match result {
+                Ok(()) => {}
+                Err(e)
+                    if e.code()
+                        == Some(kafka_protocol::error::ResponseError::UnknownTopicOrPartition) =>
+                {
+                    already_gone = true;
+                }
+                Err(e) if e.is_retriable() => return Err(e.into()),
+                Err(e) => {
+                    refused(&e);
+                    return Ok(false);
+                }
+            }
+        }
+        let parts: Vec<TopicPartition> = self
+            .partitions
+            .keys()
+            .filter(|tp| tp.topic == source)
+            .cloned()
+            .collect();
+        for tp in &parts {
+            self.partitions.remove(tp);
+            self.orphan_ends.remove(tp);
+            self.metrics.forget_partition(tp);
+        }
+        let mapped: Vec<SourcePartition> = self
+            .map
+            .iter()
+            .map(|(sp, _)| sp)
+            .filter(|sp| sp.topic == source)
+            .cloned()
+            .collect();
+        for sp in mapped {
+            let old = self.map.remove(&sp);
+            self.store.note_partition_removed(&sp, old.as_ref());
+        }
+        self.topic_ids.remove(source);
+        self.absent_topics.remove(source);
+        self.prefetched = None;
+        if let Some(w) = &mut self.offset_syncs {
+            w.forget_topic(source);
+        }
+        self.persist_map().await?;
+        self.metrics.remote_topic_deleted();
+        tracing::warn!(
+            flow = %flow,
+            source_topic = %source,
+            remote_topic = %remote,
+            partitions = parts.len(),
+            "source topic deleted; deleted its remote topic on the target{} and forgot its \
+             partitions (strait.sync.topic.deletions.enabled)",
+            if already_gone { " (already gone)" } else { "" }
+        );
+        Ok(true)
     }
 
     /// Compares the source topics' ids (from the source's metadata, zero where the broker gives
@@ -545,10 +739,12 @@ impl Flow {
             Duration::from_millis(200),
             Duration::from_secs(10),
         );
+        // A partition whose source topic is deleted has no end to reach.
         let asked: Vec<(TopicPartition, OffsetSpec)> = self
             .partitions
-            .keys()
-            .map(|tp| (tp.clone(), OffsetSpec::Latest))
+            .iter()
+            .filter(|(_, p)| !p.gone)
+            .map(|(tp, _)| (tp.clone(), OffsetSpec::Latest))
             .collect();
         let mut ends = BTreeMap::new();
         for (tp, end) in self
@@ -559,10 +755,11 @@ impl Flow {
             ends.insert(tp, end?.offset);
         }
         loop {
+            // A partition forgotten meanwhile (its source topic deleted) is done.
             let done = ends.iter().all(|(tp, end)| {
                 self.partitions
                     .get(tp)
-                    .is_some_and(|p| p.position >= *end || p.halted.is_some())
+                    .is_none_or(|p| p.position >= *end || p.stopped())
             });
             if done {
                 break;

@@ -345,7 +345,7 @@ impl Flow {
         let more = self
             .partitions
             .values()
-            .any(|p| p.halted.is_none() && p.refused.is_none() && p.position < p.source_end);
+            .any(|p| !p.stopped() && p.refused.is_none() && p.position < p.source_end);
         let next_positions = if more {
             self.fetch_positions()
         } else {
@@ -538,7 +538,7 @@ impl Flow {
             .iter()
             .filter_map(|tp| {
                 let p = self.partitions.get(tp)?;
-                if p.halted.is_some() || p.refused.as_ref().is_some_and(|r| !r.retrying) {
+                if p.stopped() || p.refused.as_ref().is_some_and(|r| !r.retrying) {
                     return None;
                 }
                 Some(FetchPosition {

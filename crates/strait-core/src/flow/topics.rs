@@ -1,6 +1,9 @@
 //! Which source topics a flow mirrors, and their remote topics on the target: created with the
 //! source's partition count and its non-default configs (minus `config.properties.exclude`),
-//! grown when the source grows (mm2.md §1.8). Deleting a source topic never deletes its remote.
+//! grown when the source grows (mm2.md §1.8). Deleting a source topic deletes its remote topic
+//! only when the flow is told to (`strait.sync.topic.deletions.enabled`, off by default as MM2
+//! never does): [`confirm_deleted`] decides which source topics are gone, [`deletable_remote`]
+//! which remote topic may go with one (`docs/mirroring.md`, "Source topics deleted").
 //!
 //! A topic of more than [`MAX_NEW_PARTITIONS`] partitions is created with that many and grown to
 //! its count in steps: Kafka's KRaft controller refuses any one operation of more than 10,000
@@ -8,7 +11,7 @@
 //! topic is one record for the topic and one per partition (`docs/benchmarks.md`, "Ten thousand
 //! partitions").
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use strait_kafka::admin::{AlterConfigOp, ConfigResource, ConfigSource, NewTopic};
 use strait_kafka::Client;
@@ -65,8 +68,24 @@ pub struct MirroredTopic {
 
 /// The source topics the flow mirrors now, with their remote names.
 pub async fn discover(source: &Client, flow: &FlowConfig) -> Result<Vec<MirroredTopic>, FlowError> {
+    Ok(discover_all(source, flow).await?.mirrored)
+}
+
+/// What one look at the source's metadata found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Discovered {
+    /// The topics the flow mirrors now (the filter applied).
+    pub mirrored: Vec<MirroredTopic>,
+    /// The name of every topic the source has, whether the flow mirrors it or not: a topic
+    /// absent from here is deleted, not merely left out by the filter.
+    pub present: BTreeSet<String>,
+}
+
+/// The source topics the flow mirrors now, with their remote names, and every topic the
+/// source has (one metadata request for all topics).
+pub async fn discover_all(source: &Client, flow: &FlowConfig) -> Result<Discovered, FlowError> {
     let metadata = source.refresh_metadata().await?;
-    Ok(metadata
+    let mirrored = metadata
         .topics
         .values()
         .filter(|t| !t.is_internal && flow.should_replicate_topic(&t.name))
@@ -76,7 +95,51 @@ pub async fn discover(source: &Client, flow: &FlowConfig) -> Result<Vec<Mirrored
             partitions: t.partitions.len() as i32,
             id: t.id,
         })
-        .collect())
+        .collect();
+    let present = metadata.topics.keys().cloned().collect();
+    Ok(Discovered { mirrored, present })
+}
+
+/// Which source topics the flow mirrored are deleted: absent from the source's unfiltered
+/// listing (`present`) at this refresh **and** at the one before (`absent_before`, which this
+/// updates to the mirrored topics absent now). One odd metadata answer deletes nothing, and a
+/// topic the filter no longer matches is present, so never returned. Returns the topics in
+/// name order; a topic stays returned at each refresh while it is absent and still mirrored.
+pub fn confirm_deleted(
+    mirrored: &BTreeSet<String>,
+    present: &BTreeSet<String>,
+    absent_before: &mut BTreeSet<String>,
+) -> Vec<String> {
+    let absent_now: BTreeSet<String> = mirrored
+        .iter()
+        .filter(|t| !present.contains(*t))
+        .cloned()
+        .collect();
+    let confirmed = absent_now.intersection(absent_before).cloned().collect();
+    *absent_before = absent_now;
+    confirmed
+}
+
+/// The remote topic to delete with deleted source topic `source`, whose partitions the flow
+/// wrote to `remote`: only if it is this flow's remote topic of `source` (the replication
+/// policy's name for it), and neither it nor `source` is an internal topic (MM2's, Kafka's,
+/// strait's offset maps) nor a heartbeats topic. Else why not.
+pub fn deletable_remote(flow: &FlowConfig, source: &str, remote: &str) -> Result<(), String> {
+    let expected = flow.remote_topic(source);
+    if remote != expected {
+        return Err(format!(
+            "the flow wrote {source} to {remote}, not to {expected}, its remote topic by the \
+             replication policy"
+        ));
+    }
+    for topic in [source, remote] {
+        if flow.policy.is_internal_topic(topic) || flow.policy.is_heartbeats_topic(topic) {
+            return Err(format!(
+                "{topic} is an internal or heartbeats topic, never deleted by strait"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The configs of a source topic that its remote topic should carry: set on the topic itself
@@ -229,6 +292,92 @@ pub async fn sync_configs(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn names(list: &[&str]) -> BTreeSet<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_topic_is_deleted_only_when_absent_at_two_refreshes_in_a_row() {
+        let mirrored = names(&["a", "b"]);
+        let mut absent = BTreeSet::new();
+        // `b` vanishes once (an odd answer) and comes back: nothing is deleted.
+        assert!(confirm_deleted(&mirrored, &names(&["a"]), &mut absent).is_empty());
+        assert_eq!(absent, names(&["b"]));
+        assert!(confirm_deleted(&mirrored, &names(&["a", "b"]), &mut absent).is_empty());
+        assert!(absent.is_empty());
+        // Absent twice in a row: deleted.
+        assert!(confirm_deleted(&mirrored, &names(&["a"]), &mut absent).is_empty());
+        assert_eq!(
+            confirm_deleted(&mirrored, &names(&["a"]), &mut absent),
+            ["b"]
+        );
+        // Once forgotten by the flow (no longer mirrored), it is not returned again.
+        assert!(confirm_deleted(&names(&["a"]), &names(&["a"]), &mut absent).is_empty());
+        assert!(absent.is_empty());
+    }
+
+    #[test]
+    fn a_topic_the_filter_no_longer_matches_is_never_deleted() {
+        // `b` is still on the source, only not mirrored any more: it is present in the
+        // unfiltered listing, refresh after refresh.
+        let mirrored = names(&["a", "b"]);
+        let present = names(&["a", "b", "c"]);
+        let mut absent = BTreeSet::new();
+        for _ in 0..5 {
+            assert!(confirm_deleted(&mirrored, &present, &mut absent).is_empty());
+            assert!(absent.is_empty());
+        }
+        // An empty answer (a broker that lists nothing) twice deletes what it leaves out; once
+        // deletes nothing.
+        assert!(confirm_deleted(&mirrored, &BTreeSet::new(), &mut absent).is_empty());
+        assert!(confirm_deleted(&mirrored, &present, &mut absent).is_empty());
+    }
+
+    fn flow(extra: &str) -> FlowConfig {
+        let text = format!(
+            "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n\
+             A->B.enabled = true\n{extra}"
+        );
+        crate::config::StraitConfig::parse(&text, "test.properties")
+            .expect("valid")
+            .flows
+            .remove(0)
+    }
+
+    #[test]
+    fn only_the_flows_own_remote_topic_of_a_user_topic_may_be_deleted() {
+        let f = flow("");
+        assert_eq!(deletable_remote(&f, "orders", "A.orders"), Ok(()));
+        // Not the policy's name for it.
+        assert!(deletable_remote(&f, "orders", "orders").is_err());
+        assert!(deletable_remote(&f, "orders", "A.orders2").is_err());
+        // Internal and heartbeats topics, on either side.
+        for (source, remote) in [
+            ("heartbeats", "A.heartbeats"),
+            ("C.heartbeats", "A.C.heartbeats"),
+            ("__consumer_offsets", "A.__consumer_offsets"),
+            (
+                "mm2-offset-syncs.B.internal",
+                "A.mm2-offset-syncs.B.internal",
+            ),
+            (
+                "strait-offset-map.C.internal",
+                "A.strait-offset-map.C.internal",
+            ),
+            ("C.checkpoints.internal", "A.C.checkpoints.internal"),
+        ] {
+            assert!(
+                deletable_remote(&f, source, remote).is_err(),
+                "{source} -> {remote}"
+            );
+        }
+        let identity = flow(
+            "replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n",
+        );
+        assert_eq!(deletable_remote(&identity, "orders", "orders"), Ok(()));
+        assert!(deletable_remote(&identity, "orders", "A.orders").is_err());
+    }
 
     #[test]
     fn partition_steps_add_at_most_what_one_request_may() {

@@ -26,7 +26,7 @@ use indexmap::{IndexMap, IndexSet};
 use strait_kafka::produce::ProducerConfig;
 use strait_kafka::Client;
 use strait_wire::offset_map::{
-    Compacted, MapEntry, MapKey, MapLoader, MapRecord, OffsetMap, SourcePartition,
+    Compacted, MapEntry, MapKey, MapLoader, MapRecord, OffsetMap, PartitionMap, SourcePartition,
 };
 
 use super::error::InternalError;
@@ -150,6 +150,47 @@ impl MapStore {
     pub fn note_compacted(&mut self, partition: &SourcePartition, compacted: &Compacted) {
         self.note(partition, MapEntry::Floor(compacted.floor));
         for key in compacted.tombstones(partition) {
+            self.note_removed(key);
+        }
+    }
+
+    /// Notes that `partition` left the map entirely (its source topic was deleted and the flow
+    /// forgets it; `map` is what the map held for it): the next flush writes a tombstone for
+    /// each of its keys, and drops what was noted for it and not yet written. The floor goes
+    /// first and the extent last, so that a write cut short leaves what loads: entries without
+    /// a floor load, a floor without its entries would not.
+    pub fn note_partition_removed(
+        &mut self,
+        partition: &SourcePartition,
+        map: Option<&PartitionMap>,
+    ) {
+        let mut keys = vec![MapKey::Floor {
+            partition: partition.clone(),
+        }];
+        if let Some(map) = map {
+            keys.extend(map.segments().iter().map(|s| MapKey::Segment {
+                partition: partition.clone(),
+                src_start: s.src_start,
+            }));
+            keys.extend(map.lost_ranges().iter().map(|r| MapKey::Lost {
+                partition: partition.clone(),
+                src_from: r.src_from,
+            }));
+        }
+        keys.extend(
+            self.pending
+                .keys()
+                .filter(|k| {
+                    k.partition() == partition
+                        && !matches!(k, MapKey::Floor { .. } | MapKey::Extent { .. })
+                })
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+        keys.push(MapKey::Extent {
+            partition: partition.clone(),
+        });
+        for key in keys {
             self.note_removed(key);
         }
     }
@@ -346,6 +387,105 @@ mod tests {
         // Noting a removed key again (never the case for a dropped entry) cancels the removal.
         store.note(&sp, MapEntry::Segment(compacted.segments[0]));
         assert_eq!(store.removed.len(), 3);
+    }
+
+    #[test]
+    fn a_partition_forgotten_is_tombstoned_floor_first_extent_last() {
+        let gone = SourcePartition::new("gone", 0);
+        let kept = SourcePartition::new("kept", 0);
+        let mut map = PartitionMap::new();
+        let mut store = store();
+        for i in 0..4 {
+            let segment = map.record(i * 11, i * 10, 10).unwrap();
+            store.note(&gone, MapEntry::Segment(segment));
+        }
+        let lost = map.record_lost(44, 50).unwrap();
+        store.note(&gone, MapEntry::Lost(lost));
+        let compacted = map.compact_below(20).unwrap();
+        store.note_compacted(&gone, &compacted);
+        let mut other = PartitionMap::new();
+        store.note(&kept, MapEntry::Segment(other.record(0, 0, 5).unwrap()));
+
+        store.note_partition_removed(&gone, Some(&map));
+        // Nothing of `gone` is written any more but tombstones; `kept` is untouched.
+        assert!(store.pending.keys().all(|k| k.partition() == &kept));
+        assert_eq!(store.pending.len(), 1);
+        let removed: Vec<&MapKey> = store.removed.iter().collect();
+        assert!(removed.iter().all(|k| k.partition() == &gone));
+        // The two segments compacted away were tombstoned by the compaction already; the
+        // floor comes before the entries that remain, the extent after them.
+        let floor = removed
+            .iter()
+            .position(|k| matches!(k, MapKey::Floor { .. }))
+            .unwrap();
+        let extent = removed
+            .iter()
+            .position(|k| matches!(k, MapKey::Extent { .. }))
+            .unwrap();
+        assert_eq!(extent, removed.len() - 1);
+        for key in [
+            MapKey::Segment {
+                partition: gone.clone(),
+                src_start: 22,
+            },
+            MapKey::Segment {
+                partition: gone.clone(),
+                src_start: 33,
+            },
+            MapKey::Lost {
+                partition: gone.clone(),
+                src_from: 44,
+            },
+        ] {
+            let at = removed.iter().position(|k| **k == key).unwrap();
+            assert!(floor < at && at < extent, "{key:?}");
+        }
+
+        // What the topic holds once every record and tombstone is applied: `gone` loads as
+        // nothing, and a write cut anywhere among the tombstones still loads.
+        let mut records: Vec<(MapKey, Option<MapRecord>)> = Vec::new();
+        for segment in map.segments() {
+            records.push((
+                MapKey::Segment {
+                    partition: gone.clone(),
+                    src_start: segment.src_start,
+                },
+                Some(MapRecord {
+                    partition: gone.clone(),
+                    entry: MapEntry::Segment(*segment),
+                    generation: GENERATION,
+                }),
+            ));
+        }
+        for entry in [
+            MapEntry::Lost(lost),
+            MapEntry::Floor(compacted.floor),
+            MapEntry::Extent(map.extent().unwrap()),
+        ] {
+            let record = MapRecord {
+                partition: gone.clone(),
+                entry,
+                generation: GENERATION,
+            };
+            records.push((record.key(), Some(record)));
+        }
+        let tombstones: Vec<MapKey> = store.removed.iter().cloned().collect();
+        for cut in 0..=tombstones.len() {
+            let mut loader = MapLoader::new();
+            for (key, record) in &records {
+                let value = record.as_ref().map(MapRecord::encode_value);
+                loader
+                    .apply(&encode_key(key).unwrap(), value.as_deref())
+                    .unwrap();
+            }
+            for key in &tombstones[..cut] {
+                loader.apply(&encode_key(key).unwrap(), None).unwrap();
+            }
+            let loaded = loader.finish().unwrap_or_else(|e| panic!("cut {cut}: {e}"));
+            if cut == tombstones.len() {
+                assert!(loaded.partition(&gone).is_none());
+            }
+        }
     }
 
     /// A failed write's notes come back, except keys noted or removed while it was out.

@@ -219,6 +219,15 @@ impl OffsetSyncQueue {
         }
     }
 
+    /// Forgets source topic `topic`: its partitions' states and the syncs queued for them. For
+    /// a topic deleted on the source whose remote topic went with it; a topic made again under
+    /// the name starts from MM2's state of a new partition.
+    pub fn forget_topic(&mut self, topic: &str) {
+        self.states.remove(topic);
+        self.pending.retain(|(t, _), _| t != topic);
+        self.delayed.retain(|(t, _), _| t != topic);
+    }
+
     /// What a flush would write now, in order: the syncs queued to send at once and, with
     /// `include_delayed`, the held-back ones too (MM2's `promoteDelayedOffsetSyncs`, which
     /// replaces a partition's pending sync with its newer delayed one). At most one per
@@ -334,6 +343,11 @@ impl OffsetSyncWriter {
     /// in the order of each partition's writes.
     pub fn on_batch(&mut self, source_topic: &str, partition: i32, runs: &[(i64, i64, i64)]) {
         self.queue.on_batch(source_topic, partition, runs);
+    }
+
+    /// Forgets source topic `topic` ([`OffsetSyncQueue::forget_topic`]).
+    pub fn forget_topic(&mut self, topic: &str) {
+        self.queue.forget_topic(topic);
     }
 
     /// Writes the syncs queued to send at once and, with `include_delayed`, the held-back ones

@@ -697,7 +697,7 @@ impl Flow {
         let parts: Vec<(TopicPartition, TopicPartition, Option<i64>)> = self
             .partitions
             .iter()
-            .filter(|(_, p)| p.halted.is_none())
+            .filter(|(_, p)| !p.stopped())
             .map(|(tp, p)| {
                 let resume = p.refused.as_ref().map(|r| r.resume);
                 (tp.clone(), p.remote.clone(), resume)

@@ -1,0 +1,241 @@
+//! A source topic deleted while strait mirrors it (`docs/mirroring.md`, "Source topics
+//! deleted"): with `strait.sync.topic.deletions.enabled` its remote topic goes too, and a topic
+//! created again under the name is mirrored afresh from its start; without, the remote topic
+//! stays with all its records, as with MM2. A topic that merely stops passing the filter is
+//! never deleted: `flow/topics.rs` unit tests (`confirm_deleted` reads the source's unfiltered
+//! listing).
+
+mod common;
+
+use std::time::Duration;
+
+use strait_core::flow::Flow;
+use strait_kafka::admin::{IsolationLevel, NewTopic, OffsetSpec};
+use strait_kafka::{Client, TopicPartition};
+use strait_testkit::{Clusters, Rdk, TestRecord};
+use strait_wire::offset_map::{SourcePartition, Translation};
+use tokio::time::Instant;
+
+/// `n` records over `partitions` partitions, with a header and a timestamp of their own, so
+/// that every byte a copy must keep is checked.
+fn records(partitions: i32, n: usize, tag: &str) -> Vec<TestRecord> {
+    let stamp = common::now_ms() - 60_000;
+    (0..n)
+        .map(|i| {
+            TestRecord::new(
+                i as i32 % partitions,
+                Some(format!("{tag}-k{i}").as_bytes()),
+                Some(format!("{tag}-value-{i}").repeat(3).as_bytes()),
+            )
+            .with_header("h", Some(tag.as_bytes()))
+            .with_timestamp(stamp + i as i64)
+        })
+        .collect()
+}
+
+/// `want` sorted as `Rdk::consume` returns records: by partition, then in the order written.
+fn by_partition(want: &[TestRecord]) -> Vec<&TestRecord> {
+    let mut sorted: Vec<&TestRecord> = want.iter().collect();
+    sorted.sort_by_key(|r| r.partition);
+    sorted
+}
+
+/// Key, value, headers and timestamp equal, record by record.
+fn assert_same(got: &[TestRecord], want: &[TestRecord]) {
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(by_partition(want)).enumerate() {
+        assert!(g.same_payload(w), "record {i}: {g:?} vs {w:?}");
+        assert_eq!(g.timestamp_ms, w.timestamp_ms, "record {i}");
+    }
+}
+
+/// `(log start, end)` of `topic`'s partition `p`.
+async fn log_range(client: &Client, topic: &str, p: i32) -> (i64, i64) {
+    let tp = TopicPartition::new(topic, p);
+    let mut ends = [0; 2];
+    for (end, spec) in ends
+        .iter_mut()
+        .zip([OffsetSpec::Earliest, OffsetSpec::Latest])
+    {
+        *end = client
+            .list_offset(&tp, spec, IsolationLevel::ReadUncommitted)
+            .await
+            .unwrap()
+            .offset;
+    }
+    (ends[0], ends[1])
+}
+
+async fn exists(client: &Client, topic: &str) -> bool {
+    client
+        .refresh_metadata()
+        .await
+        .unwrap()
+        .topics
+        .contains_key(topic)
+}
+
+/// Creates `topic` once Kafka lets it (right after a deletion it may not yet), and waits for
+/// its partitions' leaders.
+async fn create(client: &Client, topic: &str, partitions: i32) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match client.create_topic(NewTopic::new(topic, partitions)).await {
+            Ok(()) => break,
+            Err(e) => assert!(Instant::now() < deadline, "{e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for p in 0..partitions {
+        let tp = TopicPartition::new(topic, p);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while client
+            .list_offset(&tp, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
+            .await
+            .is_err()
+        {
+            assert!(Instant::now() < deadline, "{topic} has no leader");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+async fn delete(client: &Client, topic: &str) {
+    let deleted = client.delete_topics(&[topic]).await.unwrap();
+    assert!(deleted.iter().all(|(_, r)| r.is_ok()), "{deleted:?}");
+}
+
+/// Runs rounds for `how_long`, none of which may fail.
+async fn rounds_for(flow: &mut Flow, how_long: Duration) {
+    let until = Instant::now() + how_long;
+    while Instant::now() < until {
+        flow.round().await.expect("the flow goes on");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+const REFRESH: &str = "refresh.topics.interval.seconds = 1\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_source_topic_takes_its_remote_topic_only_when_asked() {
+    let clusters = Clusters::start();
+    let rdk = Rdk::new();
+    let (source, target) = (&clusters.source.bootstrap, &clusters.target.bootstrap);
+    let src = common::client(source).await;
+    let tgt = common::client(target).await;
+
+    // Off (the default): the source topic is deleted, the remote topic stays with everything.
+    create(&src, "kept", 1).await;
+    let kept = records(1, 40, "kept");
+    rdk.produce(source, "kept", &kept, "lz4");
+    let mut flow = common::start_flow(
+        source,
+        target,
+        &format!("{REFRESH}source->target.topics = kept"),
+    )
+    .await;
+    flow.run_until_caught_up().await.unwrap();
+    assert_eq!(log_range(&tgt, "source.kept", 0).await, (0, 40));
+    delete(&src, "kept").await;
+    // Five refresh intervals: the two-refresh rule is met twice over.
+    rounds_for(&mut flow, Duration::from_secs(5)).await;
+    assert!(!exists(&src, "kept").await);
+    assert!(
+        exists(&tgt, "source.kept").await,
+        "the remote topic is kept"
+    );
+    assert_eq!(log_range(&tgt, "source.kept", 0).await, (0, 40));
+    assert_same(
+        &rdk.consume(target, "source.kept", 40, Duration::from_secs(30)),
+        &kept,
+    );
+    assert!(flow.halted().is_empty(), "{:?}", flow.halted());
+    // The partition stopped: a run to the end does not wait on it.
+    flow.run_until_caught_up().await.unwrap();
+    drop(flow);
+
+    // On: the remote topic is deleted, and the topic made again is mirrored from its start.
+    create(&src, "t", 2).await;
+    let old = records(2, 60, "old");
+    rdk.produce(source, "t", &old, "zstd");
+    let extra = format!(
+        "{REFRESH}source->target.topics = t\n\
+         source->target.strait.sync.topic.deletions.enabled = true"
+    );
+    let mut flow = common::start_flow(source, target, &extra).await;
+    flow.run_until_caught_up().await.unwrap();
+    assert_same(
+        &rdk.consume(target, "source.t", 60, Duration::from_secs(30)),
+        &old,
+    );
+    delete(&src, "t").await;
+    let deleted_at = Instant::now();
+    let deadline = deleted_at + Duration::from_secs(60);
+    while exists(&tgt, "source.t").await {
+        assert!(Instant::now() < deadline, "the remote topic is still there");
+        flow.round().await.expect("the flow goes on");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Not at the first refresh that missed it: at the one after.
+    assert!(
+        deleted_at.elapsed() >= Duration::from_millis(900),
+        "deleted after {:?}",
+        deleted_at.elapsed()
+    );
+    assert!(
+        flow.map().iter().all(|(sp, _)| sp.topic != "t"),
+        "the map forgot t"
+    );
+    assert!(flow.topics().iter().all(|t| t.source != "t"));
+    // The other flow's remote topic and strait's own topics are untouched.
+    assert!(exists(&tgt, "source.kept").await);
+    assert!(exists(&tgt, "strait-offset-map.source.internal").await);
+
+    create(&src, "t", 2).await;
+    let new = records(2, 30, "new");
+    rdk.produce(source, "t", &new, "none");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        flow.round().await.expect("the flow goes on");
+        let mirrored = flow
+            .map()
+            .iter()
+            .filter(|(sp, _)| sp.topic == "t")
+            .filter_map(|(_, m)| m.src_end())
+            .sum::<i64>();
+        if mirrored >= 30 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the new topic is not mirrored");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    flow.run_until_caught_up().await.unwrap();
+    assert!(flow.halted().is_empty(), "{:?}", flow.halted());
+    for p in 0..2 {
+        assert_eq!(
+            log_range(&tgt, "source.t", p).await,
+            (0, 15),
+            "partition {p}"
+        );
+        let map = flow.map().partition(&SourcePartition::new("t", p)).unwrap();
+        for offset in [0, 14] {
+            assert_eq!(
+                map.translate(offset),
+                Translation::Exact { target: offset },
+                "partition {p} offset {offset}"
+            );
+        }
+    }
+    assert_same(
+        &rdk.consume(target, "source.t", 30, Duration::from_secs(30)),
+        &new,
+    );
+    drop(flow);
+
+    // A restart finds the map written without the old topic: nothing halted, nothing again.
+    let mut flow = common::start_flow(source, target, &extra).await;
+    assert!(flow.halted().is_empty(), "{:?}", flow.halted());
+    flow.run_until_caught_up().await.unwrap();
+    assert_eq!(flow.stats().records, 0, "{:?}", flow.stats());
+    assert_eq!(flow.stats().duplicate_records, 0, "{:?}", flow.stats());
+}
