@@ -780,8 +780,10 @@ fn render(report: &Report) -> String {
         line(
             "reads",
             format!(
-                "{}, from {} when never mirrored, {} bytes in flight",
-                s.isolation_level, s.start, s.max_bytes_in_flight
+                "{}, from {} when never mirrored, {} in flight",
+                s.isolation_level,
+                s.start,
+                crate::format::bytes(s.max_bytes_in_flight as f64)
             ),
         );
         if let Some(now) = &row.now {

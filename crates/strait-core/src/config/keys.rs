@@ -277,7 +277,11 @@ fn classify_flow_suffix(rest: &str) -> Option<WarningKind> {
         return Some(WarningKind::Unused { reason });
     }
     if is_flow_client_key(rest) {
-        return None;
+        // Accepted as MM2 accepts it; a key strait's client does not act on says so.
+        return Role::ALL.iter().find_map(|role| {
+            let key = rest.strip_prefix(role.prefix())?;
+            client_key_unused(*role, key).map(|reason| WarningKind::Unused { reason })
+        });
     }
     if is_connection_key(rest) || rest == "bootstrap.servers" {
         return Some(WarningKind::Unused {
@@ -300,7 +304,7 @@ fn classify_cluster_suffix(rest: &str) -> Option<WarningKind> {
                     reason: ROLE_BOOTSTRAP,
                 })
             } else {
-                None
+                client_key_unused(role, client_key).map(|reason| WarningKind::Unused { reason })
             };
         }
     }
@@ -359,13 +363,28 @@ mod tests {
             "A->B.topics",
             "A.bootstrap.servers",
             "A.ssl.truststore.location",
-            "A.consumer.max.poll.records",
-            "A->B.producer.compression.type",
+            "A.consumer.fetch.max.bytes",
+            "A->B.producer.delivery.timeout.ms",
             "security.protocol",
             "sasl.jaas.config",
             "strait.max.bytes.in.flight",
         ] {
             assert_eq!(classify(k, &aliases()), None, "{k}");
+        }
+    }
+
+    #[test]
+    fn client_keys_strait_does_not_act_on_say_so() {
+        for k in [
+            "A.consumer.max.poll.records",
+            "A->B.producer.compression.type",
+            "B.producer.linger.ms",
+        ] {
+            assert!(
+                matches!(classify(k, &aliases()), Some(WarningKind::Unused { .. })),
+                "{k}: {:?}",
+                classify(k, &aliases())
+            );
         }
     }
 
