@@ -7,7 +7,7 @@
 //! leader epoch errors, a broken connection). Every Metadata request sets
 //! `allow_auto_topic_creation=false`: some brokers create a topic merely because it was asked about.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
 use std::sync::{Arc, Mutex as StdMutex, RwLock};
 use std::time::Duration;
@@ -334,18 +334,23 @@ impl Client {
     /// Metadata for the named topics only (one request, no cache update). Unknown topics are
     /// absent from the answer rather than an error; no topic is ever created by asking.
     pub async fn topic_metadata(&self, topics: &[&str]) -> Result<Metadata> {
-        let request = MetadataRequest::default()
-            .with_topics(Some(
-                topics
-                    .iter()
-                    .map(|t| {
-                        MetadataRequestTopic::default()
-                            .with_name(Some(TopicName(StrBytes::from_string((*t).to_owned()))))
-                    })
-                    .collect(),
-            ))
-            .with_allow_auto_topic_creation(false);
-        parse_metadata(self.send_any(&request).await?)
+        parse_metadata(self.send_any(&named_metadata_request(topics)).await?)
+    }
+
+    /// Of the named topics, those the cluster says do not exist (UNKNOWN_TOPIC_OR_PARTITION to
+    /// a request naming them). A topic the principal may not describe is answered
+    /// TOPIC_AUTHORIZATION_FAILED, whether it exists or not, and is not among them: missing
+    /// from a listing is not proof that a topic was deleted.
+    pub async fn unknown_topics(&self, topics: &[&str]) -> Result<BTreeSet<String>> {
+        let response = self.send_any(&named_metadata_request(topics)).await?;
+        Ok(response
+            .topics
+            .into_iter()
+            .filter(|t| {
+                t.error_code == kafka_protocol::error::ResponseError::UnknownTopicOrPartition.code()
+            })
+            .filter_map(|t| t.name.map(|n| n.0.to_string()))
+            .collect())
     }
 
     /// The leader of a partition, refreshing metadata once if it is not known.
@@ -560,6 +565,21 @@ impl Client {
         let mut slots = self.inner.slots.lock().await;
         slots.clear();
     }
+}
+
+/// A Metadata request for the named topics only, creating none.
+fn named_metadata_request(topics: &[&str]) -> MetadataRequest {
+    MetadataRequest::default()
+        .with_topics(Some(
+            topics
+                .iter()
+                .map(|t| {
+                    MetadataRequestTopic::default()
+                        .with_name(Some(TopicName(StrBytes::from_string((*t).to_owned()))))
+                })
+                .collect(),
+        ))
+        .with_allow_auto_topic_creation(false)
 }
 
 fn parse_metadata(response: kafka_protocol::messages::MetadataResponse) -> Result<Metadata> {

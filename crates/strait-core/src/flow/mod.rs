@@ -509,18 +509,34 @@ impl Flow {
                     |(_, p)| p.remote.topic.clone(),
                 );
             if self.config.sync_topic_deletions {
-                match topics::deletable_remote(&self.config, &topic, &remote) {
-                    Ok(()) => {
-                        if self.delete_remote(&topic, &remote).await? {
-                            continue;
-                        }
-                    }
-                    Err(why) => tracing::warn!(
+                // Missing from the listing twice; before anything is deleted, the source must
+                // say the topic is unknown when asked by name. A topic this principal may no
+                // longer describe (an ACL taken away) is missing from listings too, and its
+                // remote topic is the copy to keep.
+                let unknown = self.source.unknown_topics(&[topic.as_str()]).await?;
+                if !unknown.contains(&topic) {
+                    tracing::warn!(
                         flow = %self.config.name(),
                         source_topic = %topic,
                         remote_topic = %remote,
-                        "source topic deleted; its remote topic is kept: {why}"
-                    ),
+                        "source topic is missing from the source's topic list, but the source \
+                         does not answer that it is unknown (no Describe permission on it?); \
+                         its remote topic is kept and its partitions stop"
+                    );
+                } else {
+                    match topics::deletable_remote(&self.config, &topic, &remote) {
+                        Ok(()) => {
+                            if self.delete_remote(&topic, &remote).await? {
+                                continue;
+                            }
+                        }
+                        Err(why) => tracing::warn!(
+                            flow = %self.config.name(),
+                            source_topic = %topic,
+                            remote_topic = %remote,
+                            "source topic deleted; its remote topic is kept: {why}"
+                        ),
+                    }
                 }
             } else {
                 tracing::info!(
