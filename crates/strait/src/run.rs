@@ -489,13 +489,13 @@ fn producer_config(
     props: &strait_core::config::ClientProps,
 ) -> anyhow::Result<strait_kafka::produce::ProducerConfig> {
     let mut config = strait_kafka::produce::ProducerConfig::default();
-    if let Some(d) = millis(props, "producer", "delivery.timeout.ms")? {
+    if let Some(d) = millis(props, Role::Producer, "delivery.timeout.ms")? {
         config.delivery_timeout = d;
     }
-    if let Some(d) = millis(props, "producer", "request.timeout.ms")? {
+    if let Some(d) = millis(props, Role::Producer, "request.timeout.ms")? {
         config.broker_timeout = d;
     }
-    if let Some(n) = bytes(props, "producer", "max.request.size")? {
+    if let Some(n) = bytes(props, Role::Producer, "max.request.size")? {
         config.max_request_size = n as usize;
     }
     Ok(config)
@@ -511,66 +511,56 @@ fn fetch_options(props: &strait_core::config::ClientProps) -> anyhow::Result<Flo
         partition_bytes_from_budget: true,
         ..FlowOptions::default()
     };
-    if let Some(d) = millis(props, "consumer", "fetch.max.wait.ms")? {
+    if let Some(d) = millis(props, Role::Consumer, "fetch.max.wait.ms")? {
         options.fetch_max_wait = d;
     }
-    if let Some(n) = bytes(props, "consumer", "fetch.min.bytes")? {
+    if let Some(n) = bytes(props, Role::Consumer, "fetch.min.bytes")? {
         options.fetch_min_bytes = n;
     }
-    if let Some(n) = bytes(props, "consumer", "fetch.max.bytes")? {
+    if let Some(n) = bytes(props, Role::Consumer, "fetch.max.bytes")? {
         options.fetch_max_bytes = n;
     }
-    if let Some(n) = bytes(props, "consumer", "max.partition.fetch.bytes")? {
+    if let Some(n) = bytes(props, Role::Consumer, "max.partition.fetch.bytes")? {
         options.partition_max_bytes = n;
         options.partition_bytes_from_budget = false;
     }
-    if let Some(v) = props.get("check.crcs") {
-        // As Kafka's ConfigDef reads a boolean: true or false, any case, blanks around.
-        options.check_crcs = match v.expose().trim().to_ascii_lowercase().as_str() {
-            "true" => true,
-            "false" => false,
-            _ => anyhow::bail!("consumer check.crcs must be true or false"),
-        };
+    if let Some(check) = value::<bool>(props, Role::Consumer, "check.crcs")? {
+        options.check_crcs = check;
     }
     Ok(options)
 }
 
+/// `key` of the `role` client as milliseconds.
 fn millis(
     props: &strait_core::config::ClientProps,
-    role: &str,
+    role: Role,
     key: &str,
 ) -> anyhow::Result<Option<std::time::Duration>> {
-    props
-        .get(key)
-        .map(|v| {
-            v.expose()
-                .trim()
-                .parse::<u64>()
-                .map(std::time::Duration::from_millis)
-                .with_context(|| format!("{role} {key} must be a number of milliseconds"))
-        })
-        .transpose()
+    Ok(value::<u64>(props, role, key)?.map(std::time::Duration::from_millis))
 }
 
-/// A byte count from 1 to 2 GiB (the wire's int32).
+/// `key` of the `role` client as a byte count (1 to 2 GiB, the wire's int32).
 fn bytes(
     props: &strait_core::config::ClientProps,
-    role: &str,
+    role: Role,
     key: &str,
 ) -> anyhow::Result<Option<i32>> {
-    props
-        .get(key)
-        .map(|v| {
-            v.expose()
-                .trim()
-                .parse::<i32>()
-                .ok()
-                .filter(|n| *n >= 1)
-                .with_context(|| {
-                    format!("{role} {key} must be a number of bytes from 1 to 2147483647")
-                })
-        })
-        .transpose()
+    value::<i32>(props, role, key)
+}
+
+/// `key` of the `role` client, checked as the key catalogue reads it, then parsed.
+fn value<T: std::str::FromStr>(
+    props: &strait_core::config::ClientProps,
+    role: Role,
+    key: &str,
+) -> anyhow::Result<Option<T>> {
+    let Some(text) = props.checked(role, key).map_err(anyhow::Error::msg)? else {
+        return Ok(None);
+    };
+    let parsed = text.to_ascii_lowercase().parse::<T>().ok();
+    parsed
+        .map(Some)
+        .with_context(|| format!("{}{key} = {text:?} cannot be read", role.prefix()))
 }
 
 #[cfg(test)]
@@ -579,12 +569,24 @@ mod tests {
 
     /// The resolved keys of the `a->b` flow's `side` client in `role`, with `extra` lines.
     fn client_props(extra: &str, side: Side, role: Role) -> strait_core::config::ClientProps {
-        let text = format!(
+        let config = StraitConfig::parse(&file(extra), "t.properties").unwrap();
+        config.client_props(&config.flows[0], side, role)
+    }
+
+    fn file(extra: &str) -> String {
+        format!(
             "clusters = a, b\na.bootstrap.servers = h:1\nb.bootstrap.servers = h:2\n\
              a->b.enabled = true\n{extra}\n"
-        );
-        let config = StraitConfig::parse(&text, "t.properties").unwrap();
-        config.client_props(&config.flows[0], side, role)
+        )
+    }
+
+    /// A client value strait acts on is checked when the file is read: the error names the
+    /// line and the key.
+    fn refused(extra: &str) {
+        let e = StraitConfig::parse(&file(extra), "t.properties").unwrap_err();
+        let key = extra.split(" = ").next().unwrap();
+        let text = e.to_string();
+        assert!(text.contains(key) && text.contains(":5"), "{extra}: {text}");
     }
 
     fn props(extra: &str) -> strait_core::config::ClientProps {
@@ -604,11 +606,8 @@ mod tests {
             defaults.delivery_timeout,
             std::time::Duration::from_secs(120)
         );
-        let bad = producer_config(&props("b.producer.delivery.timeout.ms = soon")).unwrap_err();
-        assert!(
-            format!("{bad:#}").contains("delivery.timeout.ms"),
-            "{bad:#}"
-        );
+        refused("b.producer.delivery.timeout.ms = soon");
+        refused("a->b.producer.max.request.size = 0");
         let sized = producer_config(&props("b.producer.max.request.size = 4194304")).unwrap();
         assert_eq!(sized.max_request_size, 4 << 20);
         assert_eq!(defaults.max_request_size, 1 << 20);
@@ -663,14 +662,9 @@ mod tests {
             "a.consumer.fetch.max.bytes = 3000000000",
             "a.consumer.fetch.min.bytes = lots",
             "a.consumer.check.crcs = yes",
+            "a->b.consumer.fetch.max.wait.ms = -1",
         ] {
-            let e = fetch_options(&consumer_props(bad)).unwrap_err();
-            let key = bad
-                .split(" = ")
-                .next()
-                .unwrap()
-                .trim_start_matches("a.consumer.");
-            assert!(format!("{e:#}").contains(key), "{bad}: {e:#}");
+            refused(bad);
         }
     }
 }

@@ -121,6 +121,26 @@ impl ClientProps {
             .unwrap_or_default()
     }
 
+    /// The trimmed value of `key` of the `role` client, checked as the key catalogue
+    /// (`catalogue.rs`) reads it; `None` when unset. The values of a file were checked when it
+    /// was read, so the error (what was expected) comes only from settings made otherwise.
+    pub fn checked(&self, role: Role, key: &str) -> Result<Option<&str>, String> {
+        let Some(value) = self.get(key) else {
+            return Ok(None);
+        };
+        let value = value.expose();
+        if let Some(def) = super::catalogue::client_key(role, key) {
+            super::catalogue::check_value(def.value, value).map_err(|expected| {
+                format!(
+                    "{}{key} = {value:?}: expected {}",
+                    role.prefix(),
+                    expected.text()
+                )
+            })?;
+        }
+        Ok(Some(value.trim()))
+    }
+
     /// Sets `key` unless it is set: MM2's `putIfAbsent`.
     pub(crate) fn insert_if_absent(&mut self, key: &str, value: &str) {
         if !self.entries.contains_key(key) {

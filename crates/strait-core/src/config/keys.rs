@@ -1,84 +1,18 @@
-//! The catalogue of keys: which strait reads, which MM2 keys it accepts without using (and why),
-//! and the warning each other key earns.
+//! The warning each key of a file earns, from the key catalogue (`catalogue.rs`): nothing for
+//! a key strait reads, else deprecated, unused (and why) or unknown (and the nearest known key).
 
+use super::catalogue::{self, Place, Status};
 use super::client::{is_connection_key, Role};
 use super::error::WarningKind;
 use super::flowkey::{parse_flow_key, FlowKey};
 
-/// Keys read per flow, as `S->T.<key>` or as top-level `<key>` (the flow's wins).
-pub(crate) const FLOW_KEYS: &[&str] = &[
-    "enabled",
-    "topics",
-    "topics.exclude",
-    "topics.blacklist",
-    "groups",
-    "groups.exclude",
-    "groups.blacklist",
-    "replication.policy.class",
-    "replication.policy.separator",
-    "replication.policy.internal.topic.separator.enabled",
-    "replication.factor",
-    "offset-syncs.topic.replication.factor",
-    "checkpoints.topic.replication.factor",
-    "heartbeats.topic.replication.factor",
-    "offset-syncs.topic.location",
-    "emit.offset-syncs.enabled",
-    "offset.lag.max",
-    "refresh.topics.enabled",
-    "refresh.topics.interval.seconds",
-    "refresh.groups.enabled",
-    "refresh.groups.interval.seconds",
-    "sync.topic.configs.enabled",
-    "sync.topic.configs.interval.seconds",
-    "sync.topic.acls.enabled",
-    "sync.topic.acls.interval.seconds",
-    "emit.checkpoints.enabled",
-    "emit.checkpoints.interval.seconds",
-    "sync.group.offsets.enabled",
-    "sync.group.offsets.interval.seconds",
-    "emit.heartbeats.enabled",
-    "emit.heartbeats.interval.seconds",
-    "heartbeats.replication.enabled",
-    "config.properties.exclude",
-    "config.properties.blacklist",
-    "use.defaults.from",
-    "admin.timeout.ms",
-    "source.cluster.alias",
-    "target.cluster.alias",
-    "topic.filter.class",
-    "group.filter.class",
-    "config.property.filter.class",
-    "forwarding.admin.class",
-    STRAIT_MAX_BYTES_IN_FLIGHT,
-    STRAIT_ISOLATION_LEVEL,
-    STRAIT_SYNC_TOPIC_DELETIONS,
-];
-
-/// `strait.max.bytes.in.flight`.
-pub(crate) const STRAIT_MAX_BYTES_IN_FLIGHT: &str = "strait.max.bytes.in.flight";
-/// `strait.isolation.level`.
-pub(crate) const STRAIT_ISOLATION_LEVEL: &str = "strait.isolation.level";
-/// `strait.sync.topic.deletions.enabled`.
-pub(crate) const STRAIT_SYNC_TOPIC_DELETIONS: &str = "strait.sync.topic.deletions.enabled";
-/// strait's own keys.
-pub(crate) const STRAIT_KEYS: &[&str] = &[
-    STRAIT_MAX_BYTES_IN_FLIGHT,
-    STRAIT_ISOLATION_LEVEL,
-    STRAIT_SYNC_TOPIC_DELETIONS,
-];
+pub(crate) use super::catalogue::{
+    STRAIT_ISOLATION_LEVEL, STRAIT_MAX_BYTES_IN_FLIGHT, STRAIT_SYNC_TOPIC_DELETIONS,
+};
 
 /// Keys read only at top level.
 const TOP_LEVEL_KEYS: &[&str] = &["clusters", "bootstrap.servers"];
 
-/// The MM2 keys superseded by KIP-629, and their replacements.
-const DEPRECATED: &[(&str, &str)] = &[
-    ("topics.blacklist", "topics.exclude"),
-    ("groups.blacklist", "groups.exclude"),
-    ("config.properties.blacklist", "config.properties.exclude"),
-];
-
-const CONNECT_WORKER: &str =
-    "it configures Kafka Connect's worker, and strait runs without Connect";
 const TOP_LEVEL_ROLE: &str = "MM2 applies client settings per cluster (`<alias>.consumer.<key>`) \
      or per flow (`<source>-><target>.consumer.<key>`), never at top level";
 const FLOW_CONNECTION: &str = "MM2 takes connection settings from the cluster \
@@ -88,116 +22,43 @@ const CLUSTER_OTHER: &str = "MM2 passes cluster-level keys other than bootstrap.
      for a client setting use `<alias>.consumer.`, `<alias>.producer.` or `<alias>.admin.`";
 const ROLE_BOOTSTRAP: &str =
     "strait connects every client of a cluster through `<alias>.bootstrap.servers`";
+const CLIENT_OTHER: &str =
+    "MM2 hands it to its Java Kafka client; strait's own client has no such setting";
+
+/// The flow keys strait reads (`S->T.<key>` or top-level `<key>`), deprecated names included.
+fn is_flow_key(key: &str) -> bool {
+    catalogue::flow_key(key)
+        .is_some_and(|d| d.place == Place::Flow && !matches!(d.status, Status::Unused { .. }))
+}
 
 /// Why strait ignores an MM2 key it recognises (top-level form, or a flow key without its
 /// prefix); `None` if it is not such a key.
 pub(crate) fn unused_reason(key: &str) -> Option<&'static str> {
-    let reason = match key {
-        "tasks.max" | "tasks.max.enforce" => {
-            "strait spreads a flow's partitions itself; there are no Connect tasks"
-        }
-        "consumer.poll.timeout.ms" => "strait's fetcher waits on the broker, not on a poll timeout",
-        "dedicated.mode.enable.internal.rest" | "listeners" | "admin.listeners" => {
-            "it configures Connect's REST server; strait serves its own HTTP API"
-        }
-        "name" | "connector.class" => "it names a Connect connector; strait has none",
-        "metric.reporters" => "strait exports Prometheus metrics on its HTTP port",
-        "offset.flush.interval.ms" | "offset.flush.timeout.ms" => {
-            "it times Connect's offset commits; strait records progress in its offset map"
-        }
-        "exactly.once.source.support" => {
-            "strait mirrors at least once with an exact offset map; transactions come later"
-        }
-        "group.id" | "client.id" | "plugin.path" => CONNECT_WORKER,
-        // A non-empty `transforms` or `predicates` is refused before warnings are made.
-        "transforms" | "predicates" => {
-            "it lists Single Message Transforms and is empty here, so it changes nothing"
-        }
-        _ => {
-            return if ["offset.storage.", "config.storage.", "status.storage."]
-                .iter()
-                .any(|p| key.starts_with(p))
-            {
-                Some("it configures Connect's internal topics; strait keeps its progress in its offset-map topic")
-            } else if ["key.converter", "value.converter", "header.converter"]
-                .iter()
-                .any(|p| key.starts_with(p))
-            {
-                Some("strait copies keys, values and headers byte for byte (MM2's ByteArrayConverter)")
-            } else if key.starts_with("transforms.") || key.starts_with("predicates.") {
-                Some("it configures a Single Message Transform; strait runs none (it refuses a non-empty `transforms`)")
-            } else if key.starts_with("errors.") {
-                Some("it configures Connect's error handling; strait reports errors itself")
-            } else if key.starts_with("rest.")
-                || key.starts_with("task.")
-                || key.starts_with("worker.")
-            {
-                Some(CONNECT_WORKER)
-            } else {
-                None
-            };
-        }
-    };
-    Some(reason)
+    match catalogue::flow_key(key)?.status {
+        Status::Unused { reason } => Some(reason),
+        _ => None,
+    }
 }
 
-/// The Kafka client keys strait's own client acts on, per role, besides `client.id` and the
-/// connection keys (`security.protocol`, `ssl.*`, `sasl.*`), as `docs/configuration.md` ("What
-/// `strait run` acts on today") lists them. [`classify`] accepts every client key without a
-/// warning, because MM2 hands them all to a Java client; `strait check` says, from this table,
-/// which ones strait's client has no use for.
-pub(crate) const CLIENT_KEYS_ACTED_ON: &[(Role, &[&str])] = &[
-    (
-        Role::Consumer,
-        &[
-            "fetch.max.wait.ms",
-            "fetch.min.bytes",
-            "fetch.max.bytes",
-            "max.partition.fetch.bytes",
-            "check.crcs",
-            "client.rack",
-            "isolation.level",
-            "auto.offset.reset",
-        ],
-    ),
-    (
-        Role::Producer,
-        &[
-            "delivery.timeout.ms",
-            "request.timeout.ms",
-            "max.request.size",
-        ],
-    ),
-    (Role::Admin, &[]),
-];
-
-/// Why strait's client does not use client key `key` of `role`.
-fn unused_client_key_reason(role: Role, key: &str) -> &'static str {
-    match (role, key) {
-        (Role::Producer, "compression.type") => {
-            "strait forwards the source's batches as they were compressed on the source; it \
-             does not recompress"
-        }
-        (
-            Role::Producer,
-            "acks" | "enable.idempotence" | "max.in.flight.requests.per.connection",
-        ) => "strait always produces with acks=all and idempotence on",
-        (Role::Producer, "linger.ms" | "batch.size" | "buffer.memory") => {
-            "strait sends the source's batches whole; there is no producer batching to tune"
-        }
-        _ => "MM2 hands it to its Java Kafka client; strait's own client has no such setting",
+fn deprecated(key: &str) -> Option<&'static str> {
+    match catalogue::flow_key(key)?.status {
+        Status::Deprecated { replacement } => Some(replacement),
+        _ => None,
     }
 }
 
 /// Why strait's client does not act on client key `key` of `role` (without prefixes:
-/// `linger.ms` of [`Role::Producer`]); `None` when it does.
+/// `linger.ms` of [`Role::Producer`]); `None` when it does. Connection keys
+/// (`security.protocol`, `ssl.*`, `sasl.*`) are acted on, as `docs/security.md` describes.
 pub(crate) fn client_key_unused(role: Role, key: &str) -> Option<&'static str> {
-    let acted_on = key == "client.id"
-        || is_connection_key(key)
-        || CLIENT_KEYS_ACTED_ON
-            .iter()
-            .any(|(r, keys)| *r == role && keys.contains(&key));
-    (!acted_on).then(|| unused_client_key_reason(role, key))
+    if is_connection_key(key) {
+        return None;
+    }
+    match catalogue::client_key(role, key).map(|d| d.status) {
+        Some(Status::Used) => None,
+        Some(Status::Unused { reason }) => Some(reason),
+        _ => Some(CLIENT_OTHER),
+    }
 }
 
 /// What a key earns: nothing (`None`), or a warning.
@@ -247,10 +108,10 @@ fn rank(kind: &WarningKind) -> u8 {
 }
 
 fn classify_top_level(key: &str) -> Option<WarningKind> {
-    if let Some((_, replacement)) = DEPRECATED.iter().find(|(old, _)| *old == key) {
+    if let Some(replacement) = deprecated(key) {
         return Some(WarningKind::Deprecated { replacement });
     }
-    if FLOW_KEYS.contains(&key) || TOP_LEVEL_KEYS.contains(&key) || is_connection_key(key) {
+    if is_flow_key(key) || TOP_LEVEL_KEYS.contains(&key) || is_connection_key(key) {
         return None;
     }
     if let Some(reason) = unused_reason(key) {
@@ -262,15 +123,15 @@ fn classify_top_level(key: &str) -> Option<WarningKind> {
         });
     }
     Some(WarningKind::Unknown {
-        hint: closest(key, FLOW_KEYS.iter().chain(TOP_LEVEL_KEYS)),
+        hint: closest(key, flow_key_names().chain(TOP_LEVEL_KEYS.iter().copied())),
     })
 }
 
 fn classify_flow_suffix(rest: &str) -> Option<WarningKind> {
-    if let Some((_, replacement)) = DEPRECATED.iter().find(|(old, _)| *old == rest) {
+    if let Some(replacement) = deprecated(rest) {
         return Some(WarningKind::Deprecated { replacement });
     }
-    if FLOW_KEYS.contains(&rest) {
+    if is_flow_key(rest) {
         return None;
     }
     if let Some(reason) = unused_reason(rest) {
@@ -289,7 +150,7 @@ fn classify_flow_suffix(rest: &str) -> Option<WarningKind> {
         });
     }
     Some(WarningKind::Unknown {
-        hint: closest(rest, FLOW_KEYS.iter()),
+        hint: closest(rest, flow_key_names()),
     })
 }
 
@@ -321,10 +182,18 @@ pub(crate) fn is_flow_client_key(rest: &str) -> bool {
         && Role::ALL.iter().any(|r| rest.starts_with(r.prefix()))
 }
 
+/// The names of the flow keys strait reads.
+fn flow_key_names() -> impl Iterator<Item = &'static str> {
+    catalogue::KEYS
+        .iter()
+        .filter(|d| d.place == Place::Flow && d.status == Status::Used)
+        .map(|d| d.name)
+}
+
 /// The known key nearest to `key` by edit distance, if it is near enough to be a typo.
-fn closest<'a>(key: &str, known: impl Iterator<Item = &'a &'a str>) -> Option<String> {
+fn closest<'a>(key: &str, known: impl Iterator<Item = &'a str>) -> Option<String> {
     known
-        .map(|k| (edit_distance(key, k), *k))
+        .map(|k| (edit_distance(key, k), k))
         .filter(|(d, _)| *d > 0 && *d <= 2)
         .min()
         .map(|(_, k)| k.to_owned())
@@ -428,52 +297,6 @@ mod tests {
             classify("zzz", &aliases()),
             Some(WarningKind::Unknown { hint: None })
         );
-    }
-
-    /// Every key of the catalogue, used or accepted without use, is named in
-    /// `docs/configuration.md` (and `strait check` reads the same catalogue).
-    #[test]
-    fn every_catalogued_key_is_documented() {
-        let doc = include_str!("../../../../docs/configuration.md");
-        let unused = [
-            "tasks.max",
-            "tasks.max.enforce",
-            "consumer.poll.timeout.ms",
-            "dedicated.mode.enable.internal.rest",
-            "listeners",
-            "admin.listeners",
-            "name",
-            "connector.class",
-            "metric.reporters",
-            "offset.flush.interval.ms",
-            "offset.flush.timeout.ms",
-            "exactly.once.source.support",
-            "group.id",
-            "client.id",
-            "plugin.path",
-            "transforms",
-            "predicates",
-        ];
-        for key in unused {
-            assert!(unused_reason(key).is_some(), "{key} has no reason");
-        }
-        for key in FLOW_KEYS.iter().chain(TOP_LEVEL_KEYS).chain(&unused) {
-            assert!(
-                doc.contains(&format!("`{key}`")),
-                "`{key}` is not in docs/configuration.md"
-            );
-        }
-        for (_, keys) in CLIENT_KEYS_ACTED_ON {
-            for key in *keys {
-                assert!(
-                    doc.contains(&format!("`{key}`")),
-                    "`{key}` is not in docs/configuration.md"
-                );
-            }
-        }
-        for (old, new) in DEPRECATED {
-            assert!(doc.contains(&format!("`{old}`")) && doc.contains(&format!("`{new}`")));
-        }
     }
 
     #[test]

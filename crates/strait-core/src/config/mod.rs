@@ -16,6 +16,7 @@
 //! assert_eq!(cfg.flows[0].remote_topic("orders"), "A.orders");
 //! ```
 
+pub mod catalogue;
 pub mod client;
 mod error;
 mod flowkey;

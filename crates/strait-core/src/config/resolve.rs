@@ -6,12 +6,13 @@
 
 use std::path::Path;
 
+use super::catalogue;
 use super::client::{is_connection_key, ClientSettings, Role, SecurityProtocol};
 use super::error::{ConfigError, ConfigErrorReason as Reason, ConfigWarning};
 use super::flowkey::{parse_flow_key, FlowKey};
-use super::keys::{classify, is_flow_client_key, STRAIT_KEYS};
+use super::keys::{classify, is_flow_client_key};
 use super::model::{ClusterAlias, ClusterConfig};
-use super::pair::pair;
+use super::pair::{pair, reason};
 use super::properties::Properties;
 use super::StraitConfig;
 use crate::filter::{java_trim, split_list};
@@ -202,9 +203,9 @@ impl<'a> Resolver<'a> {
                 Some(FlowKey::Valid { rest, .. }) => rest,
                 _ => found.key.as_str(),
             };
-            if name.starts_with("strait.") && !STRAIT_KEYS.contains(&name) {
+            if name.starts_with("strait.") && !catalogue::strait_keys().any(|k| k == name) {
                 let reason = Reason::UnknownStraitKey {
-                    known: STRAIT_KEYS.join(", "),
+                    known: catalogue::strait_keys().collect::<Vec<_>>().join(", "),
                 };
                 return Err(self.fail(&found, reason));
             }
@@ -258,7 +259,7 @@ impl<'a> Resolver<'a> {
             for role in Role::ALL {
                 if let Some(client_key) = rest.strip_prefix(role.prefix()) {
                     if client_key != "bootstrap.servers" {
-                        self.check_client_value(found, client_key)?;
+                        self.check_client_value(found, Some(role), client_key)?;
                         settings
                             .role_mut(role)
                             .insert_if_absent(client_key, found.value);
@@ -272,7 +273,7 @@ impl<'a> Resolver<'a> {
         let top_level = all.iter().map(|f| (f, f.key.as_str()));
         for (found, client_key) in cluster_level.chain(top_level) {
             if is_connection_key(client_key) {
-                self.check_client_value(found, client_key)?;
+                self.check_client_value(found, None, client_key)?;
                 for role in Role::ALL {
                     settings
                         .role_mut(role)
@@ -296,7 +297,7 @@ impl<'a> Resolver<'a> {
             for role in Role::ALL {
                 if let Some(client_key) = rest.strip_prefix(role.prefix()) {
                     if client_key != "bootstrap.servers" {
-                        self.check_client_value(&found, client_key)?;
+                        self.check_client_value(&found, Some(role), client_key)?;
                         settings
                             .role_mut(role)
                             .insert_if_absent(client_key, found.value);
@@ -307,13 +308,26 @@ impl<'a> Resolver<'a> {
         Ok(settings)
     }
 
-    fn check_client_value(&self, found: &Found<'_>, client_key: &str) -> Result<(), ConfigError> {
+    /// A client key's value checked as the catalogue reads it (client keys strait does not act
+    /// on are not checked: MM2's Java client would check them, strait ignores them).
+    fn check_client_value(
+        &self,
+        found: &Found<'_>,
+        role: Option<Role>,
+        client_key: &str,
+    ) -> Result<(), ConfigError> {
         if client_key == "security.protocol" && SecurityProtocol::parse(found.value).is_none() {
             let reason = Reason::InvalidChoice {
                 value: found.value.to_owned(),
                 choices: SecurityProtocol::CHOICES,
             };
             return Err(self.fail(found, reason));
+        }
+        let def = role.and_then(|role| catalogue::client_key(role, client_key));
+        if let Some(def) = def.filter(|d| d.status == catalogue::Status::Used) {
+            if let Err(expected) = catalogue::check_value(def.value, found.value) {
+                return Err(self.fail(found, reason(expected, def.value, found.value)));
+            }
         }
         Ok(())
     }
