@@ -261,11 +261,13 @@ const fn class(name: &'static str, default: &'static str) -> KeyDef {
     }
 }
 
+// Reasons are clauses (no capital, no full stop): a warning reads "`tasks.max` is accepted but
+// not used: <reason>"; the documentation's tables make sentences of them.
 const CONNECT_WORKER: &str =
-    "It configures Kafka Connect's worker, and strait runs without Connect.";
+    "it configures Kafka Connect's worker, and strait runs without Connect";
 const NO_PRODUCER_BATCHING: &str =
-    "strait sends the source's batches whole; there is no producer batching to tune.";
-const ALWAYS_IDEMPOTENT: &str = "strait always produces with acks=all and idempotence on.";
+    "strait sends the source's batches whole; there is no producer batching to tune";
+const ALWAYS_IDEMPOTENT: &str = "strait always produces with acks=all and idempotence on";
 
 use Section::{Naming, Offsets, RemoteTopics, TopicsAndGroups};
 
@@ -744,7 +746,7 @@ pub static KEYS: &[KeyDef] = &[
         Role::Producer,
         "compression.type",
         "strait forwards the source's batches as they were compressed on the source; it does \
-         not recompress.",
+         not recompress",
     ),
     client_unused(Role::Producer, "acks", ALWAYS_IDEMPOTENT),
     client_unused(Role::Producer, "enable.idempotence", ALWAYS_IDEMPOTENT),
@@ -759,52 +761,52 @@ pub static KEYS: &[KeyDef] = &[
     // Kafka Connect's keys.
     connect(
         "tasks.max",
-        "strait spreads a flow's partitions itself; there are no Connect tasks.",
+        "strait spreads a flow's partitions itself; there are no Connect tasks",
     ),
     connect(
         "tasks.max.enforce",
-        "strait spreads a flow's partitions itself; there are no Connect tasks.",
+        "strait spreads a flow's partitions itself; there are no Connect tasks",
     ),
     connect(
         "consumer.poll.timeout.ms",
-        "strait's fetcher waits on the broker, not on a poll timeout.",
+        "strait's fetcher waits on the broker, not on a poll timeout",
     ),
     connect(
         "dedicated.mode.enable.internal.rest",
-        "It configures Connect's REST server; strait serves its own HTTP API.",
+        "it configures Connect's REST server; strait serves its own HTTP API",
     ),
     connect(
         "listeners",
-        "It configures Connect's REST server; strait serves its own HTTP API.",
+        "it configures Connect's REST server; strait serves its own HTTP API",
     ),
     connect(
         "admin.listeners",
-        "It configures Connect's REST server; strait serves its own HTTP API.",
+        "it configures Connect's REST server; strait serves its own HTTP API",
     ),
     connect(
         "rest.*",
-        "It configures Connect's REST server; strait serves its own HTTP API.",
+        "it configures Connect's REST server; strait serves its own HTTP API",
     ),
-    connect("name", "It names a Connect connector; strait has none."),
+    connect("name", "it names a Connect connector; strait has none"),
     connect(
         "connector.class",
-        "It names a Connect connector; strait has none.",
+        "it names a Connect connector; strait has none",
     ),
     connect(
         "metric.reporters",
-        "strait exports Prometheus metrics on its HTTP port.",
+        "strait exports Prometheus metrics on its HTTP port",
     ),
     connect(
         "offset.flush.interval.ms",
-        "It times Connect's offset commits; strait records progress in its offset map.",
+        "it times Connect's offset commits; strait records progress in its offset map",
     ),
     connect(
         "offset.flush.timeout.ms",
-        "It times Connect's offset commits; strait records progress in its offset map.",
+        "it times Connect's offset commits; strait records progress in its offset map",
     ),
     connect(
         "exactly.once.source.support",
-        "strait mirrors at least once with an exact offset map; transactions come later.",
+        "strait mirrors at least once with an exact offset map; transactions come later",
     ),
     connect("group.id", CONNECT_WORKER),
     connect("client.id", CONNECT_WORKER),
@@ -813,55 +815,55 @@ pub static KEYS: &[KeyDef] = &[
     connect("worker.*", CONNECT_WORKER),
     connect(
         "offset.storage.*",
-        "It configures Connect's internal topics; strait keeps its progress in its offset-map \
-         topic.",
+        "it configures Connect's internal topics; strait keeps its progress in its offset-map \
+         topic",
     ),
     connect(
         "config.storage.*",
-        "It configures Connect's internal topics; strait keeps its progress in its offset-map \
-         topic.",
+        "it configures Connect's internal topics; strait keeps its progress in its offset-map \
+         topic",
     ),
     connect(
         "status.storage.*",
-        "It configures Connect's internal topics; strait keeps its progress in its offset-map \
-         topic.",
+        "it configures Connect's internal topics; strait keeps its progress in its offset-map \
+         topic",
     ),
     connect(
         "key.converter*",
-        "strait copies keys, values and headers byte for byte (MM2's ByteArrayConverter).",
+        "strait copies keys, values and headers byte for byte (MM2's ByteArrayConverter)",
     ),
     connect(
         "value.converter*",
-        "strait copies keys, values and headers byte for byte (MM2's ByteArrayConverter).",
+        "strait copies keys, values and headers byte for byte (MM2's ByteArrayConverter)",
     ),
     connect(
         "header.converter*",
-        "strait copies keys, values and headers byte for byte (MM2's ByteArrayConverter).",
+        "strait copies keys, values and headers byte for byte (MM2's ByteArrayConverter)",
     ),
     // A non-empty `transforms` or `predicates` is refused before warnings are made.
     connect(
         "transforms",
-        "It lists Single Message Transforms and is empty here, so it changes nothing (a \
-         non-empty one is refused).",
+        "it lists Single Message Transforms and is empty here, so it changes nothing (a \
+         non-empty one is refused)",
     ),
     connect(
         "predicates",
-        "It lists Single Message Transforms and is empty here, so it changes nothing (a \
-         non-empty one is refused).",
+        "it lists Single Message Transforms and is empty here, so it changes nothing (a \
+         non-empty one is refused)",
     ),
     connect(
         "transforms.*",
-        "It configures a Single Message Transform; strait runs none (it refuses a non-empty \
-         `transforms`).",
+        "it configures a Single Message Transform; strait runs none (it refuses a non-empty \
+         `transforms`)",
     ),
     connect(
         "predicates.*",
-        "It configures a Single Message Transform; strait runs none (it refuses a non-empty \
-         `transforms`).",
+        "it configures a Single Message Transform; strait runs none (it refuses a non-empty \
+         `transforms`)",
     ),
     connect(
         "errors.*",
-        "It configures Connect's error handling; strait reports errors itself.",
+        "it configures Connect's error handling; strait reports errors itself",
     ),
 ];
 
@@ -1000,7 +1002,11 @@ pub fn render_table(section: Section) -> String {
                         format!("`{}`", defs[j].name)
                     })
                     .collect();
-                out.push_str(&format!("| {} | {} |\n", names.join(", "), defs[i].doc));
+                out.push_str(&format!(
+                    "| {} | {} |\n",
+                    names.join(", "),
+                    sentence(defs[i].doc)
+                ));
             }
         }
         _ => {
@@ -1026,6 +1032,14 @@ pub fn render_table(section: Section) -> String {
         }
     }
     out
+}
+
+/// A reason (a clause) as a sentence: `it` capitalised, a full stop at the end.
+fn sentence(reason: &str) -> String {
+    match reason.strip_prefix("it ") {
+        Some(rest) => format!("It {rest}."),
+        None => format!("{reason}."),
+    }
 }
 
 #[cfg(test)]
