@@ -61,6 +61,27 @@ pub enum FlowState {
     Failed,
 }
 
+impl FlowState {
+    /// The name `/v1/status` gives it: `running`, `paused` ...
+    pub fn name(self) -> &'static str {
+        match self {
+            FlowState::Starting => "starting",
+            FlowState::Running => "running",
+            FlowState::Waiting => "waiting",
+            FlowState::Stalled => "stalled",
+            FlowState::Restarting => "restarting",
+            FlowState::Paused => "paused",
+            FlowState::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for FlowState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// An error, when it happened, and how long ago (at the time of the snapshot).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorNote {
@@ -705,6 +726,21 @@ impl Rate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn state_names_are_the_json_names() {
+        for state in [
+            FlowState::Starting,
+            FlowState::Running,
+            FlowState::Waiting,
+            FlowState::Stalled,
+            FlowState::Restarting,
+            FlowState::Paused,
+            FlowState::Failed,
+        ] {
+            assert_eq!(serde_json::to_value(state).unwrap(), state.name());
+        }
+    }
 
     #[test]
     fn lag_seconds_counts_from_the_later_of_last_record_and_last_caught_up() {

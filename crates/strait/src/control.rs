@@ -84,7 +84,7 @@ pub(crate) async fn flow(command: FlowCommand) -> anyhow::Result<()> {
             Some((state, error)) if Instant::now() >= deadline => bail!(
                 "{}: asked to {verb}, still {} after {} s{}",
                 args.flow,
-                state_name(state),
+                state.name(),
                 args.wait_secs,
                 error
                     .map(|e| format!(" (last error: {})", e.message))
@@ -132,11 +132,4 @@ fn error_of(code: u16, body: &str) -> String {
         Ok(v) if v["error"].is_string() => v["error"].as_str().unwrap_or_default().to_owned(),
         _ => format!("answered {code}: {}", body.trim()),
     }
-}
-
-fn state_name(state: FlowState) -> String {
-    serde_json::to_value(state)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
 }

@@ -126,17 +126,16 @@ impl Endpoint {
     }
 }
 
+/// What a path segment escapes: all but RFC 3986's unreserved characters.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
 /// A flow's name as one path segment: `A->B` as `A-%3EB`.
 pub(crate) fn path_segment(name: &str) -> String {
-    let mut out = String::new();
-    for b in name.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(name, SEGMENT).to_string()
 }
 
 /// A raw HTTP answer's status code and body.

@@ -68,7 +68,7 @@ pub(crate) async fn mirror(args: MirrorArgs) -> anyhow::Result<()> {
     // The only value for now: a new one must be handled here (this stops compiling).
     let Until::CaughtUp = args.until;
     let began = Instant::now();
-    let mirroring = run::start(&args.config, run::Until::CaughtUp, args.listen.0).await?;
+    let mirroring = run::start(&args.config, args.listen.0).await?;
     let mut tracked = Vec::new();
     for started in mirroring.flows() {
         let goal = goal(started).await.with_context(|| {

@@ -70,7 +70,7 @@ async fn run_until_caught_up(
     path: &Path,
     listen: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<()> {
-    let mirroring = start(path, Until::CaughtUp, listen).await?;
+    let mirroring = start(path, listen).await?;
     for outcome in mirroring.run(|_, _| {}).await {
         outcome.result?;
     }
@@ -107,21 +107,21 @@ pub(crate) struct FlowOutcome {
     pub(crate) interrupted: bool,
 }
 
-/// Every enabled flow started, with the tasks beside them running.
+/// Every enabled flow started for a one-shot copy (`strait run --until-caught-up`,
+/// `strait mirror`), with the tasks beside them running. `strait run` itself runs each flow
+/// under its own supervisor (`supervisor.rs`).
 #[derive(Debug)]
 pub(crate) struct Mirroring {
     flows: Vec<StartedFlow>,
-    until: Until,
     stop: Stop,
-    side_tasks: tokio::task::JoinHandle<Vec<()>>,
     http: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
 }
 
-/// Loads the config and starts every enabled flow, its checkpoints, topic ACL sync, heartbeats
-/// (not for [`Until::CaughtUp`]) and the HTTP API on `listen`.
+/// Loads the config and starts every enabled flow for a one-shot copy ([`Until::CaughtUp`]):
+/// all of them or none, its checkpoints, topic ACLs synced once, and the HTTP API on `listen`.
+/// No heartbeats: a copy has no liveness to show.
 pub(crate) async fn start(
     path: &Path,
-    until: Until,
     listen: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<Mirroring> {
     let config = StraitConfig::load(path)?;
@@ -146,32 +146,18 @@ pub(crate) async fn start(
     }
     let stop: Stop = async move {
         shutdown_signal().await;
-        match until {
-            Until::Stopped => {
-                tracing::info!("stopping: finishing the current round and writing the offset map")
-            }
-            Until::CaughtUp => tracing::warn!(
-                "interrupted: the copy stops now, mid-round; the next run resumes from the offset \
-                 map and matches what this one wrote beyond it"
-            ),
-        }
+        tracing::warn!(
+            "interrupted: the copy stops now, mid-round; the next run resumes from the offset \
+             map and matches what this one wrote beyond it"
+        );
     }
     .boxed()
     .shared();
-    // Beside the flows: topic ACL sync per flow, and MM2's heartbeats per cluster pair (not for
-    // a one-shot copy, which has no liveness to show).
-    let mut side_tasks: Vec<BoxFuture<'static, ()>> = Vec::new();
     for mut task in acl_tasks {
-        if until == Until::CaughtUp {
-            if let Err(e) = task.sync_once().await {
-                tracing::warn!(error = %e, "cannot sync topic ACLs");
-            }
-        } else {
-            let stop = stop.clone();
-            side_tasks.push(async move { task.run(stop).await }.boxed());
+        if let Err(e) = task.sync_once().await {
+            tracing::warn!(error = %e, "cannot sync topic ACLs");
         }
     }
-    let side_tasks = tokio::spawn(futures::future::join_all(side_tasks));
     let http = listener.map(|listener| {
         if let Ok(addr) = listener.local_addr() {
             tracing::info!(%addr, "HTTP API listening (/healthz, /v1/translate, /v1/groups/GROUP)");
@@ -179,13 +165,7 @@ pub(crate) async fn start(
         let api = std::sync::Arc::new(crate::http::Api::fixed(api));
         tokio::spawn(crate::http::serve(listener, api, stop.clone()))
     });
-    Ok(Mirroring {
-        flows,
-        until,
-        stop,
-        side_tasks,
-        http,
-    })
+    Ok(Mirroring { flows, stop, http })
 }
 
 /// Why a flow did not start.
@@ -291,19 +271,13 @@ impl Mirroring {
         &self.flows
     }
 
-    /// Runs every flow to its end, concurrently: until the signal, or until caught up. A
-    /// signal during a copy until caught up interrupts it at once: the flows still running are
+    /// Runs every flow to its end, concurrently: until caught up. A signal interrupts the copy
+    /// at once: the flows still running are
     /// dropped mid-round (what they wrote beyond the map is matched by the next run, as after a
     /// crash) and end as interrupted. `on_end(i, outcome)` is called as flow `i` ends; the
     /// outcomes come back in config order.
     pub(crate) async fn run(self, on_end: impl Fn(usize, &FlowOutcome)) -> Vec<FlowOutcome> {
-        let Mirroring {
-            flows,
-            until,
-            stop,
-            side_tasks,
-            http,
-        } = self;
+        let Mirroring { flows, stop, http } = self;
         let began = std::time::Instant::now();
         let watched: Vec<_> = flows
             .iter()
@@ -314,14 +288,10 @@ impl Mirroring {
             .enumerate()
             .map(|(i, started)| {
                 let stop = stop.clone();
-                async move { (i, run_flow(started, until, stop).await) }
+                async move { (i, run_flow(started, Until::CaughtUp, stop).await) }
             })
             .collect();
-        let mut interrupted: BoxFuture<'static, ()> = match until {
-            Until::CaughtUp => stop.clone().boxed(),
-            // The flows stop on the signal themselves, between rounds.
-            Until::Stopped => futures::future::pending().boxed(),
-        };
+        let mut interrupted = stop.clone();
         let mut outcomes: Vec<Option<FlowOutcome>> = watched.iter().map(|_| None).collect();
         loop {
             tokio::select! {
@@ -338,8 +308,6 @@ impl Mirroring {
             }
         }
         drop(runs);
-        // On a signal they stop with the flows; after a one-shot copy or a failed flow, at once.
-        side_tasks.abort();
         if let Some(http) = http {
             // Caught up, no signal comes: the API ends with the flows.
             http.abort();

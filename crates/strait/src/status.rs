@@ -89,10 +89,7 @@ fn render(url: &str, report: &StatusReport) -> String {
 }
 
 fn render_flow(out: &mut String, f: &FlowStatus) {
-    let state = serde_json::to_value(f.state)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
+    let state = f.state.name();
     let _ = writeln!(
         out,
         "{}  {}  up {}",
