@@ -223,8 +223,17 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connects to the cluster: reaches a bootstrap broker and loads metadata.
+    /// Connects to the cluster: reaches a bootstrap broker and loads metadata, retrying for up
+    /// to `default.api.timeout.ms`.
     pub async fn connect(config: ClientConfig) -> Result<Self> {
+        let patience = config.operation_timeout;
+        Self::connect_within(config, patience).await
+    }
+
+    /// [`Client::connect`], giving up with the last error when no broker answered within
+    /// `patience` (at most `default.api.timeout.ms`), for a caller that retries on its own
+    /// and wants to say why sooner. Later operations keep the full timeout.
+    pub async fn connect_within(config: ClientConfig, patience: Duration) -> Result<Self> {
         if config.bootstrap.is_empty() {
             return Err(Error::Invalid("bootstrap.servers is empty".into()));
         }
@@ -239,7 +248,8 @@ impl Client {
                 fetch: crate::fetch::FetchState::default(),
             }),
         };
-        client.refresh_metadata().await?;
+        let patience = patience.min(client.inner.config.operation_timeout);
+        client.refresh_metadata_within(patience).await?;
         client.spawn_metadata_timer();
         Ok(client)
     }
@@ -296,6 +306,12 @@ impl Client {
 
     /// Loads metadata for all topics now. Concurrent callers share one request.
     pub async fn refresh_metadata(&self) -> Result<Arc<Metadata>> {
+        self.refresh_metadata_within(self.inner.config.operation_timeout)
+            .await
+    }
+
+    /// [`Client::refresh_metadata`], retrying for up to `patience`.
+    async fn refresh_metadata_within(&self, patience: Duration) -> Result<Arc<Metadata>> {
         let before = *self.inner.metadata_at.lock().map_err(|_| Error::Closed)?;
         let _guard = self.inner.refresh_lock.lock().await;
         let after = *self.inner.metadata_at.lock().map_err(|_| Error::Closed)?;
@@ -308,7 +324,7 @@ impl Client {
             .with_allow_auto_topic_creation(false);
         // Not through `retry`, which itself refreshes metadata on routing errors.
         let config = &self.inner.config;
-        let deadline = Instant::now() + config.operation_timeout;
+        let deadline = Instant::now() + patience;
         let mut backoff = Backoff::new(config.retry_backoff, config.retry_backoff_max);
         let response = loop {
             match self.send_any(&request).await {

@@ -137,7 +137,7 @@ pub(crate) async fn start(
     let mut api = Vec::new();
     let mut acl_tasks = Vec::new();
     for flow in &config.flows {
-        let (started, live, acls) = connect_flow(&config, flow)
+        let (started, live, acls) = connect_flow(&config, flow, std::time::Duration::MAX)
             .await
             .map_err(StartError::into_inner)?;
         api.push(live);
@@ -187,10 +187,12 @@ impl StartError {
 
 /// Connects one flow's clients, places the flow where its map ends and makes what runs beside
 /// it: its checkpoint task (inside the [`StartedFlow`]), what the HTTP API needs of it, and its
-/// topic ACL sync when enabled.
+/// topic ACL sync when enabled. A cluster where no broker answers within `patience` (at most
+/// `default.api.timeout.ms`, 60 s) is a [`StartError::Cluster`] with the last error.
 pub(crate) async fn connect_flow(
     config: &StraitConfig,
     flow: &FlowConfig,
+    patience: std::time::Duration,
 ) -> Result<(StartedFlow, crate::http::ApiFlow, Option<AclSyncTask>), StartError> {
     let settings =
         |e: anyhow::Error| StartError::Config(e.context(format!("flow {}", flow.name())));
@@ -209,20 +211,24 @@ pub(crate) async fn connect_flow(
         ..fetch_options(&config.client_props(flow, Side::Source, Role::Consumer))
             .map_err(settings)?
     };
-    let source = Client::connect(source_config).await.map_err(|e| {
-        StartError::Cluster(anyhow::Error::new(e).context(format!(
-            "flow {}: cannot reach source {}",
-            flow.name(),
-            flow.source
-        )))
-    })?;
-    let target = Client::connect(target_config).await.map_err(|e| {
-        StartError::Cluster(anyhow::Error::new(e).context(format!(
-            "flow {}: cannot reach target {}",
-            flow.name(),
-            flow.target
-        )))
-    })?;
+    let source = Client::connect_within(source_config, patience)
+        .await
+        .map_err(|e| {
+            StartError::Cluster(anyhow::Error::new(e).context(format!(
+                "flow {}: cannot reach source {}",
+                flow.name(),
+                flow.source
+            )))
+        })?;
+    let target = Client::connect_within(target_config, patience)
+        .await
+        .map_err(|e| {
+            StartError::Cluster(anyhow::Error::new(e).context(format!(
+                "flow {}: cannot reach target {}",
+                flow.name(),
+                flow.target
+            )))
+        })?;
     let producer = options.producer.clone();
     let started = Flow::start(flow.clone(), options, source.clone(), target.clone())
         .await

@@ -39,6 +39,10 @@ const WATCH_EVERY: Duration = Duration::from_secs(5);
 const RESTART_FIRST: Duration = Duration::from_secs(1);
 /// The longest wait between two starts of a failing flow.
 const RESTART_MAX: Duration = Duration::from_secs(300);
+/// How long one start waits for a broker of each cluster to answer before it says why (in the
+/// log and `/v1/status`) and waits to try again; Kafka's own clients would wait
+/// `default.api.timeout.ms` (60 s) in silence.
+const FIRST_ANSWER: Duration = Duration::from_secs(10);
 /// A run this long resets the backoff: the flow's next failure is a new story.
 const HEALTHY_RUN: Duration = Duration::from_secs(600);
 
@@ -483,7 +487,7 @@ async fn keep_running(
         status::set_flow_state(&flow, FlowState::Starting, None, None);
         let interrupt = not_running(&desired);
         let connected = tokio::select! {
-            connected = crate::run::connect_flow(&config, &flow) => connected,
+            connected = crate::run::connect_flow(&config, &flow, FIRST_ANSWER) => connected,
             () = interrupt.clone() => continue,
         };
         let (started, live, acls) = match connected {
