@@ -128,8 +128,8 @@ def cmd_produce(args):
             "acks": "all",
             # One produce call is one batch per partition (up to batch.size), which tests rely
             # on: flush() sends at once, so a long linger costs nothing, while a short one splits
-            # a call into several batches on a busy machine.
-            "linger.ms": 1000,
+            # a call into several batches on a busy machine (1 s once split 5 records in CI).
+            "linger.ms": 60000,
             "compression.type": args.compression,
             "enable.idempotence": args.idempotent,
         }
