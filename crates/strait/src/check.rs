@@ -31,34 +31,6 @@ pub(crate) const EXIT_STRICT: i32 = 3;
 /// Exit code: `--connect`, and a cluster did not answer.
 pub(crate) const EXIT_UNREACHABLE: i32 = 4;
 
-/// For a client key (`A.producer.linger.ms`, `A->B.consumer.fetch.max.bytes`): its role and
-/// the key without prefixes.
-fn client_key<'a>(key: &'a str, aliases: &[String]) -> Option<(Role, &'a str)> {
-    let mut rests: Vec<&str> = Vec::new();
-    for a in aliases {
-        if let Some(rest) = key.strip_prefix(a.as_str()) {
-            if let Some(rest) = rest.strip_prefix('.') {
-                rests.push(rest);
-            }
-            if let Some(flow) = rest.strip_prefix("->") {
-                for b in aliases {
-                    if let Some(rest) = flow
-                        .strip_prefix(b.as_str())
-                        .and_then(|r| r.strip_prefix('.'))
-                    {
-                        rests.push(rest);
-                    }
-                }
-            }
-        }
-    }
-    rests.into_iter().find_map(|rest| {
-        Role::ALL
-            .into_iter()
-            .find_map(|role| rest.strip_prefix(role.prefix()).map(|k| (role, k)))
-    })
-}
-
 /// How many refused keys are looked for before giving up.
 const MAX_REFUSALS: usize = 64;
 
@@ -380,12 +352,19 @@ fn classify_keys(props: &Properties, refused: &BTreeMap<String, ConfigError>, ke
             continue;
         }
         match StraitConfig::key_warning(key, &aliases) {
-            None => match client_key(key, &aliases) {
+            None => match StraitConfig::client_key_of(key, &aliases) {
                 Some((role, k)) if StraitConfig::client_key_unused(role, k).is_some() => {
                     let reason = StraitConfig::client_key_unused(role, k).map(str::to_owned);
                     keys.ignored.push(row(reason, None))
                 }
-                _ => keys.used.push(row(twice, None)),
+                _ => {
+                    let note = at_default(key, &prop.value, &aliases);
+                    let note = match (note, twice) {
+                        (Some(n), Some(t)) => Some(format!("{n}; {t}")),
+                        (n, t) => n.or(t),
+                    };
+                    keys.used.push(row(note, None))
+                }
             },
             Some(WarningKind::Deprecated { replacement }) => {
                 let note = format!("deprecated in MM2 (still works): use `{replacement}`");
@@ -404,6 +383,14 @@ fn classify_keys(props: &Properties, refused: &BTreeMap<String, ConfigError>, ke
             Some(_) => keys.used.push(row(twice, None)),
         }
     }
+}
+
+/// A note when a used key is set to the default the key catalogue gives it: a line that may
+/// go, unless it overrides another level's value (`A->B.x` over a top-level `x`).
+fn at_default(key: &str, value: &str, aliases: &[String]) -> Option<String> {
+    let def = StraitConfig::key_definition(key, aliases)?;
+    let same = !def.default.is_empty() && value.trim().eq_ignore_ascii_case(def.default);
+    same.then(|| format!("set to its default, `{}`", def.default))
 }
 
 /// Every ordered pair of clusters, with the settings of the enabled ones.

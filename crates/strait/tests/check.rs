@@ -245,6 +245,12 @@ fn tuning_keys_used_and_ignored() {
         .as_str()
         .unwrap()
         .contains("does not recompress"));
+    // A key set to its default says so; one set otherwise says nothing.
+    assert_eq!(
+        row(&r, "used", "A.consumer.fetch.max.bytes")["reason"],
+        "set to its default, `52428800`"
+    );
+    assert!(row(&r, "used", "A->B.consumer.fetch.max.wait.ms")["reason"].is_null());
     assert_eq!(
         flow(&r, "A->B")["settings"]["max_bytes_in_flight"],
         268_435_456

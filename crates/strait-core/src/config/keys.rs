@@ -61,6 +61,37 @@ pub(crate) fn client_key_unused(role: Role, key: &str) -> Option<&'static str> {
     }
 }
 
+/// The client and the client key `key` sets, in a file whose `clusters` are `aliases`:
+/// `(Producer, "linger.ms")` for `B.producer.linger.ms` or `A->B.producer.linger.ms`.
+pub(crate) fn client_key_of<'a>(key: &'a str, aliases: &[String]) -> Option<(Role, &'a str)> {
+    let rest = match parse_flow_key(key, aliases) {
+        Some(FlowKey::Valid { rest, .. }) if is_flow_client_key(rest) => rest,
+        Some(_) => return None,
+        // The longest alias that, with its dot, starts the key.
+        None => aliases
+            .iter()
+            .filter_map(|a| key.strip_prefix(a.as_str())?.strip_prefix('.'))
+            .min_by_key(|rest| rest.len())?,
+    };
+    Role::ALL
+        .into_iter()
+        .find_map(|role| rest.strip_prefix(role.prefix()).map(|k| (role, k)))
+}
+
+/// The catalogue's entry for `key` as written in a file whose `clusters` are `aliases` (a flow
+/// key with or without its `S->T.`, a client key with its prefixes); `None` for keys it does not
+/// hold.
+pub(crate) fn definition(key: &str, aliases: &[String]) -> Option<&'static catalogue::KeyDef> {
+    if let Some((role, client_key)) = client_key_of(key, aliases) {
+        return catalogue::client_key(role, client_key);
+    }
+    match parse_flow_key(key, aliases) {
+        Some(FlowKey::Valid { rest, .. }) => catalogue::flow_key(rest),
+        Some(_) => None,
+        None => catalogue::flow_key(key),
+    }
+}
+
 /// What a key earns: nothing (`None`), or a warning.
 pub(crate) fn classify(key: &str, aliases: &[String]) -> Option<WarningKind> {
     let mut best: Option<WarningKind> = None;
@@ -296,6 +327,31 @@ mod tests {
         assert_eq!(
             classify("zzz", &aliases()),
             Some(WarningKind::Unknown { hint: None })
+        );
+    }
+
+    #[test]
+    fn definitions_read_prefixes() {
+        let aliases = vec!["us-west".to_owned(), "us-west.b".to_owned()];
+        let name = |k: &str| definition(k, &aliases).map(|d| d.name);
+        assert_eq!(name("us-west->us-west.b.topics"), Some("topics"));
+        assert_eq!(name("offset.lag.max"), Some("offset.lag.max"));
+        assert_eq!(
+            name("us-west.b.consumer.fetch.max.bytes"),
+            Some("fetch.max.bytes")
+        );
+        assert_eq!(
+            name("us-west->us-west.b.producer.linger.ms"),
+            Some("linger.ms")
+        );
+        assert_eq!(
+            name("us-west->us-west.b.admin.timeout.ms"),
+            Some("admin.timeout.ms")
+        );
+        assert_eq!(name("us-west.consumer.max.poll.records"), None);
+        assert_eq!(
+            client_key_of("us-west.b.producer.acks", &aliases),
+            Some((Role::Producer, "acks"))
         );
     }
 

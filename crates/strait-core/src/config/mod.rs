@@ -110,6 +110,18 @@ impl StraitConfig {
         keys::client_key_unused(role, key)
     }
 
+    /// The client and client key that `key` sets, in a file whose `clusters` are `aliases`:
+    /// `(Producer, "linger.ms")` for `B.producer.linger.ms` or `A->B.producer.linger.ms`.
+    pub fn client_key_of<'a>(key: &'a str, aliases: &[String]) -> Option<(Role, &'a str)> {
+        keys::client_key_of(key, aliases)
+    }
+
+    /// The key catalogue's entry (`catalogue.rs`) for `key` as written in a file whose
+    /// `clusters` are `aliases`; `None` for keys it does not hold.
+    pub fn key_definition(key: &str, aliases: &[String]) -> Option<&'static catalogue::KeyDef> {
+        keys::definition(key, aliases)
+    }
+
     /// The cluster called `alias`.
     pub fn cluster(&self, alias: &str) -> Option<&ClusterConfig> {
         self.clusters.iter().find(|c| c.alias.as_str() == alias)
