@@ -173,6 +173,8 @@ pub struct Submitted<R> {
     api: ApiKey,
     /// When the request timeout ends, counted from the submission.
     deadline: Instant,
+    /// How long the answer may take, for the error when it does not come.
+    patience: Duration,
     rx: oneshot::Receiver<Result<Bytes>>,
     request: PhantomData<fn() -> R>,
 }
@@ -417,6 +419,20 @@ impl BrokerConnection {
         Ok(response)
     }
 
+    /// [`send`](Self::send) for a request the broker holds back on purpose (JoinGroup waits
+    /// until the group's rebalance completes): its answer may take `longer` beyond the request
+    /// timeout, as Kafka's clients allow it.
+    pub async fn send_held<R>(&self, request: &R, longer: Duration) -> Result<R::Response>
+    where
+        R: Request + Sync,
+        R::Response: ThrottleTime,
+    {
+        let mut submitted = self.submit(request).await?;
+        submitted.deadline += longer;
+        submitted.patience += longer;
+        self.answer(submitted).await
+    }
+
     /// The version [`send`](Self::send) would use for `R`.
     pub fn version_of<R: Request>(&self) -> Result<i16> {
         self.versions.pick::<R>().map_err(|source| Error::Version {
@@ -568,6 +584,7 @@ impl BrokerConnection {
             version,
             api,
             deadline: Instant::now() + self.config.request_timeout,
+            patience: self.config.request_timeout,
             rx,
             request: PhantomData,
         })
@@ -580,6 +597,7 @@ impl BrokerConnection {
             version,
             api,
             deadline,
+            patience,
             rx,
             ..
         } = submitted;
@@ -589,7 +607,7 @@ impl BrokerConnection {
                 let err = Error::Timeout {
                     broker: self.addr.clone(),
                     api,
-                    after: self.config.request_timeout,
+                    after: patience,
                 };
                 self.poison(err.clone());
                 return Err(err);

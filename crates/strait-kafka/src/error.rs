@@ -270,7 +270,7 @@ fn in_cluster(cluster: &Option<Arc<str>>) -> String {
         .unwrap_or_default()
 }
 
-fn is_coordinator_moved(code: ResponseError) -> bool {
+pub(crate) fn is_coordinator_moved(code: ResponseError) -> bool {
     matches!(
         code,
         ResponseError::NotCoordinator

@@ -21,6 +21,7 @@ pub mod connection;
 pub mod error;
 pub mod fetch;
 pub mod groups;
+pub mod membership;
 pub mod produce;
 pub mod sasl;
 pub mod secret;

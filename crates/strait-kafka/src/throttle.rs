@@ -41,4 +41,8 @@ throttled!(
     CreateAclsResponse,
     DeleteRecordsResponse,
     ConsumerGroupDescribeResponse,
+    JoinGroupResponse,
+    SyncGroupResponse,
+    HeartbeatResponse,
+    LeaveGroupResponse,
 );
