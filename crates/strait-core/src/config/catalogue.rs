@@ -23,6 +23,10 @@ pub enum Place {
     /// A Kafka client key of a cluster or a flow, for one role (`A.consumer.<key>`,
     /// `S->T.consumer.<key>`), or for every role when `None`.
     Client(Option<Role>),
+    /// A connection key (`security.protocol`, `ssl.*`, `sasl.*`): at top level, per cluster
+    /// (`A.<key>`) or per client (`A.consumer.<key>`), as MM2 applies them
+    /// (`docs/security.md`).
+    Connection,
 }
 
 /// What strait does with a key.
@@ -106,6 +110,8 @@ pub enum Section {
     ClientUsed,
     /// "Client keys without effect".
     ClientUnused,
+    /// "Connection keys".
+    Connection,
     /// "Accepted, not used".
     Connect,
 }
@@ -123,12 +129,13 @@ impl Section {
             Section::Strait => "strait",
             Section::ClientUsed => "client-used",
             Section::ClientUnused => "client-unused",
+            Section::Connection => "connection",
             Section::Connect => "connect",
         })
     }
 
     /// Every section, in the order of the document.
-    pub const ALL: [Section; 10] = [
+    pub const ALL: [Section; 11] = [
         Section::Clusters,
         Section::TopicsAndGroups,
         Section::Naming,
@@ -138,6 +145,7 @@ impl Section {
         Section::Strait,
         Section::ClientUsed,
         Section::ClientUnused,
+        Section::Connection,
         Section::Connect,
     ];
 }
@@ -263,6 +271,36 @@ const fn class(name: &'static str, default: &'static str) -> KeyDef {
 
 // Reasons are clauses (no capital, no full stop): a warning reads "`tasks.max` is accepted but
 // not used: <reason>"; the documentation's tables make sentences of them.
+const fn connection(name: &'static str, default: &'static str, doc: &'static str) -> KeyDef {
+    KeyDef {
+        name,
+        place: Place::Connection,
+        section: Section::Connection,
+        value: Value::Text,
+        default,
+        status: Status::Used,
+        doc,
+    }
+}
+
+const fn connection_unused(name: &'static str, reason: &'static str) -> KeyDef {
+    KeyDef {
+        name,
+        place: Place::Connection,
+        section: Section::Connection,
+        value: Value::Any,
+        default: "",
+        status: Status::Unused { reason },
+        doc: reason,
+    }
+}
+
+const JVM_TLS: &str = "it picks a JVM security provider or algorithm; strait's TLS is rustls, \
+     which has its own";
+const BROKER_SIDE: &str = "it configures a broker's validation of tokens, not a client";
+const KERBEROS_RENEWAL: &str = "it tunes the JVM's ticket renewal; strait authenticates again \
+     with the keytab or the ticket cache when a session ends";
+
 const CONNECT_WORKER: &str =
     "it configures Kafka Connect's worker, and strait runs without Connect";
 const NO_PRODUCER_BATCHING: &str =
@@ -758,6 +796,215 @@ pub static KEYS: &[KeyDef] = &[
     client_unused(Role::Producer, "linger.ms", NO_PRODUCER_BATCHING),
     client_unused(Role::Producer, "batch.size", NO_PRODUCER_BATCHING),
     client_unused(Role::Producer, "buffer.memory", NO_PRODUCER_BATCHING),
+    // Connection keys (`docs/security.md` describes each in full).
+    KeyDef {
+        name: "security.protocol",
+        place: Place::Connection,
+        section: Section::Connection,
+        value: Value::Choice {
+            choices: &["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"],
+            ignore_case: true,
+            text: "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL",
+        },
+        default: "PLAINTEXT",
+        status: Status::Used,
+        doc: "TLS (`SSL`), SASL (`SASL_PLAINTEXT`), both (`SASL_SSL`) or neither.",
+    },
+    connection(
+        "ssl.truststore.location",
+        "",
+        "The CAs to trust: a PEM, PKCS12, JKS or JCEKS file (its first bytes decide). Without \
+         a truststore the system's CAs are trusted.",
+    ),
+    connection("ssl.truststore.password", "", "The truststore's password."),
+    connection(
+        "ssl.truststore.type",
+        "JKS",
+        "Checked against the file; the file's own format is what counts.",
+    ),
+    connection(
+        "ssl.truststore.certificates",
+        "",
+        "The CAs as PEM text, instead of a file.",
+    ),
+    connection(
+        "ssl.keystore.location",
+        "",
+        "The client's certificate and key for mutual TLS: PEM, PKCS12 or JKS, with one private \
+         key.",
+    ),
+    connection("ssl.keystore.password", "", "The keystore's password."),
+    connection(
+        "ssl.keystore.type",
+        "JKS",
+        "Checked against the file; the file's own format is what counts.",
+    ),
+    connection(
+        "ssl.keystore.certificate.chain",
+        "",
+        "The client's certificate chain as PEM text, with `ssl.keystore.key`.",
+    ),
+    connection(
+        "ssl.keystore.key",
+        "",
+        "The client's private key as PEM text.",
+    ),
+    connection(
+        "ssl.key.password",
+        "",
+        "The password of an encrypted PEM key or of a JKS key (the store's when unset).",
+    ),
+    connection(
+        "ssl.endpoint.identification.algorithm",
+        "https",
+        "`https` verifies the broker's host name; empty turns that off.",
+    ),
+    connection(
+        "ssl.enabled.protocols",
+        "TLSv1.2,TLSv1.3",
+        "The TLS versions offered.",
+    ),
+    connection(
+        "ssl.engine.factory.class",
+        "",
+        "A JVM class; refused when set, since strait cannot load it.",
+    ),
+    connection(
+        "sasl.mechanism",
+        "GSSAPI",
+        "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, GSSAPI or AWS_MSK_IAM.",
+    ),
+    connection(
+        "sasl.jaas.config",
+        "",
+        "The login module and its options, read as Kafka reads them.",
+    ),
+    connection(
+        "sasl.kerberos.service.name",
+        "",
+        "GSSAPI: the brokers' Kerberos service name.",
+    ),
+    connection(
+        "sasl.client.callback.handler.class",
+        "",
+        "Amazon's `IAMClientCallbackHandler` for AWS_MSK_IAM; another class is refused.",
+    ),
+    connection(
+        "sasl.login.callback.handler.class",
+        "",
+        "OAUTHBEARER: Kafka's `OAuthBearerLoginCallbackHandler` (a token endpoint or a file) or \
+         Amazon's IAM handler; another class is refused.",
+    ),
+    connection(
+        "sasl.oauthbearer.token.endpoint.url",
+        "",
+        "OAUTHBEARER: the identity provider's token endpoint (`https://`), or `file:` a token \
+         file read at every authentication.",
+    ),
+    connection(
+        "sasl.oauthbearer.jwt.retriever.class",
+        "",
+        "Kafka 4.1's retriever class: the client-credentials one is read as the token \
+         endpoint's grant; another class is refused.",
+    ),
+    connection(
+        "sasl.oauthbearer.client.credentials.client.id",
+        "",
+        "OAUTHBEARER: the client id of the client credentials grant.",
+    ),
+    connection(
+        "sasl.oauthbearer.client.credentials.client.secret",
+        "",
+        "OAUTHBEARER: the client secret of the client credentials grant.",
+    ),
+    connection(
+        "sasl.oauthbearer.scope",
+        "",
+        "OAUTHBEARER: the scope asked for.",
+    ),
+    connection(
+        "sasl.oauthbearer.header.urlencode",
+        "false",
+        "OAUTHBEARER: URL-encode the client id and secret in the Authorization header.",
+    ),
+    connection(
+        "sasl.oauthbearer.sub.claim.name",
+        "sub",
+        "OAUTHBEARER: the claim that names the principal.",
+    ),
+    connection(
+        "sasl.login.connect.timeout.ms",
+        "10000",
+        "OAUTHBEARER: connecting to the token endpoint.",
+    ),
+    connection(
+        "sasl.login.read.timeout.ms",
+        "10000",
+        "OAUTHBEARER: reading the token endpoint's answer.",
+    ),
+    connection(
+        "sasl.login.retry.backoff.ms",
+        "100",
+        "OAUTHBEARER: the first wait before asking the token endpoint again.",
+    ),
+    connection(
+        "sasl.login.retry.backoff.max.ms",
+        "10000",
+        "OAUTHBEARER: the longest wait between two asks.",
+    ),
+    connection(
+        "sasl.login.refresh.window.factor",
+        "0.8",
+        "When a token is renewed, as a share of its lifetime (0.5 to 1.0).",
+    ),
+    connection(
+        "sasl.login.refresh.window.jitter",
+        "0.05",
+        "Random extra share of the lifetime added to that (0 to 0.25).",
+    ),
+    connection(
+        "sasl.login.refresh.min.period.seconds",
+        "60",
+        "The least time between two renewals (0 to 900).",
+    ),
+    connection(
+        "sasl.login.refresh.buffer.seconds",
+        "300",
+        "Renew at least this long before the token expires (0 to 3600).",
+    ),
+    connection_unused(
+        "ssl.protocol",
+        "strait offers the versions of `ssl.enabled.protocols`; \
+         the JVM's `SSLContext` protocol name has no equivalent",
+    ),
+    connection_unused(
+        "ssl.cipher.suites",
+        "rustls offers its own modern cipher suites (AEAD, \
+         forward secrecy); the list cannot be narrowed",
+    ),
+    connection_unused("ssl.provider", JVM_TLS),
+    connection_unused("ssl.secure.random.implementation", JVM_TLS),
+    connection_unused("ssl.keymanager.algorithm", JVM_TLS),
+    connection_unused("ssl.trustmanager.algorithm", JVM_TLS),
+    connection_unused(
+        "sasl.login.class",
+        "it names a JVM login class; strait logs in with the \
+         mechanism's own code",
+    ),
+    connection_unused("sasl.kerberos.kinit.cmd", KERBEROS_RENEWAL),
+    connection_unused("sasl.kerberos.ticket.renew.window.factor", KERBEROS_RENEWAL),
+    connection_unused("sasl.kerberos.ticket.renew.jitter", KERBEROS_RENEWAL),
+    connection_unused("sasl.kerberos.min.time.before.relogin", KERBEROS_RENEWAL),
+    connection_unused("sasl.oauthbearer.expected.*", BROKER_SIDE),
+    connection_unused("sasl.oauthbearer.jwks.endpoint.*", BROKER_SIDE),
+    connection_unused("sasl.oauthbearer.clock.skew.seconds", BROKER_SIDE),
+    connection_unused("sasl.oauthbearer.scope.claim.name", BROKER_SIDE),
+    connection_unused("sasl.server.*", BROKER_SIDE),
+    connection_unused(
+        "ssl.client.auth",
+        "it is a broker setting (whether clients must \
+         present a certificate)",
+    ),
     // Kafka Connect's keys.
     connect(
         "tasks.max",
@@ -908,6 +1155,18 @@ pub(crate) fn default_of(name: &str) -> &'static str {
     }
 }
 
+/// The connection key `key` (`security.protocol`, `ssl.*`, `sasl.*`).
+pub fn connection_key(key: &str) -> Option<&'static KeyDef> {
+    find(key, |d| d.place == Place::Connection)
+}
+
+/// The names of the connection keys strait reads.
+pub fn connection_key_names() -> impl Iterator<Item = &'static str> {
+    KEYS.iter()
+        .filter(|d| d.place == Place::Connection && d.status == Status::Used)
+        .map(|d| d.name)
+}
+
 /// strait's own keys (`strait.*`).
 pub fn strait_keys() -> impl Iterator<Item = &'static str> {
     KEYS.iter()
@@ -1025,7 +1284,8 @@ pub fn render_table(section: Section) -> String {
                     Status::Deprecated { replacement } => {
                         format!("Deprecated name of `{replacement}`. {}", def.doc)
                     }
-                    _ => def.doc.to_owned(),
+                    Status::Unused { reason } => format!("Not used: {reason}."),
+                    Status::Used => def.doc.to_owned(),
                 };
                 out.push_str(&format!("| {name} | {default} | {doc} |\n"));
             }
@@ -1099,6 +1359,36 @@ mod tests {
         assert!(check_value(Value::Whole { min: 0 }, "0").is_ok());
         assert!(check_value(Value::ReplicationFactor, "-1").is_ok());
         assert!(check_value(Value::ReplicationFactor, "0").is_err());
+    }
+
+    /// Every `ssl.*` and `sasl.*` key the security code reads is a used connection key here.
+    #[test]
+    fn the_security_code_reads_catalogued_keys() {
+        let sources = [
+            include_str!("security.rs"),
+            include_str!("security/msk_iam.rs"),
+        ];
+        let mut read = std::collections::BTreeSet::new();
+        for source in sources {
+            for piece in source.split('"').skip(1).step_by(2) {
+                let is_key = (piece.starts_with("ssl.") || piece.starts_with("sasl."))
+                    && piece.len() > 5
+                    && piece
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.');
+                if is_key {
+                    read.insert(piece);
+                }
+            }
+        }
+        assert!(read.len() > 20, "{read:?}");
+        for key in read {
+            let def = connection_key(key);
+            assert!(
+                def.is_some_and(|d| d.status == Status::Used && d.name == key),
+                "{key} is read by the security code but is not a used connection key: {def:?}"
+            );
+        }
     }
 
     /// The key tables of `docs/configuration.md` are this catalogue's, rendered; with

@@ -25,6 +25,20 @@ const ROLE_BOOTSTRAP: &str =
 const CLIENT_OTHER: &str =
     "MM2 hands it to its Java Kafka client; strait's own client has no such setting";
 
+const UNKNOWN_CONNECTION: &str = "neither Kafka's clients nor strait know this connection key";
+
+/// What a connection key (`security.protocol`, `ssl.*`, `sasl.*`) earns: nothing when strait
+/// reads it, else why it is not used, or that it is unknown (with the nearest known one).
+fn classify_connection(key: &str) -> Option<WarningKind> {
+    match catalogue::connection_key(key).map(|d| d.status) {
+        Some(Status::Used) => None,
+        Some(Status::Unused { reason }) => Some(WarningKind::Unused { reason }),
+        _ => Some(WarningKind::Unknown {
+            hint: closest(key, catalogue::connection_key_names()),
+        }),
+    }
+}
+
 /// The flow keys strait reads (`S->T.<key>` or top-level `<key>`), deprecated names included.
 fn is_flow_key(key: &str) -> bool {
     catalogue::flow_key(key)
@@ -52,7 +66,11 @@ fn deprecated(key: &str) -> Option<&'static str> {
 /// (`security.protocol`, `ssl.*`, `sasl.*`) are acted on, as `docs/security.md` describes.
 pub(crate) fn client_key_unused(role: Role, key: &str) -> Option<&'static str> {
     if is_connection_key(key) {
-        return None;
+        return match catalogue::connection_key(key).map(|d| d.status) {
+            Some(Status::Used) => None,
+            Some(Status::Unused { reason }) => Some(reason),
+            _ => Some(UNKNOWN_CONNECTION),
+        };
     }
     match catalogue::client_key(role, key).map(|d| d.status) {
         Some(Status::Used) => None,
@@ -129,12 +147,14 @@ pub(crate) fn classify(key: &str, aliases: &[String]) -> Option<WarningKind> {
     best
 }
 
-/// Deprecated keys still work; unused keys are MM2's; unknown keys are the least understood.
+/// Deprecated keys still work; unused keys are MM2's; unknown keys are the least understood,
+/// and one read with a near known key (a typo) better than one without.
 fn rank(kind: &WarningKind) -> u8 {
     match kind {
         WarningKind::Deprecated { .. } => 0,
         WarningKind::Unused { .. } => 1,
-        _ => 2,
+        WarningKind::Unknown { hint: Some(_) } => 2,
+        _ => 3,
     }
 }
 
@@ -142,7 +162,10 @@ fn classify_top_level(key: &str) -> Option<WarningKind> {
     if let Some(replacement) = deprecated(key) {
         return Some(WarningKind::Deprecated { replacement });
     }
-    if is_flow_key(key) || TOP_LEVEL_KEYS.contains(&key) || is_connection_key(key) {
+    if is_connection_key(key) {
+        return classify_connection(key);
+    }
+    if is_flow_key(key) || TOP_LEVEL_KEYS.contains(&key) {
         return None;
     }
     if let Some(reason) = unused_reason(key) {
@@ -172,6 +195,9 @@ fn classify_flow_suffix(rest: &str) -> Option<WarningKind> {
         // Accepted as MM2 accepts it; a key strait's client does not act on says so.
         return Role::ALL.iter().find_map(|role| {
             let key = rest.strip_prefix(role.prefix())?;
+            if is_connection_key(key) {
+                return classify_connection(key);
+            }
             client_key_unused(*role, key).map(|reason| WarningKind::Unused { reason })
         });
     }
@@ -186,8 +212,11 @@ fn classify_flow_suffix(rest: &str) -> Option<WarningKind> {
 }
 
 fn classify_cluster_suffix(rest: &str) -> Option<WarningKind> {
-    if rest == "bootstrap.servers" || is_connection_key(rest) {
+    if rest == "bootstrap.servers" {
         return None;
+    }
+    if is_connection_key(rest) {
+        return classify_connection(rest);
     }
     for role in Role::ALL {
         if let Some(client_key) = rest.strip_prefix(role.prefix()) {
@@ -195,6 +224,8 @@ fn classify_cluster_suffix(rest: &str) -> Option<WarningKind> {
                 Some(WarningKind::Unused {
                     reason: ROLE_BOOTSTRAP,
                 })
+            } else if is_connection_key(client_key) {
+                classify_connection(client_key)
             } else {
                 client_key_unused(role, client_key).map(|reason| WarningKind::Unused { reason })
             };
@@ -327,6 +358,42 @@ mod tests {
         assert_eq!(
             classify("zzz", &aliases()),
             Some(WarningKind::Unknown { hint: None })
+        );
+    }
+
+    #[test]
+    fn connection_keys_are_used_ignored_or_unknown() {
+        for k in [
+            "security.protocol",
+            "A.ssl.truststore.location",
+            "B.consumer.sasl.jaas.config",
+            "sasl.mechanism",
+        ] {
+            assert_eq!(classify(k, &aliases()), None, "{k}");
+        }
+        for k in [
+            "A.ssl.cipher.suites",
+            "ssl.protocol",
+            "B.producer.ssl.keymanager.algorithm",
+            "A.sasl.kerberos.kinit.cmd",
+            "A.sasl.oauthbearer.expected.audience",
+        ] {
+            assert!(
+                matches!(classify(k, &aliases()), Some(WarningKind::Unused { .. })),
+                "{k}: {:?}",
+                classify(k, &aliases())
+            );
+        }
+        assert_eq!(
+            classify("A.ssl.truststore.locaton", &aliases()),
+            Some(WarningKind::Unknown {
+                hint: Some("ssl.truststore.location".into())
+            })
+        );
+        assert!(client_key_unused(Role::Consumer, "ssl.cipher.suites").is_some());
+        assert_eq!(
+            client_key_unused(Role::Consumer, "ssl.keystore.location"),
+            None
         );
     }
 
