@@ -30,8 +30,8 @@ use crate::backoff::Backoff;
 use crate::cluster::Client;
 use crate::error::{is_coordinator_moved, Context, Error, Result};
 
-/// How many times a join or a sync is sent again after the coordinator moved or could not be
-/// reached, before the error is returned.
+/// How many times a join is sent again after an answer that another try may mend (the member
+/// forgotten, a retriable error) before the error is returned.
 const ATTEMPTS: u32 = 10;
 
 /// A group's settings, as a member joins it.
@@ -162,16 +162,10 @@ impl Member {
                 .with_protocols(vec![JoinGroupRequestProtocol::default()
                     .with_name(StrBytes::from_string(self.config.protocol.clone()))
                     .with_metadata(metadata.clone())]);
-            let answer = match self.coordinator_send_held(&request).await {
-                Ok(answer) => answer,
-                Err(e) if e.is_retriable() && failures < ATTEMPTS => {
-                    failures += 1;
-                    self.client.forget_coordinators();
-                    tokio::time::sleep(backoff.next_wait()).await;
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
+            let held = self.config.rebalance_timeout;
+            let answer = self
+                .to_coordinator("join group", &request, held, |a| a.error_code)
+                .await?;
             match ResponseError::try_from_code(answer.error_code) {
                 None => {
                     self.member_id = answer.member_id.to_string();
@@ -200,12 +194,8 @@ impl Member {
                     failures += 1;
                     self.member_id.clear();
                 }
-                Some(code)
-                    if (code.is_retriable() || is_coordinator_moved(code))
-                        && failures < ATTEMPTS =>
-                {
+                Some(code) if code.is_retriable() && failures < ATTEMPTS => {
                     failures += 1;
-                    self.client.forget_coordinators();
                     tokio::time::sleep(backoff.next_wait()).await;
                 }
                 Some(code) => return Err(Error::broker(code, None, Context::Group(group))),
@@ -241,31 +231,14 @@ impl Member {
                     })
                     .collect(),
             );
-        let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
-        let mut failures = 0;
-        loop {
-            // The coordinator holds a follower's sync until the leader's arrives.
-            let answer = match self.coordinator_send_held(&request).await {
-                Ok(answer) => answer,
-                Err(e) if e.is_retriable() && failures < ATTEMPTS => {
-                    failures += 1;
-                    self.client.forget_coordinators();
-                    tokio::time::sleep(backoff.next_wait()).await;
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            match ResponseError::try_from_code(answer.error_code) {
-                None => return Ok(answer.assignment),
-                Some(code) if is_coordinator_moved(code) && failures < ATTEMPTS => {
-                    failures += 1;
-                    self.client.forget_coordinators();
-                    tokio::time::sleep(backoff.next_wait()).await;
-                }
-                Some(code) => {
-                    return Err(Error::broker(code, None, Context::Group(group)));
-                }
-            }
+        // The coordinator holds a follower's sync until the leader's arrives.
+        let held = self.config.rebalance_timeout;
+        let answer = self
+            .to_coordinator("sync group", &request, held, |a| a.error_code)
+            .await?;
+        match ResponseError::try_from_code(answer.error_code) {
+            None => Ok(answer.assignment),
+            Some(code) => Err(Error::broker(code, None, Context::Group(group))),
         }
     }
 
@@ -279,17 +252,7 @@ impl Member {
             .with_member_id(StrBytes::from_string(self.member_id.clone()))
             .with_group_instance_id(self.instance_id());
         let answer = self
-            .client
-            .retry("heartbeat", || async {
-                let coordinator = self.client.coordinator(&group).await?;
-                let answer = self.client.send_to(coordinator, &request).await?;
-                match ResponseError::try_from_code(answer.error_code) {
-                    Some(code) if is_coordinator_moved(code) => {
-                        Err(Error::broker(code, None, Context::Group(group.clone())))
-                    }
-                    _ => Ok(answer),
-                }
-            })
+            .to_coordinator("heartbeat", &request, Duration::ZERO, |a| a.error_code)
             .await?;
         Ok(match ResponseError::try_from_code(answer.error_code) {
             None => Beat::Member,
@@ -317,17 +280,7 @@ impl Member {
                 .with_group_instance_id(self.instance_id())
                 .with_reason(Some(StrBytes::from_static_str("the member stops")))]);
         let answer = self
-            .client
-            .retry("leave group", || async {
-                let coordinator = self.client.coordinator(&group).await?;
-                let answer = self.client.send_to(coordinator, &request).await?;
-                match ResponseError::try_from_code(answer.error_code) {
-                    Some(code) if is_coordinator_moved(code) => {
-                        Err(Error::broker(code, None, Context::Group(group.clone())))
-                    }
-                    _ => Ok(answer),
-                }
-            })
+            .to_coordinator("leave group", &request, Duration::ZERO, |a| a.error_code)
             .await?;
         let code = ResponseError::try_from_code(answer.error_code).or_else(|| {
             answer
@@ -348,17 +301,35 @@ impl Member {
         self.config.instance_id.clone().map(StrBytes::from_string)
     }
 
-    /// Sends a join or sync to the coordinator, allowing its answer the rebalance timeout on
-    /// top of the request timeout (the coordinator holds both until the generation forms).
-    async fn coordinator_send_held<R>(&self, request: &R) -> Result<R::Response>
+    /// Sends `request` to the group's coordinator through [`Client::retry`]: an unreachable
+    /// coordinator, or an answer (its `error_code`) saying the coordinator moved or is loading,
+    /// is asked again after the coordinator is looked up afresh, until
+    /// `default.api.timeout.ms`. The answer may take `held` beyond the request timeout: the
+    /// coordinator holds a join or a sync until the generation forms.
+    async fn to_coordinator<R>(
+        &self,
+        what: &str,
+        request: &R,
+        held: Duration,
+        error_code: fn(&R::Response) -> i16,
+    ) -> Result<R::Response>
     where
         R: kafka_protocol::protocol::Request + Sync,
-        R::Response: crate::throttle::ThrottleTime,
+        R::Response: crate::throttle::ThrottleTime + Send,
     {
-        let coordinator = self.client.coordinator(&self.config.group).await?;
-        let connection = self.client.connection(coordinator).await?;
-        connection
-            .send_held(request, self.config.rebalance_timeout)
+        let group = &self.config.group;
+        self.client
+            .retry(what, || async {
+                let coordinator = self.client.coordinator(group).await?;
+                let connection = self.client.connection(coordinator).await?;
+                let answer = connection.send_held(request, held).await?;
+                match ResponseError::try_from_code(error_code(&answer)) {
+                    Some(code) if is_coordinator_moved(code) => {
+                        Err(Error::broker(code, None, Context::Group(group.clone())))
+                    }
+                    _ => Ok(answer),
+                }
+            })
             .await
     }
 }

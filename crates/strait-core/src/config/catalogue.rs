@@ -233,11 +233,17 @@ const fn client(
     }
 }
 
-const fn client_unused(role: Role, name: &'static str, reason: &'static str) -> KeyDef {
+/// A key strait knows and does not use: its reason is both its warning and its doc.
+const fn unused(
+    place: Place,
+    section: Section,
+    name: &'static str,
+    reason: &'static str,
+) -> KeyDef {
     KeyDef {
         name,
-        place: Place::Client(Some(role)),
-        section: Section::ClientUnused,
+        place,
+        section,
         value: Value::Any,
         default: "",
         status: Status::Unused { reason },
@@ -245,16 +251,18 @@ const fn client_unused(role: Role, name: &'static str, reason: &'static str) -> 
     }
 }
 
-const fn connect(name: &'static str, reason: &'static str) -> KeyDef {
-    KeyDef {
+const fn client_unused(role: Role, name: &'static str, reason: &'static str) -> KeyDef {
+    unused(
+        Place::Client(Some(role)),
+        Section::ClientUnused,
         name,
-        place: Place::Flow,
-        section: Section::Connect,
-        value: Value::Any,
-        default: "",
-        status: Status::Unused { reason },
-        doc: reason,
-    }
+        reason,
+    )
+}
+
+/// A Kafka Connect key.
+const fn connect(name: &'static str, reason: &'static str) -> KeyDef {
+    unused(Place::Flow, Section::Connect, name, reason)
 }
 
 const fn class(name: &'static str, default: &'static str) -> KeyDef {
@@ -269,8 +277,6 @@ const fn class(name: &'static str, default: &'static str) -> KeyDef {
     }
 }
 
-// Reasons are clauses (no capital, no full stop): a warning reads "`tasks.max` is accepted but
-// not used: <reason>"; the documentation's tables make sentences of them.
 const fn connection(name: &'static str, default: &'static str, doc: &'static str) -> KeyDef {
     KeyDef {
         name,
@@ -284,17 +290,11 @@ const fn connection(name: &'static str, default: &'static str, doc: &'static str
 }
 
 const fn connection_unused(name: &'static str, reason: &'static str) -> KeyDef {
-    KeyDef {
-        name,
-        place: Place::Connection,
-        section: Section::Connection,
-        value: Value::Any,
-        default: "",
-        status: Status::Unused { reason },
-        doc: reason,
-    }
+    unused(Place::Connection, Section::Connection, name, reason)
 }
 
+// Reasons are clauses (no capital, no full stop): a warning reads "`tasks.max` is accepted but
+// not used: <reason>"; the documentation's tables make sentences of them.
 const JVM_TLS: &str = "it picks a JVM security provider or algorithm; strait's TLS is rustls, \
      which has its own";
 const BROKER_SIDE: &str = "it configures a broker's validation of tokens, not a client";

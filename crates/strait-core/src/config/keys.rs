@@ -66,11 +66,10 @@ fn deprecated(key: &str) -> Option<&'static str> {
 /// (`security.protocol`, `ssl.*`, `sasl.*`) are acted on, as `docs/security.md` describes.
 pub(crate) fn client_key_unused(role: Role, key: &str) -> Option<&'static str> {
     if is_connection_key(key) {
-        return match catalogue::connection_key(key).map(|d| d.status) {
-            Some(Status::Used) => None,
-            Some(Status::Unused { reason }) => Some(reason),
-            _ => Some(UNKNOWN_CONNECTION),
-        };
+        return classify_connection(key).map(|kind| match kind {
+            WarningKind::Unused { reason } => reason,
+            _ => UNKNOWN_CONNECTION,
+        });
     }
     match catalogue::client_key(role, key).map(|d| d.status) {
         Some(Status::Used) => None,
