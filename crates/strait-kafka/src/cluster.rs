@@ -211,7 +211,8 @@ struct Inner {
     /// Serialises refreshes so a storm of routing errors makes one Metadata request.
     refresh_lock: Mutex<()>,
     slots: Mutex<HashMap<String, Arc<Mutex<BrokerSlot>>>>,
-    coordinators: StdMutex<HashMap<String, BrokerId>>,
+    /// Coordinators by FindCoordinator's key type (0 group, 1 transaction) and key.
+    coordinators: StdMutex<HashMap<(i8, String), BrokerId>>,
     /// Fetch sessions and read replicas (`fetch.rs`).
     fetch: crate::fetch::FetchState,
 }
@@ -556,17 +557,17 @@ impl Client {
         }
     }
 
-    pub(crate) fn cached_coordinator(&self, group: &str) -> Option<BrokerId> {
+    pub(crate) fn cached_coordinator(&self, key_type: i8, key: &str) -> Option<BrokerId> {
         self.inner
             .coordinators
             .lock()
             .ok()
-            .and_then(|c| c.get(group).copied())
+            .and_then(|c| c.get(&(key_type, key.to_owned())).copied())
     }
 
-    pub(crate) fn remember_coordinator(&self, group: &str, broker: BrokerId) {
+    pub(crate) fn remember_coordinator(&self, key_type: i8, key: &str, broker: BrokerId) {
         if let Ok(mut c) = self.inner.coordinators.lock() {
-            c.insert(group.to_owned(), broker);
+            c.insert((key_type, key.to_owned()), broker);
         }
     }
 

@@ -37,6 +37,10 @@ use crate::sasl::{self, SaslConfig};
 use crate::throttle::ThrottleTime;
 use crate::tls::{self, TlsConfig};
 
+/// The last Produce version of Kafka's first transaction protocol (KIP-890: from v12 the
+/// broker may add partitions to a transaction implicitly).
+const LAST_PRODUCE_OF_FIRST_TRANSACTIONS: i16 = 11;
+
 /// A byte stream to a broker: TCP, or TLS over TCP.
 pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Stream for T {}
@@ -486,8 +490,16 @@ impl BrokerConnection {
 
     /// [`submit`](BrokerConnection::submit) for a Produce request of forwarded batches: their
     /// bytes go to the socket from where they are, never copied into the request.
+    ///
+    /// A transactional request goes at v11 at most: from v12 on, a broker whose cluster has
+    /// KIP-890's `transaction.version` 2 adds the partitions to the transaction itself, which
+    /// is the second transaction protocol; strait speaks the first (AddPartitionsToTxn before
+    /// the first batch of each partition), which Kafka keeps for every client before 4.0.
     pub async fn submit_produce(&self, body: &ProduceBody) -> Result<Submitted<ProduceRequest>> {
-        let version = self.version_of::<ProduceRequest>()?;
+        let mut version = self.version_of::<ProduceRequest>()?;
+        if body.transactional_id.is_some() {
+            version = version.min(LAST_PRODUCE_OF_FIRST_TRANSACTIONS);
+        }
         let api = ApiKey::Produce;
         let encode = |version, correlation_id, client_id: &str| {
             frame::encode_produce_request(body, version, correlation_id, client_id)

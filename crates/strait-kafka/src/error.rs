@@ -27,6 +27,8 @@ pub enum Context {
     Group(String),
     /// A config or ACL resource.
     Resource(String),
+    /// A transactional id.
+    Transaction(String),
 }
 
 impl std::fmt::Display for Context {
@@ -37,6 +39,7 @@ impl std::fmt::Display for Context {
             Context::Partition { topic, partition } => write!(f, " ({topic}-{partition})"),
             Context::Group(g) => write!(f, " (group {g})"),
             Context::Resource(r) => write!(f, " ({r})"),
+            Context::Transaction(t) => write!(f, " (transactional id {t})"),
         }
     }
 }
@@ -183,7 +186,13 @@ impl Error {
             Error::Io { .. } | Error::Timeout { .. } | Error::DeliveryTimeout { .. } => true,
             // Unreachable brokers may come back; a TLS or SASL refusal will not.
             Error::NoBootstrap { last, .. } => last.is_retriable(),
-            Error::Broker { code, .. } => code.is_retriable() || is_coordinator_moved(*code),
+            // A transaction coordinator answers CONCURRENT_TRANSACTIONS while it is still
+            // ending the transactional id's last transaction; Kafka's producer retries it.
+            Error::Broker { code, .. } => {
+                code.is_retriable()
+                    || is_coordinator_moved(*code)
+                    || *code == ResponseError::ConcurrentTransactions
+            }
             Error::UnknownTopicOrPartition { .. } => true,
             Error::Frame { .. }
             | Error::Version { .. }
@@ -195,6 +204,20 @@ impl Error {
             | Error::Authentication { .. }
             | Error::Invalid(_) => false,
         }
+    }
+
+    /// Whether a transactional producer was fenced: another producer initialised its
+    /// transactional id since (PRODUCER_FENCED from the coordinator, INVALID_PRODUCER_EPOCH
+    /// from a partition leader). Nothing it writes lands any more; only a new initialisation
+    /// of the id writes again.
+    pub fn is_fenced(&self) -> bool {
+        matches!(
+            self,
+            Error::Broker {
+                code: ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch,
+                ..
+            }
+        )
     }
 
     /// Whether the error means our routing is stale: the metadata (leaders, coordinators)

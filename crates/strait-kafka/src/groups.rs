@@ -170,20 +170,43 @@ fn classic_description(g: DescribedClassicGroup) -> Result<GroupDescription> {
     })
 }
 
+/// FindCoordinator's key type for a consumer group.
+const GROUP_KEY: i8 = 0;
+/// FindCoordinator's key type for a transactional id.
+const TRANSACTION_KEY: i8 = 1;
+
 impl Client {
     /// The coordinator of a group (FindCoordinator), cached until a routing error.
     pub async fn coordinator(&self, group: &str) -> Result<BrokerId> {
-        if let Some(id) = self.cached_coordinator(group) {
+        self.find_coordinator(GROUP_KEY, group, Context::Group(group.to_owned()))
+            .await
+    }
+
+    /// The coordinator of a transactional id (FindCoordinator with key type 1), cached until a
+    /// routing error.
+    pub async fn transaction_coordinator(&self, transactional_id: &str) -> Result<BrokerId> {
+        let context = Context::Transaction(transactional_id.to_owned());
+        self.find_coordinator(TRANSACTION_KEY, transactional_id, context)
+            .await
+    }
+
+    async fn find_coordinator(
+        &self,
+        key_type: i8,
+        key: &str,
+        context: Context,
+    ) -> Result<BrokerId> {
+        if let Some(id) = self.cached_coordinator(key_type, key) {
             return Ok(id);
         }
         let request = FindCoordinatorRequest::default()
-            .with_key(StrBytes::from_string(group.to_owned()))
-            .with_key_type(0);
+            .with_key(StrBytes::from_string(key.to_owned()))
+            .with_key_type(key_type);
         let resp = self
             .retry("find coordinator", || async {
                 let resp = self.send_any(&request).await?;
                 check(resp.error_code, resp.error_message.as_ref(), || {
-                    Context::Group(group.to_owned())
+                    context.clone()
                 })?;
                 Ok(resp)
             })
@@ -192,7 +215,7 @@ impl Client {
         if !self.cached_metadata().brokers.contains_key(&id) {
             self.refresh_metadata().await?;
         }
-        self.remember_coordinator(group, id);
+        self.remember_coordinator(key_type, key, id);
         Ok(id)
     }
 

@@ -34,8 +34,13 @@
 //! old epoch cannot land after the new epoch's. Taking a new producer id instead would leave
 //! one more producer's state on every partition of the target until it expires, which is what
 //! a producer failing in a loop must not do (KIP-936).
+//!
+//! With a `transactional_id` the producer is transactional (`transaction`): the id's coordinator
+//! gives the producer id and epoch and fences whoever held the id before; batches carry the
+//! transactional bit, each partition joins the open transaction before its first batch, and
+//! [`RawProducer::commit`] or [`RawProducer::abort`] ends it.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
@@ -53,6 +58,8 @@ use crate::backoff::Backoff;
 use crate::cluster::{BrokerId, Client, Metadata, TopicPartition};
 use crate::error::{check, Context, Error, Result};
 
+mod transaction;
+
 /// Settings of the raw producer.
 #[derive(Debug, Clone)]
 pub struct ProducerConfig {
@@ -67,6 +74,12 @@ pub struct ProducerConfig {
     /// this, except that a request always carries at least one batch (a batch larger than this
     /// goes alone; the broker's `message.max.bytes` decides whether it is taken).
     pub max_request_size: usize,
+    /// `transactional.id`: with one, the producer is transactional and fences every earlier
+    /// producer of the same id; without (the default), it is idempotent only.
+    pub transactional_id: Option<String>,
+    /// `transaction.timeout.ms` (default 60 s): the coordinator aborts a transaction left open
+    /// longer than this.
+    pub transaction_timeout: Duration,
 }
 
 impl Default for ProducerConfig {
@@ -76,7 +89,15 @@ impl Default for ProducerConfig {
             delivery_timeout: Duration::from_secs(120),
             max_in_flight_per_partition: 5,
             max_request_size: 1024 * 1024,
+            transactional_id: None,
+            transaction_timeout: Duration::from_secs(60),
         }
+    }
+}
+
+impl ProducerConfig {
+    fn transaction_timeout_ms(&self) -> i32 {
+        i32::try_from(self.transaction_timeout.as_millis()).unwrap_or(i32::MAX)
     }
 }
 
@@ -148,16 +169,31 @@ pub struct RawProducer {
     producer_id: i64,
     producer_epoch: i16,
     partitions: StdMutex<HashMap<TopicPartition, Arc<PartitionState>>>,
+    /// A transactional producer's partitions in its open transaction.
+    in_transaction: StdMutex<BTreeSet<TopicPartition>>,
 }
 
 impl RawProducer {
-    /// Gets a producer id from the cluster (InitProducerId without a transactional id).
+    /// Gets a producer id from the cluster: InitProducerId without a transactional id, or, with
+    /// one, at the id's transaction coordinator, which fences every earlier producer of the id
+    /// and aborts the transaction it left open.
     pub async fn new(client: Client, config: ProducerConfig) -> Result<Self> {
         if config.max_in_flight_per_partition == 0 || config.max_in_flight_per_partition > 5 {
             return Err(Error::Invalid(format!(
                 "max in flight per partition is {}; an idempotent producer needs 1..=5",
                 config.max_in_flight_per_partition
             )));
+        }
+        if let Some(id) = &config.transactional_id {
+            let session =
+                transaction::init(&client, id, config.transaction_timeout_ms(), None).await?;
+            tracing::info!(
+                transactional_id = %id,
+                producer_id = session.producer_id,
+                epoch = session.producer_epoch,
+                "transactional producer ready; earlier producers of its id are fenced"
+            );
+            return Ok(Self::with_session(client, config, session));
         }
         let request = InitProducerIdRequest::default()
             .with_transactional_id(None)
@@ -176,20 +212,59 @@ impl RawProducer {
             epoch = resp.producer_epoch,
             "idempotent producer ready"
         );
-        Ok(Self {
-            client,
-            config,
+        let session = transaction::Session {
             producer_id: resp.producer_id.0,
             producer_epoch: resp.producer_epoch,
+        };
+        Ok(Self::with_session(client, config, session))
+    }
+
+    fn with_session(client: Client, config: ProducerConfig, session: transaction::Session) -> Self {
+        Self {
+            client,
+            config,
+            producer_id: session.producer_id,
+            producer_epoch: session.producer_epoch,
             partitions: StdMutex::new(HashMap::new()),
-        })
+            in_transaction: StdMutex::new(BTreeSet::new()),
+        }
+    }
+
+    fn session(&self) -> transaction::Session {
+        transaction::Session {
+            producer_id: self.producer_id,
+            producer_epoch: self.producer_epoch,
+        }
     }
 
     /// Starts a new epoch of the same producer id, every partition's sequence back to 0, so
     /// that partitions whose sequence has a hole (a batch failed for good, or its fate is
     /// unknown) can be written again. Call it only when no batch is in flight (no `send_all`
     /// running). At the last epoch, a new producer id is taken instead.
+    ///
+    /// A transactional producer asks its coordinator for the bump (KIP-360), which aborts its
+    /// open transaction; a producer that was fenced meanwhile gets PRODUCER_FENCED instead
+    /// ([`Error::is_fenced`]) and stays fenced.
     pub async fn bump_epoch(&mut self) -> Result<()> {
+        if let Some(id) = &self.config.transactional_id {
+            let timeout = self.config.transaction_timeout_ms();
+            let session =
+                transaction::init(&self.client, id, timeout, Some(self.session())).await?;
+            self.producer_id = session.producer_id;
+            self.producer_epoch = session.producer_epoch;
+            self.partitions.lock().map_err(|_| Error::Closed)?.clear();
+            self.in_transaction
+                .lock()
+                .map_err(|_| Error::Closed)?
+                .clear();
+            tracing::info!(
+                transactional_id = %id,
+                producer_id = self.producer_id,
+                epoch = self.producer_epoch,
+                "transactional producer epoch bumped; its open transaction was aborted"
+            );
+            return Ok(());
+        }
         if self.producer_epoch == i16::MAX {
             let fresh = Self::new(self.client.clone(), self.config.clone()).await?;
             *self = fresh;
@@ -251,10 +326,16 @@ impl RawProducer {
     /// by then, in flight or not yet sent, is an [`Error::DeliveryTimeout`]. A batch that fails
     /// for good leaves a hole in its partition's sequence: the partition's later batches are not
     /// sent and fail too.
+    ///
+    /// A transactional producer first adds the partitions that are not in its open transaction
+    /// yet; if that fails, every batch fails with its error.
     pub async fn send_all(
         &self,
         batches: Vec<(TopicPartition, RawBatch)>,
     ) -> Vec<Result<ProduceAck>> {
+        if let Err(e) = self.join_transaction(&batches).await {
+            return batches.iter().map(|_| Err(e.clone())).collect();
+        }
         let deadline = Instant::now() + self.config.delivery_timeout;
         let mut dispatch = Dispatch::new(self, batches, deadline);
         dispatch.run().await;
@@ -263,6 +344,67 @@ impl RawProducer {
             .into_iter()
             .map(|r| r.unwrap_or(Err(Error::Closed)))
             .collect()
+    }
+
+    /// Adds to the open transaction the partitions of `batches` that are not in it yet (a
+    /// transactional producer only).
+    async fn join_transaction(&self, batches: &[(TopicPartition, RawBatch)]) -> Result<()> {
+        let Some(id) = &self.config.transactional_id else {
+            return Ok(());
+        };
+        let missing: Vec<TopicPartition> = {
+            let joined = self.in_transaction.lock().map_err(|_| Error::Closed)?;
+            let missing: BTreeSet<&TopicPartition> = batches
+                .iter()
+                .map(|(tp, _)| tp)
+                .filter(|tp| !joined.contains(*tp))
+                .collect();
+            missing.into_iter().cloned().collect()
+        };
+        if missing.is_empty() {
+            return Ok(());
+        }
+        transaction::add_partitions(&self.client, id, self.session(), &missing).await?;
+        self.in_transaction
+            .lock()
+            .map_err(|_| Error::Closed)?
+            .extend(missing);
+        Ok(())
+    }
+
+    /// Commits the open transaction: its batches become visible to `read_committed` readers
+    /// at once. Call it when every `send_all` of the transaction has returned with success.
+    /// Without an open transaction (no batch sent since the last end) there is nothing to do.
+    /// An error other than fencing leaves the outcome unknown: abort, or bump the epoch.
+    pub async fn commit(&self) -> Result<()> {
+        self.end_transaction(true).await
+    }
+
+    /// Aborts the open transaction: `read_committed` readers never see its batches.
+    pub async fn abort(&self) -> Result<()> {
+        self.end_transaction(false).await
+    }
+
+    async fn end_transaction(&self, commit: bool) -> Result<()> {
+        let Some(id) = &self.config.transactional_id else {
+            return Err(Error::Invalid(
+                "the producer has no transactional id, so no transaction to end".into(),
+            ));
+        };
+        if self
+            .in_transaction
+            .lock()
+            .map_err(|_| Error::Closed)?
+            .is_empty()
+        {
+            return Ok(());
+        }
+        transaction::end(&self.client, id, self.session(), commit).await?;
+        self.in_transaction
+            .lock()
+            .map_err(|_| Error::Closed)?
+            .clear();
+        Ok(())
     }
 
     fn delivery_timeout(&self, tp: &TopicPartition) -> Error {
@@ -294,7 +436,7 @@ impl RawProducer {
             producer_id: self.producer_id,
             producer_epoch: self.producer_epoch,
             base_sequence: sequence,
-            transactional: false,
+            transactional: self.config.transactional_id.is_some(),
         };
         let bytes = strait_wire::forward(batch, &header)
             .map_err(|e| Error::Invalid(format!("{tp}: cannot forward batch: {e}")))?;
@@ -325,6 +467,7 @@ impl RawProducer {
                 .push((tp.partition, batch.clone()));
         }
         ProduceBody {
+            transactional_id: self.config.transactional_id.clone(),
             acks: -1,
             timeout_ms: self.config.broker_timeout.as_millis().min(i32::MAX as u128) as i32,
             topics: by_topic

@@ -45,4 +45,6 @@ throttled!(
     SyncGroupResponse,
     HeartbeatResponse,
     LeaveGroupResponse,
+    AddPartitionsToTxnResponse,
+    EndTxnResponse,
 );

@@ -16,9 +16,12 @@ const FIRST_FLEXIBLE: i16 = 9;
 /// topics (v13 names them by id).
 const VERSIONS: std::ops::RangeInclusive<i16> = 3..=12;
 
-/// A Produce request of forwarded batches: no transactional id, one batch per partition.
+/// A Produce request of forwarded batches, one batch per partition.
 #[derive(Debug, Clone, Default)]
 pub struct ProduceBody {
+    /// The transactional id of a transactional producer (its batches then carry the
+    /// transactional bit); `None` for an idempotent one.
+    pub transactional_id: Option<String>,
     /// `acks`: -1 (all) for an idempotent producer.
     pub acks: i16,
     /// How long the broker may wait for replicas, in milliseconds.
@@ -61,12 +64,8 @@ pub fn encode_produce_request(
     let mut head = buf.split();
 
     let mut frame = Frame::with_capacity(2 + partitions * 3);
-    // transactional_id: null.
-    if flexible {
-        put_uvarint(&mut buf, 0);
-    } else {
-        buf.put_i16(-1);
-    }
+    put_nullable_string(&mut buf, body.transactional_id.as_deref(), flexible)
+        .map_err(encode_err)?;
     buf.put_i16(body.acks);
     buf.put_i32(body.timeout_ms);
     put_length(&mut buf, body.topics.len(), flexible).map_err(encode_err)?;
@@ -130,6 +129,21 @@ fn put_string(buf: &mut BytesMut, s: &str, flexible: bool) -> Result<(), String>
     Ok(())
 }
 
+/// A nullable string: null is `INT16` -1, or in flexible versions a compact length of 0.
+fn put_nullable_string(buf: &mut BytesMut, s: Option<&str>, flexible: bool) -> Result<(), String> {
+    match s {
+        Some(s) => put_string(buf, s, flexible),
+        None if flexible => {
+            put_uvarint(buf, 0);
+            Ok(())
+        }
+        None => {
+            buf.put_i16(-1);
+            Ok(())
+        }
+    }
+}
+
 fn put_uvarint(buf: &mut BytesMut, mut value: u32) {
     while value >= 0x80 {
         buf.put_u8((value as u8 & 0x7f) | 0x80);
@@ -146,7 +160,7 @@ mod tests {
     use crate::rewrite::{forward, ForwardHeader};
     use bytes::Bytes;
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-    use kafka_protocol::messages::TopicName;
+    use kafka_protocol::messages::{TopicName, TransactionalId};
 
     /// A dense batch of one record slot and `extra` payload bytes (the scanner only reads the
     /// header and the CRC).
@@ -171,7 +185,14 @@ mod tests {
 
     #[test]
     fn the_same_bytes_as_the_codec_at_every_version() {
+        for transactional_id in [None, Some("strait-unit-0".to_owned())] {
+            same_bytes_as_the_codec(transactional_id);
+        }
+    }
+
+    fn same_bytes_as_the_codec(transactional_id: Option<String>) {
         let body = ProduceBody {
+            transactional_id,
             acks: -1,
             timeout_ms: 30_000,
             topics: vec![
@@ -180,7 +201,11 @@ mod tests {
             ],
         };
         let request = ProduceRequest::default()
-            .with_transactional_id(None)
+            .with_transactional_id(
+                body.transactional_id
+                    .clone()
+                    .map(|id| TransactionalId(StrBytes::from_string(id))),
+            )
             .with_acks(body.acks)
             .with_timeout_ms(body.timeout_ms)
             .with_topic_data(
@@ -205,7 +230,12 @@ mod tests {
         for version in VERSIONS {
             let ours = encode_produce_request(&body, version, 42, "strait").unwrap();
             let codec = encode_request(&request, version, 42, "strait").unwrap();
-            assert_eq!(ours.to_bytes(), codec, "v{version}");
+            assert_eq!(
+                ours.to_bytes(),
+                codec,
+                "v{version}, {:?}",
+                body.transactional_id
+            );
         }
         assert!(encode_produce_request(&body, 13, 42, "strait").is_err());
     }
@@ -214,6 +244,7 @@ mod tests {
     fn batches_are_not_copied() {
         let b = batch(100);
         let body = ProduceBody {
+            transactional_id: None,
             acks: -1,
             timeout_ms: 1,
             topics: vec![("t".into(), vec![(0, b.clone())])],

@@ -1,0 +1,150 @@
+//! The transactional side of the raw producer (KIP-98), in Kafka's first transaction protocol:
+//! the producer's `transactional.id` is initialised at its coordinator (InitProducerId), which
+//! gives it the id's producer id with a new epoch, aborts whatever transaction the id had open
+//! and, from then on, refuses the previous epoch: every writer that held the id before is
+//! fenced. Each partition joins the open transaction (AddPartitionsToTxn) before its first
+//! batch of it; EndTxn commits or aborts, and the coordinator writes the markers that make the
+//! batches visible to `read_committed` readers, or hide them for good.
+//!
+//! A fenced producer learns it from the coordinator (PRODUCER_FENCED) or from a partition
+//! leader (INVALID_PRODUCER_EPOCH): see [`crate::Error::is_fenced`]. Nothing it sends after that
+//! lands. Only a new initialisation of the id writes again, and that fences the other writer
+//! in turn, so the caller decides who may do it (scale-out: the owner of the unit).
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::{
+    AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, ProducerId, TopicName,
+    TransactionalId,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::cluster::{Client, TopicPartition};
+use crate::error::{check, Context, Result};
+
+/// A producer id and epoch as the coordinator gave them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Session {
+    pub(super) producer_id: i64,
+    pub(super) producer_epoch: i16,
+}
+
+/// Initialises `transactional_id` at its coordinator. With `current` `None` the id is taken
+/// whoever held it (the previous holder is fenced); with `Some`, it is the holder bumping its own
+/// epoch (KIP-360), which the coordinator refuses with PRODUCER_FENCED when another producer
+/// took the id since. Either way the id's open transaction, if any, is aborted.
+pub(super) async fn init(
+    client: &Client,
+    transactional_id: &str,
+    timeout_ms: i32,
+    current: Option<Session>,
+) -> Result<Session> {
+    let (producer_id, producer_epoch) =
+        current.map_or((-1, -1), |s| (s.producer_id, s.producer_epoch));
+    let request = InitProducerIdRequest::default()
+        .with_transactional_id(Some(transactional_id_of(transactional_id)))
+        .with_transaction_timeout_ms(timeout_ms)
+        .with_producer_id(ProducerId(producer_id))
+        .with_producer_epoch(producer_epoch);
+    let resp = client
+        .retry("init transactional producer id", || async {
+            let coordinator = client.transaction_coordinator(transactional_id).await?;
+            let resp = client.send_to(coordinator, &request).await?;
+            check(resp.error_code, None, || context(transactional_id))?;
+            Ok(resp)
+        })
+        .await?;
+    Ok(Session {
+        producer_id: resp.producer_id.0,
+        producer_epoch: resp.producer_epoch,
+    })
+}
+
+/// Adds `partitions` to the open transaction of `session` (the first one starts it).
+pub(super) async fn add_partitions(
+    client: &Client,
+    transactional_id: &str,
+    session: Session,
+    partitions: &[TopicPartition],
+) -> Result<()> {
+    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for tp in partitions {
+        by_topic.entry(&tp.topic).or_default().push(tp.partition);
+    }
+    let request = AddPartitionsToTxnRequest::default()
+        .with_v3_and_below_transactional_id(transactional_id_of(transactional_id))
+        .with_v3_and_below_producer_id(ProducerId(session.producer_id))
+        .with_v3_and_below_producer_epoch(session.producer_epoch)
+        .with_v3_and_below_topics(
+            by_topic
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    AddPartitionsToTxnTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        );
+    client
+        .retry("add partitions to transaction", || async {
+            let coordinator = client.transaction_coordinator(transactional_id).await?;
+            let resp = client.send_to(coordinator, &request).await?;
+            check(resp.error_code, None, || context(transactional_id))?;
+            // One partition's error fails the request; the others then say only
+            // OPERATION_NOT_ATTEMPTED, so the first other error is the cause.
+            let mut not_attempted = None;
+            for topic in &resp.results_by_topic_v3_and_below {
+                for p in &topic.results_by_partition {
+                    let tp = || Context::Partition {
+                        topic: topic.name.0.to_string(),
+                        partition: p.partition_index,
+                    };
+                    let code = ResponseError::try_from_code(p.partition_error_code);
+                    if code == Some(ResponseError::OperationNotAttempted) {
+                        not_attempted
+                            .get_or_insert_with(|| check(p.partition_error_code, None, tp));
+                    } else {
+                        check(p.partition_error_code, None, tp)?;
+                    }
+                }
+            }
+            not_attempted.unwrap_or(Ok(()))
+        })
+        .await
+}
+
+/// Commits (`commit`) or aborts the open transaction of `session`.
+pub(super) async fn end(
+    client: &Client,
+    transactional_id: &str,
+    session: Session,
+    commit: bool,
+) -> Result<()> {
+    let request = EndTxnRequest::default()
+        .with_transactional_id(transactional_id_of(transactional_id))
+        .with_producer_id(ProducerId(session.producer_id))
+        .with_producer_epoch(session.producer_epoch)
+        .with_committed(commit);
+    let what = if commit {
+        "commit transaction"
+    } else {
+        "abort transaction"
+    };
+    client
+        .retry(what, || async {
+            let coordinator = client.transaction_coordinator(transactional_id).await?;
+            let resp = client.send_to(coordinator, &request).await?;
+            check(resp.error_code, None, || context(transactional_id))
+        })
+        .await
+}
+
+fn transactional_id_of(id: &str) -> TransactionalId {
+    TransactionalId(StrBytes::from_string(id.to_owned()))
+}
+
+fn context(transactional_id: &str) -> Context {
+    Context::Transaction(transactional_id.to_owned())
+}
