@@ -9,6 +9,8 @@
 //!   that checkpoints and heartbeats share with them.
 //! - [`offsets`]: consumer-group offsets translated through the map, both ways.
 //! - [`heartbeats`]: MM2's heartbeats; [`acls`]: MM2's topic ACL sync.
+//! - [`scale`]: many workers sharing the flows through a group on the target cluster: units of
+//!   work, the leader's assignor, the member that follows the group.
 //! - [`metrics`]: what is counted, for `/metrics`; [`status`]: what each flow is doing now,
 //!   for `/v1/status`.
 
@@ -21,4 +23,5 @@ pub mod internal;
 pub mod metrics;
 pub mod offsets;
 pub mod policy;
+pub mod scale;
 pub mod status;

@@ -1,0 +1,156 @@
+//! Workers sharing units through a group on Apache Kafka's coordinator: three workers split
+//! eight units evenly, a fourth joins and takes only its share, one killed (no LeaveGroup) is
+//! removed after its session timeout and only its units move, one that stops leaves at once.
+//! Every generation is checked: each unit owned by exactly one worker, counts within one.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use strait_core::scale::{Ownership, Unit, Worker, PROTOCOL_TYPE};
+use strait_kafka::membership::MembershipConfig;
+use strait_testkit::Clusters;
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use common::client;
+
+const SESSION: Duration = Duration::from_secs(6);
+
+struct Running {
+    ownership: watch::Receiver<Ownership>,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+fn all_units() -> BTreeSet<Unit> {
+    Unit::all_of("A->B", 4)
+        .chain(Unit::all_of("B->A", 4))
+        .collect()
+}
+
+async fn start(bootstrap: &str, group: &str) -> Running {
+    let config = MembershipConfig {
+        session_timeout: SESSION,
+        rebalance_timeout: Duration::from_secs(20),
+        ..MembershipConfig::new(group, PROTOCOL_TYPE)
+    };
+    let mut worker = Worker::new(client(bootstrap).await, config, all_units());
+    let ownership = worker.ownership();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        worker
+            .run(async {
+                let _ = stopped.await;
+            })
+            .await
+            .expect("the worker runs until stopped");
+    });
+    Running {
+        ownership,
+        stop: Some(stop),
+        task,
+    }
+}
+
+/// Waits until the workers' ownerships form one generation that covers every unit exactly once
+/// with counts within one of each other, and returns each worker's units (by its position in
+/// `workers`) and how long it took.
+async fn settled(workers: &[&Running]) -> (Vec<BTreeSet<Unit>>, Duration) {
+    let began = Instant::now();
+    let deadline = began + Duration::from_secs(60);
+    loop {
+        let now: Vec<Ownership> = workers
+            .iter()
+            .map(|w| w.ownership.borrow().clone())
+            .collect();
+        let generations: BTreeSet<i32> = now.iter().map(|o| o.generation).collect();
+        let mut owners: BTreeMap<&Unit, usize> = BTreeMap::new();
+        for o in &now {
+            for unit in &o.units {
+                *owners.entry(unit).or_default() += 1;
+            }
+        }
+        let counts: Vec<usize> = now.iter().map(|o| o.units.len()).collect();
+        let complete = owners.len() == all_units().len() && owners.values().all(|n| *n == 1);
+        let balanced = counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1;
+        if generations.len() == 1 && !generations.contains(&-1) && complete && balanced {
+            return (now.into_iter().map(|o| o.units).collect(), began.elapsed());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the workers did not settle: {now:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_share_units_evenly_and_only_what_must_move_moves() {
+    let clusters = Clusters::start();
+    let bootstrap = clusters.target.bootstrap.as_str();
+    let group = "strait-workers-test";
+
+    // Three workers: 3, 3 and 2 units.
+    let w1 = start(bootstrap, group).await;
+    let (alone, _) = settled(&[&w1]).await;
+    assert_eq!(alone[0].len(), 8);
+    let w2 = start(bootstrap, group).await;
+    let w3 = start(bootstrap, group).await;
+    let (three, took) = settled(&[&w1, &w2, &w3]).await;
+    eprintln!("three workers settled in {took:?}: {three:?}");
+    let mut sizes: Vec<usize> = three.iter().map(BTreeSet::len).collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes, [2, 3, 3]);
+    assert!(three[0].is_subset(&alone[0]));
+    // Each worker runs units of both flows.
+    for units in &three {
+        let flows: BTreeSet<&str> = units.iter().map(|u| u.flow.as_str()).collect();
+        assert_eq!(flows.len(), 2, "{units:?}");
+    }
+
+    // A fourth joins: two each, and the first three only gave units away.
+    let w4 = start(bootstrap, group).await;
+    let (four, took) = settled(&[&w1, &w2, &w3, &w4]).await;
+    eprintln!("four workers settled in {took:?}: {four:?}");
+    assert!(four.iter().all(|u| u.len() == 2), "{four:?}");
+    for (before, after) in three.iter().zip(&four) {
+        assert!(after.is_subset(before), "{before:?} -> {after:?}");
+    }
+
+    // w2 dies without leaving (a kill -9): the coordinator removes it after its session
+    // timeout, and only its units move.
+    w2.task.abort();
+    let killed = Instant::now();
+    let (after_kill, _) = settled(&[&w1, &w3, &w4]).await;
+    let took = killed.elapsed();
+    eprintln!("after w2 was killed, the others settled in {took:?}: {after_kill:?}");
+    assert!(took >= SESSION - Duration::from_secs(1), "{took:?}");
+    for (before, after) in [&four[0], &four[2], &four[3]].into_iter().zip(&after_kill) {
+        assert!(before.is_subset(after), "{before:?} -> {after:?}");
+    }
+    let taken: BTreeSet<Unit> = after_kill.iter().flatten().cloned().collect();
+    assert!(four[1].is_subset(&taken));
+
+    // w4 stops: it leaves the group, so the others take its units well within a session
+    // timeout, and it owns nothing.
+    let mut w4 = w4;
+    let stopping = Instant::now();
+    w4.stop.take().unwrap().send(()).unwrap();
+    (&mut w4.task).await.unwrap();
+    assert!(w4.ownership.borrow().units.is_empty());
+    let (after_leave, _) = settled(&[&w1, &w3]).await;
+    let took = stopping.elapsed();
+    eprintln!("after w4 left, the others settled in {took:?}: {after_leave:?}");
+    assert!(took < SESSION, "{took:?}");
+    assert!(after_kill[0].is_subset(&after_leave[0]));
+    assert!(after_kill[1].is_subset(&after_leave[1]));
+    assert_eq!(after_leave.iter().map(BTreeSet::len).sum::<usize>(), 8);
+
+    for mut w in [w1, w3] {
+        w.stop.take().unwrap().send(()).unwrap();
+        (&mut w.task).await.unwrap();
+    }
+}
