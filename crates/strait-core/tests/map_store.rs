@@ -18,7 +18,7 @@ use strait_wire::offset_map::{Extent, MapEntry, OffsetMap, Segment, SourcePartit
 async fn a_map_flush_larger_than_a_batch_may_be_is_written_and_reads_back() {
     let clusters = Clusters::start();
     let target = common::client(&clusters.target.bootstrap).await;
-    let (mut store, map) = MapStore::open(&target, "big", 1, ProducerConfig::default())
+    let (mut store, map) = MapStore::open(&target, "big", 1, Some(ProducerConfig::default()))
         .await
         .unwrap();
     assert!(map.is_empty());

@@ -27,6 +27,7 @@
 //! serving the new topic's records at offsets that meant other records before. The caller sees
 //! the error, the metadata is refreshed, and the new id is there to compare.
 
+mod aborted;
 mod session;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -40,6 +41,7 @@ use kafka_protocol::messages::fetch_request::{
 use kafka_protocol::messages::{BrokerId as WireBrokerId, FetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+pub use aborted::AbortedBatches;
 pub(crate) use session::FetchState;
 use session::{Absent, Known, Plan, Sent};
 

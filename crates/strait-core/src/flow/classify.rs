@@ -2,19 +2,14 @@
 //! (`docs/design.md` §3.2).
 //!
 //! Skipped: control batches (transaction markers; clients may not write them) and, under
-//! read_committed, the batches of aborted transactions. A read_committed Fetch response lists the
-//! aborted transactions of the returned range as (producer id, first offset); a batch is aborted
-//! when it is transactional, its producer is in that list with a first offset at or before the
-//! batch, and the producer's ABORT marker has not been passed yet. This is the consumer's own
-//! algorithm (Kafka's `Fetcher`, KIP-98) and needs no decompression.
+//! read_committed, the batches of aborted transactions, told as Kafka's consumer tells them
+//! (`strait_kafka::fetch::AbortedBatches`), without decompressing anything.
 //!
 //! Rebuilt: batches the broker would refuse as they are, i.e. compacted batches whose offsets
 //! have holes (`lastOffsetDelta + 1 != recordCount`).
 
-use std::collections::{BTreeSet, HashSet};
-
-use strait_kafka::fetch::AbortedTransaction;
-use strait_wire::{ControlType, RawBatch};
+use strait_kafka::fetch::{AbortedBatches, AbortedTransaction};
+use strait_wire::RawBatch;
 
 /// Why a source range is not mirrored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,51 +48,33 @@ impl Action {
     }
 }
 
-/// Tracks aborted transactions across the batches of one fetched range.
+/// Classifies the batches of one fetched range, following its aborted transactions.
 #[derive(Debug, Default)]
 pub struct AbortTracker {
-    /// Aborted transactions not yet reached, by first offset.
-    upcoming: BTreeSet<(i64, i64)>,
-    /// Producers whose current transaction is aborted.
-    aborting: HashSet<i64>,
+    aborted: AbortedBatches,
 }
 
 impl AbortTracker {
     /// Starts from a fetch response's aborted-transactions list.
     pub fn new(aborted: &[AbortedTransaction]) -> Self {
         Self {
-            upcoming: aborted
-                .iter()
-                .map(|a| (a.first_offset, a.producer_id))
-                .collect(),
-            aborting: HashSet::new(),
+            aborted: AbortedBatches::new(aborted),
         }
     }
 
     /// Decides for one batch, in offset order.
     pub fn classify(&mut self, batch: RawBatch) -> Action {
+        let aborted = self.aborted.is_aborted(&batch);
         let header = batch.header;
-        // Every aborted transaction that starts at or before this batch's last offset is open.
-        while let Some(&(first, pid)) = self.upcoming.first() {
-            if first > header.last_offset() {
-                break;
-            }
-            self.upcoming.pop_first();
-            self.aborting.insert(pid);
-        }
-        let from = header.base_offset;
-        let to = header.next_offset();
+        let (from, to) = (header.base_offset, header.next_offset());
         if header.attributes.is_control() {
-            if batch.control_type() == Some(ControlType::Abort) {
-                self.aborting.remove(&header.producer_id);
-            }
             return Action::Skip {
                 from,
                 to,
                 reason: SkipReason::ControlBatch,
             };
         }
-        if header.attributes.is_transactional() && self.aborting.contains(&header.producer_id) {
+        if aborted {
             return Action::Skip {
                 from,
                 to,

@@ -60,6 +60,32 @@ pub enum FlowError {
     /// partition.
     #[error("{0}")]
     Diverged(String),
+    /// Another worker owns this flow's unit now: it initialised the unit's transactional id,
+    /// which fenced this producer (PRODUCER_FENCED). Nothing more is written here, not data,
+    /// not map records (`docs/design.md` §7.3).
+    #[error(
+        "fenced: another owner initialised transactional id {transactional_id}, so this one \
+         writes nothing more ({source})"
+    )]
+    Fenced {
+        /// The unit's transactional id.
+        transactional_id: String,
+        /// The broker's refusal.
+        #[source]
+        source: strait_kafka::Error,
+    },
+    /// Ending a transaction failed in a way a new epoch of the producer may mend (a timeout,
+    /// the coordinator moving, the transaction aborted by its timeout): the flow resumes from
+    /// its map after re-initialising its transactional id with its current epoch, which says
+    /// PRODUCER_FENCED instead if another owner took over.
+    #[error("transaction of {transactional_id} not committed: {source}")]
+    Transaction {
+        /// The unit's transactional id.
+        transactional_id: String,
+        /// Why.
+        #[source]
+        source: strait_kafka::Error,
+    },
 }
 
 impl FlowError {
@@ -70,8 +96,17 @@ impl FlowError {
             FlowError::Kafka(e) | FlowError::Topic { source: e, .. } => e.is_retriable(),
             FlowError::Internal { source, .. } => source.is_retriable(),
             // A batch that cannot be rebuilt fails the same way when fetched again.
-            FlowError::Map { .. } | FlowError::Rebuild { .. } | FlowError::Diverged(_) => false,
+            FlowError::Map { .. }
+            | FlowError::Rebuild { .. }
+            | FlowError::Diverged(_)
+            | FlowError::Fenced { .. } => false,
+            FlowError::Transaction { .. } => true,
         }
+    }
+
+    /// Whether another owner fenced this flow's transactional producer.
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, FlowError::Fenced { .. })
     }
 
     /// A change to `partition`'s map refused.

@@ -55,6 +55,7 @@ use crate::config::{FlowConfig, Side};
 use crate::internal::map_store::MapStore;
 use crate::internal::offset_syncs::{OffsetSyncWriter, DELAYED_SYNC_INTERVAL};
 use crate::metrics::{FlowMetrics, PartitionMetrics};
+use crate::scale::UnitFilter;
 use events::{Event, Events};
 use topics::MirroredTopic;
 
@@ -182,6 +183,10 @@ pub struct FlowOptions {
     /// The segments a partition's offset map holds before a compaction pass bounds it
     /// (`compact.rs`; default 1,024). Lower only to see compaction in a test.
     pub compact_min_segments: usize,
+    /// The one unit of the flow this runs (`tasks.max`, `docs/design.md` §7.2): only its
+    /// partitions are mirrored, and only unit 0 syncs topic configs and deletes remote topics.
+    /// `None`: every partition (default).
+    pub unit: Option<UnitFilter>,
 }
 
 impl Default for FlowOptions {
@@ -195,6 +200,7 @@ impl Default for FlowOptions {
             check_crcs: true,
             producer: ProducerConfig::default(),
             compact_min_segments: compact::COMPACT_MIN_SEGMENTS,
+            unit: None,
         }
     }
 }
@@ -271,12 +277,15 @@ impl Flow {
                  the target, so the target's defaults apply)"
             );
         }
+        // A transactional producer initialises its id first: that fences every earlier owner
+        // of the unit and aborts what it left open, so the map loaded next is final.
         let producer = RawProducer::new(target.clone(), options.producer.clone()).await?;
+        let transactional = options.producer.transactional_id.is_some();
         let (store, map) = MapStore::open(
             &target,
             config.source_alias.as_str(),
             config.checkpoints_topic_replication_factor,
-            options.producer.clone(),
+            (!transactional).then(|| options.producer.clone()),
         )
         .await
         .map_err(FlowError::internal("offset map"))?;
@@ -364,6 +373,9 @@ impl Flow {
     /// partitions are compacted first, below what no group on the source still needs
     /// (`compact.rs`).
     async fn write_map(&mut self, wait: bool) -> Result<(), FlowError> {
+        if self.transactional() {
+            return self.commit().await;
+        }
         self.compact_map().await;
         let written = if wait {
             self.store.flush(&self.map).await
@@ -372,6 +384,103 @@ impl Flow {
         };
         self.publish(written.map_err(FlowError::internal("offset map"))?);
         Ok(())
+    }
+
+    /// Whether the flow writes through a transactional producer (a unit of a worker,
+    /// `docs/design.md` §7.3): data and map records go in one transaction, committed by
+    /// [`Flow::commit`].
+    fn transactional(&self) -> bool {
+        self.options.producer.transactional_id.is_some()
+    }
+
+    /// Whether `tp` belongs to the unit this flow runs (every partition without a unit).
+    fn mirrors(&self, tp: &TopicPartition) -> bool {
+        self.options
+            .unit
+            .is_none_or(|u| u.contains(&tp.topic, tp.partition))
+    }
+
+    /// Whether this flow does the work that belongs to no partition: without units, or as
+    /// unit 0.
+    fn leads(&self) -> bool {
+        self.options.unit.is_none_or(|u| u.leads())
+    }
+
+    /// A transactional flow's commit: the map's changes go into the open transaction beside
+    /// the data it records, the transaction is committed, and the map published. So the map
+    /// never points at data that was aborted, and a fenced owner commits neither.
+    async fn commit(&mut self) -> Result<(), FlowError> {
+        self.compact_map().await;
+        let taken = self
+            .store
+            .take_write(&self.map)
+            .map_err(FlowError::internal("offset map"))?;
+        let mut result = Ok(());
+        let write = match taken {
+            Some((write, batches)) => {
+                let tp = TopicPartition::new(self.store.topic(), 0);
+                let sends = batches.into_iter().map(|b| (tp.clone(), b)).collect();
+                if let Some(e) = self
+                    .producer
+                    .send_all(sends)
+                    .await
+                    .into_iter()
+                    .find_map(Result::err)
+                {
+                    result = Err(e);
+                }
+                Some(write)
+            }
+            None => None,
+        };
+        if result.is_ok() {
+            result = self.producer.commit().await;
+        }
+        // A failure puts the notes back (unless newer ones replaced them); the error is the
+        // producer's, returned below.
+        let published = write.and_then(|write| {
+            let outcome = result
+                .clone()
+                .map_err(crate::internal::InternalError::Kafka);
+            self.store.taken_written(write, outcome).ok().flatten()
+        });
+        result.map_err(|e| self.transaction_error(e))?;
+        self.publish(published);
+        Ok(())
+    }
+
+    /// A new epoch of the producer, so that its sequences start afresh. A transactional one is
+    /// initialised again with its current epoch, which aborts what is open and, if another
+    /// owner initialised the id since, is refused: [`FlowError::Fenced`]. Never initialised
+    /// without it, which would fence that owner in turn.
+    async fn new_epoch(&mut self) -> Result<(), FlowError> {
+        let bumped = self.producer.bump_epoch().await;
+        match bumped {
+            Err(e) if self.transactional() => Err(self.transaction_error(e)),
+            other => Ok(other?),
+        }
+    }
+
+    /// A transactional producer's failure as the flow's: PRODUCER_FENCED is final
+    /// ([`FlowError::Fenced`]); the rest is mended by a new epoch ([`FlowError::Transaction`]).
+    fn transaction_error(&self, e: strait_kafka::Error) -> FlowError {
+        let transactional_id = self
+            .options
+            .producer
+            .transactional_id
+            .clone()
+            .unwrap_or_default();
+        if e.code() == Some(kafka_protocol::error::ResponseError::ProducerFenced) {
+            FlowError::Fenced {
+                transactional_id,
+                source: e,
+            }
+        } else {
+            FlowError::Transaction {
+                transactional_id,
+                source: e,
+            }
+        }
     }
 
     /// Publishes `map`, if a write put it on the topic, and the counters.
@@ -420,7 +529,7 @@ impl Flow {
                 .min(t.partitions);
             for p in 0..usable {
                 let tp = TopicPartition::new(&t.source, p);
-                if !self.partitions.contains_key(&tp) {
+                if self.mirrors(&tp) && !self.partitions.contains_key(&tp) {
                     new.push((tp, TopicPartition::new(&t.remote, p), None));
                 }
             }
@@ -508,7 +617,15 @@ impl Flow {
                     || self.config.remote_topic(&topic),
                     |(_, p)| p.remote.topic.clone(),
                 );
-            if self.config.sync_topic_deletions {
+            if self.config.sync_topic_deletions && !self.leads() {
+                tracing::info!(
+                    flow = %self.config.name(),
+                    source_topic = %topic,
+                    remote_topic = %remote,
+                    "source topic deleted; this unit's partitions of it stop, and unit 0 of the \
+                     flow deletes its remote topic (strait.sync.topic.deletions.enabled)"
+                );
+            } else if self.config.sync_topic_deletions {
                 // Missing from the listing twice; before anything is deleted, the source must
                 // say the topic is unknown when asked by name. A topic this principal may no
                 // longer describe (an ACL taken away) is missing from listings too, and its

@@ -84,8 +84,29 @@ impl Flow {
         self.upkeep().await?;
         let fetched = self.fetch().await?;
         let mut plan = self.decide(fetched).await?;
+        // A transactional flow's round is one transaction: if it does not commit, its data is
+        // aborted, and what it recorded is taken back with it.
+        let before = self
+            .transactional()
+            .then(|| (self.map.clone(), self.store.notes()));
         let acks = self.write(&mut plan).await;
-        let outcome = self.record(&plan, acks)?;
+        let recorded = async {
+            let outcome = self.record(&plan, acks)?;
+            if before.is_some() {
+                self.commit().await?;
+            }
+            Ok(outcome)
+        }
+        .await;
+        let outcome = match (recorded, before) {
+            (Ok(outcome), _) => outcome,
+            (Err(e), Some((map, notes))) => {
+                self.map = map;
+                self.store.restore_notes(notes);
+                return Err(e);
+            }
+            (Err(e), None) => return Err(e),
+        };
         self.settle(plan, outcome).await
     }
 
@@ -95,7 +116,7 @@ impl Flow {
         if Instant::now() >= self.next_refresh {
             self.refresh_topics().await?;
         }
-        if let Some(every) = self.config.sync_topic_configs {
+        if let Some(every) = self.config.sync_topic_configs.filter(|_| self.leads()) {
             if Instant::now() >= self.next_config_sync {
                 topics::sync_configs(&self.source, &self.target, &self.config, &self.topics)
                     .await?;
@@ -452,9 +473,10 @@ impl Flow {
         // Target records between the map's end and this write are copies of source records the
         // map could not account for (an earlier run wrote them and stopped before recording
         // them).
+        // In a transactional flow, what lies between is transaction markers and aborted data.
         let mapped_end = map_dst_end.max(self.orphan_ends.remove(tp));
         let duplicates = mapped_end
-            .filter(|e| ack.base_offset > *e)
+            .filter(|e| ack.base_offset > *e && !self.transactional())
             .map(|end| (ack.base_offset - end) as u64);
         let mut dst = ack.base_offset;
         let mut sync_runs = Vec::with_capacity(runs.len());
@@ -503,7 +525,7 @@ impl Flow {
             }
             if !outcome.reset {
                 // The refused partitions' sequences have a hole; nothing is in flight.
-                self.producer.bump_epoch().await?;
+                self.new_epoch().await?;
             }
             caught_up = false;
         }

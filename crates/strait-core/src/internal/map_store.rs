@@ -28,6 +28,7 @@ use strait_kafka::Client;
 use strait_wire::offset_map::{
     Compacted, MapEntry, MapKey, MapLoader, MapRecord, OffsetMap, PartitionMap, SourcePartition,
 };
+use strait_wire::RawBatch;
 
 use super::error::InternalError;
 use super::writer::{BackgroundWriter, Finished};
@@ -49,8 +50,22 @@ pub struct MapStore {
     until_compaction: u32,
     /// Writes beside the flow; `None` in unit tests, which never write.
     writer: Option<BackgroundWriter<MapWrite>>,
+    /// The map topic's name.
+    topic: String,
     /// Records written so far (tombstones included).
     written: u64,
+}
+
+/// A write of the map taken by a caller that writes it through its own producer
+/// ([`MapStore::take_write`]).
+#[derive(Debug)]
+pub(crate) struct TakenWrite(MapWrite);
+
+/// The notes of a store not yet written ([`MapStore::notes`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Notes {
+    pending: IndexMap<MapKey, MapRecord>,
+    removed: IndexSet<MapKey>,
 }
 
 /// What one write of the map carries: the entries and removals it writes, and the map they
@@ -69,20 +84,29 @@ impl MapStore {
     }
 
     /// Creates the topic if missing (compacted, one partition), loads the map from it, and
-    /// makes the store's producer (`producer`: the flow's target producer settings).
+    /// makes the store's producer (`producer`: the flow's target producer settings). With
+    /// `None`, the store has no producer: the flow writes the map in its own transactions
+    /// ([`MapStore::take_write`]).
     pub async fn open(
         target: &Client,
         source_alias: &str,
         replication_factor: i16,
-        producer: ProducerConfig,
+        producer: Option<ProducerConfig>,
     ) -> Result<(Self, OffsetMap), InternalError> {
         let topic = Self::topic_name(source_alias);
         super::ensure_compacted_topic(target, &topic, replication_factor).await?;
         let map = Self::load(target, &topic).await?;
-        let mut writer = BackgroundWriter::new(target.clone(), topic, producer);
-        writer.connect().await?;
+        let writer = match producer {
+            Some(producer) => {
+                let mut writer = BackgroundWriter::new(target.clone(), topic.clone(), producer);
+                writer.connect().await?;
+                Some(writer)
+            }
+            None => None,
+        };
         let store = Self {
-            writer: Some(writer),
+            writer,
+            topic,
             ..Self::unconnected()
         };
         Ok((store, map))
@@ -96,6 +120,7 @@ impl MapStore {
             // The first pass comes with the first flush: a large map loaded at start-up.
             until_compaction: 0,
             writer: None,
+            topic: String::new(),
             written: 0,
         }
     }
@@ -268,11 +293,27 @@ impl MapStore {
 
     /// Takes every note and starts their write; `false` if there is none.
     fn begin(&mut self, map: &OffsetMap) -> Result<bool, InternalError> {
-        let Some(writer) = &mut self.writer else {
+        if self.writer.is_none() {
+            return Ok(false);
+        }
+        let Some((write, phases)) = self.take(map)? else {
             return Ok(false);
         };
+        self.writer
+            .as_mut()
+            .expect("checked above")
+            .start(write, phases);
+        Ok(true)
+    }
+
+    /// Takes every note as the batches that write it: the entries, then the tombstones they
+    /// make safe (a phase each); `None` if there is none.
+    fn take(
+        &mut self,
+        map: &OffsetMap,
+    ) -> Result<Option<(MapWrite, Vec<Vec<RawBatch>>)>, InternalError> {
         if self.pending.is_empty() && self.removed.is_empty() {
-            return Ok(false);
+            return Ok(None);
         }
         let mut entries = Vec::with_capacity(self.pending.len());
         for r in self.pending.values() {
@@ -299,8 +340,54 @@ impl MapStore {
             // costs a pointer per partition, not a copy of every segment.
             map: Arc::new(map.clone()),
         };
-        writer.start(write, phases);
-        Ok(true)
+        Ok(Some((write, phases)))
+    }
+
+    /// For a flow that writes the map in its own transactions (`docs/design.md` §7.3): every
+    /// note as the batches that write it, in order, to the map topic's partition 0 through
+    /// the caller's producer; `None` if there is none. The caller hands the write back to
+    /// [`MapStore::taken_written`] once its transaction is committed, or failed.
+    pub(crate) fn take_write(
+        &mut self,
+        map: &OffsetMap,
+    ) -> Result<Option<(TakenWrite, Vec<RawBatch>)>, InternalError> {
+        Ok(self
+            .take(map)?
+            .map(|(write, phases)| (TakenWrite(write), phases.into_iter().flatten().collect())))
+    }
+
+    /// The end of a [`take_write`](Self::take_write): the map to publish once it is committed,
+    /// or its notes back (unless newer ones replaced them) and the error.
+    pub(crate) fn taken_written(
+        &mut self,
+        taken: TakenWrite,
+        result: Result<(), InternalError>,
+    ) -> Result<Option<Arc<OffsetMap>>, InternalError> {
+        self.settle(Some(Finished {
+            payload: taken.0,
+            result,
+        }))
+    }
+
+    /// The notes not yet written, to put back with [`MapStore::restore_notes`] if what they
+    /// came from is taken back (a transaction that did not commit).
+    pub(crate) fn notes(&self) -> Notes {
+        Notes {
+            pending: self.pending.clone(),
+            removed: self.removed.clone(),
+        }
+    }
+
+    /// Puts back the notes [`MapStore::notes`] returned, dropping every note since.
+    pub(crate) fn restore_notes(&mut self, notes: Notes) {
+        self.pending = notes.pending;
+        self.removed = notes.removed;
+    }
+
+    /// The topic the map is written to: where a caller writing it in its own transactions
+    /// sends [`take_write`](Self::take_write)'s batches.
+    pub(crate) fn topic(&self) -> &str {
+        &self.topic
     }
 
     /// Takes the end of a write: its map, to publish, or its notes back and the error.

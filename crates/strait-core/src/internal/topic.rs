@@ -50,7 +50,10 @@ pub async fn ensure_compacted_topic(
 
 /// Reads partition 0 of `topic` (one of the single-partition compacted topics: the offset map,
 /// checkpoints) from its start to the end it has now, calling `each(offset, key, value)` for
-/// every record in order; control batches are skipped. Returns `false`, reading nothing, when
+/// every record in order. It reads committed records only (read_committed, up to the last
+/// stable offset): control batches and the batches of aborted transactions are skipped, so a
+/// map written in transactions (`docs/design.md` §7.3) never loads what was aborted. Returns
+/// `false`, reading nothing, when
 /// the topic does not exist. An `Err` from `each` stops the read and is returned with the topic
 /// and offset ([`InternalError::Record`]).
 pub async fn read_whole_topic(
@@ -71,12 +74,12 @@ pub async fn read_whole_topic(
     }
     let tp = TopicPartition::new(topic, 0);
     let end = client
-        .list_offset(&tp, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
+        .list_offset(&tp, OffsetSpec::Latest, IsolationLevel::ReadCommitted)
         .await?
         .offset;
     let options = FetchOptions {
         max_wait: std::time::Duration::from_millis(10),
-        isolation: IsolationLevel::ReadUncommitted,
+        isolation: IsolationLevel::ReadCommitted,
         ..FetchOptions::default()
     };
     let mut position = 0;
@@ -88,6 +91,7 @@ pub async fn read_whole_topic(
             .unwrap_or(Err(strait_kafka::Error::Closed))?;
         position = position.max(data.log_start_offset);
         let before = position;
+        let mut aborted = strait_kafka::fetch::AbortedBatches::new(&data.aborted);
         for batch in strait_wire::BatchScanner::new(data.records) {
             let batch = batch.map_err(|source| InternalError::Scan {
                 topic: topic.to_owned(),
@@ -96,7 +100,7 @@ pub async fn read_whole_topic(
             if batch.header.next_offset() <= position {
                 continue;
             }
-            if !batch.header.attributes.is_control() {
+            if !aborted.is_aborted(&batch) && !batch.header.attributes.is_control() {
                 // Our own record reader: bounded decompression, nothing merged.
                 let records = strait_wire::records::batch_records(&batch).map_err(|source| {
                     InternalError::Decode {

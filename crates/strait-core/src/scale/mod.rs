@@ -11,5 +11,5 @@ pub mod units;
 pub mod worker;
 
 pub use assign::{assign, Claim};
-pub use units::{unit_index, Unit};
+pub use units::{unit_index, Unit, UnitFilter};
 pub use worker::{Ownership, Worker, WorkerError, PROTOCOL_TYPE};

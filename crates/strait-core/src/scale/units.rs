@@ -71,6 +71,28 @@ pub fn unit_index(topic: &str, partition: i32, units: u32) -> u32 {
     ((u64::from(crc32c::crc32c(topic.as_bytes())) + partition) % units) as u32
 }
 
+/// The partitions of one unit of a flow: those [`unit_index`] puts at `index` of `units`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnitFilter {
+    /// Which unit.
+    pub index: u32,
+    /// How many units the flow has (`tasks.max`).
+    pub units: u32,
+}
+
+impl UnitFilter {
+    /// Whether partition `partition` of `topic` is in this unit.
+    pub fn contains(&self, topic: &str, partition: i32) -> bool {
+        unit_index(topic, partition, self.units) == self.index
+    }
+
+    /// Whether this unit does the flow's work that belongs to no partition (topic configs,
+    /// deleting remote topics): unit 0.
+    pub fn leads(&self) -> bool {
+        self.index == 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -296,7 +296,7 @@ impl Flow {
         const SEARCH_FETCHES: usize = 4;
         let target_options = FetchOptions {
             max_wait: Duration::from_millis(10),
-            isolation: IsolationLevel::ReadUncommitted,
+            isolation: self.target_isolation(),
             ..FetchOptions::default()
         };
         let source_options = FetchOptions {
@@ -393,6 +393,15 @@ impl Flow {
             isolation: self.config.isolation_level,
             ..options
         };
+        // A transactional flow's target holds markers, and aborted data where an owner was
+        // fenced or failed: only committed records are matched, and the offsets between them
+        // are gaps, neither matched nor extra copies.
+        let transactional = self.transactional();
+        let options = FetchOptions {
+            isolation: self.target_isolation(),
+            ..options
+        };
+        let mut gaps = 0i64;
         self.orphan_ends.remove(tp);
         let mut matched = 0i64;
         let mut lost = 0u64;
@@ -419,15 +428,48 @@ impl Flow {
             let progress = (src, dst);
             // The target's records from `dst`, whichever batches hold them.
             let mut target = Vec::new();
-            let target_batches = match fetch_batches(&self.target, remote, dst, &options).await {
-                Ok(batches) => batches,
-                Err(e) if tail::is_out_of_range(&e) => {
-                    stopped_by = Some(format!(
+            if transactional {
+                match tail::mirrorable_records(&self.target, remote, dst, &options).await {
+                    Ok((records, next)) => {
+                        let first = records.first().map_or(next, |r| r.offset);
+                        if first > dst {
+                            gaps += first - dst;
+                            dst = first;
+                        }
+                        if records.is_empty() {
+                            if next > progress.1 {
+                                continue 'outer;
+                            }
+                            stopped_by = Some(format!(
+                                "the target returned no committed records from offset {dst}"
+                            ));
+                            break;
+                        }
+                        target = records;
+                    }
+                    Err(e) if tail::is_out_of_range(&e) => {
+                        stopped_by = Some(format!(
+                            "the target deleted its records at offset {dst} while they were \
+                             matched"
+                        ));
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            let target_batches = if transactional {
+                Vec::new()
+            } else {
+                match fetch_batches(&self.target, remote, dst, &options).await {
+                    Ok(batches) => batches,
+                    Err(e) if tail::is_out_of_range(&e) => {
+                        stopped_by = Some(format!(
                         "the target deleted its records at offset {dst} while they were matched"
                     ));
-                    break;
+                        break;
+                    }
+                    Err(e) => return Err(e),
                 }
-                Err(e) => return Err(e),
             };
             for b in target_batches {
                 match tail::records_from(&b, dst) {
@@ -504,6 +546,10 @@ impl Flow {
                         target_ran_out = true;
                         break 'batches;
                     };
+                    if transactional && t.offset > dst {
+                        gaps += t.offset - dst;
+                        dst = t.offset;
+                    }
                     if t.offset != dst {
                         stopped_by = Some(format!(
                             "the target's next record is at offset {}, not {dst}",
@@ -657,7 +703,7 @@ impl Flow {
         matched += pending.apply(&mut self.map, &mut self.store, &sp)?;
         // Every target offset from `dst_start` to `dst` is matched, a copy of a record the source
         // lost, or an extra copy (left out of the map).
-        let extra = dst - dst_start - matched - orphans;
+        let extra = dst - dst_start - matched - orphans - gaps;
         if orphans > 0 && self.map.partition(&sp).and_then(|m| m.dst_end()) < Some(dst) {
             // Written at `dst` next: the target records before it are not duplicates.
             self.orphan_ends.insert(tp.clone(), dst);
@@ -684,15 +730,25 @@ impl Flow {
         Ok(src)
     }
 
+    /// How the target's remote topics are read: committed records only when the flow writes
+    /// in transactions (what it aborted must never be matched).
+    fn target_isolation(&self) -> IsolationLevel {
+        if self.transactional() {
+            IsolationLevel::ReadCommitted
+        } else {
+            IsolationLevel::ReadUncommitted
+        }
+    }
+
     /// After a produce failure the producer's sequences have a hole: start a new epoch of the
     /// producer (a new producer id only if the target no longer knows ours) and put every
     /// partition back where its map ends, matching what the target already holds.
     pub(super) async fn reset_after_failure(&mut self) -> Result<(), FlowError> {
-        if std::mem::take(&mut self.fresh_producer) {
+        if std::mem::take(&mut self.fresh_producer) && !self.transactional() {
             self.producer =
                 RawProducer::new(self.target.clone(), self.options.producer.clone()).await?;
         } else {
-            self.producer.bump_epoch().await?;
+            self.new_epoch().await?;
         }
         let parts: Vec<(TopicPartition, TopicPartition, Option<i64>)> = self
             .partitions

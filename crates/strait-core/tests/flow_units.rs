@@ -1,0 +1,238 @@
+//! Flows that each run one unit of a flow through a transactional producer (`docs/design.md`
+//! §7.2–§7.3), against Apache Kafka: two units split the partitions between them; a new owner
+//! of a unit fences the old one, whose next write is refused and which writes nothing more; an
+//! owner that wrote a round's data and crashed before committing leaves aborted data that the
+//! next owner neither matches nor counts; an owner that committed and crashed before its map
+//! was written leaves committed data that the next owner matches instead of writing again. At
+//! the end, a read_committed librdkafka consumer reads every source record exactly once, in
+//! order, and the map sends every source offset to the copy of its record.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::client;
+use strait_core::flow::{Flow, FlowOptions};
+use strait_core::internal::map_store::MapStore;
+use strait_core::scale::UnitFilter;
+use strait_kafka::admin::{IsolationLevel, OffsetSpec};
+use strait_kafka::fetch::{FetchOptions, FetchPosition};
+use strait_kafka::produce::{ProducerConfig, RawProducer};
+use strait_kafka::{Client, TopicPartition};
+use strait_testkit::{Clusters, Rdk, TestRecord};
+use strait_wire::offset_map::{SourcePartition, Translation};
+use strait_wire::{BatchScanner, RawBatch};
+
+const TOPIC: &str = "orders";
+const REMOTE: &str = "source.orders";
+const PARTITIONS: i32 = 8;
+
+fn unit_options(index: u32) -> FlowOptions {
+    FlowOptions {
+        fetch_max_wait: Duration::from_millis(50),
+        producer: ProducerConfig {
+            transactional_id: Some(format!("strait-test-orders-{index}")),
+            ..ProducerConfig::default()
+        },
+        unit: Some(UnitFilter { index, units: 2 }),
+        ..FlowOptions::default()
+    }
+}
+
+async fn start_unit(clusters: &Clusters, index: u32) -> Flow {
+    Flow::start(
+        common::flow_config(&clusters.source.bootstrap, &clusters.target.bootstrap, ""),
+        unit_options(index),
+        client(&clusters.source.bootstrap).await,
+        client(&clusters.target.bootstrap).await,
+    )
+    .await
+    .expect("unit starts")
+}
+
+/// `n` records per partition, values naming their partition, round and index.
+fn records(round: &str, n: usize) -> Vec<TestRecord> {
+    (0..PARTITIONS)
+        .flat_map(|p| {
+            (0..n).map(move |i| {
+                let value = format!("{round}-p{p}-{i}");
+                TestRecord::new(p, Some(format!("k{i}").as_bytes()), Some(value.as_bytes()))
+                    .with_header("round", Some(round.as_bytes()))
+            })
+        })
+        .collect()
+}
+
+/// Every batch of `tp` from `from` to its end now.
+async fn batches_from(client: &Client, tp: &TopicPartition, from: i64) -> Vec<RawBatch> {
+    let end = client
+        .list_offset(tp, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
+        .await
+        .unwrap()
+        .offset;
+    let options = FetchOptions {
+        max_wait: Duration::from_millis(10),
+        isolation: IsolationLevel::ReadUncommitted,
+        ..FetchOptions::default()
+    };
+    let mut position = from;
+    let mut out = Vec::new();
+    while position < end {
+        let data = client
+            .fetch(&[FetchPosition::new(tp.clone(), position)], &options)
+            .await
+            .remove(tp)
+            .unwrap()
+            .unwrap();
+        for batch in BatchScanner::new(data.records) {
+            let batch = batch.unwrap();
+            if batch.header.base_offset >= position {
+                position = batch.header.next_offset();
+                out.push(batch);
+            }
+        }
+    }
+    out
+}
+
+/// Writes, under `transactional_id`, copies of the source batches of `unit`'s partitions from
+/// where the map on the target ends: what an owner of the unit writes in a round. Commits them
+/// if `commit`, else leaves the transaction open as a crash would. Returns the records written.
+async fn write_like_an_owner(clusters: &Clusters, unit: u32, commit: bool) -> i64 {
+    let source = client(&clusters.source.bootstrap).await;
+    let target = client(&clusters.target.bootstrap).await;
+    let map = MapStore::read(&target, "source").await.unwrap();
+    let filter = UnitFilter {
+        index: unit,
+        units: 2,
+    };
+    let producer = RawProducer::new(target.clone(), unit_options(unit).producer)
+        .await
+        .unwrap();
+    let mut sends = Vec::new();
+    for p in (0..PARTITIONS).filter(|p| filter.contains(TOPIC, *p)) {
+        let from = map
+            .partition(&SourcePartition::new(TOPIC, p))
+            .and_then(|m| m.src_end())
+            .unwrap();
+        for batch in batches_from(&source, &TopicPartition::new(TOPIC, p), from).await {
+            assert_eq!(batch.header.base_offset, from.max(batch.header.base_offset));
+            sends.push((TopicPartition::new(REMOTE, p), batch));
+        }
+    }
+    let records: i64 = sends
+        .iter()
+        .map(|(_, b)| i64::from(b.header.record_count))
+        .sum();
+    for ack in producer.send_all(sends).await {
+        ack.unwrap();
+    }
+    if commit {
+        producer.commit().await.unwrap();
+    }
+    // Dropped without committing: the transaction stays open until the next owner's
+    // initialisation aborts it.
+    records
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn units_split_partitions_fence_earlier_owners_and_commit_exactly_once() {
+    let clusters = Clusters::start();
+    let (src, dst) = (&clusters.source.bootstrap, &clusters.target.bootstrap);
+    let rdk = Rdk::new();
+    rdk.create_topic(src, TOPIC, PARTITIONS);
+    let mut sent = rdk.produce(src, TOPIC, &records("one", 50), "lz4").len();
+
+    // 1. Two units split the partitions: each writes only its own.
+    let mut a0 = start_unit(&clusters, 0).await;
+    let mut a1 = start_unit(&clusters, 1).await;
+    a0.run_until_caught_up().await.unwrap();
+    a1.run_until_caught_up().await.unwrap();
+    let split = |flow: &Flow| -> Vec<i32> {
+        (0..PARTITIONS)
+            .filter(|p| {
+                flow.map()
+                    .partition(&SourcePartition::new(TOPIC, *p))
+                    .is_some_and(|m| m.src_end() == Some(50))
+            })
+            .collect()
+    };
+    let (units0, units1) = (split(&a0), split(&a1));
+    eprintln!("unit 0 mirrors {units0:?}, unit 1 mirrors {units1:?}");
+    assert!(!units0.is_empty() && !units1.is_empty());
+    assert_eq!(units0.len() + units1.len(), PARTITIONS as usize);
+    assert!(units0.iter().all(|p| !units1.contains(p)));
+
+    // 2. A new owner of unit 0 fences the first: the first's next write is refused, and it
+    //    stops for good, having written nothing more.
+    sent += rdk.produce(src, TOPIC, &records("two", 30), "lz4").len();
+    let mut b0 = start_unit(&clusters, 0).await;
+    b0.run_until_caught_up().await.unwrap();
+    let fenced = a0.run_until_caught_up().await.unwrap_err();
+    eprintln!("the first owner of unit 0 was refused: {fenced}");
+    assert!(fenced.is_fenced(), "{fenced:?}");
+    drop(a0);
+
+    // 3. An owner of unit 1 writes a round's data and crashes before committing; the next owner
+    //    must neither match that aborted data nor count it, and writes the records again.
+    sent += rdk.produce(src, TOPIC, &records("three", 20), "lz4").len();
+    let aborted = write_like_an_owner(&clusters, 1, false).await;
+    let mut b1 = start_unit(&clusters, 1).await;
+    b1.run_until_caught_up().await.unwrap();
+    assert_eq!(b1.stats().duplicate_records, 0);
+    assert_eq!(b1.stats().recovered_records, 0);
+    // The earlier owner of unit 1 is fenced too.
+    assert!(a1.run_until_caught_up().await.unwrap_err().is_fenced());
+    drop(a1);
+
+    // 4. An owner of unit 1 commits a round's data and crashes before its map is written: the
+    //    next owner matches it and writes none of it again.
+    sent += rdk.produce(src, TOPIC, &records("four", 20), "lz4").len();
+    let committed = write_like_an_owner(&clusters, 1, true).await;
+    let mut c1 = start_unit(&clusters, 1).await;
+    c1.run_until_caught_up().await.unwrap();
+    assert_eq!(c1.stats().recovered_records as i64, committed);
+    assert_eq!(c1.stats().duplicate_records, 0);
+    b0.run_until_caught_up().await.unwrap();
+    eprintln!("aborted copies left by the crash: {aborted}; committed and matched: {committed}");
+
+    // 5. read_committed: every source record once, in order, headers and timestamps equal.
+    let source_records = rdk.consume(src, TOPIC, sent, Duration::from_secs(60));
+    let target_records = rdk.consume(dst, REMOTE, sent, Duration::from_secs(60));
+    assert_eq!(target_records.len(), sent);
+    let by_partition = |records: &[TestRecord]| {
+        let mut out: BTreeMap<i32, Vec<TestRecord>> = BTreeMap::new();
+        for r in records {
+            out.entry(r.partition).or_default().push(r.clone());
+        }
+        out
+    };
+    let (from, to) = (by_partition(&source_records), by_partition(&target_records));
+    let map = MapStore::read(&client(dst).await, "source").await.unwrap();
+    for (p, originals) in &from {
+        let copies = &to[p];
+        assert_eq!(copies.len(), originals.len(), "partition {p}");
+        for (original, copy) in originals.iter().zip(copies) {
+            assert!(copy.same_payload(original), "{original:?} vs {copy:?}");
+            assert_eq!(copy.timestamp_ms, original.timestamp_ms);
+            // The map sends the source offset to its copy.
+            let sp = SourcePartition::new(TOPIC, *p);
+            match map.translate(&sp, original.offset.unwrap()) {
+                Translation::Exact { target } => assert_eq!(Some(target), copy.offset),
+                other => panic!("{original:?} translates to {other:?}"),
+            }
+        }
+    }
+    // The aborted copies are on the target, where only read_uncommitted readers see them.
+    let target = client(dst).await;
+    let mut uncommitted = 0;
+    for p in 0..PARTITIONS {
+        for b in batches_from(&target, &TopicPartition::new(REMOTE, p), 0).await {
+            if !b.header.attributes.is_control() {
+                uncommitted += i64::from(b.header.record_count);
+            }
+        }
+    }
+    assert_eq!(uncommitted, sent as i64 + aborted);
+}
