@@ -56,6 +56,9 @@ pub struct MapStore {
     written: u64,
 }
 
+/// The batches of one write, phase by phase (entries, then the tombstones they make safe).
+type Phases = Vec<Vec<RawBatch>>;
+
 /// A write of the map taken by a caller that writes it through its own producer
 /// ([`MapStore::take_write`]).
 #[derive(Debug)]
@@ -311,7 +314,7 @@ impl MapStore {
     fn take(
         &mut self,
         map: &OffsetMap,
-    ) -> Result<Option<(MapWrite, Vec<Vec<RawBatch>>)>, InternalError> {
+    ) -> Result<Option<(MapWrite, Phases)>, InternalError> {
         if self.pending.is_empty() && self.removed.is_empty() {
             return Ok(None);
         }
