@@ -494,8 +494,10 @@ fn notes(props: &Properties, config: Option<&StraitConfig>, keys: &Keys) -> Vec<
                         "loses",
                         Some(&k.key),
                         format!(
-                            "exactly-once source (`{value}`): strait mirrors at least once, \
-                             with an exact offset map; transactions come later"
+                            "exactly-once source (`{value}`): only a flow run by workers \
+                             (`strait.workers.enabled`) commits its data and offset map in \
+                             transactions; one run without them mirrors at least once, with an \
+                             exact offset map"
                         ),
                     );
                 }
@@ -507,7 +509,7 @@ fn notes(props: &Properties, config: Option<&StraitConfig>, keys: &Keys) -> Vec<
                  producer's `compression.type` is not applied"
                     .to_owned(),
             ),
-            "tasks.max" | "tasks.max.enforce" => note(
+            "tasks.max.enforce" => note(
                 "differs",
                 Some(&k.key),
                 "no Connect tasks: strait spreads a flow's partitions itself".to_owned(),
@@ -527,6 +529,19 @@ fn notes(props: &Properties, config: Option<&StraitConfig>, keys: &Keys) -> Vec<
                     connect_keys += 1;
                 }
             }
+        }
+    }
+    let workers = config.is_some_and(|c| c.flows.iter().any(|f| f.workers.is_some()));
+    for k in keys.used.iter().filter(|k| bare(&k.key) == "tasks.max") {
+        if !workers {
+            note(
+                "differs",
+                Some(&k.key),
+                "no Connect tasks: `tasks.max` counts only when workers run the flow \
+                 (`strait.workers.enabled`), as its units of work; one `strait run` without them \
+                 mirrors every partition itself"
+                    .to_owned(),
+            );
         }
     }
     if connect_keys > 0 {

@@ -206,9 +206,13 @@ fn strimzi_generated_file() {
     );
     assert_in(
         &r,
+        "used",
+        &["my-cluster-source->my-cluster-target.tasks.max"],
+    );
+    assert_in(
+        &r,
         "ignored",
         &[
-            "my-cluster-source->my-cluster-target.tasks.max",
             "my-cluster-source->my-cluster-target.key.converter",
             "my-cluster-source->my-cluster-target.value.converter",
         ],
@@ -471,23 +475,23 @@ fn two_way_flows() {
 }
 
 #[test]
-fn tasks_max_is_ignored() {
+fn tasks_max_counts_only_with_workers() {
     let r = json("tasks-max.properties", 0);
+    assert_in(&r, "used", &["tasks.max", "A->B.tasks.max"]);
     assert_in(
         &r,
         "ignored",
-        &[
-            "tasks.max",
-            "tasks.max.enforce",
-            "A->B.tasks.max",
-            "A->B.consumer.poll.timeout.ms",
-        ],
+        &["tasks.max.enforce", "A->B.consumer.poll.timeout.ms"],
     );
-    assert!(row(&r, "ignored", "tasks.max")["reason"]
+    assert!(row(&r, "ignored", "tasks.max.enforce")["reason"]
         .as_str()
         .unwrap()
         .contains("no Connect tasks"));
-    has_note(&r, "differs", "no Connect tasks");
+    has_note(
+        &r,
+        "differs",
+        "`tasks.max` counts only when workers run the flow",
+    );
 }
 
 #[test]

@@ -666,6 +666,49 @@ pub static KEYS: &[KeyDef] = &[
          stop and its remote topic is kept with all its records. See `mirroring.md`, \"Source \
          topics deleted\". MM2 never deletes a remote topic.",
     ),
+    used(
+        STRAIT_WORKERS_ENABLED,
+        Section::Strait,
+        BOOL,
+        "false",
+        "Run the flow as a member of a group of workers on its target cluster: every `strait \
+         run` with this config joins the group (`strait.workers.group.id`), the group's leader \
+         hands out the flow's `tasks.max` units, and each unit writes through a transactional \
+         producer of its own (`transactional.id` `<group id>-<unit>`) whose next owner fences \
+         it. Each round's data and offset-map records commit in one transaction, so a \
+         `read_committed` consumer on the target reads every record once. Off, one `strait \
+         run` mirrors every partition of the flow at least once, and a second one with the \
+         same file would mirror them again. See `design.md` §7.",
+    ),
+    used(
+        STRAIT_WORKERS_GROUP_ID,
+        Section::Strait,
+        Value::Text,
+        "",
+        "The workers' group on the target cluster (`strait.workers.enabled`); default \
+         `strait-<source>-<target>`. Also the prefix of the units' transactional ids.",
+    ),
+    used(
+        STRAIT_WORKERS_SESSION_TIMEOUT_MS,
+        Section::Strait,
+        Value::Whole { min: 1 },
+        "10000",
+        "A worker silent this long is removed from the group and its units go to the others \
+         (Connect's default; the broker allows `group.min.session.timeout.ms`, 6 s, to \
+         `group.max.session.timeout.ms`, 30 min). Heartbeats go every third of it.",
+    ),
+    used(
+        "tasks.max",
+        RemoteTopics,
+        Value::Whole { min: 1 },
+        "1",
+        "The flow's units of work when it is run by workers (`strait.workers.enabled`): a unit \
+         is a share of the flow's partitions (partition `p` of topic `t` in unit `(crc32c(t) + \
+         p) mod tasks.max`), what moves between workers and what is fenced. With more units \
+         than workers the load spreads evenly, each unit costing a producer, a transactional \
+         id and a commit per round; a few units per worker is a good value. No effect \
+         without workers.",
+    ),
     // Client keys strait's client acts on.
     client(
         None,
@@ -1007,10 +1050,6 @@ pub static KEYS: &[KeyDef] = &[
     ),
     // Kafka Connect's keys.
     connect(
-        "tasks.max",
-        "strait spreads a flow's partitions itself; there are no Connect tasks",
-    ),
-    connect(
         "tasks.max.enforce",
         "strait spreads a flow's partitions itself; there are no Connect tasks",
     ),
@@ -1053,7 +1092,9 @@ pub static KEYS: &[KeyDef] = &[
     ),
     connect(
         "exactly.once.source.support",
-        "strait mirrors at least once with an exact offset map; transactions come later",
+        "a flow run by workers (`strait.workers.enabled`) commits each round's data and offset \
+         map in one transaction whatever this key says, and one run without them mirrors at \
+         least once with an exact offset map",
     ),
     connect("group.id", CONNECT_WORKER),
     connect("client.id", CONNECT_WORKER),
@@ -1120,6 +1161,12 @@ pub const STRAIT_MAX_BYTES_IN_FLIGHT: &str = "strait.max.bytes.in.flight";
 pub const STRAIT_ISOLATION_LEVEL: &str = "strait.isolation.level";
 /// `strait.sync.topic.deletions.enabled`.
 pub const STRAIT_SYNC_TOPIC_DELETIONS: &str = "strait.sync.topic.deletions.enabled";
+/// Run the flow as a group of workers with transactional units.
+pub const STRAIT_WORKERS_ENABLED: &str = "strait.workers.enabled";
+/// The workers' group id.
+pub const STRAIT_WORKERS_GROUP_ID: &str = "strait.workers.group.id";
+/// The workers' session timeout.
+pub const STRAIT_WORKERS_SESSION_TIMEOUT_MS: &str = "strait.workers.session.timeout.ms";
 
 /// The top-level or flow key `key` (without the `S->T.` prefix): exact names first, then
 /// families (`offset.storage.*`).

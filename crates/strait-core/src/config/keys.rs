@@ -8,6 +8,7 @@ use super::flowkey::{parse_flow_key, FlowKey};
 
 pub(crate) use super::catalogue::{
     STRAIT_ISOLATION_LEVEL, STRAIT_MAX_BYTES_IN_FLIGHT, STRAIT_SYNC_TOPIC_DELETIONS,
+    STRAIT_WORKERS_ENABLED, STRAIT_WORKERS_GROUP_ID, STRAIT_WORKERS_SESSION_TIMEOUT_MS,
 };
 
 /// Keys read only at top level.
@@ -322,8 +323,8 @@ mod tests {
     fn warnings() {
         let unused = |k: &str| matches!(classify(k, &aliases()), Some(WarningKind::Unused { .. }));
         for k in [
-            "tasks.max",
-            "A->B.tasks.max",
+            "tasks.max.enforce",
+            "A->B.tasks.max.enforce",
             "config.storage.replication.factor",
             "consumer.max.poll.records",
             "A.max.poll.records",

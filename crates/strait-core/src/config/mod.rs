@@ -36,7 +36,7 @@ pub use client::{ClientProps, ClientSettings, Role, SecurityProtocol, Side};
 pub use error::{ConfigError, ConfigErrorReason, ConfigWarning, WarningKind};
 pub use model::{
     ClusterAlias, ClusterConfig, FlowConfig, HeartbeatEmitter, OffsetSyncsLocation, StartPosition,
-    UseDefaultsFrom,
+    UseDefaultsFrom, WorkersConfig,
 };
 pub use secret::{is_secret_key, ClientValue, Secret};
 

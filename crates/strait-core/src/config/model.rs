@@ -163,6 +163,11 @@ pub struct FlowConfig {
     /// again under that name is mirrored afresh. MM2 never deletes a remote topic; off, neither
     /// does strait (`docs/mirroring.md`, "Source topics deleted").
     pub sync_topic_deletions: bool,
+    /// `tasks.max` (default 1): the flow's units of work when workers run it.
+    pub tasks_max: u32,
+    /// `strait.workers.*`: the group of workers that runs the flow's units; `None` when
+    /// `strait.workers.enabled` is false (one process mirrors every partition).
+    pub workers: Option<WorkersConfig>,
     /// Where a partition never mirrored starts: the source consumer's `auto.offset.reset`
     /// (`A.consumer.auto.offset.reset` or `A->B.consumer.auto.offset.reset`), `earliest` by
     /// default as MM2 sets it; `latest` starts at the source's end.
@@ -170,6 +175,16 @@ pub struct FlowConfig {
     /// `source->target.consumer.*`, `.producer.*`, `.admin.*`: this flow's client settings, under
     /// the clusters' own (see [`super::StraitConfig::client_props`]).
     pub client_overrides: ClientSettings,
+}
+
+/// The workers' group of a flow (`docs/design.md` §7).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkersConfig {
+    /// `strait.workers.group.id`, default `strait-<source>-<target>`: the group on the target
+    /// cluster, and the prefix of the units' transactional ids.
+    pub group_id: String,
+    /// `strait.workers.session.timeout.ms` (default 10 s).
+    pub session_timeout: Duration,
 }
 
 impl FlowConfig {

@@ -10,7 +10,8 @@ use super::client::Role;
 use super::error::{ConfigError, ConfigErrorReason as Reason};
 use super::keys;
 use super::model::{
-    ClusterAlias, FlowConfig, HeartbeatEmitter, OffsetSyncsLocation, StartPosition, UseDefaultsFrom,
+    ClusterAlias, FlowConfig, HeartbeatEmitter, OffsetSyncsLocation, StartPosition,
+    UseDefaultsFrom, WorkersConfig,
 };
 use super::resolve::{is_topic_char, Found, Resolver};
 use crate::filter::{java_trim, FilterError, GroupFilter, PatternList, TopicFilter};
@@ -102,6 +103,8 @@ pub(super) fn pair(
         isolation_level: s.isolation_level(source, target)?,
         sync_topic_deletions: s.bool(keys::STRAIT_SYNC_TOPIC_DELETIONS)?,
         auto_offset_reset: s.auto_offset_reset(source, target)?,
+        tasks_max: u32::try_from(s.whole("tasks.max")?).unwrap_or(u32::MAX),
+        workers: s.workers(source, target)?,
         client_overrides: r.flow_client(&s.prefix)?,
     };
     Ok((enabled.then_some(flow), heartbeat))
@@ -158,6 +161,23 @@ impl<'a> Scope<'_, 'a> {
             .parse::<u64>()
             .unwrap_or(1);
         Ok(enabled.then(|| Duration::from_secs(seconds)))
+    }
+
+    /// `strait.workers.*`, when `strait.workers.enabled`.
+    fn workers(&self, source: &str, target: &str) -> Result<Option<WorkersConfig>, ConfigError> {
+        if !self.bool(keys::STRAIT_WORKERS_ENABLED)? {
+            return Ok(None);
+        }
+        let group_id = match self.value(keys::STRAIT_WORKERS_GROUP_ID)? {
+            "" => format!("strait-{source}-{target}"),
+            id => id.to_owned(),
+        };
+        Ok(Some(WorkersConfig {
+            group_id,
+            session_timeout: Duration::from_millis(
+                self.whole(keys::STRAIT_WORKERS_SESSION_TIMEOUT_MS)?,
+            ),
+        }))
     }
 
     /// A replication factor: -1 (the broker's default) or 1 to 32767.

@@ -311,10 +311,7 @@ impl MapStore {
 
     /// Takes every note as the batches that write it: the entries, then the tombstones they
     /// make safe (a phase each); `None` if there is none.
-    fn take(
-        &mut self,
-        map: &OffsetMap,
-    ) -> Result<Option<(MapWrite, Phases)>, InternalError> {
+    fn take(&mut self, map: &OffsetMap) -> Result<Option<(MapWrite, Phases)>, InternalError> {
         if self.pending.is_empty() && self.removed.is_empty() {
             return Ok(None);
         }
