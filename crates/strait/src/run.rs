@@ -15,7 +15,9 @@ use futures::{FutureExt as _, StreamExt as _};
 use strait_core::acls::AclSyncTask;
 use strait_core::config::{FlowConfig, Role, Side, StraitConfig};
 use strait_core::flow::{Flow, FlowOptions, FlowStats};
+use strait_core::internal::map_store::MapStore;
 use strait_core::offsets::checkpoints::CheckpointTask;
+use strait_core::scale::UnitFilter;
 use strait_kafka::Client;
 
 /// How long the flows run.
@@ -137,10 +139,10 @@ pub(crate) async fn start(
     let mut api = Vec::new();
     let mut acl_tasks = Vec::new();
     for flow in &config.flows {
-        let (started, live, acls) = connect_flow(&config, flow, std::time::Duration::MAX)
+        let (started, live, acls) = connect_flow(&config, flow, None, std::time::Duration::MAX)
             .await
             .map_err(StartError::into_inner)?;
-        api.push(live);
+        api.extend(live);
         acl_tasks.extend(acls);
         flows.push(started);
     }
@@ -189,11 +191,26 @@ impl StartError {
 /// it: its checkpoint task (inside the [`StartedFlow`]), what the HTTP API needs of it, and its
 /// topic ACL sync when enabled. A cluster where no broker answers within `patience` (at most
 /// `default.api.timeout.ms`, 60 s) is a [`StartError::Cluster`] with the last error.
+///
+/// With `unit`, only that unit of a flow run by workers (`strait.workers.enabled`) is started:
+/// its partitions, through a transactional producer whose id is the workers' group id and the
+/// unit's index, which fences the unit's earlier owner. The work beside the flow (checkpoints,
+/// group sync, ACL sync, the HTTP API's map) belongs to unit 0 alone, and reads the map as all
+/// units write it, read again every checkpoint interval. `None` from the API part: this unit
+/// does not serve it.
 pub(crate) async fn connect_flow(
     config: &StraitConfig,
     flow: &FlowConfig,
+    unit: Option<u32>,
     patience: std::time::Duration,
-) -> Result<(StartedFlow, crate::http::ApiFlow, Option<AclSyncTask>), StartError> {
+) -> Result<
+    (
+        StartedFlow,
+        Option<crate::http::ApiFlow>,
+        Option<AclSyncTask>,
+    ),
+    StartError,
+> {
     let settings =
         |e: anyhow::Error| StartError::Config(e.context(format!("flow {}", flow.name())));
     // One client per cluster of the flow, secured as its main user: the source as the
@@ -205,12 +222,20 @@ pub(crate) async fn connect_flow(
     let target_config = config
         .client_config(flow, Side::Target, Role::Producer)
         .map_err(|e| settings(e.into()))?;
-    let options = FlowOptions {
+    let mut options = FlowOptions {
         producer: producer_config(&config.client_props(flow, Side::Target, Role::Producer))
             .map_err(settings)?,
         ..fetch_options(&config.client_props(flow, Side::Source, Role::Consumer))
             .map_err(settings)?
     };
+    if let (Some(index), Some(workers)) = (unit, &flow.workers) {
+        options.unit = Some(UnitFilter {
+            index,
+            units: flow.tasks_max,
+        });
+        options.producer.transactional_id = Some(format!("{}-{index}", workers.group_id));
+    }
+    let beside = unit.is_none_or(|index| index == 0);
     let source = Client::connect_within(source_config, patience)
         .await
         .map_err(|e| {
@@ -242,21 +267,34 @@ pub(crate) async fn connect_flow(
         topics = started.topics().len(),
         "flow started"
     );
-    let live = crate::http::ApiFlow {
+    // A unit's flow knows only its own partitions' progress: the work beside it reads the map
+    // as every unit writes it.
+    let map = if unit.is_some() && flow.tasks_max > 1 && beside {
+        let every = flow
+            .emit_checkpoints
+            .into_iter()
+            .chain(flow.sync_group_offsets)
+            .min()
+            .unwrap_or(std::time::Duration::from_secs(60));
+        MapStore::follow(
+            target.clone(),
+            flow.source_alias.as_str().to_owned(),
+            std::sync::Arc::clone(&started.map_updates().borrow()),
+            every,
+        )
+    } else {
+        started.map_updates()
+    };
+    let live = beside.then(|| crate::http::ApiFlow {
         config: flow.clone(),
         source: source.clone(),
-        map: started.map_updates(),
-    };
-    let acls = AclSyncTask::is_enabled(flow)
+        map: map.clone(),
+    });
+    let acls = (beside && AclSyncTask::is_enabled(flow))
         .then(|| AclSyncTask::new(flow.clone(), source.clone(), target.clone()));
-    let checkpoints = CheckpointTask::is_enabled(flow).then(|| {
-        CheckpointTask::new(
-            flow.clone(),
-            source.clone(),
-            target.clone(),
-            started.map_updates(),
-        )
-        .with_producer_config(producer)
+    let checkpoints = (beside && CheckpointTask::is_enabled(flow)).then(|| {
+        CheckpointTask::new(flow.clone(), source.clone(), target.clone(), map)
+            .with_producer_config(producer)
     });
     Ok((
         StartedFlow {

@@ -23,10 +23,13 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use futures::FutureExt as _;
 use serde_json::{json, Value};
-use strait_core::config::{ClusterConfig, FlowConfig, HeartbeatEmitter, Role, StraitConfig};
+use strait_core::config::{ClusterConfig, FlowConfig, HeartbeatEmitter, Role, Side, StraitConfig};
+use strait_core::flow::FlowError;
 use strait_core::heartbeats::HeartbeatTask;
+use strait_core::scale::{Unit, Worker, PROTOCOL_TYPE};
 use strait_core::status::{self, FlowState};
 use strait_kafka::backoff::Backoff;
+use strait_kafka::membership::MembershipConfig;
 use strait_kafka::Client;
 use tokio::sync::{mpsc, watch};
 
@@ -264,13 +267,24 @@ impl Supervisor {
             }
             let (tx, rx) = watch::channel(desired);
             self.api.set(flow, None);
-            let task = tokio::spawn(keep_running(
-                Arc::clone(&config),
-                flow.clone(),
-                rx,
-                self.stop.clone(),
-                Arc::clone(&self.api),
-            ));
+            let task = if flow.workers.is_some() {
+                tokio::spawn(keep_running_as_worker(
+                    Arc::clone(&config),
+                    flow.clone(),
+                    rx,
+                    self.stop.clone(),
+                    Arc::clone(&self.api),
+                ))
+            } else {
+                tokio::spawn(keep_running(
+                    Arc::clone(&config),
+                    flow.clone(),
+                    None,
+                    rx,
+                    self.stop.clone(),
+                    Arc::clone(&self.api),
+                ))
+            };
             self.flows.insert(
                 name.clone(),
                 Supervised {
@@ -453,11 +467,145 @@ fn any_stop<T: Send + Sync + 'static>(
         .shared()
 }
 
-/// One flow, for as long as the process runs and the operator wants it: started when its
-/// clusters answer, restarted after failures, paused and resumed on request.
+/// A flow run by workers (`strait.workers.enabled`, `docs/design.md` §7): this process joins
+/// the flow's workers' group on its target cluster and runs the units the group's leader
+/// hands it, each under [`keep_running`] as a flow of its own. A unit handed to another worker
+/// is stopped after its round (its next owner's initialisation fences whatever it still
+/// tries); the units it keeps run on through a rebalance. Paused, the worker runs none of its
+/// units but stays in the group, so they are not mirrored by anyone until it resumes; stopped,
+/// it leaves the group, so the others take its units at once.
+async fn keep_running_as_worker(
+    config: Arc<StraitConfig>,
+    flow: FlowConfig,
+    desired: watch::Receiver<Desired>,
+    stop: Stop,
+    api: Arc<Api>,
+) {
+    let name = flow.name();
+    let Some(workers) = flow.workers.clone() else {
+        return;
+    };
+    let leave = any_stop(stop.clone(), desired.clone(), |d| *d == Desired::Stop);
+    // The workers' group lives on the target cluster; a cluster that does not answer yet is
+    // joined once it does.
+    let client = match config.client_config(&flow, Side::Target, Role::Producer) {
+        Ok(c) => {
+            let mut backoff = Backoff::new(RESTART_FIRST, RESTART_MAX);
+            loop {
+                match Client::connect_within(c.clone(), FIRST_ANSWER).await {
+                    Ok(client) => break client,
+                    Err(e) => {
+                        let wait = backoff.next_wait();
+                        tracing::warn!(flow = %name, error = %e, retry_in_seconds = wait.as_secs(),
+                            "cannot reach the target to join the workers' group; retrying");
+                        status::set_flow_state(
+                            &flow,
+                            FlowState::Starting,
+                            Some(e.to_string()),
+                            None,
+                        );
+                        tokio::select! {
+                            () = tokio::time::sleep(wait) => {}
+                            () = leave.clone() => return,
+                        }
+                    }
+                }
+            }
+        }
+        Err(e) => {
+            tracing::error!(flow = %name, error = %e, "flow cannot start: fix the config (a reload picks it up)");
+            status::set_flow_state(&flow, FlowState::Failed, Some(e.to_string()), None);
+            return;
+        }
+    };
+    let membership = MembershipConfig {
+        session_timeout: workers.session_timeout,
+        ..MembershipConfig::new(workers.group_id.clone(), PROTOCOL_TYPE)
+    };
+    let units = Unit::all_of(&name, flow.tasks_max).collect();
+    let mut worker = Worker::new(client, membership, units);
+    let mut ownership = worker.ownership();
+    let member = tokio::spawn({
+        let leave = leave.clone();
+        let name = name.clone();
+        async move {
+            if let Err(e) = worker.run(leave).await {
+                tracing::error!(flow = %name, error = %e, "this worker cannot be a member of the workers' group; it runs none of the flow's units");
+            }
+        }
+    });
+    tracing::info!(flow = %name, group = %workers.group_id, units = flow.tasks_max, "joining the workers' group");
+    let mut running: BTreeMap<u32, (watch::Sender<Desired>, tokio::task::JoinHandle<()>)> =
+        BTreeMap::new();
+    let mut wanted = desired.clone();
+    loop {
+        // A unit whose run ended (fenced by a newer owner) starts again if handed back.
+        running.retain(|_, (_, task)| !task.is_finished());
+        let owned: Vec<u32> = ownership
+            .borrow_and_update()
+            .units
+            .iter()
+            .map(|u| u.index)
+            .collect();
+        let now = *wanted.borrow_and_update();
+        // Units handed to another worker stop after their round.
+        let lost: Vec<u32> = running
+            .keys()
+            .filter(|i| !owned.contains(i))
+            .copied()
+            .collect();
+        for index in &lost {
+            if let Some((unit_desired, _)) = running.get(index) {
+                let _ = unit_desired.send(Desired::Stop);
+            }
+        }
+        for index in lost {
+            if let Some((_, task)) = running.remove(&index) {
+                let _ = task.await;
+                tracing::info!(flow = %name, unit = index, "unit handed to another worker: stopped here");
+            }
+        }
+        for (_, (unit_desired, _)) in running.iter() {
+            unit_desired.send_if_modified(|d| std::mem::replace(d, now) != now);
+        }
+        for index in owned {
+            if running.contains_key(&index) {
+                continue;
+            }
+            tracing::info!(flow = %name, unit = index, "unit handed to this worker: starting");
+            let (tx, rx) = watch::channel(now);
+            let task = tokio::spawn(keep_running(
+                Arc::clone(&config),
+                flow.clone(),
+                Some(index),
+                rx,
+                stop.clone(),
+                Arc::clone(&api),
+            ));
+            running.insert(index, (tx, task));
+        }
+        tokio::select! {
+            changed = ownership.changed() => if changed.is_err() { break },
+            changed = wanted.changed() => if changed.is_err() { break },
+            () = leave.clone() => break,
+        }
+    }
+    for (_, (unit_desired, _)) in running.iter() {
+        let _ = unit_desired.send(Desired::Stop);
+    }
+    for (_, (_, task)) in running {
+        let _ = task.await;
+    }
+    let _ = member.await;
+}
+
+/// One flow, or with `unit` one unit of a flow run by workers, for as long as the process runs
+/// and the operator wants it: started when its clusters answer, restarted after failures,
+/// paused and resumed on request. A unit fenced by its next owner stops for good.
 async fn keep_running(
     config: Arc<StraitConfig>,
     flow: FlowConfig,
+    unit: Option<u32>,
     mut desired: watch::Receiver<Desired>,
     stop: Stop,
     api: Arc<Api>,
@@ -487,7 +635,7 @@ async fn keep_running(
         status::set_flow_state(&flow, FlowState::Starting, None, None);
         let interrupt = not_running(&desired);
         let connected = tokio::select! {
-            connected = crate::run::connect_flow(&config, &flow, FIRST_ANSWER) => connected,
+            connected = crate::run::connect_flow(&config, &flow, unit, FIRST_ANSWER) => connected,
             () = interrupt.clone() => continue,
         };
         let (started, live, acls) = match connected {
@@ -514,7 +662,9 @@ async fn keep_running(
                 continue;
             }
         };
-        api.set(&flow, Some(live));
+        if let Some(live) = live {
+            api.set(&flow, Some(live));
+        }
         let began = Instant::now();
         let acl_task = acls.map(|mut task| {
             let stop = interrupt.clone();
@@ -528,6 +678,19 @@ async fn keep_running(
             backoff = Backoff::new(RESTART_FIRST, RESTART_MAX);
         }
         if let Err(e) = outcome.result {
+            let fenced = e.chain().any(|c| {
+                c.downcast_ref::<FlowError>()
+                    .is_some_and(FlowError::is_fenced)
+            });
+            if fenced {
+                tracing::warn!(
+                    flow = %name,
+                    unit = unit.unwrap_or_default(),
+                    error = %format!("{e:#}"),
+                    "unit fenced: another worker owns it now; this one writes nothing more to it"
+                );
+                return;
+            }
             let wait = backoff.next_wait();
             tracing::error!(
                 flow = %name,

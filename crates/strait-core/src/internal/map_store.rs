@@ -152,6 +152,41 @@ impl MapStore {
         })
     }
 
+    /// The map of flows from `source_alias` as persisted on `target`, read again every
+    /// `every`, starting from `initial`: for the readers of a flow that several units write
+    /// (each unit's flow knows its own partitions' progress only), checkpoints and the HTTP
+    /// API. A read that fails is logged and tried at the next tick. Reads stop once every
+    /// receiver is gone.
+    pub fn follow(
+        target: Client,
+        source_alias: String,
+        initial: Arc<OffsetMap>,
+        every: std::time::Duration,
+    ) -> tokio::sync::watch::Receiver<Arc<OffsetMap>> {
+        let (tx, rx) = tokio::sync::watch::channel(initial);
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(every) => {}
+                    () = tx.closed() => return,
+                }
+                match Self::read(&target, &source_alias).await {
+                    Ok(map) => {
+                        if tx.send(Arc::new(map)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => tracing::warn!(
+                        topic = %Self::topic_name(&source_alias),
+                        error = %e,
+                        "cannot read the offset map again; checkpoints use the last one read"
+                    ),
+                }
+            }
+        });
+        rx
+    }
+
     /// Notes a changed entry of `partition`'s map, to be written by the next flush.
     pub fn note(&mut self, partition: &SourcePartition, entry: MapEntry) {
         let record = MapRecord {
