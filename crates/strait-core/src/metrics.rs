@@ -27,6 +27,7 @@ use ::metrics::{Counter, Gauge, Histogram, Unit};
 use strait_kafka::TopicPartition;
 
 use crate::config::FlowConfig;
+use crate::scale::UnitFilter;
 use crate::status::{self, FlowEntry, FlowState, Now, PartitionEntry};
 
 /// Records written to the target (MM2 `record-count`); per partition.
@@ -251,15 +252,15 @@ pub(crate) struct FlowMetrics {
 }
 
 impl FlowMetrics {
-    /// The handles of `flow`, which (re)starts now.
-    pub(crate) fn start(flow: &FlowConfig) -> Self {
+    /// The handles of `flow` (with `unit`, of one unit of it), which (re)starts now.
+    pub(crate) fn start(flow: &FlowConfig, unit: Option<UnitFilter>) -> Self {
         let (source, target) = (
             flow.source.as_str().to_owned(),
             flow.target.as_str().to_owned(),
         );
         let labels = [("source", source.clone()), ("target", target.clone())];
         let entry = status::flow_entry(flow);
-        entry.restart();
+        entry.restart(unit);
         let stalled = ::metrics::gauge!(FLOW_STALLED, &labels);
         stalled.set(0.0);
         Self {

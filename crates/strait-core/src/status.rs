@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use strait_kafka::TopicPartition;
 
 use crate::config::FlowConfig;
+use crate::scale::UnitFilter;
 
 /// Throughput is averaged over about this long.
 const RATE_WINDOW: Duration = Duration::from_secs(10);
@@ -131,8 +132,34 @@ pub struct FlowStatus {
     pub last_error: Option<ErrorNote>,
     /// Consumer groups carried across.
     pub groups: GroupsStatus,
+    /// When workers run the flow (`strait.workers.enabled`): this worker's place in their
+    /// group. `topics` then lists the partitions of this worker's units only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<WorkerStatus>,
     /// The mirrored topics, in name order.
     pub topics: Vec<TopicStatus>,
+}
+
+/// This process as a member of a flow's workers' group (`docs/design.md` §7).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerStatus {
+    /// The group id on the target cluster.
+    pub group: String,
+    /// This worker's member id; empty until it first joined.
+    pub member_id: String,
+    /// The generation its units were handed out in; -1 while it owns nothing (joining, or
+    /// removed from the group).
+    pub generation: i32,
+    /// Whether this worker leads the generation (it handed out the units).
+    pub leader: bool,
+    /// The members of the generation; known to the leader only (0 on the others).
+    pub members: usize,
+    /// The flow's units (`tasks.max`).
+    pub units: u32,
+    /// The units this worker runs (`A->B/0` ...).
+    pub owned: Vec<String>,
+    /// When the last rebalance ended, in milliseconds since the Unix epoch.
+    pub last_rebalance_ms: Option<i64>,
 }
 
 /// A flow's consumer groups: checkpoints and group sync.
@@ -310,6 +337,26 @@ pub fn set_flow_state(
     lock(&entry.data).restart_at = restart_at;
 }
 
+/// What runs a flow as a worker sets after each rebalance, and when the worker loses its
+/// units: its place in the group, shown in `/v1/status`.
+pub fn set_worker(flow: &FlowConfig, worker: WorkerStatus) {
+    let entry = flow_entry(flow);
+    let mut d = lock(&entry.data);
+    let owned: Vec<UnitFilter> = worker
+        .owned
+        .iter()
+        .filter_map(|u| u.parse::<crate::scale::Unit>().ok())
+        .map(|u| UnitFilter {
+            index: u.index,
+            units: worker.units,
+        })
+        .collect();
+    // Partitions of units that went to other workers are no longer shown here.
+    d.partitions
+        .retain(|tp, _| owned.iter().any(|u| u.contains(&tp.topic, tp.partition)));
+    d.worker = Some(worker);
+}
+
 /// Takes a flow off the board (a reload removed it from the config).
 pub fn forget_flow(name: &str) {
     lock(board()).remove(name);
@@ -333,6 +380,7 @@ struct FlowData {
     last_error: Option<(String, i64)>,
     partitions: BTreeMap<TopicPartition, Arc<PartitionEntry>>,
     groups: GroupsData,
+    worker: Option<WorkerStatus>,
 }
 
 impl FlowData {
@@ -344,6 +392,7 @@ impl FlowData {
             restart_at: None,
             last_error: None,
             partitions: BTreeMap::new(),
+            worker: None,
             groups: GroupsData {
                 checkpoints_enabled: flow.emit_checkpoints.is_some(),
                 sync_enabled: flow.sync_group_offsets.is_some(),
@@ -367,15 +416,24 @@ struct GroupsData {
 }
 
 impl FlowEntry {
-    /// A flow (re)starts: its partitions and counters begin again.
-    pub(crate) fn restart(&self) {
+    /// A flow (re)starts: its partitions and counters begin again. With `unit`, one unit of a
+    /// flow run by workers: only that unit's partitions begin again, the other units of this
+    /// process run on.
+    pub(crate) fn restart(&self, unit: Option<UnitFilter>) {
         let mut d = lock(&self.data);
-        d.started = Instant::now();
-        d.last_round = None;
         d.state = FlowState::Starting;
         d.restart_at = None;
-        d.last_error = None;
-        d.partitions.clear();
+        match unit {
+            None => {
+                d.started = Instant::now();
+                d.last_round = None;
+                d.last_error = None;
+                d.partitions.clear();
+            }
+            Some(unit) => d
+                .partitions
+                .retain(|tp, _| !unit.contains(&tp.topic, tp.partition)),
+        }
     }
 
     /// Drops the entry of a partition the flow no longer mirrors (its source topic deleted,
@@ -517,6 +575,7 @@ impl FlowEntry {
                 last_sync_seconds_ago: ago(d.groups.last_sync),
                 last_error: note(&d.groups.last_error),
             },
+            worker: d.worker.clone(),
             topics,
         }
     }

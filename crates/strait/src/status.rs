@@ -120,6 +120,29 @@ fn render_flow(out: &mut String, f: &FlowStatus) {
             f.flow
         );
     }
+    if let Some(w) = &f.worker {
+        let role = if w.leader {
+            format!("leader of {} members", w.members)
+        } else {
+            "member".to_owned()
+        };
+        let place = if w.generation < 0 {
+            "owns no units (joining the group)".to_owned()
+        } else {
+            format!(
+                "generation {}, {role}, runs {} of {} units: {}",
+                w.generation,
+                w.owned.len(),
+                w.units,
+                if w.owned.is_empty() {
+                    "none".to_owned()
+                } else {
+                    w.owned.join(" ")
+                }
+            )
+        };
+        let _ = writeln!(out, "  worker      group {}: {place}", w.group);
+    }
     let _ = writeln!(
         out,
         "  throughput  {} rec/s  {}/s   mirrored {} records, {}",

@@ -27,7 +27,7 @@ use strait_core::config::{ClusterConfig, FlowConfig, HeartbeatEmitter, Role, Sid
 use strait_core::flow::FlowError;
 use strait_core::heartbeats::HeartbeatTask;
 use strait_core::scale::{Unit, Worker, PROTOCOL_TYPE};
-use strait_core::status::{self, FlowState};
+use strait_core::status::{self, FlowState, WorkerStatus};
 use strait_kafka::backoff::Backoff;
 use strait_kafka::membership::MembershipConfig;
 use strait_kafka::Client;
@@ -438,6 +438,13 @@ impl Supervisor {
     }
 }
 
+/// Milliseconds since the Unix epoch, now.
+fn unix_now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 /// `["a", "b"]` as `a, b` (or `-`).
 fn list(names: &Value) -> String {
     let names: Vec<&str> = names
@@ -538,15 +545,32 @@ async fn keep_running_as_worker(
     let mut running: BTreeMap<u32, (watch::Sender<Desired>, tokio::task::JoinHandle<()>)> =
         BTreeMap::new();
     let mut wanted = desired.clone();
+    let mut shown_generation = i32::MIN;
     loop {
         // A unit whose run ended (fenced by a newer owner) starts again if handed back.
         running.retain(|_, (_, task)| !task.is_finished());
-        let owned: Vec<u32> = ownership
-            .borrow_and_update()
-            .units
-            .iter()
-            .map(|u| u.index)
-            .collect();
+        let now_owned = ownership.borrow_and_update().clone();
+        if now_owned.generation != shown_generation {
+            shown_generation = now_owned.generation;
+            tracing::info!(flow = %name, generation = now_owned.generation,
+                units = ?now_owned.units.iter().map(Unit::to_string).collect::<Vec<_>>(),
+                "this worker's units");
+            status::set_worker(
+                &flow,
+                WorkerStatus {
+                    group: workers.group_id.clone(),
+                    member_id: now_owned.member_id.clone(),
+                    generation: now_owned.generation,
+                    leader: !now_owned.member_id.is_empty()
+                        && now_owned.leader == now_owned.member_id,
+                    members: now_owned.members,
+                    units: flow.tasks_max,
+                    owned: now_owned.units.iter().map(Unit::to_string).collect(),
+                    last_rebalance_ms: (now_owned.generation >= 0).then(unix_now_ms),
+                },
+            );
+        }
+        let owned: Vec<u32> = now_owned.units.iter().map(|u| u.index).collect();
         let now = *wanted.borrow_and_update();
         // Units handed to another worker stop after their round.
         let lost: Vec<u32> = running

@@ -310,7 +310,7 @@ impl Flow {
         };
         let published = tokio::sync::watch::Sender::new(std::sync::Arc::new(map.clone()));
         let config_name = config.name();
-        let metrics = FlowMetrics::start(&config);
+        let metrics = FlowMetrics::start(&config, options.unit);
         let mut flow = Self {
             config,
             options,
