@@ -2,7 +2,7 @@
 //! one) and sticky (a member keeps what it owned up to its share, so a rebalance moves only
 //! what must move). A pure function of what the members said when they joined.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::units::Unit;
 
@@ -85,22 +85,57 @@ pub fn assign(units: &BTreeSet<Unit>, claims: &[Claim]) -> BTreeMap<String, BTre
     // The free units, index-major (every flow's unit 0, then every flow's unit 1 ...), each to
     // the member furthest below its share that holds the fewest of that flow's units.
     free.sort_by(|a, b| index_major(a, b));
+    // Per member: how many units it holds, and of each flow (kept up to date as units are
+    // dealt, so a unit costs one pass over the members).
+    let mut held: Vec<(&str, usize, usize, HashMap<&str, usize>)> = assignment
+        .iter()
+        .map(|(m, mine)| {
+            let mut of_flow: HashMap<&str, usize> = HashMap::new();
+            for u in mine {
+                *of_flow.entry(u.flow.as_str()).or_default() += 1;
+            }
+            (m.as_str(), mine.len(), share[m], of_flow)
+        })
+        .collect();
+    let mut dealt: Vec<(&str, &Unit)> = Vec::with_capacity(free.len());
     for unit in free {
-        let member = assignment
-            .iter()
-            .filter(|(m, mine)| mine.len() < share[*m])
-            .min_by_key(|(m, mine)| {
-                let of_flow = mine.iter().filter(|u| u.flow == unit.flow).count();
-                (of_flow, std::cmp::Reverse(share[*m] - mine.len()), *m)
+        let chosen = held
+            .iter_mut()
+            .filter(|(_, count, share, _)| count < share)
+            .min_by_key(|(m, count, share, of_flow)| {
+                let of_flow = of_flow.get(unit.flow.as_str()).copied().unwrap_or(0);
+                (of_flow, std::cmp::Reverse(*share - *count), *m)
             })
-            .map(|(m, _)| m.clone())
             .expect("the shares add up to the units");
+        chosen.1 += 1;
+        *chosen.3.entry(unit.flow.as_str()).or_default() += 1;
+        dealt.push((chosen.0, unit));
+    }
+    let dealt: Vec<(String, Unit)> = dealt
+        .into_iter()
+        .map(|(m, u)| (m.to_owned(), u.clone()))
+        .collect();
+    drop(held);
+    for (member, unit) in dealt {
         assignment
             .get_mut(&member)
             .expect("chosen among the members")
-            .insert(unit.clone());
+            .insert(unit);
     }
     assignment
+}
+
+/// What the members of `assignment` claim when they join again: each its units, as owned in
+/// `generation`.
+pub fn claims_of(assignment: &BTreeMap<String, BTreeSet<Unit>>, generation: i32) -> Vec<Claim> {
+    assignment
+        .iter()
+        .map(|(member, owned)| Claim {
+            member: member.clone(),
+            owned: owned.clone(),
+            generation,
+        })
+        .collect()
 }
 
 /// Every flow's unit 0, then every flow's unit 1, and so on.
@@ -117,17 +152,6 @@ mod tests {
         flows
             .iter()
             .flat_map(|(flow, n)| Unit::all_of(flow, *n))
-            .collect()
-    }
-
-    fn claims_from(assignment: &BTreeMap<String, BTreeSet<Unit>>, generation: i32) -> Vec<Claim> {
-        assignment
-            .iter()
-            .map(|(member, owned)| Claim {
-                member: member.clone(),
-                owned: owned.clone(),
-                generation,
-            })
             .collect()
     }
 
@@ -174,7 +198,7 @@ mod tests {
     fn a_member_giving_units_away_keeps_some_of_each_flow() {
         let all = units(&[("A->B", 4), ("B->A", 4)]);
         let alone = assign(&all, &fresh(&["w1"]));
-        let mut claims = claims_from(&alone, 1);
+        let mut claims = claims_of(&alone, 1);
         claims.extend(fresh(&["w2", "w3"]));
         let assignment = assign(&all, &claims);
         for owned in assignment.values() {
@@ -240,7 +264,7 @@ mod tests {
             let names: Vec<&str> = members.iter().map(String::as_str).collect();
             let first = assign(&units, &fresh(&names));
             check_complete_and_balanced(&units, &first)?;
-            let again = assign(&units, &claims_from(&first, 1));
+            let again = assign(&units, &claims_of(&first, 1));
             prop_assert_eq!(again, first);
         }
 
@@ -249,7 +273,7 @@ mod tests {
         fn a_new_member_takes_only_its_share((units, members) in setup()) {
             let names: Vec<&str> = members.iter().map(String::as_str).collect();
             let before = assign(&units, &fresh(&names));
-            let mut claims = claims_from(&before, 1);
+            let mut claims = claims_of(&before, 1);
             claims.extend(fresh(&["zz-new"]));
             let after = assign(&units, &claims);
             check_complete_and_balanced(&units, &after)?;
@@ -265,7 +289,7 @@ mod tests {
             let names: Vec<&str> = members.iter().map(String::as_str).collect();
             let before = assign(&units, &fresh(&names));
             let gone = &members[0];
-            let claims: Vec<Claim> = claims_from(&before, 1)
+            let claims: Vec<Claim> = claims_of(&before, 1)
                 .into_iter()
                 .filter(|c| &c.member != gone)
                 .collect();

@@ -22,7 +22,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use crate::cluster::{Client, TopicPartition};
-use crate::error::{check, Context, Result};
+use crate::error::{check, Context, Error, Result};
 
 /// A producer id and epoch as the coordinator gave them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,33 +87,67 @@ pub(super) async fn add_partitions(
                 })
                 .collect(),
         );
-    client
-        .retry("add partitions to transaction", || async {
-            let coordinator = client.transaction_coordinator(transactional_id).await?;
-            let resp = client.send_to(coordinator, &request).await?;
-            check(resp.error_code, None, || context(transactional_id))?;
-            // One partition's error fails the request; the others then say only
-            // OPERATION_NOT_ATTEMPTED, so the first other error is the cause.
-            let mut not_attempted = None;
-            for topic in &resp.results_by_topic_v3_and_below {
-                for p in &topic.results_by_partition {
-                    let tp = || Context::Partition {
-                        topic: topic.name.0.to_string(),
-                        partition: p.partition_index,
-                    };
-                    let code = ResponseError::try_from_code(p.partition_error_code);
-                    if code == Some(ResponseError::OperationNotAttempted) {
-                        not_attempted
-                            .get_or_insert_with(|| check(p.partition_error_code, None, tp));
-                    } else {
-                        check(p.partition_error_code, None, tp)?;
+    // Right after a commit the coordinator is still writing the last transaction's markers and
+    // answers CONCURRENT_TRANSACTIONS for a few milliseconds: asked again every 10 ms (as Kafka's
+    // producer does, every 20 ms), not after the client's retry backoff (100 ms and growing),
+    // which would cost every transactional round that much.
+    let deadline = tokio::time::Instant::now() + client.config().operation_timeout;
+    loop {
+        let added = client
+            .retry("add partitions to transaction", || async {
+                let coordinator = client.transaction_coordinator(transactional_id).await?;
+                let resp = client.send_to(coordinator, &request).await?;
+                let concurrent = |code: i16| {
+                    ResponseError::try_from_code(code)
+                        == Some(ResponseError::ConcurrentTransactions)
+                };
+                if concurrent(resp.error_code)
+                    || resp.results_by_topic_v3_and_below.iter().any(|t| {
+                        t.results_by_partition
+                            .iter()
+                            .any(|p| concurrent(p.partition_error_code))
+                    })
+                {
+                    return Ok(false);
+                }
+                check(resp.error_code, None, || context(transactional_id))?;
+                // One partition's error fails the request; the others then say only
+                // OPERATION_NOT_ATTEMPTED, so the first other error is the cause.
+                let mut not_attempted = None;
+                for topic in &resp.results_by_topic_v3_and_below {
+                    for p in &topic.results_by_partition {
+                        let tp = || Context::Partition {
+                            topic: topic.name.0.to_string(),
+                            partition: p.partition_index,
+                        };
+                        let code = ResponseError::try_from_code(p.partition_error_code);
+                        if code == Some(ResponseError::OperationNotAttempted) {
+                            not_attempted
+                                .get_or_insert_with(|| check(p.partition_error_code, None, tp));
+                        } else {
+                            check(p.partition_error_code, None, tp)?;
+                        }
                     }
                 }
-            }
-            not_attempted.unwrap_or(Ok(()))
-        })
-        .await
+                not_attempted.unwrap_or(Ok(())).map(|()| true)
+            })
+            .await?;
+        if added {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(Error::broker(
+                ResponseError::ConcurrentTransactions,
+                None,
+                context(transactional_id),
+            ));
+        }
+        tokio::time::sleep(CONCURRENT_RETRY).await;
+    }
 }
+
+/// How soon an AddPartitionsToTxn answered CONCURRENT_TRANSACTIONS is sent again.
+const CONCURRENT_RETRY: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Commits (`commit`) or aborts the open transaction of `session`.
 pub(super) async fn end(
