@@ -707,13 +707,34 @@ async fn keep_running(
                     .is_some_and(FlowError::is_fenced)
             });
             if fenced {
+                // Another owner initialised the unit's transactional id: this worker was
+                // removed from the group (it learns so from its next heartbeat, and then stops
+                // the unit), or the coordinator aborted a transaction that outlived
+                // `transaction.timeout.ms`. Only in the second case does the unit still belong
+                // here two session timeouts later: then it starts again.
+                let wait = flow
+                    .workers
+                    .as_ref()
+                    .map_or(RESTART_MAX, |w| w.session_timeout * 2);
                 tracing::warn!(
                     flow = %name,
                     unit = unit.unwrap_or_default(),
                     error = %format!("{e:#}"),
-                    "unit fenced: another worker owns it now; this one writes nothing more to it"
+                    restart_in_seconds = wait.as_secs(),
+                    "unit fenced: another worker owns it now, and this one writes nothing more \
+                     to it; it starts again only if the group still gives it to this worker then"
                 );
-                return;
+                status::set_flow_state(
+                    &flow,
+                    FlowState::Restarting,
+                    Some(format!("{e:#}")),
+                    Some(Instant::now() + wait),
+                );
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    () = interrupt => {}
+                }
+                continue;
             }
             let wait = backoff.next_wait();
             tracing::error!(
