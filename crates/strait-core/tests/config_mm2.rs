@@ -459,7 +459,7 @@ fn intervals_of_disabled_tasks() {
 #[test]
 fn warnings_name_key_and_line() {
     let cfg = with(
-        "tasks.max = 4
+        "tasks.max.enforce = false
 consumer.max.poll.records = 10
 A.max.poll.records = 10
 A->B.topic = x
@@ -472,7 +472,7 @@ something.else = 1
     );
     let got: Vec<String> = cfg.warnings.iter().map(|w| w.to_string()).collect();
     let expect_start = [
-        "line 5: key `tasks.max` is accepted but not used: strait spreads",
+        "line 5: key `tasks.max.enforce` is accepted but not used: strait spreads",
         "line 6: key `consumer.max.poll.records` is accepted but not used: MM2 applies client settings per cluster",
         "line 7: key `A.max.poll.records` is accepted but not used: MM2 passes cluster-level keys",
         "line 8: key `A->B.topic` is unknown and ignored (did you mean `topics`?)",
