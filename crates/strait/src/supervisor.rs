@@ -706,7 +706,7 @@ async fn keep_running(
                 c.downcast_ref::<FlowError>()
                     .is_some_and(FlowError::is_fenced)
             });
-            if fenced {
+            let wait = if fenced {
                 // Another owner initialised the unit's transactional id: this worker was
                 // removed from the group (it learns so from its next heartbeat, and then stops
                 // the unit), or the coordinator aborted a transaction that outlived
@@ -724,25 +724,17 @@ async fn keep_running(
                     "unit fenced: another worker owns it now, and this one writes nothing more \
                      to it; it starts again only if the group still gives it to this worker then"
                 );
-                status::set_flow_state(
-                    &flow,
-                    FlowState::Restarting,
-                    Some(format!("{e:#}")),
-                    Some(Instant::now() + wait),
+                wait
+            } else {
+                let wait = backoff.next_wait();
+                tracing::error!(
+                    flow = %name,
+                    error = %format!("{e:#}"),
+                    restart_in_seconds = wait.as_secs(),
+                    "flow failed; it restarts from its offset map"
                 );
-                tokio::select! {
-                    () = tokio::time::sleep(wait) => {}
-                    () = interrupt => {}
-                }
-                continue;
-            }
-            let wait = backoff.next_wait();
-            tracing::error!(
-                flow = %name,
-                error = %format!("{e:#}"),
-                restart_in_seconds = wait.as_secs(),
-                "flow failed; it restarts from its offset map"
-            );
+                wait
+            };
             status::set_flow_state(
                 &flow,
                 FlowState::Restarting,
