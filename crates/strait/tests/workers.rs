@@ -1,26 +1,39 @@
-//! `strait run` processes sharing one flow as workers (`strait.workers.enabled`), started as a
-//! user would, under a steady producer: three workers split the flow's units; one is killed
-//! with SIGKILL; another is stopped with SIGSTOP past its session timeout, so the group gives
-//! its units away and their new owners fence it, then continued with SIGCONT; a fourth joins;
-//! one leaves with SIGTERM. At the end a read_committed librdkafka consumer reads every source
-//! record exactly once, in source order, and the stopped worker's log shows the refusal its
-//! writes got after it was continued.
+//! `strait run` processes sharing two flows as workers (`strait.workers.enabled`), started as a
+//! user would, under a steady producer on both sides: `source->target` mirrors `ledger` and
+//! `target->source` mirrors `orders`, 64 partitions each, 6 units each. Three workers split the
+//! units; one is killed with SIGKILL; another is stopped with SIGSTOP past its session timeout,
+//! so the group gives its units away and their new owners fence it, then continued with
+//! SIGCONT; a fourth joins; one leaves with SIGTERM; then a fifth is started and killed with
+//! SIGKILL at a random moment, three times, so that it dies inside open transactions (the
+//! aborted batches on the targets show where it died).
+//!
+//! Asserted at the end: a read_committed librdkafka consumer reads every source record exactly
+//! once, in source order, on both targets; each remote partition's committed batches come from
+//! one producer id whose epochs never go back (one writer at a time); the stopped worker's log
+//! shows the refusal its writes got after it was continued; `/v1/status` of the workers left
+//! shows one generation and one leader per flow and every unit owned once.
+//!
+//! Measured and printed, not asserted (tests never assert on time): the longest time each
+//! remote partition's committed end stood still while a worker joined and while one left, for
+//! the partitions whose unit moved and for those whose unit stayed, beside the same figure in a
+//! quiet period before; and how many transactions the kills and the fencing left aborted.
 
 mod running;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use running::{write_flow_config, Strait};
+use running::{flow_properties, write_properties, Strait};
+use strait_kafka::admin::{IsolationLevel, OffsetSpec};
+use strait_kafka::{Client, ClientConfig, TopicPartition};
 use strait_testkit::{Clusters, Rdk, TestRecord};
 
-const TOPIC: &str = "ledger";
-const REMOTE: &str = "source.ledger";
-const PARTITIONS: i32 = 16;
-/// Records per produce call of the steady producer.
-const PER_CALL: u64 = 1_600;
+const PARTITIONS: i32 = 64;
+const UNITS: u32 = 6;
+/// Records per produce call of a steady producer.
+const PER_CALL: u64 = 3_200;
 
 /// `eprintln!` with the time since `$start`, for the note on this test.
 macro_rules! note {
@@ -29,18 +42,77 @@ macro_rules! note {
     };
 }
 
-/// Records with ids `first..first + n`, id `i` to partition `i % PARTITIONS`.
-fn records(first: u64, n: u64) -> Vec<TestRecord> {
-    (first..first + n)
-        .map(|id| {
-            let value = format!("id={id:08};{}", "x".repeat(60));
-            TestRecord::new(
-                (id % PARTITIONS as u64) as i32,
-                Some(format!("k{id}").as_bytes()),
-                Some(value.as_bytes()),
-            )
-        })
-        .collect()
+/// One mirrored topic: where it is written, where its copy lands, and what was written to it.
+struct Stream {
+    flow: &'static str,
+    topic: &'static str,
+    remote: &'static str,
+    /// Bootstrap of the cluster the topic is on.
+    from: String,
+    /// Bootstrap of the cluster its copy is on.
+    to: String,
+    /// Ids by partition in offset order, as the source holds them.
+    ledger: Mutex<BTreeMap<i32, BTreeMap<i64, u64>>>,
+    next_id: AtomicU64,
+}
+
+impl Stream {
+    /// Writes `n` new records, id `i` to partition `i % PARTITIONS`, and notes where each
+    /// landed.
+    fn produce(&self, rdk: &Rdk, n: u64) {
+        let first = self.next_id.fetch_add(n, Ordering::SeqCst);
+        let batch: Vec<TestRecord> = (first..first + n)
+            .map(|id| {
+                let value = format!("id={id:08};{}", "x".repeat(60));
+                TestRecord::new(
+                    (id % PARTITIONS as u64) as i32,
+                    Some(format!("k{id}").as_bytes()),
+                    Some(value.as_bytes()),
+                )
+            })
+            .collect();
+        let acks = rdk.produce(&self.from, self.topic, &batch, "lz4");
+        assert_eq!(acks.len(), batch.len());
+        let mut ledger = self.ledger.lock().unwrap();
+        for (record, (partition, offset)) in batch.iter().zip(acks) {
+            ledger
+                .entry(partition)
+                .or_default()
+                .insert(offset, id_of(record));
+        }
+    }
+
+    fn produced(&self) -> u64 {
+        self.next_id.load(Ordering::SeqCst)
+    }
+
+    /// Reads the copy read_committed and counts what is missing and what came twice; asserts
+    /// source order per partition where nothing is.
+    fn lost_and_duplicated(&self, rdk: &Rdk) -> (usize, usize) {
+        let produced = self.produced() as usize;
+        let copies = rdk.consume(&self.to, self.remote, produced, Duration::from_secs(180));
+        let mut by_partition: BTreeMap<i32, Vec<u64>> = BTreeMap::new();
+        for c in &copies {
+            by_partition.entry(c.partition).or_default().push(id_of(c));
+        }
+        let ledger = self.ledger.lock().unwrap();
+        let (mut lost, mut duplicated) = (0usize, 0usize);
+        for p in 0..PARTITIONS {
+            let expected: Vec<u64> = ledger[&p].values().copied().collect();
+            let got = by_partition.remove(&p).unwrap_or_default();
+            let mut seen = HashSet::new();
+            duplicated += got.iter().filter(|id| !seen.insert(**id)).count();
+            lost += expected.iter().filter(|id| !seen.contains(*id)).count();
+            if lost == 0 && duplicated == 0 {
+                assert_eq!(
+                    got, expected,
+                    "{} partition {p} out of source order",
+                    self.remote
+                );
+            }
+        }
+        (lost, duplicated)
+    }
 }
 
 fn id_of(record: &TestRecord) -> u64 {
@@ -48,28 +120,20 @@ fn id_of(record: &TestRecord) -> u64 {
     std::str::from_utf8(&value[3..11]).unwrap().parse().unwrap()
 }
 
-/// Ids by partition in offset order, as the source holds them.
-type Ledger = Arc<Mutex<BTreeMap<i32, BTreeMap<i64, u64>>>>;
-
-fn produce(rdk: &Rdk, bootstrap: &str, first: u64, n: u64, ledger: &Ledger) {
-    let batch = records(first, n);
-    let acks = rdk.produce(bootstrap, TOPIC, &batch, "lz4");
-    assert_eq!(acks.len(), batch.len());
-    let mut ledger = ledger.lock().unwrap();
-    for (record, (partition, offset)) in batch.iter().zip(acks) {
-        ledger
-            .entry(partition)
-            .or_default()
-            .insert(offset, id_of(record));
-    }
+/// What a topic holds, batch by batch, as a read_committed fetch reports it.
+#[derive(Debug, Default)]
+struct Written {
+    /// Per partition, the (producer id, epoch) of its committed data batches, each run of
+    /// equal ones once, in offset order.
+    writers: BTreeMap<i32, Vec<(i64, i16)>>,
+    /// Data batches of aborted transactions, and their records.
+    aborted_batches: usize,
+    aborted_records: usize,
 }
 
-/// Per remote partition, the (producer id, epoch) of its committed data batches, each run of
-/// equal ones once, in offset order.
-async fn committed_writers(bootstrap: &str) -> BTreeMap<i32, Vec<(i64, i16)>> {
-    use strait_kafka::admin::{IsolationLevel, OffsetSpec};
+/// Reads every partition of `topic` on `bootstrap` up to its last stable offset.
+async fn written(bootstrap: &str, topic: &str, partitions: i32) -> Written {
     use strait_kafka::fetch::{AbortedBatches, FetchOptions, FetchPosition};
-    use strait_kafka::{Client, ClientConfig, TopicPartition};
 
     let client = Client::connect(ClientConfig::new([bootstrap]))
         .await
@@ -79,9 +143,9 @@ async fn committed_writers(bootstrap: &str) -> BTreeMap<i32, Vec<(i64, i16)>> {
         isolation: IsolationLevel::ReadCommitted,
         ..FetchOptions::default()
     };
-    let mut out = BTreeMap::new();
-    for p in 0..PARTITIONS {
-        let tp = TopicPartition::new(REMOTE, p);
+    let mut out = Written::default();
+    for p in 0..partitions {
+        let tp = TopicPartition::new(topic, p);
         let end = client
             .list_offset(&tp, OffsetSpec::Latest, IsolationLevel::ReadCommitted)
             .await
@@ -101,31 +165,110 @@ async fn committed_writers(bootstrap: &str) -> BTreeMap<i32, Vec<(i64, i16)>> {
             for batch in strait_wire::BatchScanner::new(data.records) {
                 let batch = batch.unwrap();
                 let header = &batch.header;
-                let skip = aborted.is_aborted(&batch) || header.attributes.is_control();
-                if header.base_offset >= position {
-                    position = header.next_offset();
-                    let writer = (header.producer_id, header.producer_epoch);
-                    if !skip && writers.last() != Some(&writer) {
-                        writers.push(writer);
-                    }
+                if header.base_offset < position {
+                    continue;
+                }
+                position = header.next_offset();
+                if header.attributes.is_control() {
+                    continue;
+                }
+                if aborted.is_aborted(&batch) {
+                    out.aborted_batches += 1;
+                    out.aborted_records += header.record_count.max(0) as usize;
+                    continue;
+                }
+                let writer = (header.producer_id, header.producer_epoch);
+                if writers.last() != Some(&writer) {
+                    writers.push(writer);
                 }
             }
             assert!(position > before, "no progress in {tp} at {position}");
         }
-        out.insert(p, writers);
+        out.writers.insert(p, writers);
     }
     out
 }
 
-fn signal(worker: &Strait, name: &str) {
-    worker.signal(name);
+/// Every 100 ms, the committed end of each remote partition of each stream, for the pause
+/// measurement.
+#[derive(Default)]
+struct Samples {
+    /// (when, remote topic, partition) -> last stable offset.
+    ends: Vec<(Instant, BTreeMap<(String, i32), i64>)>,
 }
 
-/// Waits until `worker`'s log holds `text`, for at most `secs` seconds.
-fn logged(worker: &Strait, text: &str, secs: u64) -> bool {
+impl Samples {
+    /// The longest time each partition's end stood still within `from..to`.
+    fn longest_stalls(&self, from: Instant, to: Instant) -> BTreeMap<(String, i32), Duration> {
+        let window: Vec<_> = self
+            .ends
+            .iter()
+            .filter(|(at, _)| *at >= from && *at <= to)
+            .collect();
+        let mut out = BTreeMap::new();
+        let Some((first_at, first)) = window.first() else {
+            return out;
+        };
+        for key in first.keys() {
+            let (mut since, mut last, mut longest) = (*first_at, first[key], Duration::ZERO);
+            for (at, ends) in &window {
+                let Some(&end) = ends.get(key) else { continue };
+                if end != last {
+                    longest = longest.max(at.duration_since(since));
+                    (since, last) = (*at, end);
+                }
+            }
+            if let Some((at, _)) = window.last() {
+                longest = longest.max(at.duration_since(since));
+            }
+            out.insert(key.clone(), longest);
+        }
+        out
+    }
+}
+
+/// Samples the committed ends of `streams`' copies until `running` turns false.
+fn sample_ends(streams: Vec<(String, String)>, running: Arc<AtomicBool>) -> Samples {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async move {
+        let mut clients = Vec::new();
+        for (bootstrap, remote) in &streams {
+            let client = Client::connect(ClientConfig::new([bootstrap.as_str()]))
+                .await
+                .unwrap();
+            let asked: Vec<(TopicPartition, OffsetSpec)> = (0..PARTITIONS)
+                .map(|p| (TopicPartition::new(remote.as_str(), p), OffsetSpec::Latest))
+                .collect();
+            clients.push((client, asked));
+        }
+        let mut samples = Samples::default();
+        while running.load(Ordering::SeqCst) {
+            let at = Instant::now();
+            let mut ends = BTreeMap::new();
+            for (client, asked) in &clients {
+                if let Ok(listed) = client
+                    .list_offsets(asked, IsolationLevel::ReadCommitted)
+                    .await
+                {
+                    for (tp, offset) in listed {
+                        if let Ok(offset) = offset {
+                            ends.insert((tp.topic.to_string(), tp.partition), offset.offset);
+                        }
+                    }
+                }
+            }
+            samples.ends.push((at, ends));
+            tokio::time::sleep_until((at + Duration::from_millis(100)).into()).await;
+        }
+        samples
+    })
+}
+
+/// Waits until `worker`'s log holds `text` `times` times, for at most `secs` seconds.
+fn logged_times(worker: &Strait, text: &str, times: usize, secs: u64) -> bool {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < deadline {
-        if worker.log_text().contains(text) {
+        if worker.log_text().matches(text).count() >= times {
             return true;
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -133,8 +276,51 @@ fn logged(worker: &Strait, text: &str, secs: u64) -> bool {
     false
 }
 
+/// Waits until `worker` runs units of both flows.
+fn runs_units(worker: &Strait) {
+    let text = "unit handed to this worker";
+    assert!(logged_times(worker, text, 2, 60), "{}", worker.log_text());
+}
+
+/// `worker`'s place in `flow`'s workers' group, from its `/v1/status`.
+fn place(worker: &Strait, flow: &str) -> serde_json::Value {
+    let (_, status) = worker.get_json("/v1/status").unwrap();
+    status["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["flow"] == flow)
+        .map(|f| f["worker"].clone())
+        .unwrap_or_default()
+}
+
+/// The units of `flow` that `worker` owns, by index.
+fn owned(worker: &Strait, flow: &str) -> BTreeSet<u32> {
+    place(worker, flow)["owned"]
+        .as_array()
+        .map(|units| {
+            units
+                .iter()
+                .filter_map(|u| u.as_str()?.rsplit('/').next()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A small generator for the moments of the kills; its seed is printed.
+struct Moments(u64);
+
+impl Moments {
+    fn next_millis(&mut self, from: u64, to: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        from + self.0 % (to - from)
+    }
+}
+
 #[test]
-fn workers_share_a_flow_and_every_record_lands_exactly_once() {
+fn workers_share_two_flows_and_every_record_lands_exactly_once() {
     let start = Instant::now();
     let clusters = Clusters::start();
     let (src, dst) = (
@@ -142,142 +328,246 @@ fn workers_share_a_flow_and_every_record_lands_exactly_once() {
         clusters.target.bootstrap.clone(),
     );
     let rdk = Rdk::new();
-    rdk.create_topic(&src, TOPIC, PARTITIONS);
-    let ledger: Ledger = Arc::default();
-    let next_id = Arc::new(AtomicU64::new(0));
-    produce(&rdk, &src, 0, 4 * PER_CALL, &ledger);
-    next_id.store(4 * PER_CALL, Ordering::SeqCst);
+    let streams = [
+        Arc::new(Stream {
+            flow: "source->target",
+            topic: "ledger",
+            remote: "source.ledger",
+            from: src.clone(),
+            to: dst.clone(),
+            ledger: Mutex::default(),
+            next_id: AtomicU64::new(0),
+        }),
+        Arc::new(Stream {
+            flow: "target->source",
+            topic: "orders",
+            remote: "target.orders",
+            from: dst.clone(),
+            to: src.clone(),
+            ledger: Mutex::default(),
+            next_id: AtomicU64::new(0),
+        }),
+    ];
+    for s in &streams {
+        rdk.create_topic(&s.from, s.topic, PARTITIONS);
+        s.produce(&rdk, 2 * PER_CALL);
+    }
 
-    let config = write_flow_config(
-        &clusters,
-        ("source", "target"),
-        "workers.properties",
-        "strait.workers.enabled = true\n\
-         tasks.max = 6\n\
-         strait.workers.session.timeout.ms = 6000\n\
-         emit.checkpoints.enabled = false\n\
-         sync.group.offsets.enabled = false",
+    let text = flow_properties(
+        ("source", &src),
+        ("target", &dst),
+        &format!(
+            "target->source.enabled = true\n\
+             source->target.topics = ledger\n\
+             target->source.topics = orders\n\
+             strait.workers.enabled = true\n\
+             tasks.max = {UNITS}\n\
+             strait.workers.session.timeout.ms = 6000\n\
+             emit.checkpoints.enabled = false\n\
+             sync.group.offsets.enabled = false"
+        ),
     );
+    let config = write_properties(clusters.dir(), "workers.properties", &text);
     let log = |name: &str| clusters.dir().join(format!("{name}.log"));
     let w1 = Strait::run(&config, log("w1"));
     let w2 = Strait::run(&config, log("w2"));
     let w3 = Strait::run(&config, log("w3"));
     for w in [&w1, &w2, &w3] {
-        assert!(
-            logged(w, "unit handed to this worker", 60),
-            "{}",
-            w.log_text()
-        );
+        runs_units(w);
     }
-    note!(start, "three workers run units");
+    note!(start, "three workers run units of both flows");
 
-    // A steady producer beside everything that follows.
+    // A steady producer per topic beside everything that follows.
     let producing = Arc::new(AtomicBool::new(true));
-    let producer = {
-        let (producing, ledger, next_id, src) = (
-            Arc::clone(&producing),
-            Arc::clone(&ledger),
-            Arc::clone(&next_id),
-            src.clone(),
-        );
-        std::thread::spawn(move || {
-            let rdk = Rdk::new();
-            let mut calls = 0;
-            while producing.load(Ordering::SeqCst) {
-                let first = next_id.fetch_add(PER_CALL, Ordering::SeqCst);
-                produce(&rdk, &src, first, PER_CALL, &ledger);
-                calls += 1;
-            }
-            calls
+    let producers: Vec<_> = streams
+        .iter()
+        .map(|s| {
+            let (producing, s) = (Arc::clone(&producing), Arc::clone(s));
+            std::thread::spawn(move || {
+                let rdk = Rdk::new();
+                let mut calls = 0;
+                while producing.load(Ordering::SeqCst) {
+                    s.produce(&rdk, PER_CALL);
+                    calls += 1;
+                }
+                calls
+            })
         })
+        .collect();
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let remotes = streams
+            .iter()
+            .map(|s| (s.to.clone(), s.remote.to_owned()))
+            .collect();
+        let sampling = Arc::clone(&sampling);
+        std::thread::spawn(move || sample_ends(remotes, sampling))
     };
 
-    std::thread::sleep(Duration::from_secs(3));
+    std::thread::sleep(Duration::from_secs(4));
+    let quiet = (Instant::now() - Duration::from_secs(3), Instant::now());
     // 1. kill -9: no LeaveGroup; its units move after its session timeout.
     let mut w1 = w1;
-    signal(&w1, "KILL");
+    w1.signal("KILL");
     let _ = w1.wait_exit(10);
     note!(start, "w1 killed with SIGKILL");
     std::thread::sleep(Duration::from_secs(2));
 
     // 2. SIGSTOP past the session timeout: the group gives its units to the others, whose
     //    initialisations fence it; continued, its writes are refused.
-    signal(&w2, "STOP");
+    w2.signal("STOP");
     note!(start, "w2 stopped with SIGSTOP");
     std::thread::sleep(Duration::from_secs(15));
-    signal(&w2, "CONT");
+    w2.signal("CONT");
     note!(start, "w2 continued with SIGCONT");
+    std::thread::sleep(Duration::from_secs(4));
 
-    // 3. A fourth worker joins.
+    // 3. A fourth worker joins: the units it is handed move, the others must not stop.
+    let join_began = Instant::now();
     let w4 = Strait::run(&config, log("w4"));
-    assert!(
-        logged(&w4, "unit handed to this worker", 60),
-        "{}",
-        w4.log_text()
-    );
+    runs_units(&w4);
     note!(start, "w4 joined and runs units");
-    std::thread::sleep(Duration::from_secs(3));
+    std::thread::sleep(Duration::from_secs(4));
+    let join = (join_began, Instant::now());
+    let moved_in_join: Vec<(&str, BTreeSet<u32>)> = streams
+        .iter()
+        .map(|s| (s.flow, owned(&w4, s.flow)))
+        .collect();
 
     // 4. One leaves gracefully: its units move at once.
+    let moved_in_leave: Vec<(&str, BTreeSet<u32>)> = streams
+        .iter()
+        .map(|s| (s.flow, owned(&w3, s.flow)))
+        .collect();
+    let leave_began = Instant::now();
     w3.stop();
     note!(start, "w3 stopped with SIGTERM");
+    std::thread::sleep(Duration::from_secs(5));
+    let leave = (leave_began, Instant::now());
+
+    // 5. Kills at random moments: a fifth worker is handed units and killed while it mirrors
+    //    them, three times. Whatever it had written in its open transaction is aborted when the
+    //    units' next owners initialise them.
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    let mut moments = Moments(seed);
+    note!(start, "kill moments seeded with {seed}");
+    for round in 1..=3 {
+        let mut w5 = Strait::run(&config, log(&format!("w5-{round}")));
+        runs_units(&w5);
+        let after = moments.next_millis(200, 2_500);
+        std::thread::sleep(Duration::from_millis(after));
+        w5.signal("KILL");
+        let _ = w5.wait_exit(10);
+        note!(
+            start,
+            "w5 ({round}) killed with SIGKILL {after} ms after it ran units"
+        );
+    }
     std::thread::sleep(Duration::from_secs(3));
+
     producing.store(false, Ordering::SeqCst);
-    let calls = producer.join().unwrap();
-    let produced = next_id.load(Ordering::SeqCst);
+    let calls: Vec<u64> = producers.into_iter().map(|p| p.join().unwrap()).collect();
     note!(
         start,
-        "producer stopped after {calls} calls: {produced} records"
+        "producers stopped after {calls:?} calls: {:?} records",
+        streams.iter().map(|s| s.produced()).collect::<Vec<_>>()
     );
 
     // Every source record exactly once, in order, for read_committed readers.
-    let copies = rdk.consume(&dst, REMOTE, produced as usize, Duration::from_secs(180));
-    note!(start, "target read: {} records", copies.len());
-    let mut by_partition: BTreeMap<i32, Vec<u64>> = BTreeMap::new();
-    for c in &copies {
-        by_partition.entry(c.partition).or_default().push(id_of(c));
+    let mut counts = Vec::new();
+    for s in &streams {
+        let (lost, duplicated) = s.lost_and_duplicated(&rdk);
+        note!(start, "{}: lost {lost}, duplicated {duplicated}", s.remote);
+        counts.push((lost, duplicated));
     }
-    let ledger = ledger.lock().unwrap();
-    let (mut lost, mut duplicated) = (0usize, 0usize);
-    for p in 0..PARTITIONS {
-        let expected: Vec<u64> = ledger[&p].values().copied().collect();
-        let got = by_partition.remove(&p).unwrap_or_default();
-        let mut seen = std::collections::HashSet::new();
-        duplicated += got.iter().filter(|id| !seen.insert(**id)).count();
-        lost += expected.iter().filter(|id| !seen.contains(*id)).count();
-        if lost == 0 && duplicated == 0 {
-            assert_eq!(got, expected, "partition {p} out of source order");
-        }
-    }
+    sampling.store(false, Ordering::SeqCst);
+    let samples = sampler.join().unwrap();
     // What the consumer stopped at was enough: nothing more arrives.
     std::thread::sleep(Duration::from_secs(5));
-    let again = rdk.consume(&dst, REMOTE, produced as usize, Duration::from_secs(60));
-    note!(
-        start,
-        "lost {lost}, duplicated {duplicated}; read again: {}",
-        again.len()
-    );
-    assert_eq!((lost, duplicated), (0, 0));
-    assert_eq!(again.len(), produced as usize);
+    for s in &streams {
+        let again = rdk.consume(
+            &s.to,
+            s.remote,
+            s.produced() as usize,
+            Duration::from_secs(60),
+        );
+        assert_eq!(again.len() as u64, s.produced(), "{}", s.remote);
+    }
+    assert!(counts.iter().all(|c| *c == (0, 0)), "{counts:?}");
 
     // One writer at a time per partition: the committed batches of a partition come from its
     // unit's producer id, with epochs that never go back (a new owner's epoch is higher, and a
     // fenced owner's later batches were aborted).
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let owners = runtime.block_on(committed_writers(&dst));
-    for (p, writers) in &owners {
-        let ids: std::collections::BTreeSet<i64> = writers.iter().map(|(id, _)| *id).collect();
-        assert_eq!(ids.len(), 1, "partition {p}: committed by {writers:?}");
-        assert!(
-            writers.windows(2).all(|w| w[0].1 <= w[1].1),
-            "partition {p}: epochs go back: {writers:?}"
+    for s in &streams {
+        let copy = runtime.block_on(written(&s.to, s.remote, PARTITIONS));
+        for (p, writers) in &copy.writers {
+            let ids: BTreeSet<i64> = writers.iter().map(|(id, _)| *id).collect();
+            assert_eq!(ids.len(), 1, "{} {p}: committed by {writers:?}", s.remote);
+            assert!(
+                writers.windows(2).all(|w| w[0].1 <= w[1].1),
+                "{} {p}: epochs go back: {writers:?}",
+                s.remote
+            );
+        }
+        let map_topic = format!(
+            "strait-offset-map.{}.internal",
+            &s.flow[..s.flow.find('-').unwrap()]
+        );
+        let map = runtime.block_on(written(&s.to, &map_topic, 1));
+        let epochs: usize = copy.writers.values().map(Vec::len).sum();
+        note!(
+            start,
+            "{}: {epochs} (producer id, epoch) runs over {PARTITIONS} partitions; aborted: {} \
+             data batches ({} records), {} map batches ({} records)",
+            s.remote,
+            copy.aborted_batches,
+            copy.aborted_records,
+            map.aborted_batches,
+            map.aborted_records
         );
     }
-    let epochs: usize = owners.values().map(|w| w.len()).sum();
-    note!(
-        start,
-        "committed writers (producer id, epoch) per partition: {epochs} in all, {owners:?}"
-    );
+
+    // How long partitions stood still, by whether their unit moved.
+    let stalls = |(from, to): (Instant, Instant), moved: Option<&[(&str, BTreeSet<u32>)]>| {
+        let mut stayed = Vec::new();
+        let mut went = Vec::new();
+        for ((remote, p), stall) in samples.longest_stalls(from, to) {
+            let s = streams.iter().find(|s| s.remote == remote).unwrap();
+            let unit = strait_core::scale::unit_index(s.topic, p, UNITS);
+            let moving = moved.is_some_and(|m| {
+                m.iter()
+                    .any(|(flow, units)| *flow == s.flow && units.contains(&unit))
+            });
+            if moving {
+                went.push(stall.as_secs_f64());
+            } else {
+                stayed.push(stall.as_secs_f64());
+            }
+        }
+        let summary = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            match v.len() {
+                0 => "none".to_owned(),
+                n => format!(
+                    "{n} partitions, median {:.1} s, max {:.1} s",
+                    v[n / 2],
+                    v[n - 1]
+                ),
+            }
+        };
+        (summary(&mut stayed), summary(&mut went))
+    };
+    let (calm, _) = stalls(quiet, None);
+    note!(start, "longest stall per partition, quiet: {calm}");
+    let (stayed, went) = stalls(join, Some(&moved_in_join));
+    note!(start, "longest stall per partition, w4 joining: units that stayed {stayed}; units that moved {went}");
+    let (stayed, went) = stalls(leave, Some(&moved_in_leave));
+    note!(start, "longest stall per partition, w3 leaving: units that stayed {stayed}; units that moved {went}");
 
     // The worker stopped past its session timeout was refused when it went on.
     let w2_log = w2.log_text();
@@ -287,36 +577,40 @@ fn workers_share_a_flow_and_every_record_lands_exactly_once() {
         .collect();
     note!(start, "w2 after SIGCONT: {fenced:#?}");
     assert!(!fenced.is_empty(), "{w2_log}");
-    // `/v1/status` of the two workers left: one generation, the six units split between them.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let places = loop {
-        let places: Vec<serde_json::Value> = [&w2, &w4]
-            .iter()
-            .map(|w| w.get_json("/v1/status").unwrap().1["flows"][0]["worker"].clone())
-            .collect();
-        let generations: std::collections::BTreeSet<i64> = places
-            .iter()
-            .map(|p| p["generation"].as_i64().unwrap())
-            .collect();
-        let mut owned: Vec<String> = places
-            .iter()
-            .flat_map(|p| p["owned"].as_array().unwrap().clone())
-            .map(|u| u.as_str().unwrap().to_owned())
-            .collect();
-        owned.sort();
-        let all: Vec<String> = (0..6).map(|i| format!("source->target/{i}")).collect();
-        if generations.len() == 1 && !generations.contains(&-1) && owned == all {
-            break places;
-        }
-        assert!(Instant::now() < deadline, "workers' status: {places:#?}");
-        std::thread::sleep(Duration::from_millis(500));
-    };
-    note!(start, "status of the two workers left: {places:?}");
-    assert_eq!(
-        places.iter().filter(|p| p["leader"] == true).count(),
-        1,
-        "{places:?}"
-    );
+
+    // `/v1/status` of the two workers left: per flow one generation, one leader, and the six
+    // units split between them.
+    for s in &streams {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let places = loop {
+            let places: Vec<serde_json::Value> =
+                [&w2, &w4].iter().map(|w| place(w, s.flow)).collect();
+            let generations: BTreeSet<i64> = places
+                .iter()
+                .filter_map(|p| p["generation"].as_i64())
+                .collect();
+            let mut all: Vec<u32> = [&w2, &w4].iter().flat_map(|w| owned(w, s.flow)).collect();
+            all.sort_unstable();
+            if generations.len() == 1
+                && !generations.contains(&-1)
+                && all == (0..UNITS).collect::<Vec<_>>()
+            {
+                break places;
+            }
+            assert!(Instant::now() < deadline, "workers' status: {places:#?}");
+            std::thread::sleep(Duration::from_millis(500));
+        };
+        note!(
+            start,
+            "{}: status of the two workers left: {places:?}",
+            s.flow
+        );
+        assert_eq!(
+            places.iter().filter(|p| p["leader"] == true).count(),
+            1,
+            "{places:?}"
+        );
+    }
     for w in [w2, w4] {
         w.stop();
     }
