@@ -189,12 +189,15 @@ async fn written(bootstrap: &str, topic: &str, partitions: i32) -> Written {
     out
 }
 
+/// A remote partition's committed end, by (topic, partition).
+type Ends = BTreeMap<(String, i32), i64>;
+
 /// Every 100 ms, the committed end of each remote partition of each stream, for the pause
 /// measurement.
 #[derive(Default)]
 struct Samples {
     /// (when, remote topic, partition) -> last stable offset.
-    ends: Vec<(Instant, BTreeMap<(String, i32), i64>)>,
+    ends: Vec<(Instant, Ends)>,
 }
 
 impl Samples {
