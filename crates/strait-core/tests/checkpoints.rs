@@ -383,7 +383,11 @@ mod metadata {
         // Group sync into an empty target group keeps the metadata in the commit.
         let fake_target = fake_cluster(REMOTE, None).await;
         let sync = GroupSync::new()
-            .sync_once(&common::client(&fake_target.addr(1)).await, task.store())
+            .sync_once(
+                &common::client(&fake_target.addr(1)).await,
+                task.store(),
+                None,
+            )
             .await
             .expect("sync pass");
         assert_eq!(sync.synced_groups, [GROUP]);

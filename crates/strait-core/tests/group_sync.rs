@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use strait_core::offsets::group_sync::{SkipReason, SkippedSync, SyncedOffset};
+use strait_kafka::produce::ProducerConfig;
 use strait_kafka::TopicPartition;
 
 use mirror::{mirror, Mirror, CHECKPOINTS, REMOTE};
@@ -161,4 +162,65 @@ async fn group_sync_without_checkpoint_emission_writes_no_checkpoints() {
     let again = task.sync_once().await.expect("sync pass");
     assert!(again.written.is_empty(), "{again:?}");
     assert_eq!(again.up_to_date, 2);
+}
+
+/// Workers: the checkpoints and group sync of a flow's leading unit are written in
+/// transactions of an id of their own, so that when another worker takes the unit (its task
+/// initialises the id) the earlier one writes nothing more: no checkpoint, no group offset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_task_writes_no_checkpoints_and_syncs_no_groups() {
+    let m = mirror("sync.group.offsets.enabled = true").await;
+    let unit = ProducerConfig {
+        transactional_id: Some("strait-source-target-0-checkpoints".into()),
+        ..ProducerConfig::default()
+    };
+    m.commit_source("billing-app", &[(0, 12), (1, 15)]); // 17, 18
+    let mut old = m.task().with_producer_config(unit.clone());
+    let first = old.emit_once().await.expect("checkpoint pass");
+    assert_eq!(first.emitted.len(), 2);
+    old.sync_once().await.expect("sync pass");
+    assert_eq!(
+        m.target_offsets("billing-app"),
+        BTreeMap::from([(0, 17), (1, 18)])
+    );
+
+    // The next owner's task starts: its first pass takes the id, with nothing to write.
+    let mut new = m.task().with_producer_config(unit);
+    let taken = new
+        .emit_once()
+        .await
+        .expect("the next owner's checkpoint pass");
+    assert!(taken.emitted.is_empty(), "{:?}", taken.emitted);
+    let end = m.checkpoints_end().await;
+
+    // The source group moves on; the earlier owner's writes are refused.
+    m.commit_source("billing-app", &[(0, 20)]); // 25
+    let refused = old
+        .emit_once()
+        .await
+        .expect_err("a fenced checkpoint write");
+    assert!(old.is_fenced(), "{refused}");
+    assert_eq!(
+        m.checkpoints_end().await,
+        end,
+        "the fenced task wrote a checkpoint"
+    );
+    let refused = old.sync_once().await.expect_err("a fenced group sync");
+    assert!(old.is_fenced(), "{refused}");
+    assert_eq!(
+        m.target_offsets("billing-app"),
+        BTreeMap::from([(0, 17), (1, 18)])
+    );
+
+    // The owner writes both.
+    let written = new.emit_once().await.expect("checkpoint pass");
+    assert_eq!(written.emitted.len(), 1, "{:?}", written.emitted);
+    assert!(m.checkpoints_end().await > end);
+    let pass = new.sync_once().await.expect("sync pass");
+    assert_eq!(pass.written, vec![synced("billing-app", 0, 25, Some(17))]);
+    assert_eq!(
+        m.target_offsets("billing-app"),
+        BTreeMap::from([(0, 25), (1, 18)])
+    );
+    assert!(!new.is_fenced());
 }

@@ -333,12 +333,12 @@ async fn writes_the_syncs_mm2_would_write() {
 
     // --- offset-syncs.topic.location=source (the default): on the source, named for the target.
     let topic = "mm2-offset-syncs.target.internal".to_owned();
-    let mut w = OffsetSyncWriter::open(source.clone(), topic.clone(), 1, 100)
+    let mut w = OffsetSyncWriter::open(source.clone(), topic.clone(), 1, 100, None)
         .await
         .expect("open");
     common::assert_compacted_single_partition(&source, &topic).await;
     // Opening again finds the topic.
-    OffsetSyncWriter::open(source.clone(), topic.clone(), 1, 100)
+    OffsetSyncWriter::open(source.clone(), topic.clone(), 1, 100, None)
         .await
         .expect("open again");
 
@@ -398,7 +398,7 @@ async fn writes_the_syncs_mm2_would_write() {
 
     // --- location=target, a random feed: exactly what MM2's writer would have sent.
     let topic = "mm2-offset-syncs.source.internal".to_owned();
-    let mut w = OffsetSyncWriter::open(target.clone(), topic.clone(), 1, 100)
+    let mut w = OffsetSyncWriter::open(target.clone(), topic.clone(), 1, 100, None)
         .await
         .expect("open on the target");
     common::assert_compacted_single_partition(&target, &topic).await;
@@ -451,7 +451,7 @@ async fn writes_the_syncs_mm2_would_write() {
     // one write at a time; a later `flush` waits for it and writes the rest. Every sync lands
     // once, in the order each partition's syncs fired.
     let topic = "mm2-offset-syncs.background.internal".to_owned();
-    let mut w = OffsetSyncWriter::open(source.clone(), topic.clone(), 1, 100)
+    let mut w = OffsetSyncWriter::open(source.clone(), topic.clone(), 1, 100, None)
         .await
         .expect("open");
     w.on_batch("orders", 0, &[(0, 0, 1)]);

@@ -57,6 +57,7 @@ use tokio::time::Instant;
 use crate::backoff::Backoff;
 use crate::cluster::{BrokerId, Client, Metadata, TopicPartition};
 use crate::error::{check, Context, Error, Result};
+use crate::groups::OffsetToCommit;
 
 mod transaction;
 
@@ -171,6 +172,8 @@ pub struct RawProducer {
     partitions: StdMutex<HashMap<TopicPartition, Arc<PartitionState>>>,
     /// A transactional producer's partitions in its open transaction.
     in_transaction: StdMutex<BTreeSet<TopicPartition>>,
+    /// The groups whose offsets are in its open transaction.
+    groups_in_transaction: StdMutex<BTreeSet<String>>,
 }
 
 impl RawProducer {
@@ -227,6 +230,7 @@ impl RawProducer {
             producer_epoch: session.producer_epoch,
             partitions: StdMutex::new(HashMap::new()),
             in_transaction: StdMutex::new(BTreeSet::new()),
+            groups_in_transaction: StdMutex::new(BTreeSet::new()),
         }
     }
 
@@ -254,6 +258,10 @@ impl RawProducer {
             self.producer_epoch = session.producer_epoch;
             self.partitions.lock().map_err(|_| Error::Closed)?.clear();
             self.in_transaction
+                .lock()
+                .map_err(|_| Error::Closed)?
+                .clear();
+            self.groups_in_transaction
                 .lock()
                 .map_err(|_| Error::Closed)?
                 .clear();
@@ -372,6 +380,31 @@ impl RawProducer {
         Ok(())
     }
 
+    /// Puts `offsets` of `group` (a group with no active members) into the open transaction,
+    /// starting one if none is open: they are committed to the group when the transaction is,
+    /// and a producer fenced meanwhile gets them refused ([`Error::is_fenced`]). A
+    /// transactional producer only.
+    pub async fn send_offsets(&self, group: &str, offsets: &[OffsetToCommit]) -> Result<()> {
+        let Some(id) = &self.config.transactional_id else {
+            return Err(Error::Invalid(
+                "the producer has no transactional id, so no transaction to put offsets in".into(),
+            ));
+        };
+        let joined = self
+            .groups_in_transaction
+            .lock()
+            .map_err(|_| Error::Closed)?
+            .contains(group);
+        if !joined {
+            transaction::add_offsets(&self.client, id, self.session(), group).await?;
+            self.groups_in_transaction
+                .lock()
+                .map_err(|_| Error::Closed)?
+                .insert(group.to_owned());
+        }
+        transaction::commit_offsets(&self.client, id, self.session(), group, offsets).await
+    }
+
     /// Commits the open transaction: its batches become visible to `read_committed` readers
     /// at once. Call it when every `send_all` of the transaction has returned with success.
     /// Without an open transaction (no batch sent since the last end) there is nothing to do.
@@ -391,16 +424,25 @@ impl RawProducer {
                 "the producer has no transactional id, so no transaction to end".into(),
             ));
         };
-        if self
+        let open = !self
             .in_transaction
             .lock()
             .map_err(|_| Error::Closed)?
             .is_empty()
-        {
+            || !self
+                .groups_in_transaction
+                .lock()
+                .map_err(|_| Error::Closed)?
+                .is_empty();
+        if !open {
             return Ok(());
         }
         transaction::end(&self.client, id, self.session(), commit).await?;
         self.in_transaction
+            .lock()
+            .map_err(|_| Error::Closed)?
+            .clear();
+        self.groups_in_transaction
             .lock()
             .map_err(|_| Error::Closed)?
             .clear();

@@ -46,5 +46,7 @@ throttled!(
     HeartbeatResponse,
     LeaveGroupResponse,
     AddPartitionsToTxnResponse,
+    AddOffsetsToTxnResponse,
+    TxnOffsetCommitResponse,
     EndTxnResponse,
 );

@@ -124,13 +124,15 @@ pub enum VersionError {
 /// deleted and created again is then refused by id rather than read by name.
 ///
 /// Transactions use the classic protocol (KIP-98): AddPartitionsToTxn up to v3 (v4 and later
-/// are between brokers) and EndTxn up to v4; EndTxn v5 would ask for KIP-890's second version,
+/// are between brokers), TxnOffsetCommit up to v4 (a later one would add the group to the
+/// transaction itself) and EndTxn up to v4; EndTxn v5 would ask for KIP-890's second version,
 /// whose coordinator bumps the epoch at every commit. A transactional Produce request stays at
 /// v11 for the same reason (see `BrokerConnection::submit_produce`).
 fn strait_max(api: ApiKey) -> Option<i16> {
     match api {
         ApiKey::AddPartitionsToTxn => Some(3),
         ApiKey::EndTxn => Some(4),
+        ApiKey::TxnOffsetCommit => Some(4),
         ApiKey::Fetch => Some(13),
         ApiKey::Produce => Some(12),
         ApiKey::OffsetFetch => Some(7),

@@ -254,7 +254,12 @@ pub(crate) async fn connect_flow(
                 flow.target
             )))
         })?;
-    let producer = options.producer.clone();
+    // The checkpoints and group sync of a unit are fenced as its data is, by an id of their own
+    // (the unit's id is its flow's: a second initialisation of it would fence the flow).
+    let mut producer = options.producer.clone();
+    producer.transactional_id = producer
+        .transactional_id
+        .map(|id| format!("{id}-checkpoints"));
     let started = Flow::start(flow.clone(), options, source.clone(), target.clone())
         .await
         .map_err(|e| {

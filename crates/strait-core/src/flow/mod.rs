@@ -217,6 +217,9 @@ pub struct Flow {
     store: MapStore,
     /// MM2's offset-syncs topic, written for MM2 tooling (`emit.offset-syncs.enabled`).
     offset_syncs: Option<OffsetSyncWriter>,
+    /// A transactional round's batches as offset syncs would note them, held until the round
+    /// commits: a sync must never point at data that was aborted.
+    uncommitted_syncs: Vec<(String, i32, Vec<(i64, i64, i64)>)>,
     next_delayed_syncs: Instant,
     partitions: BTreeMap<TopicPartition, PartitionState>,
     /// The order partitions are asked for in the next fetch: those that got records last go to
@@ -296,11 +299,18 @@ impl Flow {
                 Side::Target => target.clone(),
             };
             Some(
+                // A unit's syncs are fenced as its data is: by an id of their own on the
+                // cluster they are written to, which the unit's next owner initialises.
                 OffsetSyncWriter::open(
                     client,
                     topic,
                     config.offset_syncs_topic_replication_factor,
                     config.offset_lag_max,
+                    options
+                        .producer
+                        .transactional_id
+                        .as_ref()
+                        .map(|id| format!("{id}-offset-syncs")),
                 )
                 .await
                 .map_err(FlowError::internal("offset syncs"))?,
@@ -320,6 +330,7 @@ impl Flow {
             map,
             store,
             offset_syncs,
+            uncommitted_syncs: Vec::new(),
             next_delayed_syncs: Instant::now() + DELAYED_SYNC_INTERVAL,
             partitions: BTreeMap::new(),
             fetch_order: Vec::new(),
@@ -446,6 +457,12 @@ impl Flow {
         });
         result.map_err(|e| self.transaction_error(e))?;
         self.publish(published);
+        let committed = std::mem::take(&mut self.uncommitted_syncs);
+        if let Some(w) = &mut self.offset_syncs {
+            for (topic, partition, runs) in committed {
+                w.on_batch(&topic, partition, &runs);
+            }
+        }
         Ok(())
     }
 
@@ -954,14 +971,20 @@ impl Flow {
         // At the end of a run, everything is written and waited for; in a round, the write
         // goes on beside the data (the topic is on the source by default, a round trip away).
         let started = if all {
-            w.flush(true)
-                .await
-                .map_err(FlowError::internal("offset syncs"))?;
-            true
+            w.flush(true).await.map(|_| true)
         } else {
-            w.start_flush(delayed)
-                .await
-                .map_err(FlowError::internal("offset syncs"))?
+            w.start_flush(delayed).await
+        };
+        let started = match started {
+            Ok(started) => started,
+            // A newer owner of the unit initialised the syncs' transactional id.
+            Err(crate::internal::InternalError::Kafka(e)) if e.is_fenced() => {
+                return Err(FlowError::Fenced {
+                    transactional_id: w.transactional_id().unwrap_or_default().to_owned(),
+                    source: e,
+                })
+            }
+            Err(e) => return Err(FlowError::internal("offset syncs")(e)),
         };
         if delayed && started {
             self.next_delayed_syncs = Instant::now() + DELAYED_SYNC_INTERVAL;

@@ -103,6 +103,7 @@ impl Flow {
             (Err(e), Some((map, notes))) => {
                 self.map = map;
                 self.store.restore_notes(notes);
+                self.uncommitted_syncs.clear();
                 return Err(e);
             }
             (Err(e), None) => return Err(e),
@@ -489,7 +490,10 @@ impl Flow {
             sync_runs.push((src, dst, n));
             dst += n;
         }
-        if let Some(w) = &mut self.offset_syncs {
+        if self.transactional() {
+            self.uncommitted_syncs
+                .push((tp.topic.to_string(), tp.partition, sync_runs));
+        } else if let Some(w) = &mut self.offset_syncs {
             w.on_batch(&tp.topic, tp.partition, &sync_runs);
         }
         let Some(state) = self.partitions.get_mut(tp) else {

@@ -306,15 +306,21 @@ impl OffsetSyncWriter {
     /// `offset-syncs.topic.location=target`): creates the topic if missing (one partition,
     /// `cleanup.policy=compact`, `replication_factor`, as MM2's
     /// `createSinglePartitionCompactedTopic`) and an idempotent producer of its own on that
-    /// cluster.
+    /// cluster; with `transactional_id` (a unit of a flow run by workers) a transactional one,
+    /// whose initialisation here fences the unit's earlier owner, each write one transaction.
     pub async fn open(
         client: Client,
         topic: String,
         replication_factor: i16,
         offset_lag_max: u64,
+        transactional_id: Option<String>,
     ) -> Result<Self, InternalError> {
         super::ensure_compacted_topic(&client, &topic, replication_factor).await?;
-        let mut writer = BackgroundWriter::new(client, topic, ProducerConfig::default());
+        let config = ProducerConfig {
+            transactional_id,
+            ..ProducerConfig::default()
+        };
+        let mut writer = BackgroundWriter::new(client, topic, config);
         writer.connect().await?;
         Ok(Self {
             writer,
@@ -326,6 +332,11 @@ impl OffsetSyncWriter {
     /// The offset-syncs topic.
     pub fn topic(&self) -> &str {
         self.writer.topic()
+    }
+
+    /// The transactional id its writes are fenced by, if any.
+    pub fn transactional_id(&self) -> Option<&str> {
+        self.writer.transactional_id()
     }
 
     /// The syncs waiting to be written.

@@ -9,6 +9,14 @@
 //! entries before the tombstones they make safe). What was written travels with the write as
 //! its `payload`, so that the owner can put it back if the write failed, or publish it once it
 //! succeeded.
+//!
+//! With a `transactional_id` in its producer config (a unit of a flow run by workers), each
+//! write is one transaction, committed once every phase is acknowledged, and the id is
+//! initialised once, when the writer makes its producer: that fences whoever wrote with it
+//! before, and a writer fenced in turn by a newer owner gets the broker's refusal
+//! ([`strait_kafka::Error::is_fenced`]) on every later write. A failed write keeps the producer
+//! and takes a new epoch with its current one before the next (KIP-360), never a fresh
+//! initialisation, which would fence the newer owner back.
 
 use strait_kafka::produce::{ProducerConfig, RawProducer};
 use strait_kafka::{Client, TopicPartition};
@@ -25,6 +33,8 @@ pub(crate) struct BackgroundWriter<P> {
     /// `None` before the first write and after a failed one: the producer's sequence has a
     /// hole, so the next write makes a new one.
     producer: Option<RawProducer>,
+    /// A transactional producer whose last write failed: it takes a new epoch first.
+    stale: bool,
     in_flight: Option<tokio::task::JoinHandle<Write<P>>>,
 }
 
@@ -32,6 +42,7 @@ pub(crate) struct BackgroundWriter<P> {
 #[derive(Debug)]
 struct Write<P> {
     producer: Option<RawProducer>,
+    stale: bool,
     payload: P,
     result: Result<(), InternalError>,
 }
@@ -51,6 +62,7 @@ impl<P: Send + 'static> BackgroundWriter<P> {
             topic,
             config,
             producer: None,
+            stale: false,
             in_flight: None,
         }
     }
@@ -67,6 +79,11 @@ impl<P: Send + 'static> BackgroundWriter<P> {
     /// The topic written.
     pub(crate) fn topic(&self) -> &str {
         &self.topic
+    }
+
+    /// The transactional id of its producer, if it has one.
+    pub(crate) fn transactional_id(&self) -> Option<&str> {
+        self.config.transactional_id.as_deref()
     }
 
     /// Whether a write is in flight.
@@ -96,6 +113,7 @@ impl<P: Send + 'static> BackgroundWriter<P> {
             why: e.to_string(),
         })?;
         self.producer = write.producer;
+        self.stale = write.stale;
         Ok(Some(Finished {
             payload: write.payload,
             result: write.result,
@@ -112,6 +130,7 @@ impl<P: Send + 'static> BackgroundWriter<P> {
             self.client.clone(),
             self.config.clone(),
             self.producer.take(),
+            self.stale,
             tp,
             payload,
             phases,
@@ -120,47 +139,73 @@ impl<P: Send + 'static> BackgroundWriter<P> {
     }
 }
 
-/// Writes `phases` to `tp` with `producer`, or a new producer on `client` when there is none.
+/// Writes `phases` to `tp` with `producer`, or a new producer on `client` when there is none;
+/// a transactional one commits them as one transaction, after a new epoch if it is `stale`.
 async fn write<P>(
     client: Client,
     config: ProducerConfig,
     producer: Option<RawProducer>,
+    stale: bool,
     tp: TopicPartition,
     payload: P,
     phases: Vec<Vec<RawBatch>>,
 ) -> Write<P> {
-    let producer = match producer {
+    let transactional = config.transactional_id.is_some();
+    let mut producer = match producer {
         Some(p) => p,
         None => match RawProducer::new(client, config).await {
             Ok(p) => p,
             Err(e) => {
                 return Write {
                     producer: None,
+                    stale: false,
                     payload,
                     result: Err(e.into()),
                 }
             }
         },
     };
-    for phase in phases {
-        let sends = phase.into_iter().map(|b| (tp.clone(), b)).collect();
-        if let Some(Err(e)) = producer
-            .send_all(sends)
-            .await
-            .into_iter()
-            .find(Result::is_err)
-        {
-            // Dropped with its broken sequence: the next write makes a new producer.
-            return Write {
-                producer: None,
-                payload,
-                result: Err(e.into()),
-            };
+    let result = async {
+        if stale {
+            producer.bump_epoch().await?;
         }
+        for phase in phases {
+            let sends = phase.into_iter().map(|b| (tp.clone(), b)).collect();
+            if let Some(Err(e)) = producer
+                .send_all(sends)
+                .await
+                .into_iter()
+                .find(Result::is_err)
+            {
+                return Err(e);
+            }
+        }
+        if transactional {
+            producer.commit().await?;
+        }
+        Ok(())
     }
-    Write {
-        producer: Some(producer),
-        payload,
-        result: Ok(()),
+    .await;
+    match result {
+        Ok(()) => Write {
+            producer: Some(producer),
+            stale: false,
+            payload,
+            result: Ok(()),
+        },
+        // A transactional producer is kept, to take a new epoch with its current one.
+        Err(e) if transactional => Write {
+            producer: Some(producer),
+            stale: true,
+            payload,
+            result: Err(e.into()),
+        },
+        // Dropped with its broken sequence: the next write makes a new producer.
+        Err(e) => Write {
+            producer: None,
+            stale: false,
+            payload,
+            result: Err(e.into()),
+        },
     }
 }

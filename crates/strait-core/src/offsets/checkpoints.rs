@@ -104,6 +104,11 @@ pub struct CheckpointTask {
     producer_config: ProducerConfig,
     /// `None` until the first write, and after a failed one (its sequence has a hole).
     producer: Option<RawProducer>,
+    /// A transactional producer whose last write failed: it takes a new epoch (KIP-360)
+    /// before the next, never a fresh initialisation, which would fence a newer owner back.
+    stale: bool,
+    /// Its transactional id was initialised by a newer owner: this task writes nothing more.
+    fenced: bool,
     store: CheckpointStore,
     topic_ready: bool,
     loaded: bool,
@@ -133,6 +138,8 @@ impl CheckpointTask {
             map,
             producer_config: ProducerConfig::default(),
             producer: None,
+            stale: false,
+            fenced: false,
             store: CheckpointStore::new(),
             topic_ready: false,
             loaded: false,
@@ -142,7 +149,11 @@ impl CheckpointTask {
         }
     }
 
-    /// Uses `config` for the checkpoints producer (the target's `producer.*` timeouts).
+    /// Uses `config` for the checkpoints producer (the target's `producer.*` timeouts). With a
+    /// `transactional_id` (the leading unit of a flow run by workers) each checkpoint batch is
+    /// a transaction of its own, and the id's first initialisation, at the first write, fences
+    /// the task of the unit's earlier owner. Once fenced in turn, the task writes nothing more
+    /// (checkpoints and group sync) and [`run`](Self::run) returns.
     pub fn with_producer_config(mut self, config: ProducerConfig) -> Self {
         self.producer_config = config;
         self
@@ -191,6 +202,7 @@ impl CheckpointTask {
     }
 
     async fn emit_pass(&mut self) -> Result<CheckpointSummary, CheckpointError> {
+        self.claim().await?;
         self.prepare(true).await?;
         let mut summary = self.translate_groups().await?;
         let pending = std::mem::take(&mut summary.emitted);
@@ -219,6 +231,7 @@ impl CheckpointTask {
     }
 
     async fn sync_pass(&mut self) -> Result<GroupSyncSummary, CheckpointError> {
+        self.claim().await?;
         if self.flow.emit_checkpoints.is_none() {
             self.prepare(false).await?;
             let summary = self.translate_groups().await?;
@@ -228,7 +241,70 @@ impl CheckpointTask {
         } else {
             self.prepare(true).await?;
         }
-        self.group_sync.sync_once(&self.target, &self.store).await
+        if self.producer_config.transactional_id.is_none() {
+            return self
+                .group_sync
+                .sync_once(&self.target, &self.store, None)
+                .await;
+        }
+        let producer = self.ready_producer().await?;
+        let synced = self
+            .group_sync
+            .sync_once(&self.target, &self.store, Some(&producer))
+            .await;
+        if let Err(e) = &synced {
+            self.failed_in_transaction(e);
+        }
+        self.producer = Some(producer);
+        synced
+    }
+
+    /// Whether a newer owner of the unit fenced this task: it writes nothing more.
+    pub fn is_fenced(&self) -> bool {
+        self.fenced
+    }
+
+    /// A transactional task initialises its id at its first pass, whether or not it has
+    /// anything to write then, so that the task of the unit's earlier owner is fenced at once.
+    async fn claim(&mut self) -> Result<(), CheckpointError> {
+        if self.producer_config.transactional_id.is_some() && self.producer.is_none() {
+            let producer = self.ready_producer().await?;
+            self.producer = Some(producer);
+        }
+        Ok(())
+    }
+
+    /// The producer, made at the first write (a transactional one initialised then, which
+    /// fences the task of the unit's earlier owner), with a new epoch after a failure.
+    async fn ready_producer(&mut self) -> Result<RawProducer, CheckpointError> {
+        let mut producer = match self.producer.take() {
+            Some(p) => p,
+            None => RawProducer::new(self.target.clone(), self.producer_config.clone())
+                .await
+                .map_err(CheckpointError::kafka(format!(
+                    "starting the producer of {}",
+                    self.topic
+                )))?,
+        };
+        if self.stale {
+            if let Err(e) = producer.bump_epoch().await {
+                let e = CheckpointError::kafka(format!("a new epoch for {}", self.topic))(e);
+                self.failed_in_transaction(&e);
+                self.producer = Some(producer);
+                return Err(e);
+            }
+            self.stale = false;
+        }
+        Ok(producer)
+    }
+
+    /// A transactional write failed: a new epoch before the next, and nothing more at all if
+    /// a newer owner fenced this one.
+    fn failed_in_transaction(&mut self, e: &CheckpointError) {
+        self.stale = true;
+        if matches!(e, CheckpointError::Kafka { source, .. } if source.is_fenced()) {
+            self.fenced = true;
+        }
     }
 
     /// Runs passes on the flow's intervals (`emit.checkpoints.interval.seconds`,
@@ -266,6 +342,9 @@ impl CheckpointTask {
                         () = &mut stop => return,
                         result = self.emit_once() => self.log_emit(result),
                     }
+                    if self.fenced {
+                        return;
+                    }
                     next_emit = Some(Instant::now() + every);
                 }
             }
@@ -274,6 +353,9 @@ impl CheckpointTask {
                     tokio::select! {
                         () = &mut stop => return,
                         result = self.sync_once() => self.log_sync(result),
+                    }
+                    if self.fenced {
+                        return;
                     }
                     next_sync = Some(Instant::now() + every);
                 }
@@ -301,6 +383,13 @@ impl CheckpointTask {
                 failed = s.failures.len(),
                 "no checkpoint changed"
             ),
+            Err(e) if self.fenced => tracing::warn!(
+                flow = %self.flow.name(),
+                topic = %self.topic,
+                error = %e,
+                "checkpoints fenced: another worker leads the flow now, and this one writes no \
+                 more checkpoints and syncs no more groups"
+            ),
             Err(e) => tracing::warn!(
                 flow = %self.flow.name(),
                 topic = %self.topic,
@@ -318,6 +407,12 @@ impl CheckpointTask {
                 written = s.written.len(),
                 skipped = s.skipped.len(),
                 "group sync pass done"
+            ),
+            Err(e) if self.fenced => tracing::warn!(
+                flow = %self.flow.name(),
+                error = %e,
+                "group sync fenced: another worker leads the flow now, and this one syncs no \
+                 more groups and writes no more checkpoints"
             ),
             Err(e) => tracing::warn!(
                 flow = %self.flow.name(),
@@ -469,20 +564,26 @@ impl CheckpointTask {
                 .collect();
             let batch = crate::internal::batch::key_value_batch("checkpoints", kvs)
                 .map_err(InternalError::from)?;
-            let producer = match self.producer.take() {
-                Some(p) => p,
-                None => RawProducer::new(self.target.clone(), self.producer_config.clone())
-                    .await
-                    .map_err(CheckpointError::kafka(format!(
-                        "starting the producer of {}",
-                        self.topic
-                    )))?,
-            };
-            // On failure `producer` is dropped: a failed batch breaks its sequence.
-            producer
-                .send(&tp, &batch)
-                .await
-                .map_err(CheckpointError::kafka(format!("writing to {}", self.topic)))?;
+            let producer = self.ready_producer().await?;
+            let transactional = self.producer_config.transactional_id.is_some();
+            let written = async {
+                producer.send(&tp, &batch).await?;
+                if transactional {
+                    producer.commit().await?;
+                }
+                Ok::<(), strait_kafka::Error>(())
+            }
+            .await;
+            if let Err(e) = written {
+                let e = CheckpointError::kafka(format!("writing to {}", self.topic))(e);
+                if transactional {
+                    // Kept, to take a new epoch with its current one.
+                    self.failed_in_transaction(&e);
+                    self.producer = Some(producer);
+                }
+                // Otherwise dropped: a failed batch breaks its sequence.
+                return Err(e);
+            }
             self.producer = Some(producer);
             for Encoded { checkpoint, .. } in chunk {
                 tracing::debug!(

@@ -19,6 +19,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use strait_kafka::groups::{CommittedOffset, OffsetToCommit};
+use strait_kafka::produce::RawProducer;
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::mm2::Checkpoint;
 
@@ -197,14 +198,20 @@ impl GroupSync {
     }
 
     /// One pass over every group of `store` (module docs).
+    ///
+    /// With a transactional `producer` (the leading unit of a flow run by workers), each
+    /// group's offsets are committed in a transaction of that producer, so that a worker fenced
+    /// by the unit's next owner writes none; then the first failure ends the pass (the caller
+    /// takes a new epoch before the next).
     pub async fn sync_once(
         &mut self,
         target: &Client,
         store: &CheckpointStore,
+        producer: Option<&RawProducer>,
     ) -> Result<GroupSyncSummary, CheckpointError> {
         let mut summary = GroupSyncSummary::default();
         for (group, checkpoints) in store.groups() {
-            match sync_group(target, group, checkpoints).await {
+            match sync_group(target, group, checkpoints, producer).await {
                 Ok(plan) => {
                     if !plan.writes.is_empty() {
                         if let Some(m) = &self.metrics {
@@ -221,7 +228,7 @@ impl GroupSync {
                     summary.up_to_date += plan.up_to_date;
                     summary.skipped.extend(plan.skipped);
                 }
-                Err(e) if unreachable(&e) => {
+                Err(e) if unreachable(&e) || producer.is_some() => {
                     return Err(CheckpointError::Kafka {
                         what: format!("syncing group {group} on the target"),
                         source: e,
@@ -284,6 +291,7 @@ async fn sync_group(
     target: &Client,
     group: &str,
     checkpoints: &BTreeMap<TopicPartition, Checkpoint>,
+    producer: Option<&RawProducer>,
 ) -> Result<GroupPlan, strait_kafka::Error> {
     let skip_active = |state: String| GroupPlan {
         skipped: vec![SkippedSync {
@@ -313,6 +321,11 @@ async fn sync_group(
             metadata: Some(w.metadata.clone()),
         })
         .collect();
+    if let Some(producer) = producer {
+        producer.send_offsets(group, &offsets).await?;
+        producer.commit().await?;
+        return Ok(plan);
+    }
     match target.offset_commit(group, &offsets).await {
         Ok(()) => Ok(plan),
         // Members joined after the describe: nothing was written.

@@ -6,6 +6,10 @@
 //! batch of it; EndTxn commits or aborts, and the coordinator writes the markers that make the
 //! batches visible to `read_committed` readers, or hide them for good.
 //!
+//! A group's offsets join a transaction too (AddOffsetsToTxn at the transaction coordinator,
+//! then TxnOffsetCommit at the group's coordinator): they are committed with it, or never, and
+//! a fenced producer's offsets are refused like its batches.
+//!
 //! A fenced producer learns it from the coordinator (PRODUCER_FENCED) or from a partition
 //! leader (INVALID_PRODUCER_EPOCH): see [`crate::Error::is_fenced`]. Nothing it sends after that
 //! lands. Only a new initialisation of the id writes again, and that fences the other writer
@@ -15,14 +19,18 @@ use std::collections::BTreeMap;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, ProducerId, TopicName,
-    TransactionalId,
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest, GroupId,
+    InitProducerIdRequest, ProducerId, TopicName, TransactionalId, TxnOffsetCommitRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
 use crate::cluster::{Client, TopicPartition};
 use crate::error::{check, Context, Error, Result};
+use crate::groups::OffsetToCommit;
 
 /// A producer id and epoch as the coordinator gave them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,52 +95,167 @@ pub(super) async fn add_partitions(
                 })
                 .collect(),
         );
-    // Right after a commit the coordinator is still writing the last transaction's markers and
-    // answers CONCURRENT_TRANSACTIONS for a few milliseconds: asked again every 10 ms (as Kafka's
-    // producer does, every 20 ms), not after the client's retry backoff (100 ms and growing),
-    // which would cost every transactional round that much.
-    let deadline = tokio::time::Instant::now() + client.config().operation_timeout;
-    loop {
-        let added = client
-            .retry("add partitions to transaction", || async {
-                let coordinator = client.transaction_coordinator(transactional_id).await?;
-                let resp = client.send_to(coordinator, &request).await?;
-                let concurrent = |code: i16| {
-                    ResponseError::try_from_code(code)
-                        == Some(ResponseError::ConcurrentTransactions)
-                };
-                if concurrent(resp.error_code)
-                    || resp.results_by_topic_v3_and_below.iter().any(|t| {
-                        t.results_by_partition
-                            .iter()
-                            .any(|p| concurrent(p.partition_error_code))
-                    })
-                {
-                    return Ok(false);
-                }
-                check(resp.error_code, None, || context(transactional_id))?;
-                // One partition's error fails the request; the others then say only
-                // OPERATION_NOT_ATTEMPTED, so the first other error is the cause.
-                let mut not_attempted = None;
-                for topic in &resp.results_by_topic_v3_and_below {
-                    for p in &topic.results_by_partition {
-                        let tp = || Context::Partition {
-                            topic: topic.name.0.to_string(),
-                            partition: p.partition_index,
-                        };
-                        let code = ResponseError::try_from_code(p.partition_error_code);
-                        if code == Some(ResponseError::OperationNotAttempted) {
-                            not_attempted
-                                .get_or_insert_with(|| check(p.partition_error_code, None, tp));
-                        } else {
-                            check(p.partition_error_code, None, tp)?;
-                        }
+    until_not_concurrent(
+        client,
+        transactional_id,
+        "add partitions to transaction",
+        || async {
+            let coordinator = client.transaction_coordinator(transactional_id).await?;
+            let resp = client.send_to(coordinator, &request).await?;
+            if concurrent(resp.error_code)
+                || resp.results_by_topic_v3_and_below.iter().any(|t| {
+                    t.results_by_partition
+                        .iter()
+                        .any(|p| concurrent(p.partition_error_code))
+                })
+            {
+                return Ok(false);
+            }
+            check(resp.error_code, None, || context(transactional_id))?;
+            // One partition's error fails the request; the others then say only
+            // OPERATION_NOT_ATTEMPTED, so the first other error is the cause.
+            let mut not_attempted = None;
+            for topic in &resp.results_by_topic_v3_and_below {
+                for p in &topic.results_by_partition {
+                    let tp = || Context::Partition {
+                        topic: topic.name.0.to_string(),
+                        partition: p.partition_index,
+                    };
+                    let code = ResponseError::try_from_code(p.partition_error_code);
+                    if code == Some(ResponseError::OperationNotAttempted) {
+                        not_attempted
+                            .get_or_insert_with(|| check(p.partition_error_code, None, tp));
+                    } else {
+                        check(p.partition_error_code, None, tp)?;
                     }
                 }
-                not_attempted.unwrap_or(Ok(())).map(|()| true)
-            })
-            .await?;
-        if added {
+            }
+            not_attempted.unwrap_or(Ok(())).map(|()| true)
+        },
+    )
+    .await
+}
+
+/// Adds `group`'s offsets to the open transaction of `session` (AddOffsetsToTxn: the
+/// coordinator then writes the transaction's markers to the group's `__consumer_offsets`
+/// partition too).
+pub(super) async fn add_offsets(
+    client: &Client,
+    transactional_id: &str,
+    session: Session,
+    group: &str,
+) -> Result<()> {
+    let request = AddOffsetsToTxnRequest::default()
+        .with_transactional_id(transactional_id_of(transactional_id))
+        .with_producer_id(ProducerId(session.producer_id))
+        .with_producer_epoch(session.producer_epoch)
+        .with_group_id(GroupId(StrBytes::from_string(group.to_owned())));
+    until_not_concurrent(
+        client,
+        transactional_id,
+        "add offsets to transaction",
+        || async {
+            let coordinator = client.transaction_coordinator(transactional_id).await?;
+            let resp = client.send_to(coordinator, &request).await?;
+            if concurrent(resp.error_code) {
+                return Ok(false);
+            }
+            check(resp.error_code, None, || context(transactional_id)).map(|()| true)
+        },
+    )
+    .await
+}
+
+/// Commits `offsets` of `group` in the open transaction of `session` (TxnOffsetCommit at the
+/// group's coordinator, after [`add_offsets`]). They take effect when the transaction commits.
+/// Sent without a member id or generation, as a mirror writes into a group it is not a member
+/// of: Kafka accepts that whatever the group's state, so the caller checks that the group has
+/// no active members first.
+pub(super) async fn commit_offsets(
+    client: &Client,
+    transactional_id: &str,
+    session: Session,
+    group: &str,
+    offsets: &[OffsetToCommit],
+) -> Result<()> {
+    let mut by_topic: BTreeMap<&str, Vec<TxnOffsetCommitRequestPartition>> = BTreeMap::new();
+    for o in offsets {
+        by_topic.entry(&o.tp.topic).or_default().push(
+            TxnOffsetCommitRequestPartition::default()
+                .with_partition_index(o.tp.partition)
+                .with_committed_offset(o.offset)
+                .with_committed_leader_epoch(o.leader_epoch)
+                .with_committed_metadata(Some(StrBytes::from_string(
+                    o.metadata.clone().unwrap_or_default(),
+                ))),
+        );
+    }
+    let request = TxnOffsetCommitRequest::default()
+        .with_transactional_id(transactional_id_of(transactional_id))
+        .with_group_id(GroupId(StrBytes::from_string(group.to_owned())))
+        .with_producer_id(ProducerId(session.producer_id))
+        .with_producer_epoch(session.producer_epoch)
+        .with_generation_id(-1)
+        .with_member_id(StrBytes::default())
+        .with_topics(
+            by_topic
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    TxnOffsetCommitRequestTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        );
+    until_not_concurrent(
+        client,
+        transactional_id,
+        "commit offsets in transaction",
+        || async {
+            let coordinator = client.coordinator(group).await?;
+            let resp = client.send_to(coordinator, &request).await?;
+            for topic in &resp.topics {
+                for p in &topic.partitions {
+                    if concurrent(p.error_code) {
+                        return Ok(false);
+                    }
+                    check(p.error_code, None, || Context::Partition {
+                        topic: topic.name.0.to_string(),
+                        partition: p.partition_index,
+                    })?;
+                }
+            }
+            Ok(true)
+        },
+    )
+    .await
+}
+
+fn concurrent(code: i16) -> bool {
+    ResponseError::try_from_code(code) == Some(ResponseError::ConcurrentTransactions)
+}
+
+/// Runs `attempt` (itself retried on the client's terms) until it returns `true`, again every
+/// [`CONCURRENT_RETRY`] while it returns `false`, which it does when the coordinator answered
+/// CONCURRENT_TRANSACTIONS, up to the client's operation timeout.
+///
+/// Right after a commit the coordinator is still writing the last transaction's markers and
+/// answers CONCURRENT_TRANSACTIONS for a few milliseconds: asked again every 10 ms (as Kafka's
+/// producer does, every 20 ms), not after the client's retry backoff (100 ms and growing), which
+/// would cost every transactional round that much.
+async fn until_not_concurrent<F, Fut>(
+    client: &Client,
+    transactional_id: &str,
+    what: &str,
+    attempt: F,
+) -> Result<()>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<bool>>,
+{
+    let deadline = tokio::time::Instant::now() + client.config().operation_timeout;
+    loop {
+        if client.retry(what, &attempt).await? {
             return Ok(());
         }
         if tokio::time::Instant::now() >= deadline {
