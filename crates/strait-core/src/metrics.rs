@@ -232,6 +232,32 @@ pub fn refresh() {
     status::refresh_lag_gauges();
 }
 
+/// A unit of `flow` left this worker (handed to another, or fenced): the gauges of its
+/// partitions and its flow-level gauges go to 0 here, and `/v1/status` no longer lists its
+/// partitions, so that a sum over the workers counts each partition once, where it runs now.
+/// Counters stay, as counters do: each worker's count is what it did.
+pub fn release_unit(flow: &FlowConfig, unit: UnitFilter) {
+    let (source, target) = (flow.source.as_str(), flow.target.as_str());
+    for tp in status::flow_entry(flow).release(unit) {
+        let partition = [
+            ("source", source.to_owned()),
+            ("target", target.to_owned()),
+            ("topic", tp.topic.clone()),
+            ("partition", tp.partition.to_string()),
+        ];
+        for gauge in [LAG_SECONDS, LAG_RECORDS, MAP_SEGMENTS, PARTITION_BLOCKED] {
+            ::metrics::gauge!(gauge, &partition).set(0.0);
+        }
+    }
+    let labels = [
+        ("source", source.to_owned()),
+        ("target", target.to_owned()),
+        ("unit", unit.index.to_string()),
+    ];
+    ::metrics::gauge!(FLOW_STALLED, &labels).set(0.0);
+    ::metrics::gauge!(BYTES_IN_FLIGHT, &labels).set(0.0);
+}
+
 /// Milliseconds from `timestamp` (ms since the epoch) to now; `None` for a batch without one.
 fn age_ms(timestamp: i64, now: &Now) -> Option<f64> {
     (timestamp >= 0).then(|| (now.unix_ms - timestamp).max(0) as f64)
@@ -258,7 +284,12 @@ impl FlowMetrics {
             flow.source.as_str().to_owned(),
             flow.target.as_str().to_owned(),
         );
-        let labels = [("source", source.clone()), ("target", target.clone())];
+        // A unit of a flow run by workers has flow-level series of its own: summed over the
+        // workers, each unit counts once wherever it runs (`docs/metrics.md`).
+        let mut labels = vec![("source", source.clone()), ("target", target.clone())];
+        if let Some(unit) = unit {
+            labels.push(("unit", unit.index.to_string()));
+        }
         let entry = status::flow_entry(flow);
         entry.restart(unit);
         let stalled = ::metrics::gauge!(FLOW_STALLED, &labels);

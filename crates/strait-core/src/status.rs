@@ -436,6 +436,24 @@ impl FlowEntry {
         }
     }
 
+    /// Drops the entries of `unit`'s partitions (the unit left this worker), their lag gauges
+    /// at 0; returns which they were.
+    pub(crate) fn release(&self, unit: UnitFilter) -> Vec<TopicPartition> {
+        let mut d = lock(&self.data);
+        let gone: Vec<TopicPartition> = d
+            .partitions
+            .keys()
+            .filter(|tp| unit.contains(&tp.topic, tp.partition))
+            .cloned()
+            .collect();
+        for tp in &gone {
+            if let Some(entry) = d.partitions.remove(tp) {
+                entry.lag_seconds.set(0.0);
+            }
+        }
+        gone
+    }
+
     /// Drops the entry of a partition the flow no longer mirrors (its source topic deleted,
     /// and the flow told to forget it), its lag gauge at 0.
     pub(crate) fn forget_partition(&self, tp: &TopicPartition) {

@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 use strait_core::config::{ClusterConfig, FlowConfig, HeartbeatEmitter, Role, Side, StraitConfig};
 use strait_core::flow::FlowError;
 use strait_core::heartbeats::HeartbeatTask;
-use strait_core::scale::{Unit, Worker, PROTOCOL_TYPE};
+use strait_core::scale::{Unit, UnitFilter, Worker, PROTOCOL_TYPE};
 use strait_core::status::{self, FlowState, WorkerStatus};
 use strait_kafka::backoff::Backoff;
 use strait_kafka::membership::MembershipConfig;
@@ -586,6 +586,13 @@ async fn keep_running_as_worker(
         for index in lost {
             if let Some((_, task)) = running.remove(&index) {
                 let _ = task.await;
+                strait_core::metrics::release_unit(
+                    &flow,
+                    UnitFilter {
+                        index,
+                        units: flow.tasks_max,
+                    },
+                );
                 tracing::info!(flow = %name, unit = index, "unit handed to another worker: stopped here");
             }
         }

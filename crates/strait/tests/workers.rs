@@ -169,10 +169,12 @@ async fn written(bootstrap: &str, topic: &str, partitions: i32) -> Written {
                     continue;
                 }
                 position = header.next_offset();
+                // Every batch goes through the tracker: an abort marker ends its range.
+                let in_aborted = aborted.is_aborted(&batch);
                 if header.attributes.is_control() {
                     continue;
                 }
-                if aborted.is_aborted(&batch) {
+                if in_aborted {
                     out.aborted_batches += 1;
                     out.aborted_records += header.record_count.max(0) as usize;
                     continue;
@@ -183,6 +185,9 @@ async fn written(bootstrap: &str, topic: &str, partitions: i32) -> Written {
                 }
             }
             assert!(position > before, "no progress in {tp} at {position}");
+        }
+        if writers.is_empty() {
+            eprintln!("workers: {tp}: no committed data batch below {end} (position {position})");
         }
         out.writers.insert(p, writers);
     }
@@ -310,6 +315,27 @@ fn owned(worker: &Strait, flow: &str) -> BTreeSet<u32> {
         .unwrap_or_default()
 }
 
+/// The partitions of `stream`'s topic that `worker`'s `/v1/status` lists.
+fn shown(worker: &Strait, stream: &Stream) -> Vec<i32> {
+    let (_, status) = worker.get_json("/v1/status").unwrap();
+    let flow = status["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["flow"] == stream.flow)
+        .cloned()
+        .unwrap_or_default();
+    flow["topics"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| t["topic"] == stream.topic)
+        .flat_map(|t| t["partitions"].as_array().cloned().unwrap_or_default())
+        .filter_map(|p| p["partition"].as_i64())
+        .map(|p| p as i32)
+        .collect()
+}
+
 /// A small generator for the moments of the kills; its seed is printed.
 struct Moments(u64);
 
@@ -354,6 +380,8 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
     for s in &streams {
         rdk.create_topic(&s.from, s.topic, PARTITIONS);
         s.produce(&rdk, 2 * PER_CALL);
+        // A consumer group on each source, for checkpoints and group sync to carry across.
+        rdk.commit(&s.from, "billing", s.topic, &[(0, 10), (1, 20)]);
     }
 
     let text = flow_properties(
@@ -366,8 +394,9 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
              strait.workers.enabled = true\n\
              tasks.max = {UNITS}\n\
              strait.workers.session.timeout.ms = 6000\n\
-             emit.checkpoints.enabled = false\n\
-             sync.group.offsets.enabled = false"
+             emit.checkpoints.interval.seconds = 1\n\
+             sync.group.offsets.enabled = true\n\
+             sync.group.offsets.interval.seconds = 1"
         ),
     );
     let config = write_properties(clusters.dir(), "workers.properties", &text);
@@ -572,6 +601,29 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
     let (stayed, went) = stalls(leave, Some(&moved_in_leave));
     note!(start, "longest stall per partition, w3 leaving: units that stayed {stayed}; units that moved {went}");
 
+    // Group sync, in the transactions of whichever worker led each flow, carried the group
+    // across.
+    for s in &streams {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let synced = rdk.committed(&s.to, "billing", s.remote, &[0, 1]);
+            if synced.len() == 2 {
+                note!(
+                    start,
+                    "{}: group billing on the target at {synced:?}",
+                    s.remote
+                );
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}: billing synced {synced:?}",
+                s.remote
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
     // The worker stopped past its session timeout was refused when it went on.
     let w2_log = w2.log_text();
     let fenced: Vec<&str> = w2_log
@@ -613,6 +665,41 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
             1,
             "{places:?}"
         );
+        // Each partition is shown by the worker that runs it now, and by no other: a unit
+        // that left a worker took its partitions off that worker's status and gauges.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let shown: Vec<Vec<i32>> = [&w2, &w4].iter().map(|w| shown(w, s)).collect();
+            let mut all: Vec<i32> = shown.concat();
+            all.sort_unstable();
+            if all == (0..PARTITIONS).collect::<Vec<_>>() {
+                note!(
+                    start,
+                    "{}: partitions shown per worker: {:?}",
+                    s.flow,
+                    shown.iter().map(Vec::len).collect::<Vec<_>>()
+                );
+                break;
+            }
+            assert!(Instant::now() < deadline, "{}: shown {shown:?}", s.flow);
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        // Flow-level series are per unit, so that summing them over the workers counts each
+        // unit once.
+        for (w, units) in [(&w2, owned(&w2, s.flow)), (&w4, owned(&w4, s.flow))] {
+            let metrics = w.metrics();
+            for unit in units {
+                let labels = [
+                    ("source", &s.flow[..s.flow.find('-').unwrap()]),
+                    ("unit", &unit.to_string()),
+                ];
+                assert!(
+                    metrics.get("strait_flow_stalled", &labels).is_some(),
+                    "{}: no strait_flow_stalled of unit {unit}",
+                    s.flow
+                );
+            }
+        }
     }
     for w in [w2, w4] {
         w.stop();

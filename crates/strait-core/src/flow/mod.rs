@@ -205,6 +205,10 @@ impl Default for FlowOptions {
     }
 }
 
+/// One written batch as offset syncs note it: source topic, partition, and its runs of
+/// `(upstream offset, downstream offset, record count)`.
+type UncommittedSyncs = (String, i32, Vec<(i64, i64, i64)>);
+
 /// A running flow.
 #[derive(Debug)]
 pub struct Flow {
@@ -219,7 +223,7 @@ pub struct Flow {
     offset_syncs: Option<OffsetSyncWriter>,
     /// A transactional round's batches as offset syncs would note them, held until the round
     /// commits: a sync must never point at data that was aborted.
-    uncommitted_syncs: Vec<(String, i32, Vec<(i64, i64, i64)>)>,
+    uncommitted_syncs: Vec<UncommittedSyncs>,
     next_delayed_syncs: Instant,
     partitions: BTreeMap<TopicPartition, PartitionState>,
     /// The order partitions are asked for in the next fetch: those that got records last go to

@@ -250,8 +250,8 @@ async fn until_not_concurrent<F, Fut>(
     attempt: F,
 ) -> Result<()>
 where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Result<bool>>,
+    F: Fn() -> Fut + Sync,
+    Fut: std::future::Future<Output = Result<bool>> + Send,
 {
     let deadline = tokio::time::Instant::now() + client.config().operation_timeout;
     loop {
