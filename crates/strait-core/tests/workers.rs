@@ -32,21 +32,30 @@ fn all_units() -> BTreeSet<Unit> {
 }
 
 async fn start(bootstrap: &str, group: &str) -> Running {
+    start_as(bootstrap, group, None).await
+}
+
+/// A worker; with `instance`, a static member.
+async fn start_as(bootstrap: &str, group: &str, instance: Option<&str>) -> Running {
     let config = MembershipConfig {
         session_timeout: SESSION,
         rebalance_timeout: Duration::from_secs(20),
+        instance_id: instance.map(str::to_owned),
         ..MembershipConfig::new(group, PROTOCOL_TYPE)
     };
     let mut worker = Worker::new(client(bootstrap).await, config, all_units());
     let ownership = worker.ownership();
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
-        worker
+        let ran = worker
             .run(async {
                 let _ = stopped.await;
             })
-            .await
-            .expect("the worker runs until stopped");
+            .await;
+        if let Err(e) = ran {
+            // A static member whose instance id another process took: the test checks it.
+            eprintln!("worker ended: {e}");
+        }
     });
     Running {
         ownership,
@@ -153,4 +162,57 @@ async fn workers_share_units_evenly_and_only_what_must_move_moves() {
         w.stop.take().unwrap().send(()).unwrap();
         (&mut w.task).await.unwrap();
     }
+}
+
+/// Static membership (`strait.workers.group.instance.id`): a process started with the
+/// instance id of one still in the group takes its place at once, without waiting for a
+/// session timeout; the one it replaced is refused and stops for good, rather than joining
+/// again and pushing the new one out; a static member that stops does not leave, so its units
+/// wait for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_static_worker_is_replaced_by_its_successor_at_once() {
+    let clusters = Clusters::start();
+    let bootstrap = clusters.target.bootstrap.as_str();
+    let group = "strait-static-test";
+    let a = start_as(bootstrap, group, Some("pod-a")).await;
+    let b = start_as(bootstrap, group, Some("pod-b")).await;
+    let (two, _) = settled(&[&a, &b]).await;
+    eprintln!("two static workers: {two:?}");
+
+    // pod-b "restarts" while the old process still runs (a zombie): the new one takes its
+    // place well within a session timeout.
+    let replacing = Instant::now();
+    let b2 = start_as(bootstrap, group, Some("pod-b")).await;
+    let (replaced, _) = settled(&[&a, &b2]).await;
+    let took = replacing.elapsed();
+    eprintln!("pod-b replaced in {took:?}: {replaced:?}");
+    assert_eq!(replaced.iter().map(BTreeSet::len).sum::<usize>(), 8);
+    // The old pod-b learns at its next heartbeat that it was replaced, owns nothing, and
+    // stays out.
+    let deadline = Instant::now() + SESSION * 2;
+    while !b.task.is_finished() {
+        assert!(Instant::now() < deadline, "the replaced worker still runs");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(b.ownership.borrow().units.is_empty());
+    let (still, _) = settled(&[&a, &b2]).await;
+    assert_eq!(still, replaced, "the new pod-b was pushed out");
+
+    // A static member that stops keeps its place: nothing moves to pod-a before pod-b's
+    // session ends.
+    let mut b2 = b2;
+    b2.stop.take().unwrap().send(()).unwrap();
+    (&mut b2.task).await.unwrap();
+    tokio::time::sleep(SESSION / 2).await;
+    assert_eq!(
+        a.ownership.borrow().units,
+        still[0],
+        "units moved before the session ended"
+    );
+    let (alone, _) = settled(&[&a]).await;
+    assert_eq!(alone[0].len(), 8);
+
+    let mut a = a;
+    a.stop.take().unwrap().send(()).unwrap();
+    (&mut a.task).await.unwrap();
 }

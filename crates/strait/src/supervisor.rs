@@ -527,6 +527,7 @@ async fn keep_running_as_worker(
     };
     let membership = MembershipConfig {
         session_timeout: workers.session_timeout,
+        instance_id: workers.instance_id.clone(),
         ..MembershipConfig::new(workers.group_id.clone(), PROTOCOL_TYPE)
     };
     let units = Unit::all_of(&name, flow.tasks_max).collect();

@@ -698,6 +698,20 @@ pub static KEYS: &[KeyDef] = &[
          `group.max.session.timeout.ms`, 30 min). Heartbeats go every third of it.",
     ),
     used(
+        STRAIT_WORKERS_GROUP_INSTANCE_ID,
+        Section::Strait,
+        Value::Text,
+        "",
+        "Makes this worker a static member of the workers' group (KIP-345, as a consumer's \
+         `group.instance.id`): unique per process and stable across its restarts, so it is \
+         usually read from the environment, e.g. `${env:POD_NAME}` in a Kubernetes \
+         StatefulSet. A process that starts with the id of one still in the group takes its \
+         place at once instead of waiting for its session timeout, and the old one is refused \
+         from then on and runs nothing. A static worker that stops does not leave the group: \
+         its units wait for it up to the session timeout (a rolling restart moves nothing \
+         that comes back in time). Empty: a dynamic member.",
+    ),
+    used(
         "tasks.max",
         RemoteTopics,
         Value::Whole { min: 1 },
@@ -1167,6 +1181,8 @@ pub const STRAIT_WORKERS_ENABLED: &str = "strait.workers.enabled";
 pub const STRAIT_WORKERS_GROUP_ID: &str = "strait.workers.group.id";
 /// The workers' session timeout.
 pub const STRAIT_WORKERS_SESSION_TIMEOUT_MS: &str = "strait.workers.session.timeout.ms";
+/// A worker's static membership id.
+pub const STRAIT_WORKERS_GROUP_INSTANCE_ID: &str = "strait.workers.group.instance.id";
 
 /// The top-level or flow key `key` (without the `S->T.` prefix): exact names first, then
 /// families (`offset.storage.*`).

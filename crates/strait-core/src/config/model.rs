@@ -185,6 +185,8 @@ pub struct WorkersConfig {
     pub group_id: String,
     /// `strait.workers.session.timeout.ms` (default 10 s).
     pub session_timeout: Duration,
+    /// `strait.workers.group.instance.id`: this worker as a static member (KIP-345).
+    pub instance_id: Option<String>,
 }
 
 impl FlowConfig {

@@ -177,6 +177,9 @@ impl<'a> Scope<'_, 'a> {
             session_timeout: Duration::from_millis(
                 self.whole(keys::STRAIT_WORKERS_SESSION_TIMEOUT_MS)?,
             ),
+            instance_id: Some(self.value(keys::STRAIT_WORKERS_GROUP_INSTANCE_ID)?)
+                .filter(|id| !id.is_empty())
+                .map(str::to_owned),
         }))
     }
 

@@ -110,7 +110,9 @@ impl Worker {
     }
 
     /// Joins, owns, heartbeats and joins again, until `stop` resolves (then it leaves the group
-    /// so that the others take its units at once) or the coordinator refuses it for good.
+    /// so that the others take its units at once; a static member does not, so that its units
+    /// wait for it to come back, up to its session timeout) or the coordinator refuses it for
+    /// good (another process took its `group.instance.id`, an ACL ...).
     pub async fn run(&mut self, stop: impl Future<Output = ()>) -> Result<(), WorkerError> {
         tokio::pin!(stop);
         let result = tokio::select! {
@@ -118,6 +120,11 @@ impl Worker {
             result = self.membership() => result,
         };
         self.lose("the worker stops");
+        if let Some(id) = &self.config.instance_id {
+            tracing::info!(group = %self.config.group, instance_id = %id,
+                "a static member stops without leaving the group: its units wait for it up to the session timeout");
+            return result;
+        }
         if let Err(e) = self.member.leave().await {
             tracing::warn!(group = %self.config.group, error = %e,
                 "could not leave the workers' group; the others take over after its session timeout");
@@ -141,7 +148,7 @@ impl Worker {
                     continue;
                 }
             }
-            self.heartbeats().await;
+            self.heartbeats().await?;
         }
     }
 
@@ -249,24 +256,29 @@ impl Worker {
 
     /// Heartbeats a third of the session timeout apart until a rebalance starts or the worker
     /// loses its place.
-    async fn heartbeats(&mut self) {
+    async fn heartbeats(&mut self) -> Result<(), WorkerError> {
         let interval = self.config.session_timeout / 3;
         let mut last_answer = Instant::now();
         loop {
             tokio::time::sleep(interval).await;
             match self.member.heartbeat().await {
                 Ok(Beat::Member) => last_answer = Instant::now(),
-                Ok(Beat::Rebalance) => return,
+                Ok(Beat::Rebalance) => return Ok(()),
                 Ok(Beat::Fenced(e)) => {
                     self.lose(&format!("the group no longer has this worker: {e}"));
-                    return;
+                    // Another process joined with this one's `group.instance.id`: joining
+                    // again would push it out in turn.
+                    if refused_for_good(&e) {
+                        return Err(WorkerError::Refused(e));
+                    }
+                    return Ok(());
                 }
                 Err(e) if last_answer.elapsed() >= self.config.session_timeout => {
                     self.lose(&format!(
                         "no heartbeat answered for the session timeout ({:?}): {e}",
                         self.config.session_timeout
                     ));
-                    return;
+                    return Ok(());
                 }
                 Err(e) => {
                     tracing::warn!(group = %self.config.group, error = %e, "heartbeat failed");
@@ -300,6 +312,7 @@ fn refused_for_good(e: &strait_kafka::Error) -> bool {
                 | ResponseError::InvalidSessionTimeout
                 | ResponseError::InvalidGroupId
                 | ResponseError::GroupMaxSizeReached
+                | ResponseError::FencedInstanceId
         )
     )
 }
