@@ -272,6 +272,49 @@ fn sample_ends(streams: Vec<(String, String)>, running: Arc<AtomicBool>) -> Samp
     })
 }
 
+/// Polls the copies of `partitions` until one holds data of an open transaction (its high
+/// watermark above its last stable offset), for at most `within`; which one.
+async fn open_transaction(
+    partitions: &[(&Stream, Vec<i32>)],
+    within: Duration,
+) -> Option<TopicPartition> {
+    let mut asked = Vec::new();
+    for (s, ps) in partitions {
+        let client = Client::connect(ClientConfig::new([s.to.as_str()]))
+            .await
+            .unwrap();
+        let tps: Vec<(TopicPartition, OffsetSpec)> = ps
+            .iter()
+            .map(|p| (TopicPartition::new(s.remote, *p), OffsetSpec::Latest))
+            .collect();
+        asked.push((client, tps));
+    }
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        for (client, tps) in &asked {
+            let (Ok(high), Ok(stable)) = (
+                client
+                    .list_offsets(tps, IsolationLevel::ReadUncommitted)
+                    .await,
+                client
+                    .list_offsets(tps, IsolationLevel::ReadCommitted)
+                    .await,
+            ) else {
+                continue;
+            };
+            for (tp, h) in &high {
+                let s = stable.get(tp);
+                if let (Ok(h), Some(Ok(s))) = (h, s) {
+                    if h.offset > s.offset {
+                        return Some(tp.clone());
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
 /// Waits until `worker`'s log holds `text` `times` times, for at most `secs` seconds.
 fn logged_times(worker: &Strait, text: &str, times: usize, secs: u64) -> bool {
     let deadline = Instant::now() + Duration::from_secs(secs);
@@ -436,8 +479,8 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
         std::thread::spawn(move || sample_ends(remotes, sampling))
     };
 
-    std::thread::sleep(Duration::from_secs(4));
-    let quiet = (Instant::now() - Duration::from_secs(3), Instant::now());
+    std::thread::sleep(Duration::from_secs(6));
+    let quiet = (Instant::now() - Duration::from_secs(4), Instant::now());
     // 1. kill -9: no LeaveGroup; its units move after its session timeout.
     let mut w1 = w1;
     w1.signal("KILL");
@@ -487,16 +530,36 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
         | 1;
     let mut moments = Moments(seed);
     note!(start, "kill moments seeded with {seed}");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
     for round in 1..=3 {
         let mut w5 = Strait::run(&config, log(&format!("w5-{round}")));
         runs_units(&w5);
-        let after = moments.next_millis(200, 2_500);
-        std::thread::sleep(Duration::from_millis(after));
+        w5.metrics_until(60, "w5 writes", |m| {
+            m.sum("strait_record_count_total", &[]) > 0.0
+        });
+        std::thread::sleep(Duration::from_millis(moments.next_millis(0, 1_000)));
+        // Then the first moment one of its partitions holds data of an open transaction:
+        // between its produce and its commit (before, beside or after the map's records).
+        let theirs: Vec<(&Stream, Vec<i32>)> = streams
+            .iter()
+            .map(|s| {
+                let units = owned(&w5, s.flow);
+                let partitions = (0..PARTITIONS)
+                    .filter(|p| units.contains(&strait_core::scale::unit_index(s.topic, *p, UNITS)))
+                    .collect();
+                (s.as_ref(), partitions)
+            })
+            .collect();
+        let open = runtime.block_on(open_transaction(&theirs, Duration::from_secs(5)));
         w5.signal("KILL");
         let _ = w5.wait_exit(10);
         note!(
             start,
-            "w5 ({round}) killed with SIGKILL {after} ms after it ran units"
+            "w5 ({round}) killed with SIGKILL {}",
+            match open {
+                Some(tp) => format!("while {tp} held data of an open transaction"),
+                None => "(no open transaction seen within 5 s)".to_owned(),
+            }
         );
     }
     std::thread::sleep(Duration::from_secs(3));
@@ -534,9 +597,10 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
     // One writer at a time per partition: the committed batches of a partition come from its
     // unit's producer id, with epochs that never go back (a new owner's epoch is higher, and a
     // fenced owner's later batches were aborted).
-    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let mut aborted = 0;
     for s in &streams {
         let copy = runtime.block_on(written(&s.to, s.remote, PARTITIONS));
+        aborted += copy.aborted_batches;
         for (p, writers) in &copy.writers {
             let ids: BTreeSet<i64> = writers.iter().map(|(id, _)| *id).collect();
             assert_eq!(ids.len(), 1, "{} {p}: committed by {writers:?}", s.remote);
@@ -563,6 +627,10 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
             map.aborted_records
         );
     }
+
+    // The kills did land inside transactions: their data is on the targets, aborted, and
+    // read_committed readers saw none of it (counted above).
+    assert!(aborted > 0, "no kill landed inside a transaction");
 
     // How long partitions stood still, by whether their unit moved.
     let stalls = |(from, to): (Instant, Instant), moved: Option<&[(&str, BTreeSet<u32>)]>| {
