@@ -150,9 +150,16 @@ func deployment(d *appsv1.Deployment) error {
 			return fmt.Errorf("spec.selector %s=%s does not match the pod template's labels", k, v)
 		}
 	}
-	// Two processes on one configuration would each mirror every flow: no surge.
-	if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
-		return fmt.Errorf("spec.strategy.type is %q: strait needs Recreate (no second pod during an update)", d.Spec.Strategy.Type)
+	// Two plain processes on one configuration would each mirror every flow: one replica and no
+	// surge, unless the deployment says its pods are workers (strait.workers.enabled), which
+	// share the flows and fence each other.
+	if d.Annotations["strait.dev/workers"] != "true" {
+		if d.Spec.Replicas != nil && *d.Spec.Replicas > 1 {
+			return fmt.Errorf("spec.replicas is %d: without workers (annotation strait.dev/workers: \"true\" and strait.workers.enabled in the file) strait runs one replica", *d.Spec.Replicas)
+		}
+		if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+			return fmt.Errorf("spec.strategy.type is %q: strait needs Recreate (no second pod during an update) unless its pods are workers", d.Spec.Strategy.Type)
+		}
 	}
 	volumes := map[string]bool{}
 	for _, v := range d.Spec.Template.Spec.Volumes {
