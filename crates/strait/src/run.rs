@@ -138,6 +138,23 @@ pub(crate) async fn start(
     let mut flows = Vec::new();
     let mut api = Vec::new();
     let mut acl_tasks = Vec::new();
+    // A one-shot copy writes without the workers' group and transactions: beside running
+    // workers it would be a second, unfenced writer of their partitions and map.
+    let run_by_workers: Vec<String> = config
+        .flows
+        .iter()
+        .filter(|f| f.workers.is_some())
+        .map(FlowConfig::name)
+        .collect();
+    anyhow::ensure!(
+        run_by_workers.is_empty(),
+        "{}: {} run by workers (strait.workers.enabled = true), which a one-shot copy \
+         (`strait run --until-caught-up`, `strait mirror`) does not join: it would write beside \
+         them unfenced. Run `strait run` (it joins the workers), or copy with a file without \
+         strait.workers.enabled while no worker runs",
+        path.display(),
+        run_by_workers.join(", ")
+    );
     for flow in &config.flows {
         let (started, live, acls) = connect_flow(&config, flow, None, std::time::Duration::MAX)
             .await

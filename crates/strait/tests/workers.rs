@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use running::{flow_properties, write_properties, Strait};
+use running::{flow_properties, run_to_end, run_until_caught_up, write_properties, Strait};
 use strait_kafka::admin::{IsolationLevel, OffsetSpec};
 use strait_kafka::{Client, ClientConfig, TopicPartition};
 use strait_testkit::{Clusters, Rdk, TestRecord};
@@ -772,4 +772,38 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
     for w in [w2, w4] {
         w.stop();
     }
+}
+
+/// A one-shot copy does not join the workers: for a flow run by workers it refuses to start,
+/// naming the flow, before it writes anything (no cluster is needed to be told so).
+#[test]
+fn a_one_shot_copy_refuses_a_flow_run_by_workers() {
+    let dir = std::env::temp_dir().join(format!("strait-workers-copy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = flow_properties(
+        ("a", "127.0.0.1:1"),
+        ("b", "127.0.0.1:1"),
+        "strait.workers.enabled = true",
+    );
+    let config = write_properties(&dir, "workers.properties", &text);
+    for args in [
+        run_until_caught_up(config.to_str().unwrap()).to_vec(),
+        vec![
+            "mirror",
+            "--config",
+            config.to_str().unwrap(),
+            "--listen",
+            "off",
+        ],
+    ] {
+        let done = run_to_end(&dir, &args, &[]);
+        assert!(!done.ok(), "{}", done.both());
+        assert!(
+            done.stderr
+                .contains("a->b run by workers (strait.workers.enabled = true)"),
+            "{}",
+            done.both()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

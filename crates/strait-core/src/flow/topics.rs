@@ -45,12 +45,35 @@ async fn grow(
 ) -> (i32, Result<(), strait_kafka::Error>) {
     let mut now = have;
     for step in partition_steps(have, want) {
+        if now >= step {
+            continue;
+        }
         if let Err(e) = target.create_partitions(topic, step).await {
+            // Another writer grew it meanwhile (another unit of the flow run by workers, each
+            // of which grows the remote topics it sees short): Kafka refuses a count that is
+            // not above the topic's, so the count it has now is what counts.
+            if e.code() == Some(kafka_protocol::error::ResponseError::InvalidPartitions) {
+                if let Some(count) = partitions_now(target, topic).await {
+                    if count >= step {
+                        now = count;
+                        continue;
+                    }
+                }
+            }
             return (now, Err(e));
         }
         now = step;
     }
     (now, Ok(()))
+}
+
+/// `topic`'s partition count on `target`, from fresh metadata.
+async fn partitions_now(target: &Client, topic: &str) -> Option<i32> {
+    let metadata = target.refresh_metadata().await.ok()?;
+    metadata
+        .topics
+        .get(topic)
+        .map(|t| t.partitions.len() as i32)
 }
 
 /// A source topic being mirrored.
