@@ -205,6 +205,14 @@ impl Default for FlowOptions {
     }
 }
 
+/// A batch the target acknowledged, as [`Event::Written`] tells it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Written {
+    pub(super) records: u64,
+    pub(super) bytes: u64,
+    pub(super) max_timestamp: i64,
+}
+
 /// One written batch as offset syncs note it: source topic, partition, and its runs of
 /// `(upstream offset, downstream offset, record count)`.
 type UncommittedSyncs = (String, i32, Vec<(i64, i64, i64)>);
@@ -224,6 +232,8 @@ pub struct Flow {
     /// A transactional round's batches as offset syncs would note them, held until the round
     /// commits: a sync must never point at data that was aborted.
     uncommitted_syncs: Vec<UncommittedSyncs>,
+    /// A transactional round's acknowledged batches, told ([`Event::Written`]) once it commits.
+    uncommitted_written: Vec<(TopicPartition, Written)>,
     next_delayed_syncs: Instant,
     partitions: BTreeMap<TopicPartition, PartitionState>,
     /// The order partitions are asked for in the next fetch: those that got records last go to
@@ -335,6 +345,7 @@ impl Flow {
             store,
             offset_syncs,
             uncommitted_syncs: Vec::new(),
+            uncommitted_written: Vec::new(),
             next_delayed_syncs: Instant::now() + DELAYED_SYNC_INTERVAL,
             partitions: BTreeMap::new(),
             fetch_order: Vec::new(),
@@ -424,6 +435,18 @@ impl Flow {
     /// A transactional flow's commit: the map's changes go into the open transaction beside
     /// the data it records, the transaction is committed, and the map published. So the map
     /// never points at data that was aborted, and a fenced owner commits neither.
+    /// Tells that the target took a batch of `tp`'s.
+    pub(super) fn tell_written(&mut self, tp: &TopicPartition, w: Written) {
+        if let Some(state) = self.partitions.get(tp) {
+            let written = Event::Written {
+                records: w.records,
+                bytes: w.bytes,
+                max_timestamp: w.max_timestamp,
+            };
+            self.events.tell(tp, &state.metrics, written);
+        }
+    }
+
     async fn commit(&mut self) -> Result<(), FlowError> {
         self.compact_map().await;
         let taken = self
@@ -461,6 +484,9 @@ impl Flow {
         });
         result.map_err(|e| self.transaction_error(e))?;
         self.publish(published);
+        for (tp, written) in std::mem::take(&mut self.uncommitted_written) {
+            self.tell_written(&tp, written);
+        }
         let committed = std::mem::take(&mut self.uncommitted_syncs);
         if let Some(w) = &mut self.offset_syncs {
             for (topic, partition, runs) in committed {

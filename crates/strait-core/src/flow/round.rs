@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 use super::decide::{self, Decision, Stop, WriteKind};
 use super::events::Event;
-use super::{record_loss, source_partition, topics, Flow, FlowError, RoundStats};
+use super::{record_loss, source_partition, topics, Flow, FlowError, RoundStats, Written};
 
 /// What a round decided to write and to record.
 #[derive(Debug, Default)]
@@ -104,6 +104,7 @@ impl Flow {
                 self.map = map;
                 self.store.restore_notes(notes);
                 self.uncommitted_syncs.clear();
+                self.uncommitted_written.clear();
                 return Err(e);
             }
             (Err(e), None) => return Err(e),
@@ -418,13 +419,17 @@ impl Flow {
                         Some(Ok(ack)) => match self.record_write(tp, runs, &ack)? {
                             Ok(()) => {
                                 outcome.records += ack.record_count as u64;
-                                if let Some(state) = self.partitions.get(tp) {
-                                    let written = Event::Written {
-                                        records: ack.record_count as u64,
-                                        bytes: *bytes,
-                                        max_timestamp: *max_timestamp,
-                                    };
-                                    self.events.tell(tp, &state.metrics, written);
+                                let written = Written {
+                                    records: ack.record_count as u64,
+                                    bytes: *bytes,
+                                    max_timestamp: *max_timestamp,
+                                };
+                                if self.transactional() {
+                                    // Told once the round commits: an aborted round wrote
+                                    // nothing a reader sees.
+                                    self.uncommitted_written.push((tp.clone(), written));
+                                } else {
+                                    self.tell_written(tp, written);
                                 }
                             }
                             Err(why) => {
