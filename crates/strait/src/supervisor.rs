@@ -26,11 +26,13 @@ use serde_json::{json, Value};
 use strait_core::config::{ClusterConfig, FlowConfig, HeartbeatEmitter, Role, Side, StraitConfig};
 use strait_core::flow::FlowError;
 use strait_core::heartbeats::HeartbeatTask;
+use strait_core::internal::map_store::MapStore;
 use strait_core::scale::{Unit, UnitFilter, Worker, PROTOCOL_TYPE};
 use strait_core::status::{self, FlowState, WorkerStatus};
 use strait_kafka::backoff::Backoff;
 use strait_kafka::membership::MembershipConfig;
 use strait_kafka::Client;
+use strait_wire::offset_map::OffsetMap;
 use tokio::sync::{mpsc, watch};
 
 use crate::http::{Api, ControlRequest};
@@ -531,6 +533,12 @@ async fn keep_running_as_worker(
         ..MembershipConfig::new(workers.group_id.clone(), PROTOCOL_TYPE)
     };
     let units = Unit::all_of(&name, flow.tasks_max).collect();
+    let serving = tokio::spawn(serve_api_as_worker(
+        Arc::clone(&config),
+        flow.clone(),
+        client.clone(),
+        Arc::clone(&api),
+    ));
     let mut worker = Worker::new(client, membership, units);
     let mut ownership = worker.ownership();
     let member = tokio::spawn({
@@ -628,7 +636,58 @@ async fn keep_running_as_worker(
     for (_, (_, task)) in running {
         let _ = task.await;
     }
+    serving.abort();
     let _ = member.await;
+}
+
+/// How often a worker reads a flow's map again for its HTTP API: the checkpoint interval, at
+/// most this.
+const API_MAP_EVERY: Duration = Duration::from_secs(10);
+
+/// The HTTP API of a flow run by workers, from every worker whatever units it runs
+/// (`/v1/translate`, `/v1/groups/GROUP`): the map as all units write it, read from the map topic
+/// on the target now and again every checkpoint interval (at most 10 s), and a client of the
+/// source for group offsets, connected once it answers.
+async fn serve_api_as_worker(
+    config: Arc<StraitConfig>,
+    flow: FlowConfig,
+    target: Client,
+    api: Arc<Api>,
+) {
+    let Ok(source_config) = config.client_config(&flow, Side::Source, Role::Consumer) else {
+        return;
+    };
+    let mut backoff = Backoff::new(RESTART_FIRST, RESTART_MAX);
+    let source = loop {
+        match Client::connect_within(source_config.clone(), FIRST_ANSWER).await {
+            Ok(client) => break client,
+            Err(_) => tokio::time::sleep(backoff.next_wait()).await,
+        }
+    };
+    let alias = flow.source_alias.as_str().to_owned();
+    let initial = match MapStore::read(&target, &alias).await {
+        Ok(map) => map,
+        Err(e) => {
+            tracing::warn!(flow = %flow.name(), error = %e,
+                "cannot read the offset map for the HTTP API yet; trying again shortly");
+            OffsetMap::default()
+        }
+    };
+    let every = flow
+        .emit_checkpoints
+        .map_or(API_MAP_EVERY, |d| d.min(API_MAP_EVERY));
+    let map = MapStore::follow(target, alias, Arc::new(initial), every);
+    api.set(
+        &flow,
+        Some(crate::http::ApiFlow {
+            config: flow.clone(),
+            source,
+            map,
+        }),
+    );
+    // Kept until the worker stops (which aborts this task): the follower reads while a
+    // receiver lives.
+    std::future::pending::<()>().await;
 }
 
 /// One flow, or with `unit` one unit of a flow run by workers, for as long as the process runs
@@ -694,7 +753,9 @@ async fn keep_running(
                 continue;
             }
         };
-        if let Some(live) = live {
+        // A unit's API entry would go stale when the unit moves: a flow run by workers is
+        // served by its worker instead (`serve_api_as_worker`).
+        if let (Some(live), None) = (live, unit) {
             api.set(&flow, Some(live));
         }
         let began = Instant::now();

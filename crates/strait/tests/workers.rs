@@ -769,6 +769,47 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
             }
         }
     }
+    // Every worker answers `/v1/translate` for every partition of both flows, whatever units
+    // it runs, and they agree: the end of each partition translates exactly.
+    for s in &streams {
+        let ends: BTreeMap<i32, i64> = s
+            .ledger
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(p, offsets)| (*p, offsets.keys().last().map_or(0, |o| o + 1)))
+            .collect();
+        for p in [0, 1, PARTITIONS - 1] {
+            let path = format!(
+                "/v1/translate?flow={}&topic={}&partition={p}&offset={}",
+                s.flow, s.topic, ends[&p]
+            );
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let answers = loop {
+                let answers: Vec<serde_json::Value> = [&w2, &w4]
+                    .iter()
+                    .filter_map(|w| match w.get_json(&path) {
+                        Ok((200, body)) if body["exact"] == true => Some(body),
+                        _ => None,
+                    })
+                    .collect();
+                if answers.len() == 2 {
+                    break answers;
+                }
+                assert!(Instant::now() < deadline, "{path}: {answers:?}");
+                std::thread::sleep(Duration::from_millis(300));
+            };
+            assert_eq!(
+                answers[0]["target_offset"], answers[1]["target_offset"],
+                "{path}: {answers:?}"
+            );
+        }
+    }
+    note!(
+        start,
+        "both workers translate every flow's partitions, and agree"
+    );
+
     for w in [w2, w4] {
         w.stop();
     }
