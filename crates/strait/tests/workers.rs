@@ -782,21 +782,24 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
         for p in [0, 1, PARTITIONS - 1] {
             let path = format!(
                 "/v1/translate?flow={}&topic={}&partition={p}&offset={}",
-                s.flow, s.topic, ends[&p]
+                s.flow.replace('>', "%3E"),
+                s.topic,
+                ends[&p]
             );
             let deadline = Instant::now() + Duration::from_secs(30);
             let answers = loop {
-                let answers: Vec<serde_json::Value> = [&w2, &w4]
+                let got: Vec<_> = [&w2, &w4].iter().map(|w| w.get_json(&path)).collect();
+                let answers: Vec<serde_json::Value> = got
                     .iter()
-                    .filter_map(|w| match w.get_json(&path) {
-                        Ok((200, body)) if body["exact"] == true => Some(body),
+                    .filter_map(|a| match a {
+                        Ok((200, body)) if body["exact"] == true => Some(body.clone()),
                         _ => None,
                     })
                     .collect();
                 if answers.len() == 2 {
                     break answers;
                 }
-                assert!(Instant::now() < deadline, "{path}: {answers:?}");
+                assert!(Instant::now() < deadline, "{path}: {got:?}");
                 std::thread::sleep(Duration::from_millis(300));
             };
             assert_eq!(
