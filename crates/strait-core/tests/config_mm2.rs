@@ -390,6 +390,37 @@ fn strait_keys() {
 }
 
 #[test]
+fn exactly_once_source_runs_the_flow_by_workers() {
+    assert!(with("").flows[0].workers.is_none());
+    let eos = with("exactly.once.source.support = enabled\n");
+    let workers = eos.flows[0].workers.as_ref().expect("workers");
+    assert_eq!(workers.group_id, "strait-A-B");
+    assert!(with("exactly.once.source.support = Enabled\n").flows[0]
+        .workers
+        .is_some());
+    // MM2's upgrade step and the default leave it to strait.workers.enabled.
+    assert!(with("exactly.once.source.support = preparing\n").flows[0]
+        .workers
+        .is_none());
+    assert!(
+        with("exactly.once.source.support = disabled\nstrait.workers.enabled = true\n").flows[0]
+            .workers
+            .is_some()
+    );
+    // Said not to, it does not.
+    assert!(
+        with("exactly.once.source.support = enabled\nstrait.workers.enabled = false\n").flows[0]
+            .workers
+            .is_none()
+    );
+    assert!(StraitConfig::parse(
+        &format!("{TWO}exactly.once.source.support = sometimes\n"),
+        "mm2.properties"
+    )
+    .is_err());
+}
+
+#[test]
 fn topic_deletions_are_synced_only_when_asked() {
     // Off by default: MM2 never deletes a remote topic.
     assert!(!with("").flows[0].sync_topic_deletions);

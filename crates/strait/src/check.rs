@@ -487,21 +487,6 @@ fn notes(props: &Properties, config: Option<&StraitConfig>, keys: &Keys) -> Vec<
     for k in &keys.ignored {
         let name = bare(&k.key);
         match name.as_str() {
-            "exactly.once.source.support" => {
-                let value = props.get(&k.key).map_or("", |p| p.value.trim());
-                if !value.eq_ignore_ascii_case("disabled") {
-                    note(
-                        "loses",
-                        Some(&k.key),
-                        format!(
-                            "exactly-once source (`{value}`): only a flow run by workers \
-                             (`strait.workers.enabled`) commits its data and offset map in \
-                             transactions; one run without them mirrors at least once, with an \
-                             exact offset map"
-                        ),
-                    );
-                }
-            }
             _ if name.ends_with("producer.compression.type") => note(
                 "differs",
                 Some(&k.key),
@@ -532,6 +517,34 @@ fn notes(props: &Properties, config: Option<&StraitConfig>, keys: &Keys) -> Vec<
         }
     }
     let workers = config.is_some_and(|c| c.flows.iter().any(|f| f.workers.is_some()));
+    for k in keys
+        .used
+        .iter()
+        .filter(|k| bare(&k.key) == "exactly.once.source.support")
+    {
+        let value = props.get(&k.key).map_or("", |p| p.value.trim());
+        if value.eq_ignore_ascii_case("enabled") && workers {
+            note(
+                "differs",
+                Some(&k.key),
+                "exactly-once source (`enabled`): the flow is run by workers, as with \
+                 `strait.workers.enabled = true`: every `strait run` with this file joins a group \
+                 on the target cluster, and each unit commits a round's data and offset map in \
+                 one transaction (no Connect cluster)"
+                    .to_owned(),
+            );
+        } else if !value.eq_ignore_ascii_case("disabled") && !workers {
+            note(
+                "loses",
+                Some(&k.key),
+                format!(
+                    "exactly-once source (`{value}`): no flow is run by workers (`enabled` turns \
+                     them on unless `strait.workers.enabled = false`), so one run mirrors at \
+                     least once, with an exact offset map"
+                ),
+            );
+        }
+    }
     for k in keys.used.iter().filter(|k| bare(&k.key) == "tasks.max") {
         if !workers {
             note(

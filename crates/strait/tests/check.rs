@@ -495,13 +495,17 @@ fn tasks_max_counts_only_with_workers() {
 }
 
 #[test]
-fn exactly_once_is_not_yet() {
+fn exactly_once_runs_the_flow_by_workers() {
     let r = json("exactly-once.properties", 0);
-    assert_in(&r, "ignored", &["exactly.once.source.support"]);
+    assert_in(&r, "used", &["exactly.once.source.support"]);
     assert_in(&r, "used", &["A.consumer.isolation.level"]);
     // A cluster-level copy is passed only to Connect workers by MM2.
     assert_in(&r, "ignored", &["B.exactly.once.source.support"]);
-    has_note(&r, "loses", "exactly-once source (`enabled`)");
+    has_note(
+        &r,
+        "differs",
+        "exactly-once source (`enabled`): the flow is run by workers",
+    );
     // The consumer's isolation level is set: no note about committed reads.
     assert!(!notes(&r)
         .iter()

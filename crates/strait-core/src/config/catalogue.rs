@@ -712,6 +712,24 @@ pub static KEYS: &[KeyDef] = &[
          that comes back in time). Empty: a dynamic member.",
     ),
     used(
+        "exactly.once.source.support",
+        RemoteTopics,
+        Value::Choice {
+            choices: &["enabled", "preparing", "disabled"],
+            ignore_case: true,
+            text: "`enabled`, `preparing` or `disabled`",
+        },
+        "disabled",
+        "MM2's exactly-once source (KIP-618). `enabled` runs the flow by workers, as \
+         `strait.workers.enabled = true` does (unless that key is set to false): every \
+         `strait run` with the file joins a group on the target, and each unit commits a \
+         round's data and offset-map records in one transaction, so a `read_committed` consumer \
+         reads every record once. `preparing` (a step of MM2's rolling upgrade) and `disabled` \
+         leave it to `strait.workers.enabled`: without workers one run mirrors at least once, \
+         with an exact offset map; with them, a flow commits in transactions whatever this \
+         key says.",
+    ),
+    used(
         "tasks.max",
         RemoteTopics,
         Value::Whole { min: 1 },
@@ -1103,12 +1121,6 @@ pub static KEYS: &[KeyDef] = &[
     connect(
         "offset.flush.timeout.ms",
         "it times Connect's offset commits; strait records progress in its offset map",
-    ),
-    connect(
-        "exactly.once.source.support",
-        "a flow run by workers (`strait.workers.enabled`) commits each round's data and offset \
-         map in one transaction whatever this key says, and one run without them mirrors at \
-         least once with an exact offset map",
     ),
     connect("group.id", CONNECT_WORKER),
     connect("client.id", CONNECT_WORKER),

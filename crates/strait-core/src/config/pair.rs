@@ -165,7 +165,15 @@ impl<'a> Scope<'_, 'a> {
 
     /// `strait.workers.*`, when `strait.workers.enabled`.
     fn workers(&self, source: &str, target: &str) -> Result<Option<WorkersConfig>, ConfigError> {
-        if !self.bool(keys::STRAIT_WORKERS_ENABLED)? {
+        // MM2's exactly-once source needs workers: it turns them on unless the file says not to.
+        let exactly_once = self
+            .value("exactly.once.source.support")?
+            .eq_ignore_ascii_case("enabled");
+        let enabled = match self.checked(keys::STRAIT_WORKERS_ENABLED)? {
+            Some(found) => found.value.trim().eq_ignore_ascii_case("true"),
+            None => exactly_once,
+        };
+        if !enabled {
             return Ok(None);
         }
         let group_id = match self.value(keys::STRAIT_WORKERS_GROUP_ID)? {
