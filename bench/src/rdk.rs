@@ -238,6 +238,31 @@ pub struct Produced {
     pub seconds: f64,
 }
 
+/// Creates `topic` with `partitions` and loads it with `count` workload records of
+/// `value_bytes` (lz4, 64 KiB batches): the source topic of the benches that start their own
+/// clusters (`eos-cost`, `workers-scale`).
+pub fn load_topic(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    count: u64,
+    value_bytes: usize,
+) -> anyhow::Result<Produced> {
+    create_topic(bootstrap, topic, partitions, false)?;
+    let pool = Pool::new(7, value_bytes, Pool::count_for(value_bytes));
+    produce_workload(
+        bootstrap,
+        topic,
+        partitions,
+        "lz4",
+        &pool,
+        count,
+        64 * 1024,
+        20,
+        1_700_000_000_000,
+    )
+}
+
 /// Produces `count` workload records to `topic` (partition `i % partitions`), timestamps one
 /// millisecond apart from `base_timestamp`.
 #[allow(clippy::too_many_arguments)]

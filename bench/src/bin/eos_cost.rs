@@ -23,7 +23,6 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use strait_bench::rdk;
-use strait_bench::workload::Pool;
 use strait_core::config::StraitConfig;
 use strait_core::flow::{Flow, FlowOptions};
 use strait_core::scale::UnitFilter;
@@ -73,18 +72,12 @@ async fn main() -> anyhow::Result<()> {
         clusters.source.bootstrap.clone(),
         clusters.target.bootstrap.clone(),
     );
-    rdk::create_topic(&src, "load", args.partitions, false)?;
-    let pool = Pool::new(7, args.value_bytes, Pool::count_for(args.value_bytes));
-    let produced = rdk::produce_workload(
+    let produced = rdk::load_topic(
         &src,
         "load",
         args.partitions,
-        "lz4",
-        &pool,
         args.records,
-        64 * 1024,
-        20,
-        1_700_000_000_000,
+        args.value_bytes,
     )?;
     println!(
         "source: {} records of {} B in {} partitions (lz4), loaded in {:.1} s",

@@ -136,14 +136,12 @@ fn shape(partitions: i32, segments: i64) {
     // published map shares it), then clones the map (a pointer per partition) to publish it;
     // the previously published map is dropped, as `send_replace` does.
     let mut published = Arc::new(map.clone());
-    let mut next = segments;
     let (mut change, mut clone) = (Vec::new(), Vec::new());
-    for _ in 0..reps {
+    for next in (segments..).take(reps as usize) {
         let t = Instant::now();
         map.record(&parts[0], next * TXN, next * RECORDS, RECORDS)
             .unwrap();
         change.push(t.elapsed());
-        next += 1;
         // Replacing the published map drops the one before (and the partition copy only it held).
         let t = Instant::now();
         published = Arc::new(map.clone());

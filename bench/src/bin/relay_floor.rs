@@ -34,7 +34,14 @@ fn cpu_of_this_thread() -> (f64, f64) {
 }
 
 /// A source writing `total` bytes and a sink draining what it gets: the two ends of one relay.
-fn ends(total: u64) -> anyhow::Result<(TcpStream, TcpStream, thread::JoinHandle<()>, thread::JoinHandle<u64>)> {
+fn ends(
+    total: u64,
+) -> anyhow::Result<(
+    TcpStream,
+    TcpStream,
+    thread::JoinHandle<()>,
+    thread::JoinHandle<u64>,
+)> {
     let source = TcpListener::bind("127.0.0.1:0")?;
     let sink = TcpListener::bind("127.0.0.1:0")?;
     let (source_addr, sink_addr) = (source.local_addr()?, sink.local_addr()?);
@@ -59,7 +66,12 @@ fn ends(total: u64) -> anyhow::Result<(TcpStream, TcpStream, thread::JoinHandle<
             }
         }
     });
-    Ok((TcpStream::connect(source_addr)?, TcpStream::connect(sink_addr)?, writer, reader))
+    Ok((
+        TcpStream::connect(source_addr)?,
+        TcpStream::connect(sink_addr)?,
+        writer,
+        reader,
+    ))
 }
 
 fn report(way: &str, chunk: usize, moved: u64, got: u64, before: (f64, f64), after: (f64, f64)) {
@@ -108,7 +120,14 @@ fn splice(total: u64) -> anyhow::Result<()> {
     let before = cpu_of_this_thread();
     loop {
         let n = unsafe {
-            libc::splice(from.as_raw_fd(), std::ptr::null_mut(), pipe[1], std::ptr::null_mut(), PIPE, libc::SPLICE_F_MOVE)
+            libc::splice(
+                from.as_raw_fd(),
+                std::ptr::null_mut(),
+                pipe[1],
+                std::ptr::null_mut(),
+                PIPE,
+                libc::SPLICE_F_MOVE,
+            )
         };
         if n < 0 {
             anyhow::bail!("splice in: {}", std::io::Error::last_os_error());
@@ -119,7 +138,14 @@ fn splice(total: u64) -> anyhow::Result<()> {
         let mut left = n as usize;
         while left > 0 {
             let m = unsafe {
-                libc::splice(pipe[0], std::ptr::null_mut(), to.as_raw_fd(), std::ptr::null_mut(), left, libc::SPLICE_F_MOVE)
+                libc::splice(
+                    pipe[0],
+                    std::ptr::null_mut(),
+                    to.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    left,
+                    libc::SPLICE_F_MOVE,
+                )
             };
             if m <= 0 {
                 anyhow::bail!("splice out: {}", std::io::Error::last_os_error());

@@ -33,7 +33,6 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use strait_bench::rdk;
-use strait_bench::workload::Pool;
 use strait_testkit::Clusters;
 
 #[derive(Debug, Parser)]
@@ -74,7 +73,11 @@ impl Worker {
         let child = Command::new(strait)
             .args(["run", "--config"])
             .arg(config)
-            .args(["--listen", &format!("127.0.0.1:{port}"), "--no-watch-config"])
+            .args([
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--no-watch-config",
+            ])
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()?;
@@ -108,7 +111,12 @@ impl Worker {
         // the line, stime the 15th.
         let after = stat.rsplit(')').next().unwrap_or("");
         let fields: Vec<&str> = after.split_whitespace().collect();
-        let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
         // SAFETY: sysconf only reads a constant.
         let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
         (ticks(11) + ticks(12)) / per_second
@@ -171,7 +179,10 @@ fn settled(workers: &[&Worker], tasks: u32, within: Duration) -> anyhow::Result<
                 return Ok(began.elapsed());
             }
         }
-        anyhow::ensure!(began.elapsed() < within, "the workers did not settle: {places:?}");
+        anyhow::ensure!(
+            began.elapsed() < within,
+            "the workers did not settle: {places:?}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -188,18 +199,12 @@ fn main() -> anyhow::Result<()> {
         clusters.source.bootstrap.clone(),
         clusters.target.bootstrap.clone(),
     );
-    rdk::create_topic(&src, "load", args.partitions, false)?;
-    let pool = Pool::new(7, args.value_bytes, Pool::count_for(args.value_bytes));
-    let produced = rdk::produce_workload(
+    let produced = rdk::load_topic(
         &src,
         "load",
         args.partitions,
-        "lz4",
-        &pool,
         args.records,
-        64 * 1024,
-        20,
-        1_700_000_000_000,
+        args.value_bytes,
     )?;
     println!(
         "source: {} records of {} B in {} partitions (lz4), loaded in {:.1} s; tasks.max {}, \
