@@ -324,6 +324,19 @@ impl Supervisor {
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut tasks = Vec::new();
         for emitter in &config.heartbeats {
+            // The heartbeats of a pair whose flow workers run are written by the worker that
+            // leads the flow (runs its unit 0), as MM2's one heartbeat task writes them, not by
+            // every worker.
+            let led_by = config
+                .flows
+                .iter()
+                .find(|f| {
+                    f.workers.is_some()
+                        && f.target == emitter.target
+                        && f.source_alias == emitter.source_alias
+                        && f.target_alias == emitter.target_alias
+                })
+                .map(|f| leads(&f.name()).subscribe());
             let client_config = match config
                 .cluster_client_config(emitter.target.as_str(), Role::Producer)
             {
@@ -356,7 +369,26 @@ impl Supervisor {
                         }
                     }
                 };
-                HeartbeatTask::new(emitter, client).run(stop).await;
+                let mut task = HeartbeatTask::new(emitter, client);
+                let Some(mut leading) = led_by else {
+                    task.run(stop).await;
+                    return;
+                };
+                loop {
+                    // Until this worker leads the flow, then while it does.
+                    tokio::select! {
+                        led = leading.wait_for(|l| *l) => if led.is_err() { return },
+                        () = stop.clone() => return,
+                    }
+                    let mut led = leading.clone();
+                    let no_longer = async move {
+                        let _ = led.wait_for(|l| !*l).await;
+                    };
+                    tokio::select! {
+                        () = task.run(no_longer) => {}
+                        () = stop.clone() => return,
+                    }
+                }
             }));
         }
         self.heartbeats = Some(Heartbeats {
@@ -476,6 +508,20 @@ fn any_stop<T: Send + Sync + 'static>(
         .shared()
 }
 
+/// Whether this process leads the flow named `name` (runs its unit 0), for the work only one
+/// worker does beside the units: its heartbeats.
+fn leads(name: &str) -> watch::Sender<bool> {
+    static LEADS: std::sync::OnceLock<std::sync::Mutex<BTreeMap<String, watch::Sender<bool>>>> =
+        std::sync::OnceLock::new();
+    LEADS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .entry(name.to_owned())
+        .or_insert_with(|| watch::Sender::new(false))
+        .clone()
+}
+
 /// A flow run by workers (`strait.workers.enabled`, `docs/design.md` §7): this process joins
 /// the flow's workers' group on its target cluster and runs the units the group's leader
 /// hands it, each under [`keep_running`] as a flow of its own. A unit handed to another worker
@@ -580,6 +626,7 @@ async fn keep_running_as_worker(
             );
         }
         let owned: Vec<u32> = now_owned.units.iter().map(|u| u.index).collect();
+        leads(&name).send_if_modified(|l| std::mem::replace(l, owned.contains(&0)) != *l);
         let now = *wanted.borrow_and_update();
         // Units handed to another worker stop after their round.
         let lost: Vec<u32> = running
@@ -637,6 +684,7 @@ async fn keep_running_as_worker(
         let _ = task.await;
     }
     serving.abort();
+    leads(&name).send_replace(false);
     let _ = member.await;
 }
 

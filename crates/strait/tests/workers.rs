@@ -197,6 +197,45 @@ async fn written(bootstrap: &str, topic: &str, partitions: i32) -> Written {
 /// A remote partition's committed end, by (topic, partition).
 type Ends = BTreeMap<(String, i32), i64>;
 
+/// The producer ids of the last `n` batches of partition 0 of `topic` on `bootstrap`.
+async fn last_writers(bootstrap: &str, topic: &str, n: usize) -> BTreeSet<i64> {
+    use strait_kafka::fetch::{FetchOptions, FetchPosition};
+
+    let client = Client::connect(ClientConfig::new([bootstrap]))
+        .await
+        .unwrap();
+    let tp = TopicPartition::new(topic, 0);
+    let end = client
+        .list_offset(&tp, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
+        .await
+        .unwrap()
+        .offset;
+    let options = FetchOptions {
+        max_wait: Duration::from_millis(10),
+        ..FetchOptions::default()
+    };
+    let mut batches = Vec::new();
+    let mut position = (end - 4 * n as i64).max(0);
+    while position < end {
+        let data = client
+            .fetch(&[FetchPosition::new(tp.clone(), position)], &options)
+            .await
+            .remove(&tp)
+            .unwrap()
+            .unwrap();
+        let before = position;
+        for batch in strait_wire::BatchScanner::new(data.records) {
+            let header = batch.unwrap().header;
+            if header.base_offset >= position {
+                position = header.next_offset();
+                batches.push(header.producer_id);
+            }
+        }
+        assert!(position > before, "no progress in {tp} at {position}");
+    }
+    batches.iter().rev().take(n).copied().collect()
+}
+
 /// Every 100 ms, the committed end of each remote partition of each stream, for the pause
 /// measurement.
 #[derive(Default)]
@@ -812,6 +851,19 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
         start,
         "both workers translate every flow's partitions, and agree"
     );
+
+    // MM2's heartbeats of each pair are written by the worker that leads its flow alone: the
+    // last heartbeats on each target all come from one producer.
+    std::thread::sleep(Duration::from_secs(5));
+    for s in &streams {
+        let writers = runtime.block_on(last_writers(&s.to, "heartbeats", 6));
+        note!(
+            start,
+            "{}: the last heartbeats' producers: {writers:?}",
+            s.flow
+        );
+        assert_eq!(writers.len(), 1, "{}: heartbeats from {writers:?}", s.flow);
+    }
 
     for w in [w2, w4] {
         w.stop();
