@@ -311,7 +311,11 @@ pub fn decode_response<R: Request>(
 ) -> Result<ResponseFrame<R::Response>, FrameError> {
     let api = api_key_of::<R>()?;
     let header_version = <R::Response as HeaderVersion>::header_version(version);
-    let decoded = length_guard::decode(&frame, |buf| {
+    // A response header v1 means a flexible version (KIP-482), whose lengths are all unsigned
+    // varints. ApiVersions, the one response that keeps header v0 at flexible versions, is
+    // treated as not flexible: guarded the longer way, never less.
+    let int32_lengths = header_version < 1;
+    let decoded = length_guard::decode(&frame, int32_lengths, |buf| {
         let header = ResponseHeader::decode(buf, header_version)?;
         let body = R::Response::decode(buf, version)?;
         Ok(ResponseFrame {

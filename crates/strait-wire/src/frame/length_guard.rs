@@ -19,7 +19,9 @@
 //!   126 elements for it and then fails, and booleans, read the same way, never reach the check.
 //!   (A tagged field numbered 128 or more near the very end of a response would be refused too;
 //!   Kafka's tags are single digits.)
-//! - **`INT32`** (arrays and bytes of the older, non-flexible versions). Here a length looks
+//! - **`INT32`** (arrays and bytes of the older, non-flexible versions; a flexible version
+//!   encodes every length as an unsigned varint, so its responses skip what follows and are
+//!   decoded once, which is every hot response from a current broker). Here a length looks
 //!   like any plain `INT32` field, and a broker id or a port near the end of a response can
 //!   exceed the bytes after it. So such a value is replaced, and the response decoded twice,
 //!   with 0 and with 1 in its place: a plain field does not change what the codec reads next, a
@@ -64,11 +66,17 @@ pub(super) enum Refusal {
 }
 
 /// Runs `decode` on `frame` through a [`Guarded`] buffer, as the module docs describe.
+/// `int32_lengths`: whether the response's version may hold lengths as `INT32` (a version that
+/// is not flexible); without, it is decoded once, its varints checked.
 pub(super) fn decode<T>(
     frame: &Bytes,
+    int32_lengths: bool,
     decode: impl Fn(&mut Guarded) -> anyhow::Result<T>,
 ) -> Result<T, Refusal> {
     let keys = RandomState::new();
+    if !int32_lengths {
+        return Guarded::new(frame.clone(), None, keys).run(&decode);
+    }
     let mut zero = Guarded::new(frame.clone(), Some(0), keys.clone());
     let with_zero = zero.run(&decode);
     let Some(replaced) = zero.first_replaced else {
