@@ -186,7 +186,7 @@ pub struct Submitted<R> {
 #[derive(Debug, Default)]
 struct Shared {
     /// Requests sent and not answered, by correlation id.
-    pending: HashMap<i32, Waiter>,
+    pending: HashMap<i32, Waiter, foldhash::fast::RandomState>,
     /// Set once; every later request gets it.
     poisoned: Option<Error>,
 }

@@ -1013,7 +1013,7 @@ impl<'a> Dispatch<'a> {
         match answer {
             Ok(mut response) => {
                 // Keyed by names borrowed from the answer: no copy per partition.
-                let mut answers = HashMap::new();
+                let mut answers: HashMap<_, _, foldhash::fast::RandomState> = HashMap::default();
                 for t in &mut response.responses {
                     let topic = t.name.0.as_str();
                     for p in t.partition_responses.drain(..) {

@@ -22,6 +22,7 @@
 
 use std::sync::Arc;
 
+use foldhash::fast::RandomState as Fast;
 use indexmap::{IndexMap, IndexSet};
 use strait_kafka::produce::ProducerConfig;
 use strait_kafka::Client;
@@ -43,9 +44,9 @@ const GENERATION: i32 = 0;
 /// Reads and writes one flow's map topic.
 #[derive(Debug)]
 pub struct MapStore {
-    pending: IndexMap<MapKey, MapRecord>,
+    pending: IndexMap<MapKey, MapRecord, Fast>,
     /// Keys to delete (tombstones), written after `pending` is acknowledged.
-    removed: IndexSet<MapKey>,
+    removed: IndexSet<MapKey, Fast>,
     /// Flushes until the next compaction pass is due ([`MapStore::compaction_due`]).
     until_compaction: u32,
     /// Writes beside the flow; `None` in unit tests, which never write.
@@ -67,8 +68,8 @@ pub(crate) struct TakenWrite(MapWrite);
 /// The notes of a store not yet written ([`MapStore::notes`]).
 #[derive(Debug, Clone)]
 pub(crate) struct Notes {
-    pending: IndexMap<MapKey, MapRecord>,
-    removed: IndexSet<MapKey>,
+    pending: IndexMap<MapKey, MapRecord, Fast>,
+    removed: IndexSet<MapKey, Fast>,
 }
 
 /// What one write of the map carries: the entries and removals it writes, and the map they
@@ -118,8 +119,8 @@ impl MapStore {
     /// A store that notes changes and writes nothing.
     fn unconnected() -> Self {
         Self {
-            pending: IndexMap::new(),
-            removed: IndexSet::new(),
+            pending: IndexMap::default(),
+            removed: IndexSet::default(),
             // The first pass comes with the first flush: a large map loaded at start-up.
             until_compaction: 0,
             writer: None,

@@ -56,6 +56,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use foldhash::fast::RandomState as Fast;
 use indexmap::IndexMap;
 use strait_kafka::produce::ProducerConfig;
 use strait_kafka::Client;
@@ -156,11 +157,11 @@ fn apply_run(
 #[derive(Debug, Clone)]
 pub struct OffsetSyncQueue {
     offset_lag_max: i64,
-    states: HashMap<String, HashMap<i32, PartitionState>>,
+    states: HashMap<String, HashMap<i32, PartitionState, Fast>, Fast>,
     /// Latest sync to send at once per partition, in MM2's `LinkedHashMap` order.
-    pending: IndexMap<Key, (i64, i64)>,
+    pending: IndexMap<Key, (i64, i64), Fast>,
     /// Latest held-back sync per partition.
-    delayed: IndexMap<Key, (i64, i64)>,
+    delayed: IndexMap<Key, (i64, i64), Fast>,
     immediate: u64,
 }
 
@@ -170,9 +171,9 @@ impl OffsetSyncQueue {
     pub fn new(offset_lag_max: u64) -> Self {
         Self {
             offset_lag_max: i64::try_from(offset_lag_max).unwrap_or(i64::MAX),
-            states: HashMap::new(),
-            pending: IndexMap::new(),
-            delayed: IndexMap::new(),
+            states: HashMap::default(),
+            pending: IndexMap::default(),
+            delayed: IndexMap::default(),
             immediate: 0,
         }
     }
@@ -186,7 +187,8 @@ impl OffsetSyncQueue {
             return;
         }
         if !self.states.contains_key(source_topic) {
-            self.states.insert(source_topic.to_owned(), HashMap::new());
+            self.states
+                .insert(source_topic.to_owned(), HashMap::default());
         }
         let Some(partitions) = self.states.get_mut(source_topic) else {
             return;
