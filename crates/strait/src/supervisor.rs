@@ -733,9 +733,7 @@ async fn serve_api_as_worker(
             map,
         }),
     );
-    // Kept until the worker stops (which aborts this task): the follower reads while a
-    // receiver lives.
-    std::future::pending::<()>().await;
+    // The follower reads for as long as the API entry holds its receiver.
 }
 
 /// One flow, or with `unit` one unit of a flow run by workers, for as long as the process runs
