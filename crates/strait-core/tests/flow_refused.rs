@@ -187,4 +187,39 @@ async fn a_refused_batch_holds_back_its_partition_only_and_takes_no_new_producer
     assert_eq!(flow.stats().duplicate_records, 0);
     let partition = partition_status("orders", 1);
     assert!(!partition.blocked, "{partition:?}");
+
+    // The refused batch was decided again at every try; it is counted once, when the target
+    // took it: the batch counters say what the target holds.
+    let on_target = batches_on(&dst, "source.orders", 2).await;
+    let stats = flow.stats();
+    assert_eq!(
+        stats.batches_forwarded + stats.batches_rebuilt,
+        on_target,
+        "{stats:?}, after {tries} refused tries"
+    );
+}
+
+/// The record batches `topic`'s `partitions` hold on the cluster of `client`, read from the
+/// start.
+async fn batches_on(client: &strait_kafka::Client, topic: &str, partitions: i32) -> u64 {
+    let options = strait_kafka::fetch::FetchOptions {
+        max_wait: Duration::from_millis(10),
+        ..Default::default()
+    };
+    let mut count = 0;
+    for p in 0..partitions {
+        let tp = strait_kafka::TopicPartition::new(topic, p);
+        let position = strait_kafka::fetch::FetchPosition::new(tp.clone(), 0);
+        let data = client
+            .fetch(&[position], &options)
+            .await
+            .remove(&tp)
+            .expect("an answer for the partition")
+            .expect("the partition fetched");
+        for batch in strait_wire::BatchScanner::new(data.records) {
+            batch.expect("a whole batch");
+            count += 1;
+        }
+    }
+    count
 }

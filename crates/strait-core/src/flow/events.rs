@@ -13,21 +13,21 @@ use crate::metrics::PartitionMetrics;
 /// Something that happened to one partition of the flow.
 #[derive(Debug)]
 pub(super) enum Event<'a> {
-    /// A batch is forwarded unopened; its newest record has `max_timestamp`.
-    Forwarded { max_timestamp: i64 },
-    /// A batch is decoded and encoded again from the source batch at `source_base`, carrying
-    /// the source `runs` `(offset, count)`: its offsets had holes (compaction, `holes`), or
-    /// it started before the partition's position.
+    /// A batch was read from the source; its newest record has `max_timestamp`.
+    Read { max_timestamp: i64 },
+    /// A batch forwarded unopened is on the target (its round committed, in a transactional
+    /// flow). Counted once it is, so that a write that failed and is made again, or a round
+    /// aborted, counts once.
+    Forwarded,
+    /// A batch decoded and encoded again from the source batch at `source_base`, carrying the
+    /// source `runs` `(offset, count)`, is on the target: its offsets had holes (compaction,
+    /// `holes`), or it started before the partition's position.
     Rebuilt {
-        max_timestamp: i64,
         source_base: i64,
         runs: &'a [(i64, i64)],
         holes: bool,
     },
-    /// A batch held nothing left to write (all of it before the position, or emptied by
-    /// compaction): passed over in the map.
-    PassedOver { max_timestamp: i64 },
-    /// A control batch or a batch of an aborted transaction is not mirrored.
+    /// A control batch or a batch of an aborted transaction is recorded as not mirrored.
     Skipped(SkipReason),
     /// The target acknowledged a batch of `records` records and `bytes` bytes.
     Written {
@@ -119,23 +119,20 @@ impl Events {
         let flow = self.flow.as_str();
         let stats = &mut self.stats;
         match event {
-            Event::Forwarded { max_timestamp } => {
-                metrics.read(max_timestamp);
+            Event::Read { max_timestamp } => metrics.read(max_timestamp),
+            Event::Forwarded => {
                 stats.batches_forwarded += 1;
                 metrics.forwarded();
             }
             Event::Rebuilt {
-                max_timestamp,
                 source_base,
                 runs,
                 holes,
             } => {
-                metrics.read(max_timestamp);
                 log_rebuild(flow, tp, source_base, runs, holes);
                 stats.batches_rebuilt += 1;
                 metrics.rebuilt();
             }
-            Event::PassedOver { max_timestamp } => metrics.read(max_timestamp),
             Event::Skipped(SkipReason::ControlBatch) => {
                 stats.control_batches_skipped += 1;
                 metrics.dropped(false);

@@ -205,12 +205,26 @@ impl Default for FlowOptions {
     }
 }
 
-/// A batch the target acknowledged, as [`Event::Written`] tells it.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Written {
-    pub(super) records: u64,
-    pub(super) bytes: u64,
-    pub(super) max_timestamp: i64,
+/// What recording a round's acknowledged writes tells of a partition ([`Flow::tell_recorded`]),
+/// owned so that a transactional round can hold it until it commits.
+#[derive(Debug, Clone)]
+pub(super) enum Recorded {
+    /// A batch the target acknowledged, as [`Event::Written`] tells it.
+    Written {
+        records: u64,
+        bytes: u64,
+        max_timestamp: i64,
+    },
+    /// [`Event::Forwarded`].
+    Forwarded,
+    /// [`Event::Rebuilt`].
+    Rebuilt {
+        source_base: i64,
+        runs: Vec<(i64, i64)>,
+        holes: bool,
+    },
+    /// [`Event::Skipped`].
+    Skipped(classify::SkipReason),
 }
 
 /// One written batch as offset syncs note it: source topic, partition, and its runs of
@@ -233,7 +247,7 @@ pub struct Flow {
     /// commits: a sync must never point at data that was aborted.
     uncommitted_syncs: Vec<UncommittedSyncs>,
     /// A transactional round's acknowledged batches, told ([`Event::Written`]) once it commits.
-    uncommitted_written: Vec<(TopicPartition, Written)>,
+    uncommitted_told: Vec<(TopicPartition, Recorded)>,
     next_delayed_syncs: Instant,
     partitions: BTreeMap<TopicPartition, PartitionState>,
     /// The order partitions are asked for in the next fetch: those that got records last go to
@@ -345,7 +359,7 @@ impl Flow {
             store,
             offset_syncs,
             uncommitted_syncs: Vec::new(),
-            uncommitted_written: Vec::new(),
+            uncommitted_told: Vec::new(),
             next_delayed_syncs: Instant::now() + DELAYED_SYNC_INTERVAL,
             partitions: BTreeMap::new(),
             fetch_order: Vec::new(),
@@ -435,16 +449,44 @@ impl Flow {
     /// A transactional flow's commit: the map's changes go into the open transaction beside
     /// the data it records, the transaction is committed, and the map published. So the map
     /// never points at data that was aborted, and a fenced owner commits neither.
-    /// Tells that the target took a batch of `tp`'s.
-    pub(super) fn tell_written(&mut self, tp: &TopicPartition, w: Written) {
-        if let Some(state) = self.partitions.get(tp) {
-            let written = Event::Written {
-                records: w.records,
-                bytes: w.bytes,
-                max_timestamp: w.max_timestamp,
-            };
-            self.events.tell(tp, &state.metrics, written);
+    /// Tells what was recorded of `tp` this round: now, or in a transactional flow once the
+    /// round commits (an aborted round wrote nothing a reader sees, and its batches are
+    /// fetched and counted again when the round is made again).
+    pub(super) fn tell_recorded(&mut self, tp: &TopicPartition, recorded: Recorded) {
+        if self.transactional() {
+            self.uncommitted_told.push((tp.clone(), recorded));
+            return;
         }
+        self.tell_now(tp, &recorded);
+    }
+
+    fn tell_now(&mut self, tp: &TopicPartition, recorded: &Recorded) {
+        let Some(state) = self.partitions.get(tp) else {
+            return;
+        };
+        let event = match *recorded {
+            Recorded::Written {
+                records,
+                bytes,
+                max_timestamp,
+            } => Event::Written {
+                records,
+                bytes,
+                max_timestamp,
+            },
+            Recorded::Forwarded => Event::Forwarded,
+            Recorded::Rebuilt {
+                source_base,
+                ref runs,
+                holes,
+            } => Event::Rebuilt {
+                source_base,
+                runs,
+                holes,
+            },
+            Recorded::Skipped(reason) => Event::Skipped(reason),
+        };
+        self.events.tell(tp, &state.metrics, event);
     }
 
     async fn commit(&mut self) -> Result<(), FlowError> {
@@ -484,8 +526,8 @@ impl Flow {
         });
         result.map_err(|e| self.transaction_error(e))?;
         self.publish(published);
-        for (tp, written) in std::mem::take(&mut self.uncommitted_written) {
-            self.tell_written(&tp, written);
+        for (tp, recorded) in std::mem::take(&mut self.uncommitted_told) {
+            self.tell_now(&tp, &recorded);
         }
         let committed = std::mem::take(&mut self.uncommitted_syncs);
         if let Some(w) = &mut self.offset_syncs {

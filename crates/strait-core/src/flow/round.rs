@@ -24,9 +24,10 @@ use strait_wire::offset_map::MapEntry;
 use strait_wire::{BatchHeader, RawBatch};
 use tokio::time::Instant;
 
+use super::classify::SkipReason;
 use super::decide::{self, Decision, Stop, WriteKind};
 use super::events::Event;
-use super::{record_loss, source_partition, topics, Flow, FlowError, RoundStats, Written};
+use super::{record_loss, source_partition, topics, Flow, FlowError, Recorded, RoundStats};
 
 /// What a round decided to write and to record.
 #[derive(Debug, Default)]
@@ -46,16 +47,21 @@ struct Plan {
 /// A planned change to a partition's map, applied after the round's writes are acknowledged.
 #[derive(Debug)]
 enum Step {
-    /// Source offsets `from..to` not mirrored (markers, aborted transactions, batches with
-    /// nothing left to write).
-    Skip { from: i64, to: i64 },
-    /// `sends[send]`, of `bytes` bytes and newest record time `max_timestamp`, carries the
-    /// source runs `(offset, count)`, in order.
+    /// Source offsets `from..to` not mirrored: markers and aborted transactions (`reason`),
+    /// or batches with nothing left to write (no reason: passed over).
+    Skip {
+        from: i64,
+        to: i64,
+        reason: Option<SkipReason>,
+    },
+    /// `sends[send]`, of `bytes` bytes and newest record time `max_timestamp`, made as `kind`
+    /// says, carries the source runs `(offset, count)`, in order.
     Write {
         send: usize,
         runs: Vec<(i64, i64)>,
         bytes: u64,
         max_timestamp: i64,
+        kind: WriteKind,
     },
 }
 
@@ -104,7 +110,7 @@ impl Flow {
                 self.map = map;
                 self.store.restore_notes(notes);
                 self.uncommitted_syncs.clear();
-                self.uncommitted_written.clear();
+                self.uncommitted_told.clear();
                 return Err(e);
             }
             (Err(e), None) => return Err(e),
@@ -293,20 +299,27 @@ impl Flow {
             offset: e.base_offset,
             source: e.source,
         })?;
+        // What a batch is (forwarded, rebuilt, skipped) is told once its step is recorded
+        // (`record`): a write that fails is decided again, and counted once.
         for decision in decided.steps {
             let step = match decision {
-                Decision::Skip { from, to, reason } => {
-                    self.events.tell(tp, &state.metrics, Event::Skipped(reason));
-                    Step::Skip { from, to }
-                }
+                Decision::Skip { from, to, reason } => Step::Skip {
+                    from,
+                    to,
+                    reason: Some(reason),
+                },
                 Decision::PassOver {
                     from,
                     to,
                     max_timestamp,
                 } => {
                     self.events
-                        .tell(tp, &state.metrics, Event::PassedOver { max_timestamp });
-                    Step::Skip { from, to }
+                        .tell(tp, &state.metrics, Event::Read { max_timestamp });
+                    Step::Skip {
+                        from,
+                        to,
+                        reason: None,
+                    }
                 }
                 Decision::Write {
                     batch,
@@ -314,16 +327,8 @@ impl Flow {
                     kind,
                     max_timestamp,
                 } => {
-                    let event = match kind {
-                        WriteKind::Forwarded => Event::Forwarded { max_timestamp },
-                        WriteKind::Rebuilt { source_base, holes } => Event::Rebuilt {
-                            max_timestamp,
-                            source_base,
-                            runs: &runs,
-                            holes,
-                        },
-                    };
-                    self.events.tell(tp, &state.metrics, event);
+                    self.events
+                        .tell(tp, &state.metrics, Event::Read { max_timestamp });
                     let (bytes, max_timestamp) =
                         (batch.bytes.len() as u64, batch.header.max_timestamp);
                     let size = i32::try_from(bytes).unwrap_or(i32::MAX);
@@ -334,6 +339,7 @@ impl Flow {
                         runs,
                         bytes,
                         max_timestamp,
+                        kind,
                     }
                 }
             };
@@ -401,36 +407,45 @@ impl Flow {
             }
             let sp = source_partition(tp);
             match step {
-                Step::Skip { from, to } => {
+                Step::Skip { from, to, reason } => {
                     let extent = self
                         .map
                         .record_skipped(&sp, *from, *to)
                         .map_err(FlowError::map(&sp))?;
                     self.store.note(&sp, MapEntry::Extent(extent));
+                    if let Some(reason) = reason {
+                        self.tell_recorded(tp, Recorded::Skipped(*reason));
+                    }
                 }
                 Step::Write {
                     send,
                     runs,
                     bytes,
                     max_timestamp,
+                    kind,
                 } => {
                     let from = runs.first().map_or(0, |r| r.0);
                     match acks.get_mut(*send).and_then(Option::take) {
                         Some(Ok(ack)) => match self.record_write(tp, runs, &ack)? {
                             Ok(()) => {
                                 outcome.records += ack.record_count as u64;
-                                let written = Written {
+                                let made = match *kind {
+                                    WriteKind::Forwarded => Recorded::Forwarded,
+                                    WriteKind::Rebuilt { source_base, holes } => {
+                                        Recorded::Rebuilt {
+                                            source_base,
+                                            runs: runs.clone(),
+                                            holes,
+                                        }
+                                    }
+                                };
+                                self.tell_recorded(tp, made);
+                                let written = Recorded::Written {
                                     records: ack.record_count as u64,
                                     bytes: *bytes,
                                     max_timestamp: *max_timestamp,
                                 };
-                                if self.transactional() {
-                                    // Told once the round commits: an aborted round wrote
-                                    // nothing a reader sees.
-                                    self.uncommitted_written.push((tp.clone(), written));
-                                } else {
-                                    self.tell_written(tp, written);
-                                }
+                                self.tell_recorded(tp, written);
                             }
                             Err(why) => {
                                 outcome.truncated.push((tp.clone(), why));
