@@ -374,13 +374,18 @@ fn runs_units(worker: &Strait) {
 
 /// `worker`'s place in `flow`'s workers' group, from its `/v1/status`.
 fn place(worker: &Strait, flow: &str) -> serde_json::Value {
+    flow_status(worker, flow)["worker"].clone()
+}
+
+/// `flow`'s entry in `worker`'s `/v1/status` (null if it has none).
+fn flow_status(worker: &Strait, flow: &str) -> serde_json::Value {
     let (_, status) = worker.get_json("/v1/status").unwrap();
     status["flows"]
         .as_array()
         .unwrap()
         .iter()
         .find(|f| f["flow"] == flow)
-        .map(|f| f["worker"].clone())
+        .cloned()
         .unwrap_or_default()
 }
 
@@ -399,15 +404,7 @@ fn owned(worker: &Strait, flow: &str) -> BTreeSet<u32> {
 
 /// The partitions of `stream`'s topic that `worker`'s `/v1/status` lists.
 fn shown(worker: &Strait, stream: &Stream) -> Vec<i32> {
-    let (_, status) = worker.get_json("/v1/status").unwrap();
-    let flow = status["flows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["flow"] == stream.flow)
-        .cloned()
-        .unwrap_or_default();
-    flow["topics"]
+    flow_status(worker, stream.flow)["topics"]
         .as_array()
         .into_iter()
         .flatten()
