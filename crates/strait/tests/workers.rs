@@ -133,7 +133,7 @@ struct Written {
 
 /// Reads every partition of `topic` on `bootstrap` up to its last stable offset.
 async fn written(bootstrap: &str, topic: &str, partitions: i32) -> Written {
-    use strait_kafka::fetch::{AbortedBatches, FetchOptions, FetchPosition};
+    use strait_kafka::fetch::{AbortedBatches, FetchOptions};
 
     let client = Client::connect(ClientConfig::new([bootstrap]))
         .await
@@ -154,12 +154,7 @@ async fn written(bootstrap: &str, topic: &str, partitions: i32) -> Written {
         let mut writers: Vec<(i64, i16)> = Vec::new();
         let mut position = 0;
         while position < end {
-            let data = client
-                .fetch(&[FetchPosition::new(tp.clone(), position)], &options)
-                .await
-                .remove(&tp)
-                .unwrap()
-                .unwrap();
+            let data = fetch_at(&client, &tp, position, &options).await;
             let mut aborted = AbortedBatches::new(&data.aborted);
             let before = position;
             for batch in strait_wire::BatchScanner::new(data.records) {
@@ -194,12 +189,28 @@ async fn written(bootstrap: &str, topic: &str, partitions: i32) -> Written {
     out
 }
 
+/// What one fetch of `tp` from `position` returns.
+async fn fetch_at(
+    client: &Client,
+    tp: &TopicPartition,
+    position: i64,
+    options: &strait_kafka::fetch::FetchOptions,
+) -> strait_kafka::fetch::FetchedData {
+    let at = strait_kafka::fetch::FetchPosition::new(tp.clone(), position);
+    client
+        .fetch(&[at], options)
+        .await
+        .remove(tp)
+        .unwrap()
+        .unwrap()
+}
+
 /// A remote partition's committed end, by (topic, partition).
 type Ends = BTreeMap<(String, i32), i64>;
 
 /// The producer ids of the last `n` batches of partition 0 of `topic` on `bootstrap`.
 async fn last_writers(bootstrap: &str, topic: &str, n: usize) -> BTreeSet<i64> {
-    use strait_kafka::fetch::{FetchOptions, FetchPosition};
+    use strait_kafka::fetch::FetchOptions;
 
     let client = Client::connect(ClientConfig::new([bootstrap]))
         .await
@@ -217,12 +228,7 @@ async fn last_writers(bootstrap: &str, topic: &str, n: usize) -> BTreeSet<i64> {
     let mut batches = Vec::new();
     let mut position = (end - 4 * n as i64).max(0);
     while position < end {
-        let data = client
-            .fetch(&[FetchPosition::new(tp.clone(), position)], &options)
-            .await
-            .remove(&tp)
-            .unwrap()
-            .unwrap();
+        let data = fetch_at(&client, &tp, position, &options).await;
         let before = position;
         for batch in strait_wire::BatchScanner::new(data.records) {
             let header = batch.unwrap().header;
