@@ -61,28 +61,7 @@ impl BrokerSet {
                 String::from_utf8_lossy(&output.stderr)
             );
         }
-        let env_file = dir.join("clusters.env");
-        let text = read_env_file(&env_file);
-        let vars = parse_env(&text);
-        let brokers = names
-            .iter()
-            .map(|name| {
-                let prefix = name.to_uppercase();
-                let get = |key: &str| {
-                    vars.get(format!("{prefix}_{key}").as_str())
-                        .copied()
-                        .unwrap_or_else(|| panic!("{} has no {prefix}_{key}", env_file.display()))
-                };
-                Broker {
-                    name: (*name).to_owned(),
-                    bootstrap: get("BOOTSTRAP").to_owned(),
-                    pid: get("PID")
-                        .parse()
-                        .unwrap_or_else(|e| panic!("{prefix}_PID in {}: {e}", env_file.display())),
-                    log: dir.join(format!("{name}.log")),
-                }
-            })
-            .collect();
+        let brokers = read_brokers(&dir, names);
         BrokerSet { brokers, dir }
     }
 
@@ -131,7 +110,9 @@ impl BrokerSet {
 
 impl Drop for BrokerSet {
     fn drop(&mut self) {
-        env::stop_with_script("test-broker", &self.dir);
+        // Killed, not shut down: the data is thrown away, and a controlled shutdown costs
+        // seconds per broker.
+        env::stop_with_script("test-broker", &self.dir, &["--grace", "0"]);
         if std::thread::panicking() {
             for broker in &self.brokers {
                 eprintln!(
@@ -155,6 +136,32 @@ fn escape_property(value: &str) -> String {
         .replace('\\', "\\\\")
         .replace('\n', "\\n")
         .replace('\r', "\\r")
+}
+
+/// The brokers `names` recorded in `DIR/clusters.env` by `scripts/test-broker start`.
+pub(crate) fn read_brokers(dir: &Path, names: &[&str]) -> Vec<Broker> {
+    let env_file = dir.join("clusters.env");
+    let text = read_env_file(&env_file);
+    let vars = parse_env(&text);
+    names
+        .iter()
+        .map(|name| {
+            let prefix = name.to_uppercase();
+            let get = |key: &str| {
+                vars.get(format!("{prefix}_{key}").as_str())
+                    .copied()
+                    .unwrap_or_else(|| panic!("{} has no {prefix}_{key}", env_file.display()))
+            };
+            Broker {
+                name: (*name).to_owned(),
+                bootstrap: get("BOOTSTRAP").to_owned(),
+                pid: get("PID")
+                    .parse()
+                    .unwrap_or_else(|e| panic!("{prefix}_PID in {}: {e}", env_file.display())),
+                log: dir.join(format!("{name}.log")),
+            }
+        })
+        .collect()
 }
 
 fn read_env_file(path: &Path) -> String {

@@ -1,13 +1,19 @@
-//! Two Apache Kafka clusters on loopback, started by `scripts/test-broker start` and stopped on
-//! drop; either can be stopped, killed and started again (`stop-one`, `start-one`) to show
-//! outages.
+//! Two Apache Kafka clusters on loopback: the pair shared by a whole test run
+//! ([`Clusters::shared`], started once by `scripts/test`), or a pair of a test's own
+//! ([`Clusters::start`], started by `scripts/test-broker start` and killed on drop), which can be
+//! stopped, killed and started again (`stop-one`, `start-one`) to show outages.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::brokers::BrokerSet;
+use crate::brokers::{self, BrokerSet};
+use crate::env;
+
+/// The environment variable that names the shared pair's directory (its `clusters.env`), set by
+/// `scripts/test` for the whole run.
+pub const SHARED_CLUSTERS_ENV: &str = "STRAIT_TEST_CLUSTERS";
 
 /// One running broker: a single-node Kafka cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,18 +155,33 @@ impl Which {
 }
 
 /// Two independent single-broker Apache Kafka clusters, "source" and "target", with their data
-/// on disk: either can be stopped, killed and started again with its data.
+/// on disk.
 ///
-/// Dropping it stops both brokers and removes their directory. If the test is panicking, the
-/// directory is kept and the tails of both logs are printed. A watchdog started with the brokers
-/// also stops them if the test process dies without dropping this.
+/// A pair of the test's own ([`Clusters::start`]) can be stopped, killed and started again with
+/// its data; dropping it kills both brokers (their data is thrown away) and removes their
+/// directory. If the test is panicking, the directory is kept and the brokers' last warnings are
+/// printed. A watchdog started with the brokers also kills them if the test process dies without
+/// dropping this.
+///
+/// The shared pair ([`Clusters::shared`]) serves every test of a run at once: such a test names
+/// its topics, groups and cluster aliases with [`crate::Names`], and never stops a broker.
 #[derive(Debug)]
 pub struct Clusters {
     /// The cluster strait replicates from.
     pub source: Broker,
     /// The cluster strait replicates to.
     pub target: Broker,
-    set: BrokerSet,
+    owner: Owner,
+}
+
+/// Who the brokers belong to.
+#[derive(Debug)]
+enum Owner {
+    /// Started for this test, killed on drop.
+    Own(BrokerSet),
+    /// The run's shared pair; `scratch` is this test's own directory for files (configs, logs),
+    /// removed on drop unless the test panicked.
+    Shared { scratch: PathBuf },
 }
 
 impl Clusters {
@@ -184,8 +205,52 @@ impl Clusters {
         Clusters {
             source: set.brokers[0].clone(),
             target: set.brokers[1].clone(),
-            set,
+            owner: Owner::Own(set),
         }
+    }
+
+    /// The pair shared by the whole run: the clusters named by `$STRAIT_TEST_CLUSTERS` (a
+    /// directory written by `scripts/test-broker start`, as `scripts/test` does once per run),
+    /// else a pair of the test's own ([`Clusters::start`]), so a test run by hand still runs.
+    ///
+    /// Other tests use the same brokers at the same time: name every topic, group and cluster
+    /// alias with [`crate::Names`], give every flow a `topics` and `groups` filter of them, and
+    /// never stop, kill or restart a broker (those methods panic here).
+    ///
+    /// # Panics
+    ///
+    /// If `$STRAIT_TEST_CLUSTERS` is set but its brokers cannot be read or do not answer.
+    pub fn shared() -> Clusters {
+        let Some(dir) = std::env::var_os(SHARED_CLUSTERS_ENV).filter(|d| !d.is_empty()) else {
+            return Clusters::start();
+        };
+        let dir = PathBuf::from(dir);
+        let mut found = brokers::read_brokers(&dir, &["source", "target"]);
+        let target = found.pop().expect("two brokers");
+        let source = found.pop().expect("two brokers");
+        for broker in [&source, &target] {
+            if let Err(e) = broker.check_api_versions() {
+                panic!(
+                    "the shared {} cluster ({}, {}) does not answer: {e}; last warnings:\n{}",
+                    broker.name,
+                    broker.bootstrap,
+                    dir.display(),
+                    broker.log_problems(15)
+                );
+            }
+        }
+        Clusters {
+            source,
+            target,
+            owner: Owner::Shared {
+                scratch: env::unique_dir("strait-shared-test"),
+            },
+        }
+    }
+
+    /// Whether these are the run's shared clusters.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.owner, Owner::Shared { .. })
     }
 
     /// One broker.
@@ -241,13 +306,46 @@ impl Clusters {
     }
 
     fn run_one(&mut self, command: &str, which: Which, extra: &[&str]) {
-        self.set.run_one(command, which.as_arg(), extra);
-        self.source = self.set.brokers[0].clone();
-        self.target = self.set.brokers[1].clone();
+        let Owner::Own(set) = &mut self.owner else {
+            panic!(
+                "{command} of the {} broker: the shared clusters serve other tests at the same \
+                 time; a test that stops, kills or restarts a broker starts its own \
+                 (Clusters::start)",
+                which.as_arg()
+            );
+        };
+        set.run_one(command, which.as_arg(), extra);
+        self.source = set.brokers[0].clone();
+        self.target = set.brokers[1].clone();
     }
 
-    /// The directory holding `clusters.env`, the brokers' properties, logs and data.
+    /// A directory of this test's for files: for a pair of its own, the one holding
+    /// `clusters.env`, the brokers' properties, logs and data; for the shared pair, a scratch
+    /// directory of its own.
     pub fn dir(&self) -> &Path {
-        self.set.dir()
+        match &self.owner {
+            Owner::Own(set) => set.dir(),
+            Owner::Shared { scratch } => scratch,
+        }
+    }
+}
+
+impl Drop for Clusters {
+    fn drop(&mut self) {
+        if let Owner::Shared { scratch } = &self.owner {
+            if std::thread::panicking() {
+                for broker in [&self.source, &self.target] {
+                    eprintln!(
+                        "strait-testkit: the shared {} cluster's last warnings and errors ({}):\n{}",
+                        broker.name,
+                        broker.log.display(),
+                        broker.log_problems(15)
+                    );
+                }
+                eprintln!("strait-testkit: kept {}", scratch.display());
+            } else {
+                let _ = std::fs::remove_dir_all(scratch);
+            }
+        }
     }
 }

@@ -71,15 +71,16 @@ pub(crate) fn unique_dir(prefix: &str) -> PathBuf {
     }
 }
 
-/// Runs `scripts/<script> stop --dir DIR`, for a fixture's `Drop`: failures are printed, not
-/// raised, since a drop must not panic.
-pub(crate) fn stop_with_script(script: &str, dir: &std::path::Path) {
+/// Runs `scripts/<script> stop --dir DIR EXTRA...`, for a fixture's `Drop`: failures are
+/// printed, not raised, since a drop must not panic.
+pub(crate) fn stop_with_script(script: &str, dir: &std::path::Path, extra: &[&str]) {
     let script = scripts_dir().join(script);
     match std::process::Command::new("bash")
         .arg(&script)
         .arg("stop")
         .arg("--dir")
         .arg(dir)
+        .args(extra)
         .output()
     {
         Ok(output) if output.status.success() => {}

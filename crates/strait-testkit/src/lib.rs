@@ -1,8 +1,10 @@
 //! Test fixtures for strait's integration tests.
 //!
-//! [`Clusters`] starts two independent Apache Kafka clusters ("source" and "target", single-node
-//! KRaft brokers on loopback, see `scripts/test-broker`) and stops them on drop; either can be
-//! stopped, killed and started again with its data ([`Clusters::stop_broker`],
+//! [`Clusters`] is two independent Apache Kafka clusters ("source" and "target", single-node
+//! KRaft brokers on loopback, see `scripts/test-broker`): [`Clusters::shared`] the pair that
+//! `scripts/test` starts once for the whole run, where each test keeps to names of its own
+//! ([`Names`]); [`Clusters::start`] a pair of the test's own, killed on drop, either of which can
+//! be stopped, killed and started again with its data ([`Clusters::stop_broker`],
 //! [`Clusters::kill_broker`], [`Clusters::start_broker`]). [`Rdk`] is a client that shares no
 //! code with strait (librdkafka through `scripts/rdk.py`), for writing test data at one end and
 //! reading it back at the other; [`kafka_tool`] runs Kafka's own Java tools as a second witness.
@@ -20,13 +22,16 @@ mod java;
 mod kerberos;
 mod keytool;
 mod mm2;
+mod names;
 mod oidc;
 mod rdk;
 mod record;
 mod secure;
 mod txn;
 
-pub use clusters::{Broker, ClusterOptions, Clusters, Which, QUICK_COMPACTION};
+pub use clusters::{
+    Broker, ClusterOptions, Clusters, Which, QUICK_COMPACTION, SHARED_CLUSTERS_ENV,
+};
 pub use java::{
     java_command, kafka_classpath, kafka_conf_dir, kafka_tool, msk_iam_classpath, KAFKA_VERSION,
     MSK_IAM_AUTH_VERSION,
@@ -34,6 +39,7 @@ pub use java::{
 pub use kerberos::{Kdc, REALM};
 pub use keytool::{java_keystore, java_truststore, keytool};
 pub use mm2::{Mm2, MM2_STARTED};
+pub use names::Names;
 pub use oidc::{OidcServer, OIDC_SERVER_VERSION};
 pub use rdk::{GroupMember, GroupProtocol, Rdk};
 pub use record::TestRecord;
