@@ -26,11 +26,23 @@ pub async fn client(bootstrap: &str) -> Client {
 
 /// The `source->target` flow of an MM2 config for one-broker clusters, plus `extra` lines.
 pub fn flow_config(source: &str, target: &str, extra: &str) -> FlowConfig {
+    flow_config_between(("source", "target"), source, target, extra)
+}
+
+/// The `A->B` flow of an MM2 config for one-broker clusters, `aliases` being `(A, B)`, plus
+/// `extra` lines. A test on the shared clusters gives aliases of its own
+/// (`strait_testkit::Names::alias`) and a `topics` filter of its own topics in `extra`.
+pub fn flow_config_between(
+    (a, b): (&str, &str),
+    source: &str,
+    target: &str,
+    extra: &str,
+) -> FlowConfig {
     let text = format!(
-        "clusters = source, target\n\
-         source.bootstrap.servers = {source}\n\
-         target.bootstrap.servers = {target}\n\
-         source->target.enabled = true\n\
+        "clusters = {a}, {b}\n\
+         {a}.bootstrap.servers = {source}\n\
+         {b}.bootstrap.servers = {target}\n\
+         {a}->{b}.enabled = true\n\
          replication.factor = 1\n\
          checkpoints.topic.replication.factor = 1\n\
          offset-syncs.topic.replication.factor = 1\n\
@@ -41,18 +53,28 @@ pub fn flow_config(source: &str, target: &str, extra: &str) -> FlowConfig {
     config
         .flows
         .into_iter()
-        .find(|f| f.source.as_str() == "source")
-        .expect("source->target flow")
+        .find(|f| f.source.as_str() == a)
+        .unwrap_or_else(|| panic!("{a}->{b} flow"))
 }
 
 /// That flow started, fetching with a 50 ms wait.
 pub async fn start_flow(source: &str, target: &str, extra: &str) -> Flow {
+    start_flow_between(("source", "target"), source, target, extra).await
+}
+
+/// The flow of [`flow_config_between`] started, fetching with a 50 ms wait.
+pub async fn start_flow_between(
+    aliases: (&str, &str),
+    source: &str,
+    target: &str,
+    extra: &str,
+) -> Flow {
     let options = FlowOptions {
         fetch_max_wait: Duration::from_millis(50),
         ..FlowOptions::default()
     };
     Flow::start(
-        flow_config(source, target, extra),
+        flow_config_between(aliases, source, target, extra),
         options,
         client(source).await,
         client(target).await,
