@@ -32,18 +32,25 @@ Commands:
 
 STRAIT_RDK_CONFIG, a JSON object of librdkafka settings, is added to every client (TLS, SASL).
 
+`rdk.py serve` runs the commands above (all but group-member) one after another in one process,
+so a test that makes many calls starts Python and librdkafka once: each line of stdin is a JSON
+object {"args": [command and options], "stdin": text, "config": STRAIT_RDK_CONFIG or null}, and
+each answer a line {"code": exit code, "stdout": text, "stderr": text}. It ends when stdin closes.
+
 Every client sets allow.auto.create.topics=false: the test broker creates a topic for any
 metadata request that allows it.
 """
 
 import argparse
 import base64
+import io
 import json
 import os
 import signal
 import sys
 import threading
 import time
+import traceback
 import uuid
 
 from confluent_kafka import (
@@ -458,7 +465,31 @@ def cmd_create_topic(args):
     emit({"topic": args.topic, "partitions": args.partitions})
 
 
-def main():
+def serve():
+    real_stdin, real_stdout, real_stderr = sys.stdin, sys.stdout, sys.stderr
+    for line in real_stdin:
+        request = json.loads(line)
+        os.environ["STRAIT_RDK_CONFIG"] = request.get("config") or "{}"
+        out, err = io.StringIO(), io.StringIO()
+        sys.stdin, sys.stdout, sys.stderr = io.StringIO(request.get("stdin") or ""), out, err
+        code = 0
+        try:
+            if request["args"][:1] == ["group-member"]:
+                fail("serve: group-member runs in a process of its own")
+            main(request["args"])
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except Exception:
+            traceback.print_exc()
+            code = 1
+        finally:
+            sys.stdin, sys.stdout, sys.stderr = real_stdin, real_stdout, real_stderr
+        answer = {"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
+        real_stdout.write(json.dumps(answer) + "\n")
+        real_stdout.flush()
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="rdk.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -513,9 +544,12 @@ def main():
 
     command("txn-steps", cmd_txn_steps)
 
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.func(args)
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["serve"]:
+        serve()
+    else:
+        main()

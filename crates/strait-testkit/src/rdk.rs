@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
+use std::sync::Mutex;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -288,35 +289,37 @@ impl Rdk {
         text
     }
 
-    /// Runs rdk.py with `args`, feeding `stdin`; returns stdout or panics with stderr.
+    /// Runs rdk.py with `args`, feeding `stdin`; returns stdout or panics with stderr. The
+    /// command runs in a long-lived `rdk.py serve` process (Python and librdkafka started once
+    /// per test, not once per call): an idle one from [`SERVERS`], else a new one, given back
+    /// when the call is answered. Calls made at the same time get processes of their own.
     fn run(&self, args: &[String], stdin: Option<Vec<u8>>) -> Vec<u8> {
-        let mut child = self
-            .command(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.python.display()));
-        let mut pipe = child.stdin.take().expect("stdin is piped");
-        let writer = thread::spawn(move || {
-            if let Some(input) = stdin {
-                // An early exit of the script shows up in its status and stderr.
-                let _ = pipe.write_all(&input);
-            }
-        });
-        let output = child
-            .wait_with_output()
-            .unwrap_or_else(|e| panic!("waiting for {}: {e}", Self::describe(args)));
-        let _ = writer.join();
-        if !output.status.success() {
+        let idle = SERVERS.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let mut server = match idle {
+            Some(server) => server,
+            None => Server::start(&self.python, &self.script),
+        };
+        let request = ServeRequest {
+            args,
+            stdin: stdin.map(|bytes| String::from_utf8(bytes).expect("rdk.py input is JSON text")),
+            config: self.client_config.as_deref(),
+        };
+        let answer = server
+            .call(&request)
+            .unwrap_or_else(|e| panic!("{}: rdk.py serve failed: {e}", Self::describe(args)));
+        SERVERS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(server);
+        if answer.code != 0 {
             panic!(
-                "{} failed ({}):\n{}",
+                "{} failed (exit status: {}):\n{}",
                 Self::describe(args),
-                output.status,
-                String::from_utf8_lossy(&output.stderr)
+                answer.code,
+                answer.stderr
             );
         }
-        output.stdout
+        answer.stdout.into_bytes()
     }
 
     pub(crate) fn run_json<T: for<'de> Deserialize<'de>>(
@@ -332,6 +335,64 @@ impl Rdk {
                 String::from_utf8_lossy(&stdout)
             )
         })
+    }
+}
+
+/// Idle `rdk.py serve` processes of this test process. Each ends when its stdin closes, which
+/// is when the test process exits.
+static SERVERS: Mutex<Vec<Server>> = Mutex::new(Vec::new());
+
+/// One line to `rdk.py serve`: a command as its arguments, its standard input, and the
+/// client settings (`STRAIT_RDK_CONFIG`).
+#[derive(Serialize)]
+struct ServeRequest<'a> {
+    args: &'a [String],
+    stdin: Option<String>,
+    config: Option<&'a str>,
+}
+
+/// `rdk.py serve`'s answer to a command: its exit code and output.
+#[derive(Deserialize)]
+struct ServeAnswer {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// A running `rdk.py serve`. librdkafka's own log lines go to the test's stderr.
+struct Server {
+    _child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Server {
+    fn start(python: &std::path::Path, script: &std::path::Path) -> Server {
+        let mut child = Command::new(python)
+            .arg(script)
+            .arg("serve")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {} serve: {e}", script.display()));
+        Server {
+            stdin: child.stdin.take().expect("stdin is piped"),
+            stdout: BufReader::new(child.stdout.take().expect("stdout is piped")),
+            _child: child,
+        }
+    }
+
+    fn call(&mut self, request: &ServeRequest<'_>) -> std::io::Result<ServeAnswer> {
+        let mut line = serde_json::to_vec(request)?;
+        line.push(b'\n');
+        self.stdin.write_all(&line)?;
+        self.stdin.flush()?;
+        let mut answer = String::new();
+        if self.stdout.read_line(&mut answer)? == 0 {
+            return Err(std::io::Error::other("it exited"));
+        }
+        Ok(serde_json::from_str(&answer)?)
     }
 }
 
