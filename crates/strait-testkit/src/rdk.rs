@@ -359,7 +359,9 @@ struct ServeAnswer {
     stderr: String,
 }
 
-/// A running `rdk.py serve`. librdkafka's own log lines go to the test's stderr.
+/// A running `rdk.py serve`. librdkafka's own log lines are copied to the test's stderr by a
+/// thread (not inherited: a process that keeps the test's stderr open past the test's end
+/// looks like a leak to the runner).
 struct Server {
     _child: Child,
     stdin: ChildStdin,
@@ -373,9 +375,15 @@ impl Server {
             .arg("serve")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot run {} serve: {e}", script.display()));
+        let stderr = child.stderr.take().expect("stderr is piped");
+        thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("rdk.py serve: {line}");
+            }
+        });
         Server {
             stdin: child.stdin.take().expect("stdin is piped"),
             stdout: BufReader::new(child.stdout.take().expect("stdout is piped")),
