@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-use strait_testkit::{Clusters, Rdk};
+use strait_testkit::{Clusters, Names, Rdk};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -648,7 +648,11 @@ fn fixtures_are_commented() {
 
 #[test]
 fn connect_lists_what_the_flow_takes() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let id = names.id();
+    let (src, dst) = (names.alias("src"), names.alias("dst"));
+    let flow_name = format!("{src}->{dst}");
     let rdk = Rdk::new();
     let source = &clusters.source.bootstrap;
     for (topic, partitions) in [
@@ -658,19 +662,30 @@ fn connect_lists_what_the_flow_takes() {
         ("orders.tmp", 1),
         ("logs", 1),
     ] {
-        rdk.create_topic(source, topic, partitions);
+        rdk.create_topic(source, &names.topic(topic), partitions);
     }
     for group in ["billing", "orders-app", "console-consumer-1234", "test-app"] {
-        rdk.commit(source, group, "orders", &[(0, 1)]);
+        rdk.commit(
+            source,
+            &names.group(group),
+            &names.topic("orders"),
+            &[(0, 1)],
+        );
     }
+    // Heartbeats are mirrored whatever the topic filter, and the shared source's `heartbeats`
+    // topic holds other tests' heartbeats: this flow is to take its own topics alone.
     let config = running::write_flow_config(
         &clusters,
-        ("src", "dst"),
+        (&src, &dst),
         "check-connect",
-        "src->dst.topics = orders.*, payments\n\
-         src->dst.topics.exclude = .*\\.tmp\n\
-         src->dst.groups = .*\n\
-         src->dst.groups.exclude = console-consumer-.*, test-.*\n",
+        &format!(
+            "{flow_name}.topics = orders.*-{id}, payments-{id}\n\
+             {flow_name}.topics.exclude = .*\\.tmp-{id}\n\
+             {flow_name}.groups = {pattern}\n\
+             {flow_name}.groups.exclude = console-consumer-.*, test-.*\n\
+             heartbeats.replication.enabled = false\n",
+            pattern = names.pattern()
+        ),
     );
     let (code, out, err) = check_file(&config, &["--connect", "--format", "json"]);
     assert_eq!(code, 0, "{out}\n{err}");
@@ -681,7 +696,7 @@ fn connect_lists_what_the_flow_takes() {
         clusters_seen.iter().all(|c| c["reachable"] == true),
         "{r:#}"
     );
-    let now = &flow(&r, "src->dst")["now"];
+    let now = &flow(&r, &flow_name)["now"];
     let topics: Vec<(String, String, i64)> = now["topics"]
         .as_array()
         .unwrap_or_else(|| panic!("{r:#}"))
@@ -694,35 +709,54 @@ fn connect_lists_what_the_flow_takes() {
             )
         })
         .collect();
-    assert_eq!(
-        topics,
-        vec![
-            ("orders".into(), "src.orders".into(), 3),
-            ("orders-eu".into(), "src.orders-eu".into(), 1),
-            ("payments".into(), "src.payments".into(), 2),
-        ]
-    );
+    // In name order.
+    let mut expected: Vec<(String, String, i64)> =
+        [("orders", 3), ("orders-eu", 1), ("payments", 2)]
+            .into_iter()
+            .map(|(topic, partitions)| {
+                let topic = names.topic(topic);
+                let remote = format!("{src}.{topic}");
+                (topic, remote, partitions)
+            })
+            .collect();
+    expected.sort();
+    assert_eq!(topics, expected);
     let groups: Vec<&str> = now["groups"]
         .as_array()
         .unwrap()
         .iter()
         .map(|g| g.as_str().unwrap())
         .collect();
-    assert_eq!(groups, ["billing", "orders-app"]);
+    let (billing, orders_app) = (names.group("billing"), names.group("orders-app"));
+    assert_eq!(groups, [billing.as_str(), orders_app.as_str()]);
     // The reverse pair is not enabled: nothing listed for it.
-    assert!(flow(&r, "dst->src").get("now").is_none());
+    assert!(flow(&r, &format!("{dst}->{src}")).get("now").is_none());
 
     let (code, text, _) = check_file(&config, &["--connect"]);
     assert_eq!(code, 0);
+    let listed: Vec<String> = expected
+        .iter()
+        .map(|(topic, remote, partitions)| format!("{topic} -> {remote} ({partitions}p)"))
+        .collect();
     has_line(
         &text,
-        "    topics now      3: orders -> src.orders (3p), orders-eu -> src.orders-eu (1p), payments -> src.payments (2p)",
+        &format!("    topics now      3: {}", listed.join(", ")),
     );
-    has_line(&text, "    groups now      2: billing, orders-app");
+    has_line(
+        &text,
+        &format!("    groups now      2: {billing}, {orders_app}"),
+    );
     println!("{text}");
 
     // A cluster that does not answer: reported, exit 4.
-    let dead = running::flow_properties(("src", source), ("dst", "127.0.0.1:1"), "");
+    let dead = running::flow_properties(
+        (&src, source),
+        (&dst, "127.0.0.1:1"),
+        &format!(
+            "{flow_name}.topics = {}\nheartbeats.replication.enabled = false",
+            names.pattern()
+        ),
+    );
     let dead_path = clusters.dir().join("check-dead.properties");
     std::fs::write(&dead_path, dead).unwrap();
     let (code, out, err) = check_file(
@@ -731,17 +765,17 @@ fn connect_lists_what_the_flow_takes() {
     );
     assert_eq!(code, 4, "{out}\n{err}");
     let r: Value = serde_json::from_str(&out).unwrap();
-    let dst = r["clusters"]
+    let dst_seen = r["clusters"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|c| c["cluster"] == "dst")
+        .find(|c| c["cluster"] == dst.as_str())
         .unwrap();
-    assert_eq!(dst["reachable"], false);
-    assert!(dst["error"].is_string());
-    // The source still answers: its topics are listed.
+    assert_eq!(dst_seen["reachable"], false);
+    assert!(dst_seen["error"].is_string());
+    // The source still answers: its topics (this test's five) are listed.
     assert_eq!(
-        flow(&r, "src->dst")["now"]["topics"]
+        flow(&r, &flow_name)["now"]["topics"]
             .as_array()
             .unwrap()
             .len(),

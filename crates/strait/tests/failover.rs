@@ -13,41 +13,62 @@ use std::time::{Duration, Instant};
 
 use running::{run_to_end, run_until_caught_up, write_flow_config, Finished};
 use strait_core::offsets::plan::{Direction, FailoverPlan, GroupPlan, PartitionPlan};
-use strait_testkit::{Clusters, Rdk, TestRecord, Which};
+use strait_testkit::{Clusters, Names, Rdk, TestRecord, Which};
 
-const TOPIC: &str = "orders";
-const REMOTE: &str = "source.orders";
 /// Records produced to each partition before mirroring.
 const SIZES: [i64; 2] = [60, 40];
-const FLOW: &str = "source->target";
 
-/// One test's clusters, client and files.
+/// One test's clusters, client, files and names.
 struct Setup {
     clusters: Clusters,
     rdk: Rdk,
     config: PathBuf,
+    names: Names,
+    /// The source cluster's alias (`source<id>`).
+    source_alias: String,
+    /// The target cluster's alias (`target<id>`).
+    target_alias: String,
+    /// `source_alias->target_alias`.
+    flow: String,
+    /// The source topic, `orders-<id>`.
+    topic: String,
+    /// Its remote topic on the target.
+    remote: String,
 }
 
 impl Setup {
-    /// Both clusters up, `orders` (2 partitions) on the source with `SIZES` records, mirrored.
-    fn mirrored() -> Setup {
-        let clusters = Clusters::start();
+    /// `orders` (2 partitions) on the source of `clusters` with `SIZES` records, mirrored, with
+    /// names of this test's own.
+    fn mirrored(clusters: Clusters) -> Setup {
+        let names = Names::new();
+        let (source_alias, target_alias) = (names.alias("source"), names.alias("target"));
+        let flow = format!("{source_alias}->{target_alias}");
+        let topic = names.topic("orders");
+        let remote = format!("{source_alias}.{topic}");
         let rdk = Rdk::new();
-        rdk.create_topic(&clusters.source.bootstrap, TOPIC, 2);
+        rdk.create_topic(&clusters.source.bootstrap, &topic, 2);
         let config = write_flow_config(
             &clusters,
-            ("source", "target"),
+            (&source_alias, &target_alias),
             "mm2.properties",
             &format!(
-                "source->target.topics = {TOPIC}\n\
+                "{flow}.topics = {topic}\n\
+                 {flow}.groups = {groups}\n\
                  emit.checkpoints.enabled = false\n\
-                 sync.group.offsets.enabled = false"
+                 sync.group.offsets.enabled = false",
+                groups = names.pattern()
             ),
         );
         let setup = Setup {
             clusters,
             rdk,
             config,
+            names,
+            source_alias,
+            target_alias,
+            flow,
+            topic,
+            remote,
         };
         for (partition, n) in SIZES.iter().enumerate() {
             setup.produce_source(partition as i32, 0, *n);
@@ -72,12 +93,28 @@ impl Setup {
         self.config.to_str().expect("utf-8 path")
     }
 
+    /// This test's name for consumer group `base`.
+    fn group(&self, base: &str) -> String {
+        self.names.group(base)
+    }
+
+    /// Partition `partition` of the source topic in `group`'s plan.
+    fn partition<'a>(&self, group: &'a GroupPlan, partition: i32) -> &'a PartitionPlan {
+        group
+            .partitions
+            .iter()
+            .find(|p| p.topic == self.topic && p.partition == partition)
+            .unwrap_or_else(|| panic!("{}-{partition} not in group {}", self.topic, group.group))
+    }
+
     /// Produces records `first..first + n` of `partition` to the source topic.
     fn produce_source(&self, partition: i32, first: i64, n: i64) {
         let records: Vec<TestRecord> = (first..first + n)
             .map(|i| record(partition, &format!("a-{partition}-{i}")))
             .collect();
-        let acks = self.rdk.produce(self.source(), TOPIC, &records, "lz4");
+        let acks = self
+            .rdk
+            .produce(self.source(), &self.topic, &records, "lz4");
         assert_eq!(acks.len(), records.len());
     }
 
@@ -95,7 +132,7 @@ impl Setup {
     /// `strait <command..> --config CONFIG --flow FLOW <extra..>`, which must succeed.
     fn on_flow(&self, command: &[&str], extra: &[&str]) -> Finished {
         let mut args = command.to_vec();
-        args.extend(["--config", self.config(), "--flow", FLOW]);
+        args.extend(["--config", self.config(), "--flow", &self.flow]);
         args.extend_from_slice(extra);
         let out = self.strait(&args);
         assert!(
@@ -132,10 +169,10 @@ impl Setup {
         let timeout = Duration::from_secs(30);
         let source = self
             .rdk
-            .consume(self.source(), TOPIC, source_total, timeout);
+            .consume(self.source(), &self.topic, source_total, timeout);
         let target = self
             .rdk
-            .consume(self.target(), REMOTE, target_total, timeout);
+            .consume(self.target(), &self.remote, target_total, timeout);
         let mut positions = Positions::default();
         for r in &target {
             let offset = r.offset.expect("consumed records have offsets");
@@ -231,14 +268,6 @@ fn group<'a>(plan: &'a FailoverPlan, name: &str) -> &'a GroupPlan {
         .unwrap_or_else(|| panic!("group {name} not in the plan: {:#?}", plan.groups))
 }
 
-fn partition(group: &GroupPlan, partition: i32) -> &PartitionPlan {
-    group
-        .partitions
-        .iter()
-        .find(|p| p.topic == TOPIC && p.partition == partition)
-        .unwrap_or_else(|| panic!("{TOPIC}-{partition} not in group {}", group.group))
-}
-
 fn read_plan(path: &str) -> FailoverPlan {
     let text = std::fs::read_to_string(path).expect("plan file");
     FailoverPlan::from_json(&text).expect("a valid plan")
@@ -269,23 +298,26 @@ fn offsets(pairs: &[(i32, i64)]) -> BTreeMap<i32, i64> {
 
 #[test]
 fn failover_plan_is_exact_and_apply_writes_it_once_refusing_unsafe_groups() {
-    let s = Setup::mirrored();
+    let s = Setup::mirrored(Clusters::shared());
     let (a, b) = (s.source().to_owned(), s.target().to_owned());
+    let (topic, remote) = (s.topic.as_str(), s.remote.as_str());
+    let [audit, billing, busy, late, moved, rewound] =
+        ["audit", "billing", "busy", "late", "moved", "rewound"].map(|g| s.group(g));
     let groups: [(&str, &[(i32, i64)]); 6] = [
-        ("audit", &[(0, 60)]),
-        ("billing", &[(0, 25), (1, 40)]),
-        ("busy", &[(0, 10)]),
-        ("late", &[(0, 3), (1, 45)]),
-        ("moved", &[(1, 5)]),
-        ("rewound", &[(0, 30)]),
+        (&audit, &[(0, 60)]),
+        (&billing, &[(0, 25), (1, 40)]),
+        (&busy, &[(0, 10)]),
+        (&late, &[(0, 3), (1, 45)]),
+        (&moved, &[(1, 5)]),
+        (&rewound, &[(0, 30)]),
     ];
     // 5 more records on A that the flow has not mirrored yet; "late" has read them.
     s.produce_source(1, SIZES[1], 5);
     for (name, committed) in groups {
-        s.commit(&a, name, TOPIC, committed);
+        s.commit(&a, name, topic, committed);
     }
     // "busy" has a running consumer on B.
-    let member = s.rdk.group_member(&b, "busy", REMOTE);
+    let member = s.rdk.group_member(&b, &busy, remote);
 
     let positions = s.positions(105, 100);
     for (p, n) in SIZES.iter().enumerate() {
@@ -300,8 +332,8 @@ fn failover_plan_is_exact_and_apply_writes_it_once_refusing_unsafe_groups() {
     eprintln!("--- strait failover plan (table) ---\n{}", out.stdout);
     let plan = read_plan(plan_file);
     assert_eq!(plan.direction, Direction::Failover);
-    assert_eq!(plan.flow, FLOW);
-    assert_eq!(plan.source.alias, "source");
+    assert_eq!(plan.flow, s.flow);
+    assert_eq!(plan.source.alias, s.source_alias);
     assert_eq!(plan.target.bootstrap_servers, vec![b.clone()]);
     let names: Vec<&str> = plan.groups.iter().map(|g| g.group.as_str()).collect();
     assert_eq!(names, groups.map(|(n, _)| n));
@@ -309,8 +341,8 @@ fn failover_plan_is_exact_and_apply_writes_it_once_refusing_unsafe_groups() {
         let g = group(&plan, name);
         assert_eq!(g.partitions.len(), committed.len(), "{name}: {g:#?}");
         for &(p, offset) in committed {
-            let pp = partition(g, p);
-            assert_eq!(pp.remote_topic, REMOTE);
+            let pp = s.partition(g, p);
+            assert_eq!(pp.remote_topic, remote);
             assert_eq!(pp.source_offset, Some(offset), "{name} p{p}");
             assert_eq!(
                 pp.target_offset,
@@ -321,7 +353,7 @@ fn failover_plan_is_exact_and_apply_writes_it_once_refusing_unsafe_groups() {
             assert_eq!(pp.missing_ahead, 0, "{name} p{p}");
             assert_eq!(pp.committed_at_plan, None, "{name} p{p}");
             assert_eq!(pp.blocker, None, "{name} p{p}");
-            if (name, p) == ("late", 1) {
+            if (name, p) == (late.as_str(), 1) {
                 // Read on A up to 45, mirrored up to 40: B continues at 40, 5 records short.
                 assert_eq!(pp.target_offset, Some(40));
                 assert!(!pp.exact);
@@ -333,7 +365,7 @@ fn failover_plan_is_exact_and_apply_writes_it_once_refusing_unsafe_groups() {
             }
         }
         let blocked = g.blocker.is_some();
-        assert_eq!(blocked, name == "busy", "{name}: {:?}", g.blocker);
+        assert_eq!(blocked, name == busy, "{name}: {:?}", g.blocker);
     }
     assert_eq!(
         plan.map
@@ -348,20 +380,18 @@ fn failover_plan_is_exact_and_apply_writes_it_once_refusing_unsafe_groups() {
     assert!(out.stdout.contains("blocked: group is active on target"));
 
     // --groups narrows; --json prints the same numbers.
-    let out = s.on_flow(
-        &["failover", "plan"],
-        &["--groups", "billing|audit", "--json"],
-    );
+    let either = format!("{billing}|{audit}");
+    let out = s.on_flow(&["failover", "plan"], &["--groups", &either, "--json"]);
     eprintln!(
-        "--- strait failover plan --groups 'billing|audit' --json ---\n{}",
+        "--- strait failover plan --groups '{either}' --json ---\n{}",
         out.stdout
     );
     let narrowed = FailoverPlan::from_json(&out.stdout).expect("plan JSON");
     let names: Vec<&str> = narrowed.groups.iter().map(|g| g.group.as_str()).collect();
-    assert_eq!(names, ["audit", "billing"]);
+    assert_eq!(names, [audit.as_str(), billing.as_str()]);
     assert_eq!(
-        group(&narrowed, "billing").partitions,
-        group(&plan, "billing").partitions
+        group(&narrowed, &billing).partitions,
+        group(&plan, &billing).partitions
     );
     // A flow the config does not have is named with the ones it has.
     let out = s.strait(&[
@@ -370,27 +400,29 @@ fn failover_plan_is_exact_and_apply_writes_it_once_refusing_unsafe_groups() {
         "--config",
         s.config(),
         "--flow",
-        "target->source",
+        &format!("{}->{}", s.target_alias, s.source_alias),
     ]);
     assert!(!out.ok());
     assert!(
-        out.stderr.contains("its flows are: source->target"),
+        out.stderr.contains(&format!("its flows are: {}", s.flow)),
         "{}",
         out.stderr
     );
 
     // Between plan and apply: "moved" gets an offset on B, "rewound" reads on on A, and the
     // flow mirrors the 5 records "late" had read.
-    s.commit(&b, "moved", REMOTE, &[(1, 3)]);
-    s.commit(&a, "rewound", TOPIC, &[(0, 35)]);
+    s.commit(&b, &moved, remote, &[(1, 3)]);
+    s.commit(&a, &rewound, topic, &[(0, 35)]);
     s.mirror();
 
     let out = s.strait(&["failover", "apply", plan_file, "--dry-run"]);
     assert_eq!(out.code(), Some(1), "{}\n{}", out.stdout, out.stderr);
     eprintln!("--- strait failover apply --dry-run ---\n{}", out.stdout);
-    assert!(out.stdout.contains("group billing: would apply (dry run)"));
+    assert!(out
+        .stdout
+        .contains(&format!("group {billing}: would apply (dry run)")));
     assert!(
-        s.committed(&b, "billing", REMOTE).is_empty(),
+        s.committed(&b, &billing, remote).is_empty(),
         "a dry run writes nothing"
     );
 
@@ -399,21 +431,21 @@ fn failover_plan_is_exact_and_apply_writes_it_once_refusing_unsafe_groups() {
     assert_eq!(out.code(), Some(1), "{}\n{}", out.stdout, out.stderr);
     let report = json(&out);
     let refused = |kind: &str| ("refused".to_owned(), Some(kind.to_owned()));
-    assert_eq!(outcome(&report, "audit"), ("applied".into(), None));
-    assert_eq!(outcome(&report, "billing"), ("applied".into(), None));
-    assert_eq!(outcome(&report, "busy"), refused("active_on_destination"));
-    assert_eq!(outcome(&report, "late"), refused("stale_plan"));
-    assert_eq!(outcome(&report, "moved"), refused("moved_since_plan"));
-    assert_eq!(outcome(&report, "rewound"), refused("origin_moved"));
-    assert_eq!(s.committed(&b, "audit", REMOTE), offsets(&[(0, 60)]));
+    assert_eq!(outcome(&report, &audit), ("applied".into(), None));
+    assert_eq!(outcome(&report, &billing), ("applied".into(), None));
+    assert_eq!(outcome(&report, &busy), refused("active_on_destination"));
+    assert_eq!(outcome(&report, &late), refused("stale_plan"));
+    assert_eq!(outcome(&report, &moved), refused("moved_since_plan"));
+    assert_eq!(outcome(&report, &rewound), refused("origin_moved"));
+    assert_eq!(s.committed(&b, &audit, remote), offsets(&[(0, 60)]));
     assert_eq!(
-        s.committed(&b, "billing", REMOTE),
+        s.committed(&b, &billing, remote),
         offsets(&[(0, 25), (1, 40)])
     );
-    assert_eq!(s.committed(&b, "moved", REMOTE), offsets(&[(1, 3)]));
-    assert!(s.committed(&b, "late", REMOTE).is_empty());
-    assert!(s.committed(&b, "rewound", REMOTE).is_empty());
-    assert!(s.committed(&b, "busy", REMOTE).is_empty());
+    assert_eq!(s.committed(&b, &moved, remote), offsets(&[(1, 3)]));
+    assert!(s.committed(&b, &late, remote).is_empty());
+    assert!(s.committed(&b, &rewound, remote).is_empty());
+    assert!(s.committed(&b, &busy, remote).is_empty());
 
     // Twice is once: applied groups are already applied and nothing moves.
     drop(member);
@@ -421,11 +453,11 @@ fn failover_plan_is_exact_and_apply_writes_it_once_refusing_unsafe_groups() {
     eprintln!("--- strait failover apply (second run) ---\n{}", out.stdout);
     assert_eq!(out.code(), Some(1), "{}\n{}", out.stdout, out.stderr);
     for line in [
-        "group billing: already applied",
-        "group audit: already applied",
-        "group late: refused: stale plan",
+        format!("group {billing}: already applied"),
+        format!("group {audit}: already applied"),
+        format!("group {late}: refused: stale plan"),
     ] {
-        assert!(out.stdout.contains(line), "{line}:\n{}", out.stdout);
+        assert!(out.stdout.contains(&line), "{line}:\n{}", out.stdout);
     }
     assert!(
         out.stderr.contains("3 of 6 groups refused"),
@@ -433,17 +465,17 @@ fn failover_plan_is_exact_and_apply_writes_it_once_refusing_unsafe_groups() {
         out.stderr
     );
     assert_eq!(
-        s.committed(&b, "billing", REMOTE),
+        s.committed(&b, &billing, remote),
         offsets(&[(0, 25), (1, 40)])
     );
-    assert_eq!(s.committed(&b, "audit", REMOTE), offsets(&[(0, 60)]));
+    assert_eq!(s.committed(&b, &audit, remote), offsets(&[(0, 60)]));
     // "busy" stopped on B, so it went this time, to its planned offsets.
-    assert_eq!(s.committed(&b, "busy", REMOTE), offsets(&[(0, 10)]));
+    assert_eq!(s.committed(&b, &busy, remote), offsets(&[(0, 10)]));
 
     // Planned again, "late" is exact now that its records are mirrored.
-    let out = s.on_flow(&["failover", "plan"], &["--groups", "late", "--json"]);
+    let out = s.on_flow(&["failover", "plan"], &["--groups", &late, "--json"]);
     let again = FailoverPlan::from_json(&out.stdout).expect("plan JSON");
-    let late = partition(group(&again, "late"), 1);
+    let late = s.partition(group(&again, &late), 1);
     assert_eq!(
         (late.target_offset, late.exact, late.unreplicated),
         (Some(45), true, 0)
@@ -452,23 +484,25 @@ fn failover_plan_is_exact_and_apply_writes_it_once_refusing_unsafe_groups() {
 
 #[test]
 fn failback_plan_reads_the_map_backwards_and_counts_what_the_source_lacks() {
-    let s = Setup::mirrored();
+    let s = Setup::mirrored(Clusters::shared());
     let (a, b) = (s.source().to_owned(), s.target().to_owned());
+    let (topic, remote) = (s.topic.as_str(), s.remote.as_str());
+    let app = s.group("app");
     // A takes 5 more records on partition 1 that it has no time to send: A is lost.
     s.produce_source(1, SIZES[1], 5);
-    s.commit(&a, "app", TOPIC, &[(0, 30), (1, 40)]);
+    s.commit(&a, &app, topic, &[(0, 30), (1, 40)]);
     let (failover_file, _) = s.plan_to("failover", "failover.json");
     let out = s.strait(&["failover", "apply", &failover_file]);
     assert!(out.ok(), "{}\n{}", out.stdout, out.stderr);
-    assert_eq!(s.committed(&b, "app", REMOTE), offsets(&[(0, 30), (1, 40)]));
+    assert_eq!(s.committed(&b, &app, remote), offsets(&[(0, 30), (1, 40)]));
 
     // After the failover, producers write to B directly and the group reads on there.
     let written_on_b: Vec<TestRecord> = (0..3)
         .map(|i| record(0, &format!("b-0-{i}")))
         .chain((0..7).map(|i| record(1, &format!("b-1-{i}"))))
         .collect();
-    s.rdk.produce(&b, REMOTE, &written_on_b, "none");
-    s.commit(&b, "app", REMOTE, &[(0, 50), (1, 44)]);
+    s.rdk.produce(&b, remote, &written_on_b, "none");
+    s.commit(&b, &app, remote, &[(0, 50), (1, 44)]);
     // A comes back and the flow sends its 5 late records, after B's own.
     s.mirror();
     let positions = s.positions(105, 115);
@@ -484,9 +518,9 @@ fn failback_plan_reads_the_map_backwards_and_counts_what_the_source_lacks() {
     eprintln!("--- strait failback plan (table) ---\n{}", out.stdout);
     let plan = read_plan(plan_file);
     assert_eq!(plan.direction, Direction::Failback);
-    let app = group(&plan, "app");
-    assert_eq!(app.blocker, None);
-    let p0 = partition(app, 0);
+    let app_plan = group(&plan, &app);
+    assert_eq!(app_plan.blocker, None);
+    let p0 = s.partition(app_plan, 0);
     assert_eq!(p0.target_offset, Some(50));
     assert_eq!(p0.source_offset, Some(positions.source_position(0, 50)));
     assert_eq!(p0.source_offset, Some(50));
@@ -496,7 +530,7 @@ fn failback_plan_reads_the_map_backwards_and_counts_what_the_source_lacks() {
     assert_eq!(p0.missing_ahead, positions.foreign_from(0, 50));
     assert_eq!(p0.missing_ahead, 3);
     assert_eq!(p0.committed_at_plan, Some(30));
-    let p1 = partition(app, 1);
+    let p1 = s.partition(app_plan, 1);
     assert_eq!(p1.target_offset, Some(44));
     // Everything from A up to 40 was read, and 4 of the 7 records written on B; A's 5 late
     // records, mirrored after B's, are next on A.
@@ -507,12 +541,9 @@ fn failback_plan_reads_the_map_backwards_and_counts_what_the_source_lacks() {
     assert_eq!(p1.missing_ahead, positions.foreign_from(1, 44));
     assert_eq!(p1.missing_ahead, 3);
     assert_eq!(p1.committed_at_plan, Some(40));
-    assert!(
-        p1.note.contains("a target->source flow is needed"),
-        "{}",
-        p1.note
-    );
-    assert!(out.stdout.contains("a target->source flow is needed"));
+    let needed = format!("a {}->{} flow is needed", s.target_alias, s.source_alias);
+    assert!(p1.note.contains(&needed), "{}", p1.note);
+    assert!(out.stdout.contains(&needed));
 
     let out = s.strait(&["failover", "apply", plan_file]);
     assert!(!out.ok());
@@ -525,23 +556,26 @@ fn failback_plan_reads_the_map_backwards_and_counts_what_the_source_lacks() {
     let out = s.strait(&["failback", "apply", plan_file, "--config", s.config()]);
     eprintln!("--- strait failback apply ---\n{}", out.stdout);
     assert!(out.ok(), "{}\n{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains("group app: applied"), "{}", out.stdout);
-    assert_eq!(s.committed(&a, "app", TOPIC), offsets(&[(0, 50), (1, 40)]));
+    assert!(
+        out.stdout.contains(&format!("group {app}: applied")),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(s.committed(&a, &app, topic), offsets(&[(0, 50), (1, 40)]));
 
     let out = s.strait(&["failback", "apply", plan_file, "--json"]);
     assert!(out.ok(), "{}\n{}", out.stdout, out.stderr);
-    assert_eq!(
-        outcome(&json(&out), "app"),
-        ("already_applied".into(), None)
-    );
-    assert_eq!(s.committed(&a, "app", TOPIC), offsets(&[(0, 50), (1, 40)]));
+    assert_eq!(outcome(&json(&out), &app), ("already_applied".into(), None));
+    assert_eq!(s.committed(&a, &app, topic), offsets(&[(0, 50), (1, 40)]));
 }
 
 #[test]
 fn failover_apply_goes_ahead_when_the_source_cluster_is_lost() {
-    let mut s = Setup::mirrored();
+    // It kills the source broker: a pair of its own, not the shared one.
+    let mut s = Setup::mirrored(Clusters::start());
     let (a, b) = (s.source().to_owned(), s.target().to_owned());
-    s.commit(&a, "app", TOPIC, &[(0, 17), (1, 40)]);
+    let app = s.group("app");
+    s.commit(&a, &app, &s.topic, &[(0, 17), (1, 40)]);
     let (plan_file, _) = s.plan_to("failover", "failover.json");
     let plan_file = plan_file.as_str();
 
@@ -555,23 +589,33 @@ fn failover_apply_goes_ahead_when_the_source_cluster_is_lost() {
         started.elapsed()
     );
     assert!(
-        out.stdout.contains("origin cluster source did not answer"),
+        out.stdout
+            .contains(&format!("origin cluster {} did not answer", s.source_alias)),
         "{}",
         out.stdout
     );
-    assert!(out.stdout.contains("group app: applied"), "{}", out.stdout);
-    assert_eq!(s.committed(&b, "app", REMOTE), offsets(&[(0, 17), (1, 40)]));
+    assert!(
+        out.stdout.contains(&format!("group {app}: applied")),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(
+        s.committed(&b, &app, &s.remote),
+        offsets(&[(0, 17), (1, 40)])
+    );
 }
 
 #[test]
 fn offsets_exported_to_csv_import_to_the_same_offsets() {
-    let s = Setup::mirrored();
+    let s = Setup::mirrored(Clusters::shared());
     let (a, b) = (s.source().to_owned(), s.target().to_owned());
-    s.commit(&a, "g1", TOPIC, &[(0, 12), (1, 7)]);
-    s.commit(&a, "g2", TOPIC, &[(0, 60)]);
-    s.commit(&a, "g3", TOPIC, &[(0, 20)]);
+    let (topic, remote) = (s.topic.as_str(), s.remote.as_str());
+    let [g1, g2, g3] = ["g1", "g2", "g3"].map(|g| s.group(g));
+    s.commit(&a, &g1, topic, &[(0, 12), (1, 7)]);
+    s.commit(&a, &g2, topic, &[(0, 60)]);
+    s.commit(&a, &g3, topic, &[(0, 20)]);
     // g3 is further on B already: importing would move it back.
-    s.commit(&b, "g3", REMOTE, &[(0, 55)]);
+    s.commit(&b, &g3, remote, &[(0, 55)]);
     let positions = s.positions(100, 100);
 
     let csv_path = s.dir().join("offsets.csv");
@@ -602,18 +646,18 @@ fn offsets_exported_to_csv_import_to_the_same_offsets() {
     ]);
     assert_eq!(out.code(), Some(1), "{}\n{}", out.stdout, out.stderr);
     let report = json(&out);
-    assert_eq!(outcome(&report, "g1"), ("applied".into(), None));
-    assert_eq!(outcome(&report, "g2"), ("applied".into(), None));
+    assert_eq!(outcome(&report, &g1), ("applied".into(), None));
+    assert_eq!(outcome(&report, &g2), ("applied".into(), None));
     assert_eq!(
-        outcome(&report, "g3"),
+        outcome(&report, &g3),
         ("refused".into(), Some("would_move_back".into()))
     );
-    for (name, committed) in [("g1", &[(0, 12), (1, 7)][..]), ("g2", &[(0, 60)])] {
+    for (name, committed) in [(&g1, &[(0, 12), (1, 7)][..]), (&g2, &[(0, 60)])] {
         let expected: BTreeMap<i32, i64> = committed
             .iter()
             .map(|&(p, o)| (p, positions.target_position(p, o)))
             .collect();
-        assert_eq!(s.committed(&b, name, REMOTE), expected, "{name}");
+        assert_eq!(s.committed(&b, name, remote), expected, "{name}");
         // The same offsets as the JSON export (a failover plan) has.
         let planned: BTreeMap<i32, i64> = group(&exported, name)
             .partitions
@@ -622,22 +666,22 @@ fn offsets_exported_to_csv_import_to_the_same_offsets() {
             .collect();
         assert_eq!(planned, expected, "{name}");
     }
-    assert_eq!(s.committed(&b, "g3", REMOTE), offsets(&[(0, 55)]));
+    assert_eq!(s.committed(&b, &g3, remote), offsets(&[(0, 55)]));
 
     // Importing again, from either file, changes nothing.
     for file in [csv_file, json_path.to_str().expect("utf-8 path")] {
         let out = s.strait(&["offsets", "import", file, "--config", s.config(), "--json"]);
         let report = json(&out);
         assert_eq!(
-            outcome(&report, "g1"),
+            outcome(&report, &g1),
             ("already_applied".into(), None),
             "{file}"
         );
         assert_eq!(
-            outcome(&report, "g2"),
+            outcome(&report, &g2),
             ("already_applied".into(), None),
             "{file}"
         );
     }
-    assert_eq!(s.committed(&b, "g1", REMOTE), offsets(&[(0, 12), (1, 7)]));
+    assert_eq!(s.committed(&b, &g1, remote), offsets(&[(0, 12), (1, 7)]));
 }

@@ -6,10 +6,10 @@
 
 mod running;
 
-use running::{write_config, Metrics, Strait};
+use running::{write_flow_config, Metrics, Strait};
 use serde_json::Value;
 use strait_kafka::{Client, ClientConfig, TopicPartition};
-use strait_testkit::{Clusters, Rdk, TestRecord};
+use strait_testkit::{Clusters, Names, Rdk, TestRecord};
 
 fn records(partition: i32, n: usize, tag: &str) -> Vec<TestRecord> {
     (0..n)
@@ -17,10 +17,15 @@ fn records(partition: i32, n: usize, tag: &str) -> Vec<TestRecord> {
         .collect()
 }
 
-fn flow_labels<'a>(topic: &'a str, partition: &'a str) -> [(&'static str, &'a str); 4] {
+/// The labels of one partition of the flow `a->b`.
+fn flow_labels<'a>(
+    (a, b): (&'a str, &'a str),
+    topic: &'a str,
+    partition: &'a str,
+) -> [(&'static str, &'a str); 4] {
     [
-        ("source", "A"),
-        ("target", "B"),
+        ("source", a),
+        ("target", b),
         ("topic", topic),
         ("partition", partition),
     ]
@@ -28,33 +33,46 @@ fn flow_labels<'a>(topic: &'a str, partition: &'a str) -> [(&'static str, &'a st
 
 #[test]
 fn metrics_follow_a_real_mirror() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let (src, dst) = (names.alias("A"), names.alias("B"));
+    let ab = (src.as_str(), dst.as_str());
+    let orders = names.topic("orders");
+    let orders = orders.as_str();
+    let (billing, ahead) = (names.group("billing"), names.group("ahead"));
+    let (billing, ahead) = (billing.as_str(), ahead.as_str());
     let rdk = Rdk::new();
     let a = &clusters.source.bootstrap;
-    rdk.create_topic(a, "orders", 2);
+    rdk.create_topic(a, orders, 2);
     for p in 0..2 {
-        rdk.produce(a, "orders", &records(p, 200, "o"), "lz4");
+        rdk.produce(a, orders, &records(p, 200, "o"), "lz4");
     }
     // "billing" sits inside the data; "ahead" has committed 50 offsets past partition 0's end
     // (a commit is not checked against the log), so its translation is 50 records short.
-    rdk.commit(a, "billing", "orders", &[(0, 120), (1, 7)]);
-    rdk.commit(a, "ahead", "orders", &[(0, 250)]);
-    let config = write_config(
+    rdk.commit(a, billing, orders, &[(0, 120), (1, 7)]);
+    rdk.commit(a, ahead, orders, &[(0, 250)]);
+    let config = write_flow_config(
         &clusters,
+        ab,
         "metrics.properties",
-        "emit.checkpoints.interval.seconds = 1\n\
-         sync.group.offsets.enabled = true\nsync.group.offsets.interval.seconds = 1",
+        &format!(
+            "{src}->{dst}.topics = {orders}\n\
+             {src}->{dst}.groups = {pattern}\n\
+             emit.checkpoints.interval.seconds = 1\n\
+             sync.group.offsets.enabled = true\nsync.group.offsets.interval.seconds = 1",
+            pattern = names.pattern()
+        ),
     );
     let strait = Strait::run(&config, clusters.dir().join("strait-metrics.log"));
 
     let caught_up = |m: &Metrics, total: f64| {
-        m.sum("strait_record_count_total", &[("topic", "orders")]) == total
-            && m.get("strait_lag_records", &flow_labels("orders", "0")) == Some(0.0)
-            && m.get("strait_lag_records", &flow_labels("orders", "1")) == Some(0.0)
+        m.sum("strait_record_count_total", &[("topic", orders)]) == total
+            && m.get("strait_lag_records", &flow_labels(ab, orders, "0")) == Some(0.0)
+            && m.get("strait_lag_records", &flow_labels(ab, orders, "1")) == Some(0.0)
     };
     let m = strait.metrics_until(60, "400 records mirrored, lag 0", |m| caught_up(m, 400.0));
     for p in ["0", "1"] {
-        let labels = flow_labels("orders", p);
+        let labels = flow_labels(ab, orders, p);
         assert_eq!(m.get("strait_record_count_total", &labels), Some(200.0));
         assert!(m.get("strait_byte_count_total", &labels).unwrap_or(0.0) > 200.0 * 2.0);
         assert_eq!(m.get("strait_lost_records_total", &labels), Some(0.0));
@@ -62,7 +80,7 @@ fn metrics_follow_a_real_mirror() {
         assert_eq!(m.get("strait_lag_seconds", &labels), Some(0.0));
         assert!(m.get("strait_map_segments", &labels).unwrap_or(0.0) >= 1.0);
     }
-    let topic = [("source", "A"), ("target", "B"), ("topic", "orders")];
+    let topic = [("source", ab.0), ("target", ab.1), ("topic", orders)];
     let forwarded = m
         .get("strait_batches_forwarded_total", &topic)
         .unwrap_or(0.0);
@@ -80,7 +98,7 @@ fn metrics_follow_a_real_mirror() {
             >= 0.0
     );
     assert_eq!(
-        m.get("strait_flow_stalled", &[("source", "A"), ("target", "B")]),
+        m.get("strait_flow_stalled", &[("source", ab.0), ("target", ab.1)]),
         Some(0.0)
     );
     assert!(
@@ -92,20 +110,18 @@ fn metrics_follow_a_real_mirror() {
     assert!(m.text.contains("# HELP strait_record_count_total"));
 
     // The group translation errors: exact inside the data, 50 short past partition 0's end.
-    let error = |group: &'static str, p: &'static str| {
-        move |m: &Metrics| {
-            m.get(
-                "strait_translation_error_records",
-                &[("group", group), ("topic", "orders"), ("partition", p)],
-            )
-        }
+    let error = |m: &Metrics, group: &str, p: &str| {
+        m.get(
+            "strait_translation_error_records",
+            &[("group", group), ("topic", orders), ("partition", p)],
+        )
     };
     let m = strait.metrics_until(30, "translation errors of both groups", |m| {
-        error("ahead", "0")(m) == Some(50.0) && error("billing", "0")(m) == Some(0.0)
+        error(m, ahead, "0") == Some(50.0) && error(m, billing, "0") == Some(0.0)
     });
-    assert_eq!(error("billing", "1")(&m), Some(0.0));
+    assert_eq!(error(&m, billing, "1"), Some(0.0));
     // Both checkpoints of billing written (one latency each) and synced into the target group.
-    let billing = [("source", "A"), ("target", "B"), ("group", "billing")];
+    let billing = [("source", ab.0), ("target", ab.1), ("group", billing)];
     let m = strait.metrics_until(30, "billing checkpointed and synced", |m| {
         m.get("strait_checkpoint_latency_ms_count", &billing) >= Some(2.0)
             && m.get("strait_group_sync_offsets_written_total", &billing) >= Some(2.0)
@@ -115,10 +131,10 @@ fn metrics_follow_a_real_mirror() {
         .contains("# TYPE strait_checkpoint_latency_ms histogram"));
 
     // New data: the counters move, lag returns to 0, and "ahead" is no longer short.
-    rdk.produce(a, "orders", &records(0, 100, "n"), "none");
+    rdk.produce(a, orders, &records(0, 100, "n"), "none");
     let m = strait.metrics_until(60, "500 records mirrored, lag 0", |m| caught_up(m, 500.0));
     assert_eq!(
-        m.get("strait_record_count_total", &flow_labels("orders", "0")),
+        m.get("strait_record_count_total", &flow_labels(ab, orders, "0")),
         Some(300.0)
     );
     assert!(
@@ -129,7 +145,7 @@ fn metrics_follow_a_real_mirror() {
     strait.metrics_until(
         30,
         "ahead's translation exact once its offset is mirrored",
-        |m| error("ahead", "0")(m) == Some(0.0),
+        |m| error(m, ahead, "0") == Some(0.0),
     );
     let m = strait.metrics();
     assert_eq!(m.sum("strait_lost_records_total", &[]), 0.0);
@@ -137,15 +153,27 @@ fn metrics_follow_a_real_mirror() {
 
 #[test]
 fn records_deleted_before_mirroring_show_as_lost() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let (src, dst) = (names.alias("A"), names.alias("B"));
+    let events = names.topic("events");
+    let events = events.as_str();
     let rdk = Rdk::new();
     let a = &clusters.source.bootstrap;
-    rdk.create_topic(a, "events", 1);
+    rdk.create_topic(a, events, 1);
     for chunk in records(0, 30, "e").chunks(10) {
-        rdk.produce(a, "events", chunk, "none");
+        rdk.produce(a, events, chunk, "none");
     }
-    let config = write_config(&clusters, "lost.properties", "");
-    let labels = flow_labels("events", "0");
+    let config = write_flow_config(
+        &clusters,
+        (&src, &dst),
+        "lost.properties",
+        &format!(
+            "{src}->{dst}.topics = {events}\n{src}->{dst}.groups = {}",
+            names.pattern()
+        ),
+    );
+    let labels = flow_labels((&src, &dst), events, "0");
     let first = Strait::run(&config, clusters.dir().join("strait-lost-1.log"));
     first.metrics_until(60, "30 records mirrored", |m| {
         m.get("strait_record_count_total", &labels) == Some(30.0)
@@ -155,7 +183,7 @@ fn records_deleted_before_mirroring_show_as_lost() {
 
     // 30 more while strait is down, of which the first 20 are deleted before it sees them.
     for chunk in records(0, 30, "f").chunks(10) {
-        rdk.produce(a, "events", chunk, "none");
+        rdk.produce(a, events, chunk, "none");
     }
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let low_watermark = runtime.block_on(async {
@@ -163,7 +191,7 @@ fn records_deleted_before_mirroring_show_as_lost() {
             .await
             .expect("connect");
         source
-            .delete_records(&TopicPartition::new("events", 0), 50)
+            .delete_records(&TopicPartition::new(events, 0), 50)
             .await
             .expect("delete records")
     });
@@ -181,9 +209,13 @@ fn records_deleted_before_mirroring_show_as_lost() {
     assert_eq!(code, 200, "{body}");
     let status: Value = serde_json::from_str(&body).expect("JSON");
     let flow = &status["flows"][0];
-    assert_eq!(flow["flow"], "A->B");
+    assert_eq!(flow["flow"], format!("{src}->{dst}"));
     assert_eq!(flow["lost_records"], 20);
-    let partition = &flow["topics"][0]["partitions"][0];
+    let topic = flow["topics"]
+        .as_array()
+        .and_then(|topics| topics.iter().find(|t| t["topic"] == events))
+        .unwrap_or_else(|| panic!("no {events} in {flow}"));
+    let partition = &topic["partitions"][0];
     assert_eq!(partition["lost_records"], 20);
     assert_eq!(partition["position"], 60);
     assert_eq!(partition["source_end"], 60);

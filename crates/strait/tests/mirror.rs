@@ -14,16 +14,48 @@ use std::time::Duration;
 use running::{run_to_end, write_flow_config};
 use serde_json::Value;
 use strait_kafka::{Client, ClientConfig, TopicPartition};
-use strait_testkit::{Clusters, Rdk, TestRecord};
+use strait_testkit::{Clusters, Names, Rdk, TestRecord};
 
-const FLOW: &str = "source->target";
 /// Bytes of each record value: letters lz4 and the broker cannot shrink much.
 const VALUE_LEN: usize = 100;
 
-/// `source->target` over the test clusters, plus `extra` lines; returns the file.
-fn write_config(clusters: &Clusters, name: &str, extra: &str) -> PathBuf {
-    let extra = format!("source->target.topics = .*\n{extra}");
-    write_flow_config(clusters, ("source", "target"), name, &extra)
+/// The source cluster's alias in this test's flow.
+fn source_alias(names: &Names) -> String {
+    names.alias("source")
+}
+
+/// The target cluster's alias in this test's flow.
+fn target_alias(names: &Names) -> String {
+    names.alias("target")
+}
+
+/// This test's flow, `source<id>->target<id>`.
+fn flow_name(names: &Names) -> String {
+    format!("{}->{}", source_alias(names), target_alias(names))
+}
+
+/// The remote topic of this test's source topic `topic`.
+fn remote(names: &Names, topic: &str) -> String {
+    format!("{}.{topic}", source_alias(names))
+}
+
+/// `source->target` over the test clusters, taking every topic and group of this test's, plus
+/// `extra` lines; returns the file. Not heartbeats: the shared source's `heartbeats` topic holds
+/// other tests' heartbeats, which a flow mirrors whatever the topic filter.
+fn write_config(clusters: &Clusters, names: &Names, name: &str, extra: &str) -> PathBuf {
+    let flow = flow_name(names);
+    let extra = format!(
+        "{flow}.topics = {pattern}\n\
+         {flow}.groups = {pattern}\n\
+         heartbeats.replication.enabled = false\n{extra}",
+        pattern = names.pattern()
+    );
+    write_flow_config(
+        clusters,
+        (&source_alias(names), &target_alias(names)),
+        name,
+        &extra,
+    )
 }
 
 /// Records `first..first + n`, record `i` to partition `i % partitions`, with values that do
@@ -72,9 +104,9 @@ struct Progress {
     caught_up: bool,
 }
 
-/// The human progress lines of the flow, in order.
-fn progress_lines(stderr: &str) -> Vec<Progress> {
-    let prefix = format!("mirror {FLOW}: ");
+/// The human progress lines of the flow `flow`, in order.
+fn progress_lines(stderr: &str, flow: &str) -> Vec<Progress> {
+    let prefix = format!("mirror {flow}: ");
     stderr
         .lines()
         .filter_map(|line| {
@@ -129,12 +161,12 @@ fn assert_progress(lines: &[Progress], total: u64, output: &str) {
     );
 }
 
-/// The summary row of the flow: its whitespace-separated columns.
-fn summary_row(stdout: &str) -> Vec<String> {
+/// The summary row of the flow `flow`: its whitespace-separated columns.
+fn summary_row(stdout: &str, flow: &str) -> Vec<String> {
     stdout
         .lines()
-        .find(|l| l.starts_with(FLOW))
-        .unwrap_or_else(|| panic!("no summary row for {FLOW}:\n{stdout}"))
+        .find(|l| l.starts_with(flow))
+        .unwrap_or_else(|| panic!("no summary row for {flow}:\n{stdout}"))
         .split_whitespace()
         .map(str::to_owned)
         .collect()
@@ -148,20 +180,24 @@ async fn client(bootstrap: &str) -> Client {
 
 #[test]
 fn mirror_copies_until_caught_up_with_progress_lines_and_json_logs() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let flow = flow_name(&names);
+    let orders = names.topic("orders");
     let rdk = Rdk::new();
     let dir = clusters.dir().to_path_buf();
     const PARTITIONS: i32 = 3;
     const FIRST: u64 = 45_000;
     const MORE: u64 = 30_000;
-    rdk.create_topic(&clusters.source.bootstrap, "orders", PARTITIONS);
+    rdk.create_topic(&clusters.source.bootstrap, &orders, PARTITIONS);
     let first = records(0, FIRST, PARTITIONS);
     for chunk in first.chunks(15_000) {
-        rdk.produce(&clusters.source.bootstrap, "orders", chunk, "lz4");
+        rdk.produce(&clusters.source.bootstrap, &orders, chunk, "lz4");
     }
     // A small budget per round, so the copy takes many rounds and the progress shows it.
     let config = write_config(
         &clusters,
+        &names,
         "mirror.properties",
         "strait.max.bytes.in.flight = 32768",
     );
@@ -182,17 +218,17 @@ fn mirror_copies_until_caught_up_with_progress_lines_and_json_logs() {
     );
     let output = run.both();
     assert!(run.status.success(), "{output}");
-    assert_progress(&progress_lines(&run.stderr), FIRST, &output);
+    assert_progress(&progress_lines(&run.stderr, &flow), FIRST, &output);
     // Every record on the target, per partition in the source's order (librdkafka reads both).
     let source = rdk.consume(
         &clusters.source.bootstrap,
-        "orders",
+        &orders,
         FIRST as usize,
         Duration::from_secs(60),
     );
     let target = rdk.consume(
         &clusters.target.bootstrap,
-        "source.orders",
+        &remote(&names, &orders),
         FIRST as usize,
         Duration::from_secs(60),
     );
@@ -202,7 +238,7 @@ fn mirror_copies_until_caught_up_with_progress_lines_and_json_logs() {
         "target differs from the source"
     );
     // The summary: records and nothing lost or duplicated.
-    let row = summary_row(&run.stdout);
+    let row = summary_row(&run.stdout, &flow);
     assert_eq!(row[1..3], ["caught", "up"], "{output}");
     assert_eq!(
         row[3].replace(',', ""),
@@ -215,7 +251,7 @@ fn mirror_copies_until_caught_up_with_progress_lines_and_json_logs() {
     // only the new ones; every stderr line is one JSON object.
     let more = records(FIRST, MORE, PARTITIONS);
     for chunk in more.chunks(15_000) {
-        rdk.produce(&clusters.source.bootstrap, "orders", chunk, "lz4");
+        rdk.produce(&clusters.source.bootstrap, &orders, chunk, "lz4");
     }
     let run = run_to_end(
         &dir,
@@ -249,7 +285,7 @@ fn mirror_copies_until_caught_up_with_progress_lines_and_json_logs() {
     );
     let progress: Vec<Progress> = events
         .iter()
-        .filter(|e| e["target"] == "strait::progress" && e["flow"] == FLOW)
+        .filter(|e| e["target"] == "strait::progress" && e["flow"] == flow.as_str())
         .map(|e| Progress {
             done: e["done"].as_u64().expect("done"),
             total: e["total"].as_u64().expect("total"),
@@ -262,20 +298,20 @@ fn mirror_copies_until_caught_up_with_progress_lines_and_json_logs() {
     assert!(
         events
             .iter()
-            .any(|e| e["message"] == "flow started" && e["flow"] == FLOW),
+            .any(|e| e["message"] == "flow started" && e["flow"] == flow.as_str()),
         "{output}"
     );
     let summary: Value = serde_json::from_str(&run.stdout).expect("JSON summary");
     assert_eq!(summary["ok"], true, "{output}");
-    let flow = &summary["flows"][0];
-    assert_eq!(flow["flow"], FLOW);
-    assert_eq!(flow["result"], "caught up");
-    assert_eq!(flow["records"], MORE, "{output}");
-    assert_eq!(flow["lost_records"], 0);
-    assert_eq!(flow["source_offsets_total"], MORE);
+    let flow_summary = &summary["flows"][0];
+    assert_eq!(flow_summary["flow"], flow.as_str());
+    assert_eq!(flow_summary["result"], "caught up");
+    assert_eq!(flow_summary["records"], MORE, "{output}");
+    assert_eq!(flow_summary["lost_records"], 0);
+    assert_eq!(flow_summary["source_offsets_total"], MORE);
     let target = rdk.consume(
         &clusters.target.bootstrap,
-        "source.orders",
+        &remote(&names, &orders),
         (FIRST + MORE) as usize,
         Duration::from_secs(60),
     );
@@ -289,16 +325,19 @@ fn mirror_copies_until_caught_up_with_progress_lines_and_json_logs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_lost_on_the_source_make_mirror_exit_non_zero_with_a_summary() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let flow = flow_name(&names);
+    let events = names.topic("events");
     let rdk = Rdk::new();
     let dir = clusters.dir().to_path_buf();
     let src = client(&clusters.source.bootstrap).await;
-    rdk.create_topic(&clusters.source.bootstrap, "events", 1);
+    rdk.create_topic(&clusters.source.bootstrap, &events, 1);
     let batch = records(0, 30, 1);
     for chunk in batch.chunks(10) {
-        rdk.produce(&clusters.source.bootstrap, "events", chunk, "none");
+        rdk.produce(&clusters.source.bootstrap, &events, chunk, "none");
     }
-    let config = write_config(&clusters, "lost.properties", "");
+    let config = write_config(&clusters, &names, "lost.properties", "");
     let config = config.to_str().expect("utf-8 path");
     let mirror = |extra: &[&str]| {
         let mut args = vec!["mirror", "--config", config, "--until", "caught-up"];
@@ -311,9 +350,9 @@ async fn records_lost_on_the_source_make_mirror_exit_non_zero_with_a_summary() {
     // 30 more, of which the first 20 are deleted before strait sees them.
     let more = records(30, 30, 1);
     for chunk in more.chunks(10) {
-        rdk.produce(&clusters.source.bootstrap, "events", chunk, "none");
+        rdk.produce(&clusters.source.bootstrap, &events, chunk, "none");
     }
-    let tp = TopicPartition::new("events", 0);
+    let tp = TopicPartition::new(&events, 0);
     assert_eq!(src.delete_records(&tp, 50).await.unwrap(), 50);
 
     let run = mirror(&[]);
@@ -322,17 +361,17 @@ async fn records_lost_on_the_source_make_mirror_exit_non_zero_with_a_summary() {
         !run.status.success(),
         "a loss must fail the copy:\n{output}"
     );
-    let row = summary_row(&run.stdout);
+    let row = summary_row(&run.stdout, &flow);
     assert_eq!(row[1..3], ["caught", "up"], "{output}");
     assert_eq!(row[3], "10", "records written:\n{output}");
     assert_eq!(row[6], "20", "lost column:\n{output}");
     assert!(
         run.stdout
-            .contains(&format!("{FLOW}: 20 records were deleted on the source")),
+            .contains(&format!("{flow}: 20 records were deleted on the source")),
         "{output}"
     );
     assert!(
-        run.stderr.contains("flow source->target lost 20 records"),
+        run.stderr.contains(&format!("flow {flow} lost 20 records")),
         "the error names the flow and the count:\n{output}"
     );
     // One log line for the lost range, with flow, topic, partition, from, to and count.
@@ -343,20 +382,24 @@ async fn records_lost_on_the_source_make_mirror_exit_non_zero_with_a_summary() {
         .collect();
     assert_eq!(lost.len(), 1, "{output}");
     for field in [
-        "ERROR",
-        "flow=source->target",
-        "topic=events",
-        "partition=0",
-        "from=30",
-        "to=50",
-        "lost=20",
+        "ERROR".to_owned(),
+        format!("flow={flow}"),
+        format!("topic={events}"),
+        "partition=0".to_owned(),
+        "from=30".to_owned(),
+        "to=50".to_owned(),
+        "lost=20".to_owned(),
     ] {
-        assert!(lost[0].contains(field), "{field} missing from: {}", lost[0]);
+        assert!(
+            lost[0].contains(&field),
+            "{field} missing from: {}",
+            lost[0]
+        );
     }
     // The records that were there are on the target: 30 first, then 50..60.
     let target = rdk.consume(
         &clusters.target.bootstrap,
-        "source.events",
+        &remote(&names, &events),
         40,
         Duration::from_secs(30),
     );
@@ -377,13 +420,16 @@ async fn records_lost_on_the_source_make_mirror_exit_non_zero_with_a_summary() {
 #[test]
 fn secrets_in_the_config_never_reach_the_output() {
     const SECRET: &str = "hunter2-secret";
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let (source, target) = (source_alias(&names), target_alias(&names));
+    let payments = names.topic("payments");
     let rdk = Rdk::new();
     let dir = clusters.dir().to_path_buf();
-    rdk.create_topic(&clusters.source.bootstrap, "payments", 2);
+    rdk.create_topic(&clusters.source.bootstrap, &payments, 2);
     rdk.produce(
         &clusters.source.bootstrap,
-        "payments",
+        &payments,
         &records(0, 200, 2),
         "none",
     );
@@ -393,13 +439,14 @@ fn secrets_in_the_config_never_reach_the_output() {
     );
     let config = write_config(
         &clusters,
+        &names,
         "secret.properties",
         &format!(
             "security.protocol = PLAINTEXT\n\
              sasl.mechanism = PLAIN\n\
              sasl.jaas.config = {jaas}\n\
-             source.sasl.jaas.config = {jaas}\n\
-             target.producer.sasl.jaas.config = {jaas}\n\
+             {source}.sasl.jaas.config = {jaas}\n\
+             {target}.producer.sasl.jaas.config = {jaas}\n\
              ssl.truststore.password = {SECRET}\n"
         ),
     );
@@ -428,7 +475,7 @@ fn secrets_in_the_config_never_reach_the_output() {
     }
     let target = rdk.consume(
         &clusters.target.bootstrap,
-        "source.payments",
+        &remote(&names, &payments),
         200,
         Duration::from_secs(30),
     );

@@ -9,9 +9,9 @@ use std::io::Read;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use running::{free_port, write_config, Strait};
+use running::{free_port, write_flow_config, Strait};
 use serde_json::Value;
-use strait_testkit::{Clusters, Rdk, TestRecord};
+use strait_testkit::{Clusters, Names, Rdk, TestRecord};
 
 fn strait_status(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_strait"))
@@ -23,22 +23,35 @@ fn strait_status(args: &[&str]) -> Output {
 
 #[test]
 fn status_shows_each_flow_topic_and_partition_and_zero_lag_at_the_end() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let (src, dst) = (names.alias("A"), names.alias("B"));
+    let flow_name = format!("{src}->{dst}");
+    let orders = names.topic("orders");
+    let remote = format!("{src}.{orders}");
     let rdk = Rdk::new();
     let a = &clusters.source.bootstrap;
-    rdk.create_topic(a, "orders", 3);
+    rdk.create_topic(a, &orders, 3);
     let records: Vec<TestRecord> = (0..300)
         .map(|i| TestRecord::new(i % 3, None, Some(format!("r{i}").as_bytes())))
         .collect();
-    rdk.produce(a, "orders", &records, "zstd");
-    rdk.commit(a, "billing", "orders", &[(0, 40), (2, 100)]);
-    let config = write_config(
+    rdk.produce(a, &orders, &records, "zstd");
+    rdk.commit(a, &names.group("billing"), &orders, &[(0, 40), (2, 100)]);
+    let config = write_flow_config(
         &clusters,
+        (&src, &dst),
         "status.properties",
         // No heartbeats: B->A's into A would be mirrored too (MM2 mirrors heartbeats whatever
-        // the topic filter), and this flow is to hold orders alone.
-        "emit.heartbeats.enabled = false\nemit.checkpoints.interval.seconds = 1\n\
-         sync.group.offsets.enabled = true\nsync.group.offsets.interval.seconds = 1",
+        // the topic filter), and so would other tests' in the shared source's `heartbeats`
+        // topic; this flow is to hold orders alone.
+        &format!(
+            "{flow_name}.topics = {orders}\n\
+             {flow_name}.groups = {}\n\
+             emit.heartbeats.enabled = false\nheartbeats.replication.enabled = false\n\
+             emit.checkpoints.interval.seconds = 1\n\
+             sync.group.offsets.enabled = true\nsync.group.offsets.interval.seconds = 1",
+            names.pattern()
+        ),
     );
     let strait = Strait::run(&config, clusters.dir().join("strait-status.log"));
     let url = strait.url();
@@ -75,10 +88,10 @@ fn status_shows_each_flow_topic_and_partition_and_zero_lag_at_the_end() {
     let flows = status["flows"].as_array().expect("flows");
     assert_eq!(flows.len(), 1, "{status}");
     let flow = &flows[0];
-    assert_eq!(flow["flow"], "A->B");
+    assert_eq!(flow["flow"], flow_name);
     assert_eq!(
         (&flow["source"], &flow["target"]),
-        (&"A".into(), &"B".into())
+        (&src.as_str().into(), &dst.as_str().into())
     );
     assert_eq!(flow["state"], "running");
     assert_eq!(flow["lag_seconds"], 0.0);
@@ -91,8 +104,8 @@ fn status_shows_each_flow_topic_and_partition_and_zero_lag_at_the_end() {
     let topics = flow["topics"].as_array().expect("topics");
     assert_eq!(topics.len(), 1, "{flow}");
     let topic = &topics[0];
-    assert_eq!(topic["topic"], "orders");
-    assert_eq!(topic["remote_topic"], "A.orders");
+    assert_eq!(topic["topic"], orders);
+    assert_eq!(topic["remote_topic"], remote);
     assert_eq!(topic["lag_records"], 0);
     let partitions = topic["partitions"].as_array().expect("partitions");
     assert_eq!(partitions.len(), 3);
@@ -116,17 +129,22 @@ fn status_shows_each_flow_topic_and_partition_and_zero_lag_at_the_end() {
         screen.contains(&format!("strait at {url}: 1 flow")),
         "{screen}"
     );
-    assert!(screen.contains("A->B  RUNNING"), "{screen}");
+    let running = format!("{flow_name}  RUNNING");
+    assert!(screen.contains(&running), "{screen}");
     assert!(screen.contains("1 checkpointed"), "{screen}");
     assert!(screen.contains("1 synced, 0 skipped"), "{screen}");
     assert!(screen.contains("last error  none"), "{screen}");
     let row = screen
         .lines()
-        .find(|l| l.trim_start().starts_with("orders"))
-        .unwrap_or_else(|| panic!("no row for orders:\n{screen}"));
+        .find(|l| l.trim_start().starts_with(orders.as_str()))
+        .unwrap_or_else(|| panic!("no row for {orders}:\n{screen}"));
     let cells: Vec<&str> = row.split_whitespace().collect();
     // TOPIC REMOTE PARTS LAG LAG-TIME REC/S BYTES/S(2 words) RECORDS LOST LAST-ERROR
-    assert_eq!(&cells[..5], ["orders", "A.orders", "3", "0", "0s"], "{row}");
+    assert_eq!(
+        &cells[..5],
+        [orders.as_str(), remote.as_str(), "3", "0", "0s"],
+        "{row}"
+    );
     assert_eq!(&cells[cells.len() - 3..], ["300", "0", "-"], "{row}");
 
     // --watch redraws in place every 2 s until stopped.
@@ -147,7 +165,7 @@ fn status_shows_each_flow_topic_and_partition_and_zero_lag_at_the_end() {
         .expect("read --watch output");
     let redraws = shown.matches("\x1b[H\x1b[2J").count();
     assert!((2..=4).contains(&redraws), "{redraws} redraws:\n{shown}");
-    assert_eq!(shown.matches("A->B  RUNNING").count(), redraws, "{shown}");
+    assert_eq!(shown.matches(running.as_str()).count(), redraws, "{shown}");
 }
 
 #[test]
