@@ -20,16 +20,36 @@ use strait_kafka::admin::{
     NewTopic, OffsetSpec,
 };
 use strait_kafka::TopicPartition;
-use strait_testkit::{ClusterOptions, Clusters, Rdk, TestRecord};
+use strait_testkit::{ClusterOptions, Clusters, Names, Rdk, TestRecord};
 use strait_wire::offset_map::{SourcePartition, Translation};
 
-async fn start(clusters: &Clusters, extra: &str) -> Flow {
-    common::start_flow(
+/// The flow between the test's own cluster aliases, mirroring only its topics and groups, plus
+/// `extra` lines. Heartbeats topics, which a flow mirrors whatever `topics` says, are left out:
+/// other tests on the shared clusters write them.
+async fn start(clusters: &Clusters, names: &Names, extra: &str) -> Flow {
+    let pattern = names.pattern();
+    common::start_flow_between(
+        (&names.alias("source"), &names.alias("target")),
         &clusters.source.bootstrap,
         &clusters.target.bootstrap,
-        extra,
+        &format!(
+            "topics = {pattern}\n\
+             groups = {pattern}\n\
+             heartbeats.replication.enabled = false\n\
+             {extra}"
+        ),
     )
     .await
+}
+
+/// The remote topic of source topic `topic`: `<source alias>.<topic>`.
+fn remote(names: &Names, topic: &str) -> String {
+    format!("{}.{topic}", names.alias("source"))
+}
+
+/// The test's offset map topic on the target, named by its source alias.
+fn map_topic(names: &Names) -> String {
+    format!("strait-offset-map.{}.internal", names.alias("source"))
 }
 
 fn records(partitions: i32, n: usize, tag: &str) -> Vec<TestRecord> {
@@ -73,27 +93,28 @@ fn assert_mirrored(rdk: &Rdk, bootstrap: &str, topic: &str, expected: &[TestReco
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mirrors_topics_exactly_and_resumes_without_duplicates() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let rdk = Rdk::new();
     let src = client(&clusters.source.bootstrap).await;
     let dst = client(&clusters.target.bootstrap).await;
     let topics = [
-        ("orders", 3, "none"),
-        ("clicks", 2, "lz4"),
-        ("audit", 1, "zstd"),
+        (names.topic("orders"), 3, "none"),
+        (names.topic("clicks"), 2, "lz4"),
+        (names.topic("audit"), 1, "zstd"),
     ];
     let mut expected = Vec::new();
     for (name, partitions, codec) in topics {
-        src.create_topic(NewTopic::new(name, partitions).config("retention.ms", "86400000"))
+        src.create_topic(NewTopic::new(&name, partitions).config("retention.ms", "86400000"))
             .await
             .unwrap();
-        let recs = records(partitions, 120, name);
-        rdk.produce(&clusters.source.bootstrap, name, &recs[..60], codec);
-        rdk.produce(&clusters.source.bootstrap, name, &recs[60..], codec);
+        let recs = records(partitions, 120, &name);
+        rdk.produce(&clusters.source.bootstrap, &name, &recs[..60], codec);
+        rdk.produce(&clusters.source.bootstrap, &name, &recs[60..], codec);
         expected.push((name, partitions, recs));
     }
 
-    let mut flow = start(&clusters, "").await;
+    let mut flow = start(&clusters, &names, "").await;
     flow.run_until_caught_up().await.unwrap();
     let stats = flow.stats();
     assert_eq!(stats.records, 360, "{stats:?}");
@@ -101,7 +122,7 @@ async fn mirrors_topics_exactly_and_resumes_without_duplicates() {
     assert_eq!(stats.lost_records, 0);
     assert!(stats.batches_forwarded >= 6, "{stats:?}");
     for (name, partitions, recs) in &expected {
-        let remote = format!("source.{name}");
+        let remote = remote(&names, name);
         assert_mirrored(&rdk, &clusters.target.bootstrap, &remote, recs);
         // The remote topic has the source's partitions and its non-default config.
         let m = dst.refresh_metadata().await.unwrap();
@@ -118,10 +139,10 @@ async fn mirrors_topics_exactly_and_resumes_without_duplicates() {
         );
         // The map is exact for every position: here source and target offsets coincide.
         for p in 0..*partitions {
-            let sp = SourcePartition::new(*name, p);
+            let sp = SourcePartition::new(name, p);
             let end = src
                 .list_offset(
-                    &TopicPartition::new(*name, p),
+                    &TopicPartition::new(name, p),
                     OffsetSpec::Latest,
                     IsolationLevel::ReadCommitted,
                 )
@@ -142,8 +163,8 @@ async fn mirrors_topics_exactly_and_resumes_without_duplicates() {
 
     // More data, a new process: it resumes where the persisted map ends.
     let more = records(3, 30, "more");
-    rdk.produce(&clusters.source.bootstrap, "orders", &more, "none");
-    let mut flow = start(&clusters, "").await;
+    rdk.produce(&clusters.source.bootstrap, &expected[0].0, &more, "none");
+    let mut flow = start(&clusters, &names, "").await;
     flow.run_until_caught_up().await.unwrap();
     assert_eq!(flow.stats().records, 30, "{:?}", flow.stats());
     assert_eq!(flow.stats().duplicate_records, 0);
@@ -162,20 +183,23 @@ async fn mirrors_topics_exactly_and_resumes_without_duplicates() {
     assert_mirrored(
         &rdk,
         &clusters.target.bootstrap,
-        "source.orders",
+        &remote(&names, &expected[0].0),
         &all_orders,
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unrecorded_tail_is_matched_not_written_twice() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let ledger = names.topic("ledger");
+    let remote = remote(&names, &ledger);
     let rdk = Rdk::new();
     let src = client(&clusters.source.bootstrap).await;
-    src.create_topic(NewTopic::new("ledger", 1)).await.unwrap();
+    src.create_topic(NewTopic::new(&ledger, 1)).await.unwrap();
     let first = records(1, 40, "a");
-    rdk.produce(&clusters.source.bootstrap, "ledger", &first, "gzip");
-    let mut flow = start(&clusters, "").await;
+    rdk.produce(&clusters.source.bootstrap, &ledger, &first, "gzip");
+    let mut flow = start(&clusters, &names, "").await;
     flow.run_until_caught_up().await.unwrap();
     drop(flow);
 
@@ -183,13 +207,13 @@ async fn an_unrecorded_tail_is_matched_not_written_twice() {
     // target behind the map's back, as a flow that died would have.
     let second = records(1, 25, "b");
     for chunk in second.chunks(5) {
-        rdk.produce(&clusters.source.bootstrap, "ledger", chunk, "gzip");
+        rdk.produce(&clusters.source.bootstrap, &ledger, chunk, "gzip");
     }
     let dst = client(&clusters.target.bootstrap).await;
     let producer = strait_kafka::produce::RawProducer::new(dst.clone(), Default::default())
         .await
         .unwrap();
-    let tp = TopicPartition::new("ledger", 0);
+    let tp = TopicPartition::new(&ledger, 0);
     let options = strait_kafka::fetch::FetchOptions {
         max_wait: Duration::from_millis(10),
         ..Default::default()
@@ -206,7 +230,7 @@ async fn an_unrecorded_tail_is_matched_not_written_twice() {
     let tail: Vec<_> = strait_wire::BatchScanner::new(data.records)
         .map(Result::unwrap)
         .take(3)
-        .map(|b| (TopicPartition::new("source.ledger", 0), b))
+        .map(|b| (TopicPartition::new(&remote, 0), b))
         .collect();
     let written: i64 = tail
         .iter()
@@ -217,7 +241,7 @@ async fn an_unrecorded_tail_is_matched_not_written_twice() {
         ack.unwrap();
     }
 
-    let mut flow = start(&clusters, "").await;
+    let mut flow = start(&clusters, &names, "").await;
     flow.run_until_caught_up().await.unwrap();
     let stats = flow.stats();
     assert_eq!(stats.recovered_records, 15, "{stats:?}");
@@ -225,10 +249,10 @@ async fn an_unrecorded_tail_is_matched_not_written_twice() {
     assert_eq!(stats.records, 10, "only the rest is written: {stats:?}");
     let mut all = first.clone();
     all.extend(second);
-    assert_mirrored(&rdk, &clusters.target.bootstrap, "source.ledger", &all);
+    assert_mirrored(&rdk, &clusters.target.bootstrap, &remote, &all);
     let end = dst
         .list_offset(
-            &TopicPartition::new("source.ledger", 0),
+            &TopicPartition::new(&remote, 0),
             OffsetSpec::Latest,
             IsolationLevel::ReadUncommitted,
         )
@@ -238,7 +262,7 @@ async fn an_unrecorded_tail_is_matched_not_written_twice() {
     assert_eq!(end, 65, "nothing on the target twice");
 }
 
-/// Copies the source batches of `topic`-0 from offset `from` up to `to` to `source.<topic>`-0
+/// Copies the source batches of `topic`-0 from offset `from` up to `to` to `remote`-0
 /// behind the map's back, as a flow that crashed after producing them and before recording them
 /// would have. `to` must be a batch boundary on the source (where one produce call ended: a call
 /// may be split into several batches on a busy machine, never joined with the next). Returns the
@@ -246,7 +270,7 @@ async fn an_unrecorded_tail_is_matched_not_written_twice() {
 async fn write_unrecorded(
     src: &strait_kafka::Client,
     dst: &strait_kafka::Client,
-    topic: &str,
+    (topic, remote): (&str, &str),
     from: i64,
     to: i64,
 ) -> i64 {
@@ -270,7 +294,7 @@ async fn write_unrecorded(
     let tail: Vec<_> = strait_wire::BatchScanner::new(data.records)
         .map(Result::unwrap)
         .take_while(|b| b.header.base_offset < to)
-        .map(|b| (TopicPartition::new(format!("source.{topic}"), 0), b))
+        .map(|b| (TopicPartition::new(remote, 0), b))
         .collect();
     assert_eq!(tail[0].1.header.base_offset, from, "{topic}");
     assert_eq!(
@@ -305,11 +329,11 @@ async fn log_range(client: &strait_kafka::Client, topic: &str) -> (i64, i64) {
     (ends[0], ends[1])
 }
 
-/// Deletes the offset map topic on the target (what strait's own error message advises when a
-/// remote topic lost records) and waits until the target no longer lists it.
-async fn delete_map_topic(dst: &strait_kafka::Client) {
-    let topic = "strait-offset-map.source.internal";
-    let deleted = dst.delete_topics(&[topic]).await.unwrap();
+/// Deletes the test's offset map topic on the target (what strait's own error message advises
+/// when a remote topic lost records) and waits until the target no longer lists it.
+async fn delete_map_topic(dst: &strait_kafka::Client, names: &Names) {
+    let topic = map_topic(names);
+    let deleted = dst.delete_topics(&[topic.as_str()]).await.unwrap();
     assert!(deleted.iter().all(|(_, r)| r.is_ok()), "{deleted:?}");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while dst
@@ -317,7 +341,7 @@ async fn delete_map_topic(dst: &strait_kafka::Client) {
         .await
         .unwrap()
         .topics
-        .contains_key(topic)
+        .contains_key(&topic)
     {
         assert!(
             tokio::time::Instant::now() < deadline,
@@ -334,27 +358,30 @@ async fn delete_map_topic(dst: &strait_kafka::Client) {
 /// deleted are not copied again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tail_matching_starts_at_the_target_log_start() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let ledger = names.topic("ledger");
+    let remote = remote(&names, &ledger);
     let rdk = Rdk::new();
     let src = client(&clusters.source.bootstrap).await;
     let dst = client(&clusters.target.bootstrap).await;
-    src.create_topic(NewTopic::new("ledger", 1)).await.unwrap();
+    src.create_topic(NewTopic::new(&ledger, 1)).await.unwrap();
     let first = records(1, 40, "a");
     for chunk in first.chunks(5) {
-        rdk.produce(&clusters.source.bootstrap, "ledger", chunk, "lz4");
+        rdk.produce(&clusters.source.bootstrap, &ledger, chunk, "lz4");
     }
-    let mut flow = start(&clusters, "").await;
+    let mut flow = start(&clusters, &names, "").await;
     flow.run_until_caught_up().await.unwrap();
     drop(flow);
 
     // The map is gone, and the target deleted its first 15 records of the remote topic.
-    delete_map_topic(&dst).await;
-    let remote = TopicPartition::new("source.ledger", 0);
-    assert_eq!(dst.delete_records(&remote, 15).await.unwrap(), 15);
+    delete_map_topic(&dst, &names).await;
+    let remote_tp = TopicPartition::new(&remote, 0);
+    assert_eq!(dst.delete_records(&remote_tp, 15).await.unwrap(), 15);
     let second = records(1, 10, "b");
-    rdk.produce(&clusters.source.bootstrap, "ledger", &second, "none");
+    rdk.produce(&clusters.source.bootstrap, &ledger, &second, "none");
 
-    let mut flow = start(&clusters, "").await;
+    let mut flow = start(&clusters, &names, "").await;
     flow.run_until_caught_up().await.unwrap();
     let stats = flow.stats();
     assert_eq!(
@@ -364,16 +391,11 @@ async fn tail_matching_starts_at_the_target_log_start() {
     assert_eq!(stats.records, 10, "only the new records written: {stats:?}");
     assert_eq!(stats.duplicate_records, 0, "{stats:?}");
     assert_eq!(stats.lost_records, 0, "{stats:?}");
-    assert_eq!(log_range(&dst, "source.ledger").await, (15, 50));
+    assert_eq!(log_range(&dst, &remote).await, (15, 50));
     let mut all = first.clone();
     all.extend(second);
-    assert_mirrored(
-        &rdk,
-        &clusters.target.bootstrap,
-        "source.ledger",
-        &all[15..],
-    );
-    let sp = SourcePartition::new("ledger", 0);
+    assert_mirrored(&rdk, &clusters.target.bootstrap, &remote, &all[15..]);
+    let sp = SourcePartition::new(&ledger, 0);
     for pos in 15..=50 {
         assert_eq!(
             flow.map().translate(&sp, pos),
@@ -392,26 +414,29 @@ async fn tail_matching_starts_at_the_target_log_start() {
 /// (the records before that are on the target once and no longer on the source).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_map_matching_finds_the_copy_of_where_the_source_now_starts() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let ledger = names.topic("ledger");
+    let remote = remote(&names, &ledger);
     let rdk = Rdk::new();
     let src = client(&clusters.source.bootstrap).await;
     let dst = client(&clusters.target.bootstrap).await;
-    src.create_topic(NewTopic::new("ledger", 1)).await.unwrap();
+    src.create_topic(NewTopic::new(&ledger, 1)).await.unwrap();
     let first = records(1, 40, "a");
     for chunk in first.chunks(8) {
-        rdk.produce(&clusters.source.bootstrap, "ledger", chunk, "zstd");
+        rdk.produce(&clusters.source.bootstrap, &ledger, chunk, "zstd");
     }
-    let mut flow = start(&clusters, "").await;
+    let mut flow = start(&clusters, &names, "").await;
     flow.run_until_caught_up().await.unwrap();
     drop(flow);
 
-    delete_map_topic(&dst).await;
-    let tp = TopicPartition::new("ledger", 0);
+    delete_map_topic(&dst, &names).await;
+    let tp = TopicPartition::new(&ledger, 0);
     assert_eq!(src.delete_records(&tp, 15).await.unwrap(), 15);
     let second = records(1, 10, "b");
-    rdk.produce(&clusters.source.bootstrap, "ledger", &second, "none");
+    rdk.produce(&clusters.source.bootstrap, &ledger, &second, "none");
 
-    let mut flow = start(&clusters, "").await;
+    let mut flow = start(&clusters, &names, "").await;
     flow.run_until_caught_up().await.unwrap();
     let stats = flow.stats();
     assert_eq!(
@@ -422,14 +447,14 @@ async fn without_a_map_matching_finds_the_copy_of_where_the_source_now_starts() 
     assert_eq!(stats.duplicate_records, 0, "{stats:?}");
     assert_eq!(stats.lost_records, 0, "{stats:?}");
     assert_eq!(
-        log_range(&dst, "source.ledger").await,
+        log_range(&dst, &remote).await,
         (0, 50),
         "nothing on the target twice"
     );
     let mut all = first.clone();
     all.extend(second);
-    assert_mirrored(&rdk, &clusters.target.bootstrap, "source.ledger", &all);
-    let sp = SourcePartition::new("ledger", 0);
+    assert_mirrored(&rdk, &clusters.target.bootstrap, &remote, &all);
+    let sp = SourcePartition::new(&ledger, 0);
     for pos in 15..=50 {
         assert_eq!(
             flow.map().translate(&sp, pos),
@@ -448,11 +473,13 @@ async fn without_a_map_matching_finds_the_copy_of_where_the_source_now_starts() 
 /// twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unrecorded_tail_whose_source_was_deleted_is_counted_not_fatal() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let rdk = Rdk::new();
     let src = client(&clusters.source.bootstrap).await;
     let dst = client(&clusters.target.bootstrap).await;
-    let topics = [("ledger", 50i64), ("journal", 60i64)];
+    let (ledger, journal) = (names.topic("ledger"), names.topic("journal"));
+    let topics = [(ledger.as_str(), 50i64), (journal.as_str(), 60i64)];
     let mut produced = Vec::new();
     for (topic, _) in topics {
         src.create_topic(NewTopic::new(topic, 1)).await.unwrap();
@@ -460,7 +487,7 @@ async fn an_unrecorded_tail_whose_source_was_deleted_is_counted_not_fatal() {
         rdk.produce(&clusters.source.bootstrap, topic, &first, "none");
         produced.push(first);
     }
-    let mut flow = start(&clusters, "").await;
+    let mut flow = start(&clusters, &names, "").await;
     flow.run_until_caught_up().await.unwrap();
     drop(flow);
 
@@ -470,7 +497,10 @@ async fn an_unrecorded_tail_whose_source_was_deleted_is_counted_not_fatal() {
             rdk.produce(&clusters.source.bootstrap, topic, chunk, "gzip");
         }
         produced[i].extend(second);
-        assert_eq!(write_unrecorded(&src, &dst, topic, 40, 55).await, 15);
+        assert_eq!(
+            write_unrecorded(&src, &dst, (topic, &remote(&names, topic)), 40, 55).await,
+            15
+        );
         let tp = TopicPartition::new(topic, 0);
         assert_eq!(src.delete_records(&tp, cut).await.unwrap(), cut);
     }
@@ -478,14 +508,14 @@ async fn an_unrecorded_tail_whose_source_was_deleted_is_counted_not_fatal() {
     // Start-up alone, then a crash before the first round: the losses and the matches are in
     // the map. ledger: source 40..50 lost, target 50..55 matched; journal: source 40..60 lost,
     // target 40..55 copies of deleted records.
-    let flow = start(&clusters, "").await;
+    let flow = start(&clusters, &names, "").await;
     let stats = flow.stats();
     assert_eq!(stats.lost_records, 10 + 20, "{stats:?}");
     assert_eq!(stats.recovered_records, 5, "{stats:?}");
     assert_eq!(stats.records, 0, "{stats:?}");
     drop(flow);
     // The next run counts none of it again, and writes ledger 55..65 and journal 60..65 once.
-    let mut flow = start(&clusters, "").await;
+    let mut flow = start(&clusters, &names, "").await;
     flow.run_until_caught_up().await.unwrap();
     let stats = flow.stats();
     assert_eq!(stats.lost_records, 0, "{stats:?}");
@@ -493,7 +523,7 @@ async fn an_unrecorded_tail_whose_source_was_deleted_is_counted_not_fatal() {
     assert_eq!(stats.records, 10 + 5, "{stats:?}");
     assert_eq!(stats.duplicate_records, 0, "{stats:?}");
     for (i, (topic, cut)) in topics.into_iter().enumerate() {
-        let remote = format!("source.{topic}");
+        let remote = remote(&names, topic);
         // Source 0..55 are on the target from the first run and the crash; the rest once.
         let end = if cut <= 55 { 65 } else { 55 + 65 - cut };
         assert_eq!(log_range(&dst, &remote).await, (0, end), "{remote}");
@@ -528,38 +558,40 @@ async fn an_unrecorded_tail_whose_source_was_deleted_is_counted_not_fatal() {
     drop(flow);
 
     // Nothing is counted again by a restart.
-    let mut flow = start(&clusters, "").await;
+    let mut flow = start(&clusters, &names, "").await;
     flow.run_until_caught_up().await.unwrap();
     assert_eq!(flow.stats(), Default::default());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_deleted_before_mirroring_are_recorded_as_lost() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let events = names.topic("events");
     let rdk = Rdk::new();
     let src = client(&clusters.source.bootstrap).await;
-    src.create_topic(NewTopic::new("events", 1)).await.unwrap();
+    src.create_topic(NewTopic::new(&events, 1)).await.unwrap();
     let recs = records(1, 30, "e");
     for chunk in recs.chunks(10) {
-        rdk.produce(&clusters.source.bootstrap, "events", chunk, "none");
+        rdk.produce(&clusters.source.bootstrap, &events, chunk, "none");
     }
-    let mut flow = start(&clusters, "").await;
+    let mut flow = start(&clusters, &names, "").await;
     flow.run_until_caught_up().await.unwrap();
     drop(flow);
 
     // 30 more, of which the first 20 are deleted before strait sees them.
     let more = records(1, 30, "f");
     for chunk in more.chunks(10) {
-        rdk.produce(&clusters.source.bootstrap, "events", chunk, "none");
+        rdk.produce(&clusters.source.bootstrap, &events, chunk, "none");
     }
-    let tp = TopicPartition::new("events", 0);
+    let tp = TopicPartition::new(&events, 0);
     assert_eq!(src.delete_records(&tp, 50).await.unwrap(), 50);
-    let mut flow = start(&clusters, "").await;
+    let mut flow = start(&clusters, &names, "").await;
     flow.run_until_caught_up().await.unwrap();
     let stats = flow.stats();
     assert_eq!(stats.lost_records, 20, "{stats:?}");
     assert_eq!(stats.records, 10, "{stats:?}");
-    let sp = SourcePartition::new("events", 0);
+    let sp = SourcePartition::new(&events, 0);
     let lost = flow.map().partition(&sp).unwrap().lost_ranges().to_vec();
     assert_eq!(lost.len(), 1);
     assert_eq!((lost[0].src_from, lost[0].src_to), (30, 50));
@@ -572,19 +604,21 @@ async fn records_deleted_before_mirroring_are_recorded_as_lost() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remote_topic_configs_follow_the_source() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let prices = names.topic("prices");
     let src = client(&clusters.source.bootstrap).await;
     let dst = client(&clusters.target.bootstrap).await;
     src.create_topic(
-        NewTopic::new("prices", 1)
+        NewTopic::new(&prices, 1)
             .config("retention.ms", "3600000")
             .config("cleanup.policy", "delete"),
     )
     .await
     .unwrap();
-    let mut flow = start(&clusters, "sync.topic.configs.interval.seconds = 1").await;
+    let mut flow = start(&clusters, &names, "sync.topic.configs.interval.seconds = 1").await;
     flow.round().await.unwrap();
-    let remote = strait_kafka::admin::ConfigResource::Topic("source.prices".into());
+    let remote = strait_kafka::admin::ConfigResource::Topic(remote(&names, &prices));
     // What is set on the remote topic itself (Kafka also lists every default).
     let read = |configs: Vec<strait_kafka::admin::ConfigEntry>| -> std::collections::BTreeMap<String, Option<String>> {
         configs
@@ -597,7 +631,7 @@ async fn remote_topic_configs_follow_the_source() {
     assert_eq!(before.get("retention.ms"), Some(&Some("3600000".into())));
 
     // The source changes: one key altered, one added. An excluded key is not copied.
-    let source = strait_kafka::admin::ConfigResource::Topic("prices".into());
+    let source = strait_kafka::admin::ConfigResource::Topic(prices.clone());
     src.incremental_alter_configs(
         &source,
         &[
@@ -632,7 +666,7 @@ async fn a_remote_topic_that_cannot_grow_does_not_stop_the_flow() {
     // The remote topic exists with fewer partitions than the source, and the target refuses to
     // add partitions: an ACL denies ALTER on it (Kafka's StandardAuthorizer, everything else
     // allowed). The partitions that exist are mirrored; the flow goes on and says why the rest
-    // wait.
+    // wait. The brokers need an authorizer: clusters of its own.
     let clusters = Clusters::start_with(
         ClusterOptions::default()
             .property(
@@ -641,18 +675,19 @@ async fn a_remote_topic_that_cannot_grow_does_not_stop_the_flow() {
             )
             .property("allow.everyone.if.no.acl.found", "true"),
     );
+    let names = Names::new();
+    let wide = names.topic("wide");
+    let remote = remote(&names, &wide);
     let rdk = Rdk::new();
     let src = client(&clusters.source.bootstrap).await;
     let dst = client(&clusters.target.bootstrap).await;
-    src.create_topic(NewTopic::new("wide", 3)).await.unwrap();
-    dst.create_topic(NewTopic::new("source.wide", 1))
-        .await
-        .unwrap();
+    src.create_topic(NewTopic::new(&wide, 3)).await.unwrap();
+    dst.create_topic(NewTopic::new(&remote, 1)).await.unwrap();
     // Once a topic has ACLs, only what they allow is allowed: everything, but ALTER (a DENY
     // wins over an ALLOW).
     let acl = |operation, permission| AclBinding {
         resource_type: AclResourceType::Topic,
-        resource_name: "source.wide".into(),
+        resource_name: remote.clone(),
         pattern_type: AclPatternType::Literal,
         principal: "User:ANONYMOUS".into(),
         host: "*".into(),
@@ -669,7 +704,7 @@ async fn a_remote_topic_that_cannot_grow_does_not_stop_the_flow() {
     // Until the broker applies the ACL, asking for the count the topic has changes nothing.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let refused = dst.create_partitions("source.wide", 1).await.unwrap_err();
+        let refused = dst.create_partitions(&remote, 1).await.unwrap_err();
         if refused.code() == Some(ResponseError::TopicAuthorizationFailed) {
             assert!(!refused.is_retriable(), "{refused:?}");
             break;
@@ -681,34 +716,37 @@ async fn a_remote_topic_that_cannot_grow_does_not_stop_the_flow() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let recs = records(3, 30, "w");
-    rdk.produce(&clusters.source.bootstrap, "wide", &recs, "none");
-    let mut flow = start(&clusters, "").await;
+    rdk.produce(&clusters.source.bootstrap, &wide, &recs, "none");
+    let mut flow = start(&clusters, &names, "").await;
     flow.run_until_caught_up().await.unwrap();
     assert_eq!(flow.stats().records, 10, "{:?}", flow.stats());
     let p0: Vec<_> = recs.iter().filter(|r| r.partition == 0).cloned().collect();
-    assert_mirrored(&rdk, &clusters.target.bootstrap, "source.wide", &p0);
+    assert_mirrored(&rdk, &clusters.target.bootstrap, &remote, &p0);
     assert!(flow
         .map()
-        .partition(&SourcePartition::new("wide", 1))
+        .partition(&SourcePartition::new(&wide, 1))
         .is_none());
     let m = dst.refresh_metadata().await.unwrap();
-    assert_eq!(m.topics["source.wide"].partitions.len(), 1, "not grown");
+    assert_eq!(m.topics[&remote].partitions.len(), 1, "not grown");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mm2_offset_syncs_are_written_and_agree_with_the_map() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let trades = names.topic("trades");
     let rdk = Rdk::new();
     let src = client(&clusters.source.bootstrap).await;
-    src.create_topic(NewTopic::new("trades", 2)).await.unwrap();
+    src.create_topic(NewTopic::new(&trades, 2)).await.unwrap();
     for chunk in records(2, 600, "t").chunks(150) {
-        rdk.produce(&clusters.source.bootstrap, "trades", chunk, "snappy");
+        rdk.produce(&clusters.source.bootstrap, &trades, chunk, "snappy");
     }
-    let mut flow = start(&clusters, "").await;
+    let mut flow = start(&clusters, &names, "").await;
     flow.run_until_caught_up().await.unwrap();
 
     // MM2's default location: the source cluster, named after the target alias.
-    let tp = TopicPartition::new("mm2-offset-syncs.target.internal", 0);
+    let syncs_topic = format!("mm2-offset-syncs.{}.internal", names.alias("target"));
+    let tp = TopicPartition::new(&syncs_topic, 0);
     let options = strait_kafka::fetch::FetchOptions {
         max_wait: Duration::from_millis(10),
         isolation: IsolationLevel::ReadUncommitted,
@@ -738,7 +776,7 @@ async fn mm2_offset_syncs_are_written_and_agree_with_the_map() {
     assert!(!syncs.is_empty());
     for p in 0..2 {
         let mine: Vec<_> = syncs.iter().filter(|s| s.partition == p).collect();
-        assert!(mine.iter().all(|s| s.topic == "trades"));
+        assert!(mine.iter().all(|s| s.topic == trades));
         // Syncs that fire within one round are coalesced to the partition's latest, as MM2's
         // pending map does under load; the held-back one for the last record comes at the end.
         assert!(!mine.is_empty(), "partition {p}: {syncs:?}");
@@ -749,7 +787,7 @@ async fn mm2_offset_syncs_are_written_and_agree_with_the_map() {
         for s in mine {
             let exact = flow
                 .map()
-                .translate(&SourcePartition::new("trades", p), s.upstream_offset);
+                .translate(&SourcePartition::new(&trades, p), s.upstream_offset);
             assert_eq!(
                 exact,
                 Translation::Exact {
@@ -763,17 +801,20 @@ async fn mm2_offset_syncs_are_written_and_agree_with_the_map() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unmatched_tail_is_counted_once_as_duplicates() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let ledger = names.topic("ledger");
+    let remote = remote(&names, &ledger);
     let rdk = Rdk::new();
     let src = client(&clusters.source.bootstrap).await;
-    src.create_topic(NewTopic::new("ledger", 1)).await.unwrap();
+    src.create_topic(NewTopic::new(&ledger, 1)).await.unwrap();
     rdk.produce(
         &clusters.source.bootstrap,
-        "ledger",
+        &ledger,
         &records(1, 40, "a"),
         "none",
     );
-    let mut flow = start(&clusters, "").await;
+    let mut flow = start(&clusters, &names, "").await;
     flow.run_until_caught_up().await.unwrap();
     drop(flow);
 
@@ -781,17 +822,17 @@ async fn an_unmatched_tail_is_counted_once_as_duplicates() {
     // map topic had lost its tail and the source batches were rebuilt differently).
     rdk.produce(
         &clusters.target.bootstrap,
-        "source.ledger",
+        &remote,
         &records(1, 5, "zz"),
         "gzip",
     );
     rdk.produce(
         &clusters.source.bootstrap,
-        "ledger",
+        &ledger,
         &records(1, 10, "b"),
         "none",
     );
-    let mut flow = start(&clusters, "").await;
+    let mut flow = start(&clusters, &names, "").await;
     assert_eq!(
         flow.stats().duplicate_records,
         0,
@@ -802,7 +843,7 @@ async fn an_unmatched_tail_is_counted_once_as_duplicates() {
     assert_eq!(stats.recovered_records, 0, "{stats:?}");
     assert_eq!(stats.duplicate_records, 5, "{stats:?}");
     assert_eq!(stats.records, 10, "{stats:?}");
-    let sp = SourcePartition::new("ledger", 0);
+    let sp = SourcePartition::new(&ledger, 0);
     assert_eq!(
         flow.map().translate(&sp, 40),
         Translation::Exact { target: 45 }
@@ -810,7 +851,7 @@ async fn an_unmatched_tail_is_counted_once_as_duplicates() {
     drop(flow);
 
     // The gap is in the persisted map now: a restart counts nothing again.
-    let mut flow = start(&clusters, "").await;
+    let mut flow = start(&clusters, &names, "").await;
     flow.run_until_caught_up().await.unwrap();
     assert_eq!(flow.stats().duplicate_records, 0, "{:?}", flow.stats());
     assert_eq!(flow.stats().records, 0);
@@ -822,33 +863,36 @@ async fn an_unmatched_tail_is_counted_once_as_duplicates() {
 /// from what the target holds, copies the rest, and writes nothing twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_topic_created_again_on_the_target_is_refused_not_written_over() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let ledger = names.topic("ledger");
+    let remote = remote(&names, &ledger);
     let rdk = Rdk::new();
     let src = client(&clusters.source.bootstrap).await;
-    src.create_topic(NewTopic::new("ledger", 2)).await.unwrap();
+    src.create_topic(NewTopic::new(&ledger, 2)).await.unwrap();
     let first = records(2, 40, "a");
-    rdk.produce(&clusters.source.bootstrap, "ledger", &first, "none");
-    let mut flow = start(&clusters, "").await;
+    rdk.produce(&clusters.source.bootstrap, &ledger, &first, "none");
+    let mut flow = start(&clusters, &names, "").await;
     flow.run_until_caught_up().await.unwrap();
     drop(flow);
 
     let tgt = client(&clusters.target.bootstrap).await;
-    let deleted = tgt.delete_topics(&["source.ledger"]).await.unwrap();
+    let deleted = tgt.delete_topics(&[remote.as_str()]).await.unwrap();
     assert!(deleted.iter().all(|(_, r)| r.is_ok()), "{deleted:?}");
     let second = records(2, 10, "b");
-    rdk.produce(&clusters.source.bootstrap, "ledger", &second, "none");
+    rdk.produce(&clusters.source.bootstrap, &ledger, &second, "none");
     // The flow starts, but both partitions are halted: they no longer match the map.
-    let mut flow = start(&clusters, "").await;
+    let mut flow = start(&clusters, &names, "").await;
     flow.run_until_caught_up().await.unwrap();
     let halted = flow.halted();
     assert_eq!(halted.len(), 2, "{halted:?}");
     for (tp, why) in &halted {
         assert!(
             why.contains(&format!(
-                "source.ledger-{} on the target ends at offset",
+                "{remote}-{} on the target ends at offset",
                 tp.partition
             )) && why.contains("deleted and created again")
-                && why.contains("strait-offset-map.source.internal"),
+                && why.contains(&map_topic(&names)),
             "{why}"
         );
     }
@@ -856,7 +900,7 @@ async fn a_remote_topic_created_again_on_the_target_is_refused_not_written_over(
     drop(flow);
     let written = tgt
         .list_offset(
-            &TopicPartition::new("source.ledger", 0),
+            &TopicPartition::new(&remote, 0),
             OffsetSpec::Latest,
             IsolationLevel::ReadUncommitted,
         )
@@ -866,10 +910,10 @@ async fn a_remote_topic_created_again_on_the_target_is_refused_not_written_over(
     assert_eq!(written, 0, "nothing written to the new remote topic");
 
     // What the message says to do.
-    tgt.delete_topics(&["strait-offset-map.source.internal"])
+    tgt.delete_topics(&[map_topic(&names).as_str()])
         .await
         .unwrap();
-    let mut flow = start(&clusters, "").await;
+    let mut flow = start(&clusters, &names, "").await;
     flow.run_until_caught_up().await.unwrap();
     let stats = flow.stats();
     assert_eq!(
@@ -879,7 +923,7 @@ async fn a_remote_topic_created_again_on_the_target_is_refused_not_written_over(
     );
     let got = rdk.consume(
         &clusters.target.bootstrap,
-        "source.ledger",
+        &remote,
         50,
         Duration::from_secs(20),
     );
@@ -905,26 +949,29 @@ async fn a_target_that_loses_acknowledged_records_mid_run_is_halted_then_and_at_
     // remote topic again does the same on one broker. The round that sees it halts the
     // partition and says why (not a map error about overlapping segments that stops the flow),
     // and a restart halts it too, although the target has by then grown past the map's end.
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let ledger2 = names.topic("ledger2");
+    let remote = remote(&names, &ledger2);
     let rdk = Rdk::new();
     let src = client(&clusters.source.bootstrap).await;
     let tgt = client(&clusters.target.bootstrap).await;
-    src.create_topic(NewTopic::new("ledger2", 1)).await.unwrap();
+    src.create_topic(NewTopic::new(&ledger2, 1)).await.unwrap();
     rdk.produce(
         &clusters.source.bootstrap,
-        "ledger2",
+        &ledger2,
         &records(1, 100, "a"),
         "none",
     );
-    let mut flow = start(&clusters, "").await;
+    let mut flow = start(&clusters, &names, "").await;
     flow.run_until_caught_up().await.unwrap();
 
     // Ready for writes before the flow writes to it (else the write fails and the flow's
     // start-of-partition check catches it instead).
-    recreate_topic(&tgt, "source.ledger2", 1).await;
+    recreate_topic(&tgt, &remote, 1).await;
     rdk.produce(
         &clusters.source.bootstrap,
-        "ledger2",
+        &ledger2,
         &records(1, 150, "b"),
         "none",
     );
@@ -943,17 +990,17 @@ async fn a_target_that_loses_acknowledged_records_mid_run_is_halted_then_and_at_
         caught.contains("lost records it had acknowledged")
             && caught.contains("landed at target offset 0")
             && caught.contains("end at target offset 100")
-            && caught.contains("strait-offset-map.source.internal"),
+            && caught.contains(&map_topic(&names)),
         "{caught}"
     );
     drop(flow);
 
-    let (_, end) = log_range(&tgt, "source.ledger2").await;
+    let (_, end) = log_range(&tgt, &remote).await;
     assert!(
         end >= 100,
         "the target grew past the map's end again ({end})"
     );
-    let flow = start(&clusters, "").await;
+    let flow = start(&clusters, &names, "").await;
     let halted = flow.halted();
     assert_eq!(
         halted.len(),
@@ -962,8 +1009,8 @@ async fn a_target_that_loses_acknowledged_records_mid_run_is_halted_then_and_at_
     );
     let refused = &halted[0].1;
     assert!(
-        refused.contains("source.ledger2-0 on the target holds at offset 99 a record that is not the copy of source offset 99")
-            && refused.contains("strait-offset-map.source.internal"),
+        refused.contains(&format!("{remote}-0 on the target holds at offset 99 a record that is not the copy of source offset 99"))
+            && refused.contains(&map_topic(&names)),
         "{refused}"
     );
 }
@@ -1003,30 +1050,32 @@ async fn a_source_topic_created_again_halts_its_partitions_and_nothing_is_skippe
     // halted and says what to do; the other topic goes on; nothing of the new topic is
     // written at offsets the old map describes, and the flow never exits over it. Doing what
     // the message says mirrors every record of the new topic once, after the old copies.
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let (reborn, steady) = (names.topic("reborn"), names.topic("steady"));
     let rdk = Rdk::new();
     let src = client(&clusters.source.bootstrap).await;
     let tgt = client(&clusters.target.bootstrap).await;
-    src.create_topic(NewTopic::new("reborn", 1)).await.unwrap();
-    src.create_topic(NewTopic::new("steady", 1)).await.unwrap();
+    src.create_topic(NewTopic::new(&reborn, 1)).await.unwrap();
+    src.create_topic(NewTopic::new(&steady, 1)).await.unwrap();
     let old = records(1, 100, "old");
-    rdk.produce(&clusters.source.bootstrap, "reborn", &old, "none");
+    rdk.produce(&clusters.source.bootstrap, &reborn, &old, "none");
     rdk.produce(
         &clusters.source.bootstrap,
-        "steady",
+        &steady,
         &records(1, 10, "s1"),
         "none",
     );
-    let mut flow = start(&clusters, "").await;
+    let mut flow = start(&clusters, &names, "").await;
     flow.run_until_caught_up().await.unwrap();
 
     // While running: the topic comes back with fewer records than were mirrored, then more.
-    recreate_topic(&src, "reborn", 1).await;
+    recreate_topic(&src, &reborn, 1).await;
     let new_a = records(1, 30, "new-a");
-    rdk.produce(&clusters.source.bootstrap, "reborn", &new_a, "none");
+    rdk.produce(&clusters.source.bootstrap, &reborn, &new_a, "none");
     rdk.produce(
         &clusters.source.bootstrap,
-        "steady",
+        &steady,
         &records(1, 10, "s2"),
         "none",
     );
@@ -1037,33 +1086,32 @@ async fn a_source_topic_created_again_halts_its_partitions_and_nothing_is_skippe
     }
     let halted = flow.halted();
     assert_eq!(halted.len(), 1, "{halted:?}");
-    assert_eq!(halted[0].0, TopicPartition::new("reborn", 0));
+    assert_eq!(halted[0].0, TopicPartition::new(&reborn, 0));
     let why = &halted[0].1;
     assert!(
-        why.contains("deleted and created again")
-            && why.contains("strait-offset-map.source.internal"),
+        why.contains("deleted and created again") && why.contains(&map_topic(&names)),
         "{why}"
     );
     flow.run_until_caught_up().await.unwrap();
     assert_eq!(
-        log_range(&tgt, "source.steady").await.1,
+        log_range(&tgt, &remote(&names, &steady)).await.1,
         20,
         "the other topic goes on"
     );
     let new_b = records(1, 200, "new-b");
-    rdk.produce(&clusters.source.bootstrap, "reborn", &new_b, "none");
+    rdk.produce(&clusters.source.bootstrap, &reborn, &new_b, "none");
     for _ in 0..5 {
         flow.round().await.unwrap();
     }
     assert_eq!(
-        log_range(&tgt, "source.reborn").await.1,
+        log_range(&tgt, &remote(&names, &reborn)).await.1,
         100,
         "nothing of the new topic written"
     );
     drop(flow);
 
     // A restart, with the new topic now past the old map's end: halted again, not exited.
-    let mut flow = start(&clusters, "").await;
+    let mut flow = start(&clusters, &names, "").await;
     let halted = flow.halted();
     assert_eq!(halted.len(), 1, "{halted:?}");
     assert!(
@@ -1074,18 +1122,18 @@ async fn a_source_topic_created_again_halts_its_partitions_and_nothing_is_skippe
         halted[0].1
     );
     flow.run_until_caught_up().await.unwrap();
-    assert_eq!(log_range(&tgt, "source.reborn").await.1, 100);
+    assert_eq!(log_range(&tgt, &remote(&names, &reborn)).await.1, 100);
     assert_eq!(flow.stats().lost_records, 0);
     drop(flow);
 
     // What the message says: the map rebuilt by matching; the new topic follows the old copies.
-    delete_map_topic(&tgt).await;
-    let mut flow = start(&clusters, "").await;
+    delete_map_topic(&tgt, &names).await;
+    let mut flow = start(&clusters, &names, "").await;
     assert!(flow.halted().is_empty(), "{:?}", flow.halted());
     flow.run_until_caught_up().await.unwrap();
     let got = rdk.consume(
         &clusters.target.bootstrap,
-        "source.reborn",
+        &remote(&names, &reborn),
         330,
         Duration::from_secs(30),
     );
@@ -1096,7 +1144,7 @@ async fn a_source_topic_created_again_halts_its_partitions_and_nothing_is_skippe
     }
     let map = flow
         .map()
-        .partition(&SourcePartition::new("reborn", 0))
+        .partition(&SourcePartition::new(&reborn, 0))
         .unwrap();
     for src_offset in [0, 29, 30, 229] {
         assert_eq!(
@@ -1109,7 +1157,7 @@ async fn a_source_topic_created_again_halts_its_partitions_and_nothing_is_skippe
     }
     let steady = rdk.consume(
         &clusters.target.bootstrap,
-        "source.steady",
+        &remote(&names, &steady),
         20,
         Duration::from_secs(30),
     );
@@ -1121,24 +1169,26 @@ async fn a_source_topic_created_again_and_grown_past_the_position_is_seen_by_its
     // Between two rounds the source topic is deleted, created again, and given more records
     // than strait had mirrored: read by name, offset 100 of the new topic would be served and
     // its records 0..100 skipped without a word. Fetch by topic id (v13) refuses the old id.
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let phoenix = names.topic("phoenix");
     let rdk = Rdk::new();
     let src = client(&clusters.source.bootstrap).await;
     let tgt = client(&clusters.target.bootstrap).await;
-    src.create_topic(NewTopic::new("phoenix", 1)).await.unwrap();
+    src.create_topic(NewTopic::new(&phoenix, 1)).await.unwrap();
     rdk.produce(
         &clusters.source.bootstrap,
-        "phoenix",
+        &phoenix,
         &records(1, 100, "old"),
         "none",
     );
-    let mut flow = start(&clusters, "").await;
+    let mut flow = start(&clusters, &names, "").await;
     flow.run_until_caught_up().await.unwrap();
 
-    recreate_topic(&src, "phoenix", 1).await;
+    recreate_topic(&src, &phoenix, 1).await;
     rdk.produce(
         &clusters.source.bootstrap,
-        "phoenix",
+        &phoenix,
         &records(1, 150, "new"),
         "none",
     );
@@ -1149,13 +1199,13 @@ async fn a_source_topic_created_again_and_grown_past_the_position_is_seen_by_its
     }
     let halted = flow.halted();
     assert!(
-        halted[0]
-            .1
-            .contains("source topic phoenix was deleted and created again (its topic id was"),
+        halted[0].1.contains(&format!(
+            "source topic {phoenix} was deleted and created again (its topic id was"
+        )),
         "{halted:?}"
     );
     assert_eq!(
-        log_range(&tgt, "source.phoenix").await.1,
+        log_range(&tgt, &remote(&names, &phoenix)).await.1,
         100,
         "none of the new topic's records written"
     );

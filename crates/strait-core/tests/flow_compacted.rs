@@ -9,10 +9,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use strait_testkit::{Clusters, Rdk, TestRecord, QUICK_COMPACTION};
+use strait_testkit::{Clusters, Names, Rdk, TestRecord, QUICK_COMPACTION};
 use strait_wire::offset_map::{SourcePartition, Translation};
 
-const TOPIC: &str = "accounts";
 const PARTITIONS: i32 = 2;
 const RECORDS: usize = 600;
 const KEYS: usize = 40;
@@ -46,54 +45,76 @@ fn records() -> Vec<TestRecord> {
         .collect()
 }
 
-/// Reads the whole topic until the broker has compacted it and compaction has settled: fewer
-/// records than written, and the same records again 2.5 s later (several cleaner passes).
-fn wait_for_compaction(rdk: &Rdk, bootstrap: &str) -> Vec<TestRecord> {
+/// Reads the whole of `topic` until the broker has compacted it and compaction has settled:
+/// fewer records than written, and the same records again 2.5 s later (several cleaner passes).
+fn wait_for_compaction(rdk: &Rdk, bootstrap: &str, names: &Names, topic: &str) -> Vec<TestRecord> {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut previous: Option<Vec<TestRecord>> = None;
     for attempt in 0.. {
-        let everything = consume_all(rdk, bootstrap, attempt);
+        let everything = consume_all(rdk, bootstrap, names, topic, attempt);
         if everything.len() < RECORDS && previous.as_ref() == Some(&everything) {
             return everything;
         }
         previous = Some(everything);
         assert!(
             Instant::now() < deadline,
-            "the broker did not compact {TOPIC} and settle within 60 s"
+            "the broker did not compact {topic} and settle within 60 s"
         );
         std::thread::sleep(Duration::from_millis(2_500));
     }
     unreachable!()
 }
 
-/// Every record of the topic, read to the end of each partition by a group of its own (so it
+/// Every record of `topic`, read to the end of each partition by a group of its own (so it
 /// starts at the beginning), sorted by partition and offset.
-fn consume_all(rdk: &Rdk, bootstrap: &str, attempt: u32) -> Vec<TestRecord> {
-    let group = format!("compacted-reader-{attempt}");
-    let mut out = rdk.group_consume(bootstrap, &group, TOPIC, None, Duration::from_secs(30));
+fn consume_all(
+    rdk: &Rdk,
+    bootstrap: &str,
+    names: &Names,
+    topic: &str,
+    attempt: u32,
+) -> Vec<TestRecord> {
+    let group = names.group(&format!("compacted-reader-{attempt}"));
+    let mut out = rdk.group_consume(bootstrap, &group, topic, None, Duration::from_secs(30));
     out.sort_by_key(|r| (r.partition, r.offset));
     out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compacted_topic_with_holes_is_mirrored_and_mapped_exactly() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let (a, b) = (names.alias("source"), names.alias("target"));
+    let topic = names.topic("accounts");
     let rdk = Rdk::new();
     let (source, target) = (
         clusters.source.bootstrap.clone(),
         clusters.target.bootstrap.clone(),
     );
-    rdk.create_topic_with_configs(&source, TOPIC, PARTITIONS, QUICK_COMPACTION);
-    rdk.produce(&source, TOPIC, &records()[..RECORDS / 2], "none");
-    rdk.produce(&source, TOPIC, &records()[RECORDS / 2..], "lz4");
-    let surviving = wait_for_compaction(&rdk, &source);
+    rdk.create_topic_with_configs(&source, &topic, PARTITIONS, QUICK_COMPACTION);
+    rdk.produce(&source, &topic, &records()[..RECORDS / 2], "none");
+    rdk.produce(&source, &topic, &records()[RECORDS / 2..], "lz4");
+    let surviving = wait_for_compaction(&rdk, &source, &names, &topic);
     let holes = RECORDS - surviving.len();
     eprintln!(
         "source after compaction: {} records, {holes} holes",
         surviving.len()
     );
 
-    let mut flow = common::start_flow(&source, &target, "").await;
+    // Only this test's topics and groups; heartbeats topics (mirrored whatever `topics` says) are
+    // other tests'.
+    let mut flow = common::start_flow_between(
+        (&a, &b),
+        &source,
+        &target,
+        &format!(
+            "topics = {pattern}\n\
+             groups = {pattern}\n\
+             heartbeats.replication.enabled = false",
+            pattern = names.pattern()
+        ),
+    )
+    .await;
     tokio::time::timeout(Duration::from_secs(60), flow.run_until_caught_up())
         .await
         .expect("mirrors within 60 s")
@@ -101,7 +122,7 @@ async fn compacted_topic_with_holes_is_mirrored_and_mapped_exactly() {
     let stats = flow.stats();
     eprintln!("{stats:?}");
 
-    let remote = format!("source.{TOPIC}");
+    let remote = format!("{a}.{topic}");
     let mirrored = rdk.consume(&target, &remote, surviving.len(), Duration::from_secs(30));
     assert_eq!(
         mirrored.len(),
@@ -122,7 +143,7 @@ async fn compacted_topic_with_holes_is_mirrored_and_mapped_exactly() {
     let map = flow.map();
     let mut exact_holes = 0;
     for (partition, pairs) in &by_partition {
-        let sp = SourcePartition::new(TOPIC, *partition);
+        let sp = SourcePartition::new(&topic, *partition);
         // Holes before the first surviving record: Kafka keeps the log start where it was
         // (compaction does not move it), so they are a gap before the first segment: a consumer
         // there continues at the first mirrored record.

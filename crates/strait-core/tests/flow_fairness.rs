@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use strait_core::flow::{Flow, FlowOptions};
 use strait_kafka::admin::NewTopic;
-use strait_testkit::{Clusters, Rdk, TestRecord};
+use strait_testkit::{Clusters, Names, Rdk, TestRecord};
 use strait_wire::offset_map::SourcePartition;
 
 const PARTITIONS: i32 = 20;
@@ -27,13 +27,26 @@ fn record(partition: i32, i: usize, size: usize) -> TestRecord {
     TestRecord::new(partition, Some(format!("k{i}").as_bytes()), Some(&value))
 }
 
-/// The flow from `source` to `target` with a byte budget of `budget` and `options`, fetching
-/// with a 50 ms wait.
-async fn start(source: &str, target: &str, budget: usize, options: FlowOptions) -> Flow {
-    let config = common::flow_config(
+/// The flow from `source` to `target` between `names`' aliases, of `names`' topics and groups
+/// only (heartbeats topics, which a flow mirrors whatever `topics` says, left out: other tests
+/// write them), with a byte budget of `budget` and `options`, fetching with a 50 ms wait.
+async fn start(
+    (source, target): (&str, &str),
+    names: &Names,
+    budget: usize,
+    options: FlowOptions,
+) -> Flow {
+    let config = common::flow_config_between(
+        (&names.alias("source"), &names.alias("target")),
         source,
         target,
-        &format!("strait.max.bytes.in.flight = {budget}"),
+        &format!(
+            "topics = {pattern}\n\
+             groups = {pattern}\n\
+             heartbeats.replication.enabled = false\n\
+             strait.max.bytes.in.flight = {budget}",
+            pattern = names.pattern()
+        ),
     );
     let options = FlowOptions {
         fetch_max_wait: Duration::from_millis(50),
@@ -51,12 +64,14 @@ async fn start(source: &str, target: &str, budget: usize, options: FlowOptions) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_backlogged_partition_progresses() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let wide = names.topic("wide");
     let rdk = Rdk::new();
     let (source, target) = (&clusters.source.bootstrap, &clusters.target.bootstrap);
     common::client(source)
         .await
-        .create_topic(NewTopic::new("wide", PARTITIONS))
+        .create_topic(NewTopic::new(&wide, PARTITIONS))
         .await
         .unwrap();
     let mut records = Vec::new();
@@ -72,20 +87,20 @@ async fn every_backlogged_partition_progresses() {
     // the broker's: the huge record must fit.
     Rdk::new()
         .with_client_config(&[("batch.size", "8192"), ("message.max.bytes", "1000000")])
-        .produce(source, "wide", &records, "none");
+        .produce(source, &wide, &records, "none");
 
     let options = FlowOptions {
         partition_max_bytes: 64 * 1024,
         ..FlowOptions::default()
     };
-    let mut flow = start(source, target, BUDGET, options).await;
+    let mut flow = start((source, target), &names, BUDGET, options).await;
 
     // 3 MiB of backlog in the first three partitions takes at least 48 rounds of 64 KiB; asked
     // in a fixed order, partitions 3..19 would get nothing in the first 24.
     let progressed = |flow: &Flow| -> Vec<i32> {
         (0..PARTITIONS)
             .filter(|p| {
-                let sp = SourcePartition::new("wide", *p);
+                let sp = SourcePartition::new(&wide, *p);
                 flow.map()
                     .partition(&sp)
                     .and_then(|m| m.extent())
@@ -114,7 +129,7 @@ async fn every_backlogged_partition_progresses() {
     assert_eq!(stats.duplicate_records, 0, "{stats:?}");
     let huge = rdk.consume(
         target,
-        "source.wide",
+        &format!("{}.{wide}", names.alias("source")),
         records.len(),
         Duration::from_secs(60),
     );
@@ -135,12 +150,14 @@ async fn every_backlogged_partition_progresses() {
 async fn a_fetch_share_smaller_than_the_batches_still_moves_many_partitions_per_round() {
     const WIDE: i32 = 32;
     const LARGE: usize = 200 * 1024;
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let large = names.topic("large");
     let rdk = Rdk::new();
     let (source, target) = (&clusters.source.bootstrap, &clusters.target.bootstrap);
     common::client(source)
         .await
-        .create_topic(NewTopic::new("large", WIDE))
+        .create_topic(NewTopic::new(&large, WIDE))
         .await
         .unwrap();
     // Two batches of one 200 KiB record per partition (a record larger than `batch.size`
@@ -150,14 +167,14 @@ async fn a_fetch_share_smaller_than_the_batches_still_moves_many_partitions_per_
         .collect();
     Rdk::new()
         .with_client_config(&[("batch.size", "16384"), ("message.max.bytes", "1000000")])
-        .produce(source, "large", &records, "none");
+        .produce(source, &large, &records, "none");
 
     // A fetch of 2 MiB: a share of 64 KiB per partition, a third of a batch.
     let options = FlowOptions {
         partition_bytes_from_budget: true,
         ..FlowOptions::default()
     };
-    let mut flow = start(source, target, 6 * 1024 * 1024, options).await;
+    let mut flow = start((source, target), &names, 6 * 1024 * 1024, options).await;
     // One partition per round (the first of each answer) would take 64 rounds.
     let mut rounds = 0;
     while flow.stats().records < records.len() as u64 && rounds < 24 {
@@ -176,7 +193,7 @@ async fn a_fetch_share_smaller_than_the_batches_still_moves_many_partitions_per_
     );
     let copied = rdk.consume(
         target,
-        "source.large",
+        &format!("{}.{large}", names.alias("source")),
         records.len(),
         Duration::from_secs(60),
     );

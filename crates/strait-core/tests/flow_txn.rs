@@ -19,7 +19,7 @@ use std::time::Duration;
 use strait_core::flow::{Flow, FlowOptions};
 use strait_kafka::admin::{IsolationLevel, OffsetSpec};
 use strait_kafka::{Client, TopicPartition};
-use strait_testkit::{Clusters, Rdk, TestRecord};
+use strait_testkit::{Clusters, Names, Rdk, TestRecord};
 use strait_wire::offset_map::{OffsetMap, SourcePartition, Translation};
 
 /// How long mirroring, or the source finishing its transactions, may take before a test gives
@@ -30,14 +30,14 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 /// returns the first batch, whatever its size).
 const ONE_BATCH: i32 = 1;
 
-/// The `source->target` flow with `extra` config lines, fetching at most `partition_max_bytes`
-/// per partition.
-async fn start(clusters: &Clusters, extra: &str, partition_max_bytes: i32) -> Flow {
+/// The flow between the test's own aliases with `extra` config lines, fetching at most
+/// `partition_max_bytes` per partition.
+async fn start(clusters: &Clusters, names: &Names, extra: &str, partition_max_bytes: i32) -> Flow {
     let options = FlowOptions {
         partition_max_bytes,
         ..quick_fetches()
     };
-    start_with(clusters, extra, options).await
+    start_with(clusters, names, extra, options).await
 }
 
 /// The flow's default options, but for fetches that wait 50 ms for data.
@@ -48,13 +48,22 @@ fn quick_fetches() -> FlowOptions {
     }
 }
 
-/// The `source->target` flow with `extra` config lines and `options`.
-async fn start_with(clusters: &Clusters, extra: &str, options: FlowOptions) -> Flow {
+/// The flow between the test's own aliases (`names`), of its topics and groups only, with
+/// `extra` config lines and `options`. Heartbeats topics, which a flow mirrors whatever `topics`
+/// says, are left out: other tests on the shared clusters write them.
+async fn start_with(clusters: &Clusters, names: &Names, extra: &str, options: FlowOptions) -> Flow {
+    let pattern = names.pattern();
     Flow::start(
-        common::flow_config(
+        common::flow_config_between(
+            (&names.alias("source"), &names.alias("target")),
             &clusters.source.bootstrap,
             &clusters.target.bootstrap,
-            extra,
+            &format!(
+                "topics = {pattern}\n\
+                 groups = {pattern}\n\
+                 heartbeats.replication.enabled = false\n\
+                 {extra}"
+            ),
         ),
         options,
         client(&clusters.source.bootstrap).await,
@@ -62,6 +71,12 @@ async fn start_with(clusters: &Clusters, extra: &str, options: FlowOptions) -> F
     )
     .await
     .expect("flow starts")
+}
+
+/// The name of a transactional producer of the test's own for `Rdk::transaction_steps`, the
+/// start of its `transactional.id` (to which rdk.py adds a fresh UUID): `<base>-<id>`.
+fn producer(names: &Names, base: &str) -> String {
+    format!("{base}-{}", names.id())
 }
 
 /// `(read_committed end, high watermark)` of `tp`.
@@ -151,13 +166,14 @@ fn placed(records: &[TestRecord], offsets: &[(i32, i64)]) -> Vec<(i32, i64, Test
 /// data) to the next mirrored record's, the end to the target's end.
 async fn assert_mirrored_exactly(
     clusters: &Clusters,
+    names: &Names,
     flow: &Flow,
     topic: &str,
     partitions: i32,
     want: &[(i32, i64, TestRecord)],
 ) {
     let rdk = Rdk::new();
-    let remote = format!("source.{topic}");
+    let remote = format!("{}.{topic}", names.alias("source"));
     let on_target = rdk.consume(
         &clusters.target.bootstrap,
         &remote,
@@ -194,10 +210,11 @@ async fn assert_mirrored_exactly(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn committed_transactions_mirror_and_the_map_stays_exact_across_markers() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let source = &clusters.source.bootstrap;
     let rdk = Rdk::new();
-    let topic = "ledger";
+    let topic = &names.topic("ledger");
     rdk.create_topic(source, topic, 2);
 
     // Plain batches (several records each) and committed transactions touching both
@@ -222,7 +239,13 @@ async fn committed_transactions_mirror_and_the_map_stays_exact_across_markers() 
     want.extend(placed(&tail, &offsets));
     wait_for_markers(&client(source).await, topic, 2).await;
 
-    let mut flow = start(&clusters, "", FlowOptions::default().partition_max_bytes).await;
+    let mut flow = start(
+        &clusters,
+        &names,
+        "",
+        FlowOptions::default().partition_max_bytes,
+    )
+    .await;
     mirror(&mut flow).await;
     let stats = flow.stats();
     assert_eq!(stats.records, want.len() as u64, "{stats:?}");
@@ -234,15 +257,16 @@ async fn committed_transactions_mirror_and_the_map_stays_exact_across_markers() 
     );
     assert_eq!(stats.duplicate_records, 0, "{stats:?}");
     assert_eq!(stats.lost_records, 0, "{stats:?}");
-    assert_mirrored_exactly(&clusters, &flow, topic, 2, &want).await;
+    assert_mirrored_exactly(&clusters, &names, &flow, topic, 2, &want).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aborted_transactions_are_not_mirrored() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let source = &clusters.source.bootstrap;
     let rdk = Rdk::new();
-    let topic = "payments";
+    let topic = &names.topic("payments");
     rdk.create_topic(source, topic, 1);
 
     let before = records(1, 5, "before");
@@ -267,7 +291,13 @@ async fn aborted_transactions_are_not_mirrored() {
     want.extend(placed(&later, &offsets[2]));
     want.extend(placed(&after, &after_at));
 
-    let mut flow = start(&clusters, "", FlowOptions::default().partition_max_bytes).await;
+    let mut flow = start(
+        &clusters,
+        &names,
+        "",
+        FlowOptions::default().partition_max_bytes,
+    )
+    .await;
     mirror(&mut flow).await;
     let stats = flow.stats();
     assert!(stats.aborted_batches_skipped > 0, "{stats:?}");
@@ -277,7 +307,7 @@ async fn aborted_transactions_are_not_mirrored() {
     );
     assert_eq!(stats.records, want.len() as u64, "{stats:?}");
     assert_eq!(stats.lost_records, 0, "{stats:?}");
-    assert_mirrored_exactly(&clusters, &flow, topic, 1, &want).await;
+    assert_mirrored_exactly(&clusters, &names, &flow, topic, 1, &want).await;
 }
 
 /// One batch per fetch: the aborted transaction's data comes in one round and its ABORT marker
@@ -285,10 +315,11 @@ async fn aborted_transactions_are_not_mirrored() {
 /// transaction as aborted), and the map is exact at every step.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_abort_marker_fetched_after_its_data_still_drops_the_data() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let source = &clusters.source.bootstrap;
     let rdk = Rdk::new();
-    let topic = "payments";
+    let topic = &names.topic("payments");
     rdk.create_topic(source, topic, 1);
 
     let before = records(1, 3, "before");
@@ -298,14 +329,16 @@ async fn an_abort_marker_fetched_after_its_data_still_drops_the_data() {
     let aborted: Vec<Vec<TestRecord>> = (0..3)
         .map(|b| records(1, 1, &format!("aborted{b}")))
         .collect();
-    let mut steps = vec![("p", "begin", vec![])];
-    steps.extend(aborted.iter().map(|r| ("p", "produce", r.clone())));
-    steps.push(("p", "abort", vec![]));
+    let p = producer(&names, "p");
+    let p = p.as_str();
+    let mut steps = vec![(p, "begin", vec![])];
+    steps.extend(aborted.iter().map(|r| (p, "produce", r.clone())));
+    steps.push((p, "abort", vec![]));
     let committed = records(1, 2, "committed");
     steps.extend([
-        ("p", "begin", vec![]),
-        ("p", "produce", committed.clone()),
-        ("p", "commit", vec![]),
+        (p, "begin", vec![]),
+        (p, "produce", committed.clone()),
+        (p, "commit", vec![]),
     ]);
     let at = rdk.transaction_steps(source, topic, &steps);
     let after = records(1, 2, "after");
@@ -323,7 +356,7 @@ async fn an_abort_marker_fetched_after_its_data_still_drops_the_data() {
     want.extend(placed(&committed, &at[6]));
     want.extend(placed(&after, &after_at));
 
-    let mut flow = start(&clusters, "", ONE_BATCH).await;
+    let mut flow = start(&clusters, &names, "", ONE_BATCH).await;
     let sp = SourcePartition::new(topic, 0);
     let deadline = tokio::time::Instant::now() + TIMEOUT;
     let mut data_dropped_before_marker = false;
@@ -353,7 +386,7 @@ async fn an_abort_marker_fetched_after_its_data_still_drops_the_data() {
     assert_eq!(stats.aborted_batches_skipped, 3, "{stats:?}");
     assert_eq!(stats.control_batches_skipped, 2, "abort, commit: {stats:?}");
     assert_eq!(stats.lost_records, 0, "{stats:?}");
-    assert_mirrored_exactly(&clusters, &flow, topic, 1, &want).await;
+    assert_mirrored_exactly(&clusters, &names, &flow, topic, 1, &want).await;
 }
 
 /// Two transactional producers whose transactions interleave batch by batch, fetched one batch
@@ -361,32 +394,35 @@ async fn an_abort_marker_fetched_after_its_data_still_drops_the_data() {
 /// transactions' records reach the target, in source order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interleaved_transactions_of_two_producers_across_fetches() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let source = &clusters.source.bootstrap;
     let rdk = Rdk::new();
-    let topic = "payments";
+    let topic = &names.topic("payments");
     rdk.create_topic(source, topic, 1);
 
     let before = records(1, 2, "before");
     let before_at = rdk.produce(source, topic, &before, "none");
     let part = |tag: &str, n| records(1, n, tag);
+    let (a, b) = (producer(&names, "a"), producer(&names, "b"));
+    let (a, b) = (a.as_str(), b.as_str());
     let steps = vec![
-        ("a", "begin", vec![]),
-        ("b", "begin", vec![]),
-        ("a", "produce", part("a1", 2)),
-        ("b", "produce", part("b1", 2)),
-        ("a", "produce", part("a2", 1)),
-        ("b", "produce", part("b2", 3)),
-        ("a", "abort", vec![]),
-        ("b", "commit", vec![]),
-        ("a", "begin", vec![]),
-        ("b", "begin", vec![]),
-        ("b", "produce", part("b3", 2)),
-        ("a", "produce", part("a3", 2)),
-        ("b", "produce", part("b4", 1)),
-        ("a", "produce", part("a4", 2)),
-        ("a", "commit", vec![]),
-        ("b", "abort", vec![]),
+        (a, "begin", vec![]),
+        (b, "begin", vec![]),
+        (a, "produce", part("a1", 2)),
+        (b, "produce", part("b1", 2)),
+        (a, "produce", part("a2", 1)),
+        (b, "produce", part("b2", 3)),
+        (a, "abort", vec![]),
+        (b, "commit", vec![]),
+        (a, "begin", vec![]),
+        (b, "begin", vec![]),
+        (b, "produce", part("b3", 2)),
+        (a, "produce", part("a3", 2)),
+        (b, "produce", part("b4", 1)),
+        (a, "produce", part("a4", 2)),
+        (a, "commit", vec![]),
+        (b, "abort", vec![]),
     ];
     let at = rdk.transaction_steps(source, topic, &steps);
     let after = records(1, 2, "after");
@@ -408,7 +444,7 @@ async fn interleaved_transactions_of_two_producers_across_fetches() {
     let last_b2 = at[5].last().unwrap().1;
     assert!(aborted.range(first_b1..last_b2).next().is_some(), "{at:?}");
 
-    let mut flow = start(&clusters, "", ONE_BATCH).await;
+    let mut flow = start(&clusters, &names, "", ONE_BATCH).await;
     mirror(&mut flow).await;
     let stats = flow.stats();
     assert_eq!(stats.records, want.len() as u64, "{stats:?}");
@@ -420,7 +456,7 @@ async fn interleaved_transactions_of_two_producers_across_fetches() {
     );
     assert_eq!(stats.lost_records, 0, "{stats:?}");
     assert_eq!(stats.duplicate_records, 0, "{stats:?}");
-    assert_mirrored_exactly(&clusters, &flow, topic, 1, &want).await;
+    assert_mirrored_exactly(&clusters, &names, &flow, topic, 1, &want).await;
 }
 
 /// `strait.isolation.level = read_uncommitted`: the flow reads as MM2's consumer does by default,
@@ -428,10 +464,11 @@ async fn interleaved_transactions_of_two_producers_across_fetches() {
 /// write) are left out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_uncommitted_mirrors_aborted_transactions_as_mm2_does() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let source = &clusters.source.bootstrap;
     let rdk = Rdk::new();
-    let topic = "payments";
+    let topic = &names.topic("payments");
     rdk.create_topic(source, topic, 1);
 
     let before = records(1, 3, "before");
@@ -459,6 +496,7 @@ async fn read_uncommitted_mirrors_aborted_transactions_as_mm2_does() {
 
     let mut flow = start(
         &clusters,
+        &names,
         "strait.isolation.level = read_uncommitted",
         FlowOptions::default().partition_max_bytes,
     )
@@ -472,7 +510,7 @@ async fn read_uncommitted_mirrors_aborted_transactions_as_mm2_does() {
         "commit, abort, commit: {stats:?}"
     );
     assert_eq!(stats.lost_records, 0, "{stats:?}");
-    assert_mirrored_exactly(&clusters, &flow, topic, 1, &want).await;
+    assert_mirrored_exactly(&clusters, &names, &flow, topic, 1, &want).await;
 }
 
 /// Issue 17 item 7: a compacted, transactional source never moves its log start, and every
@@ -483,10 +521,11 @@ async fn read_uncommitted_mirrors_aborted_transactions_as_mm2_does() {
 /// target; and the map loaded again from its topic is the compacted one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compacted_transactional_source_is_compacted_below_the_lowest_group_offset() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let source = &clusters.source.bootstrap;
     let rdk = Rdk::new();
-    let topic = "balances";
+    let topic = &names.topic("balances");
     rdk.create_topic_with_configs(source, topic, 2, &[("cleanup.policy", "compact")]);
     const TXNS: usize = 60;
     let now = common::now_ms();
@@ -523,8 +562,8 @@ async fn a_compacted_transactional_source_is_compacted_below_the_lowest_group_of
     let p0 = committed_at(0);
     // Two groups on partition 0: "behind" at the 20th committed record, "ahead" further on.
     let (behind, ahead) = (p0[20], p0[40]);
-    rdk.commit(source, "behind", topic, &[(0, behind)]);
-    rdk.commit(source, "ahead", topic, &[(0, ahead)]);
+    rdk.commit(source, &names.group("behind"), topic, &[(0, behind)]);
+    rdk.commit(source, &names.group("ahead"), topic, &[(0, ahead)]);
 
     // The first run mirrors (its first pass may or may not see the whole map, depending on
     // how the rounds fell); the second starts from the map topic and its first flush is a pass.
@@ -532,15 +571,15 @@ async fn a_compacted_transactional_source_is_compacted_below_the_lowest_group_of
         compact_min_segments: min_segments,
         ..quick_fetches()
     };
-    let mut flow = start_with(&clusters, "", compacting(10)).await;
+    let mut flow = start_with(&clusters, &names, "", compacting(10)).await;
     mirror(&mut flow).await;
     drop(flow);
-    let mut flow = start_with(&clusters, "", compacting(10)).await;
+    let mut flow = start_with(&clusters, &names, "", compacting(10)).await;
     mirror(&mut flow).await;
     assert_eq!(flow.stats().lost_records, 0, "{:?}", flow.stats());
 
     // Every committed record is on the target, in order, and nothing else.
-    let remote = format!("source.{topic}");
+    let remote = format!("{}.{topic}", names.alias("source"));
     let dst = client(&clusters.target.bootstrap).await;
     let on_target = rdk.consume(
         &clusters.target.bootstrap,
@@ -618,7 +657,7 @@ async fn a_compacted_transactional_source_is_compacted_below_the_lowest_group_of
     // What the map topic holds loads as the same compacted map.
     let compacted = flow.map().clone();
     drop(flow);
-    let flow = start_with(&clusters, "", compacting(usize::MAX)).await;
+    let flow = start_with(&clusters, &names, "", compacting(usize::MAX)).await;
     for sp in [&sp0, &sp1] {
         assert_eq!(
             flow.map().partition(sp),

@@ -11,14 +11,15 @@ mod common;
 use strait_core::internal::map_store::MapStore;
 use strait_kafka::admin::NewTopic;
 use strait_kafka::produce::ProducerConfig;
-use strait_testkit::{Clusters, Rdk, TestRecord};
+use strait_testkit::{Clusters, Names, Rdk, TestRecord};
 use strait_wire::offset_map::{Extent, MapEntry, OffsetMap, Segment, SourcePartition, Translation};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_map_flush_larger_than_a_batch_may_be_is_written_and_reads_back() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let big = Names::new().alias("big");
     let target = common::client(&clusters.target.bootstrap).await;
-    let (mut store, map) = MapStore::open(&target, "big", 1, Some(ProducerConfig::default()))
+    let (mut store, map) = MapStore::open(&target, &big, 1, Some(ProducerConfig::default()))
         .await
         .unwrap();
     assert!(map.is_empty());
@@ -55,7 +56,7 @@ async fn a_map_flush_larger_than_a_batch_may_be_is_written_and_reads_back() {
     assert_eq!(store.written(), 600 * 21);
     assert_eq!(store.pending(), 0);
 
-    let loaded = MapStore::read(&target, "big").await.unwrap();
+    let loaded = MapStore::read(&target, &big).await.unwrap();
     for (sp, segment) in &expected {
         let partition = loaded.partition(sp).expect("partition loaded");
         assert!(partition.segments().contains(segment), "{sp:?} {segment:?}");
@@ -76,16 +77,31 @@ async fn a_map_flush_larger_than_a_batch_may_be_is_written_and_reads_back() {
 /// published.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_published_map_is_always_on_its_topic() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let (a, b) = (names.alias("source"), names.alias("target"));
+    let ledger = names.topic("ledger");
     let rdk = Rdk::new();
     let source = common::client(&clusters.source.bootstrap).await;
     let target = common::client(&clusters.target.bootstrap).await;
     source
-        .create_topic(NewTopic::new("ledger", 4))
+        .create_topic(NewTopic::new(&ledger, 4))
         .await
         .unwrap();
-    let mut flow =
-        common::start_flow(&clusters.source.bootstrap, &clusters.target.bootstrap, "").await;
+    // Only this test's topics and groups; heartbeats topics (mirrored whatever `topics` says)
+    // are other tests'.
+    let mut flow = common::start_flow_between(
+        (&a, &b),
+        &clusters.source.bootstrap,
+        &clusters.target.bootstrap,
+        &format!(
+            "topics = {pattern}\n\
+             groups = {pattern}\n\
+             heartbeats.replication.enabled = false",
+            pattern = names.pattern()
+        ),
+    )
+    .await;
     let updates = flow.map_updates();
     let mut checked = 0;
     for round in 0..15 {
@@ -95,20 +111,20 @@ async fn the_published_map_is_always_on_its_topic() {
                 TestRecord::new(i % 4, Some(b"k"), Some(value.as_bytes()))
             })
             .collect();
-        rdk.produce(&clusters.source.bootstrap, "ledger", &records, "none");
+        rdk.produce(&clusters.source.bootstrap, &ledger, &records, "none");
         flow.round().await.expect("round");
         let published = updates.borrow().clone();
-        let persisted = MapStore::read(&target, "source").await.unwrap();
+        let persisted = MapStore::read(&target, &a).await.unwrap();
         checked += assert_covered(&published, &persisted);
     }
     assert!(checked > 0, "some map was published while the flow ran");
     flow.run_until_caught_up().await.expect("caught up");
     let published = updates.borrow().clone();
-    let persisted = MapStore::read(&target, "source").await.unwrap();
+    let persisted = MapStore::read(&target, &a).await.unwrap();
     assert_covered(flow.map(), &published);
     assert_covered(&published, &persisted);
     for p in 0..4 {
-        let sp = SourcePartition::new("ledger", p);
+        let sp = SourcePartition::new(&ledger, p);
         assert_eq!(
             published.partition(&sp).and_then(|m| m.src_end()),
             Some(15 * 10),
