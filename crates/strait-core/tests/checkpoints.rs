@@ -25,11 +25,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use strait_core::offsets::checkpoints::{CheckpointTask, Decision};
 use strait_kafka::{Client, TopicPartition};
-use strait_testkit::Clusters;
+use strait_testkit::{Clusters, Names};
 use strait_wire::mm2::Checkpoint;
 use strait_wire::offset_map::{OffsetMap, SourcePartition};
 
-use mirror::{end_offset, mirror, on_partition, read_topic, CHECKPOINTS, REMOTE, TOPIC};
+use mirror::{end_offset, mirror, on_partition, read_topic, Mirror};
 
 /// A Kafka `STRING`, by hand: int16 length, then the bytes.
 fn string(s: &str) -> Vec<u8> {
@@ -55,10 +55,11 @@ fn value(upstream: i64, downstream: i64, metadata: &str) -> Bytes {
     out.into()
 }
 
-fn cp(group: &str, partition: i32, upstream: i64, downstream: i64) -> Checkpoint {
+/// A checkpoint of `group` on `remote`-`partition`.
+fn cp(remote: &str, group: &str, partition: i32, upstream: i64, downstream: i64) -> Checkpoint {
     Checkpoint {
         group: group.into(),
-        topic: REMOTE.into(),
+        topic: remote.into(),
         partition,
         upstream_offset: upstream,
         downstream_offset: downstream,
@@ -66,33 +67,51 @@ fn cp(group: &str, partition: i32, upstream: i64, downstream: i64) -> Checkpoint
     }
 }
 
+impl Mirror {
+    /// A checkpoint of `group` on the remote topic's `partition`.
+    fn cp(&self, group: &str, partition: i32, upstream: i64, downstream: i64) -> Checkpoint {
+        cp(&self.remote, group, partition, upstream, downstream)
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn checkpoints_are_mm2_records_with_the_exact_offsets() {
     let m = mirror("").await;
-    m.commit_source("billing-app", &[(0, 12), (1, 15)]);
-    m.commit_source("reporting", &[(0, 20)]);
-    // Left out by MM2's default `groups.exclude`.
-    m.commit_source("console-consumer-7", &[(0, 5)]);
+    let (billing, reporting) = (m.group("billing-app"), m.group("reporting"));
+    let remote = m.remote.as_str();
+    m.commit_source(&billing, &[(0, 12), (1, 15)]);
+    m.commit_source(&reporting, &[(0, 20)]);
+    // Left out by MM2's default `groups.exclude` (`console-consumer-.*`), though the `groups`
+    // filter lets it through.
+    m.commit_source(&m.group("console-consumer-7"), &[(0, 5)]);
     // Offsets only on a topic the flow does not mirror (KAFKA-14837).
     m.rdk.commit(
         &m.clusters.source.bootstrap,
-        "unrelated",
-        "elsewhere",
+        &m.group("unrelated"),
+        &m.elsewhere,
         &[(0, 0)],
     );
 
     let mut task = m.task();
-    assert_eq!(task.topic(), CHECKPOINTS);
+    assert_eq!(task.topic(), m.checkpoints);
     let summary = task.emit_once().await.expect("checkpoint pass");
-    assert_eq!(summary.groups, ["billing-app", "reporting"]);
+    assert_eq!(summary.groups, [billing.as_str(), reporting.as_str()]);
     assert!(summary.failures.is_empty(), "{:?}", summary.failures);
 
-    let written = read_topic(&m.target, CHECKPOINTS).await;
-    // The first record, spelled out: group "billing-app" (11 bytes), topic "source.orders"
-    // (13 bytes), partition 0; version 0, upstream 12, downstream 17, metadata "".
+    let written = read_topic(&m.target, &m.checkpoints).await;
+    // The first record, spelled out: group "billing-app-<id>" (20 bytes), topic
+    // "source<id>.orders-<id>" (30 bytes), partition 0; version 0, upstream 12, downstream 17,
+    // metadata "".
     assert_eq!(
-        &written[0].0[..],
-        b"\x00\x0bbilling-app\x00\x0dsource.orders\x00\x00\x00\x00"
+        written[0].0[..],
+        [
+            b"\x00\x14",
+            billing.as_bytes(),
+            b"\x00\x1e",
+            remote.as_bytes(),
+            b"\x00\x00\x00\x00"
+        ]
+        .concat()
     );
     assert_eq!(
         &written[0].1[..],
@@ -102,16 +121,16 @@ async fn checkpoints_are_mm2_records_with_the_exact_offsets() {
         written,
         vec![
             // orders-0 at 12 is target 17 (5 foreign records came first).
-            (key("billing-app", REMOTE, 0), value(12, 17, "")),
+            (key(&billing, remote, 0), value(12, 17, "")),
             // orders-1 at 15 is target 18: the 3 foreign records lie between 14 and 15.
-            (key("billing-app", REMOTE, 1), value(15, 18, "")),
-            (key("reporting", REMOTE, 0), value(20, 25, "")),
+            (key(&billing, remote, 1), value(15, 18, "")),
+            (key(&reporting, remote, 0), value(20, 25, "")),
         ]
     );
     // The downstream offsets are the map's, and what the pass reports.
     for (k, v) in &written {
         let c = Checkpoint::decode(k, v).expect("a v0 checkpoint");
-        let sp = SourcePartition::new(TOPIC, c.partition);
+        let sp = SourcePartition::new(&m.topic, c.partition);
         assert_eq!(
             m.flow.map().translate(&sp, c.upstream_offset).target(),
             Some(c.downstream_offset)
@@ -120,21 +139,22 @@ async fn checkpoints_are_mm2_records_with_the_exact_offsets() {
     assert_eq!(
         summary.emitted,
         vec![
-            cp("billing-app", 0, 12, 17),
-            cp("billing-app", 1, 15, 18),
-            cp("reporting", 0, 20, 25),
+            m.cp(&billing, 0, 12, 17),
+            m.cp(&billing, 1, 15, 18),
+            m.cp(&reporting, 0, 20, 25),
         ]
     );
 
     // The topic is made as MM2 makes it: one partition, compacted.
-    common::assert_compacted_single_partition(&m.target, CHECKPOINTS).await;
+    common::assert_compacted_single_partition(&m.target, &m.checkpoints).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn checkpoints_move_with_the_group_and_survive_a_restart() {
     let m = mirror("").await;
-    m.commit_source("billing-app", &[(0, 12), (1, 15)]);
-    m.commit_source("reporting", &[(0, 20)]);
+    let (billing, reporting) = (m.group("billing-app"), m.group("reporting"));
+    m.commit_source(&billing, &[(0, 12), (1, 15)]);
+    m.commit_source(&reporting, &[(0, 20)]);
     let mut task = m.task();
     assert_eq!(task.emit_once().await.unwrap().emitted.len(), 3);
     assert_eq!(m.checkpoints_end().await, 3);
@@ -146,30 +166,30 @@ async fn checkpoints_move_with_the_group_and_survive_a_restart() {
     assert_eq!(m.checkpoints_end().await, 3);
 
     // The group advances: one new checkpoint.
-    m.commit_source("billing-app", &[(0, 14)]);
+    m.commit_source(&billing, &[(0, 14)]);
     let summary = task.emit_once().await.unwrap();
-    assert_eq!(summary.emitted, vec![cp("billing-app", 0, 14, 19)]);
+    assert_eq!(summary.emitted, vec![m.cp(&billing, 0, 14, 19)]);
     assert_eq!(summary.unchanged, 2);
     assert_eq!(m.checkpoints_end().await, 4);
 
     // The group is rewound on the source: the checkpoint moves back with it.
-    m.commit_source("billing-app", &[(0, 3)]);
+    m.commit_source(&billing, &[(0, 3)]);
     let summary = task.emit_once().await.unwrap();
-    assert_eq!(summary.emitted, vec![cp("billing-app", 0, 3, 8)]);
+    assert_eq!(summary.emitted, vec![m.cp(&billing, 0, 3, 8)]);
     assert_eq!(m.checkpoints_end().await, 5);
 
     // A group past what is mirrored stays at the target end until the records follow.
     m.rdk.produce(
         &m.clusters.source.bootstrap,
-        TOPIC,
+        &m.topic,
         &on_partition(0, 2, "third"),
         "none",
     );
-    m.commit_source("reporting", &[(0, 22)]);
+    m.commit_source(&reporting, &[(0, 22)]);
     let summary = task.emit_once().await.unwrap();
     assert!(summary.emitted.is_empty(), "{summary:?}");
     assert_eq!(
-        task.store().decide(&cp("reporting", 0, 22, 25)),
+        task.store().decide(&m.cp(&reporting, 0, 22, 25)),
         Decision::Unchanged
     );
 
@@ -181,50 +201,52 @@ async fn checkpoints_move_with_the_group_and_survive_a_restart() {
     assert_eq!(summary.unchanged, 3);
     assert_eq!(m.checkpoints_end().await, 5);
     assert_eq!(
-        restarted.store().get("billing-app", REMOTE, 0),
-        Some(&cp("billing-app", 0, 3, 8))
+        restarted.store().get(&billing, &m.remote, 0),
+        Some(&m.cp(&billing, 0, 3, 8))
     );
 
     // The flow mirrors the new records and publishes its map: the restarted task follows.
+    let (remote, checkpoints) = (m.remote.clone(), m.checkpoints.clone());
     let mut flow = m.flow;
     flow.run_until_caught_up().await.unwrap();
-    m.rdk.commit(
-        &m.clusters.source.bootstrap,
-        "billing-app",
-        TOPIC,
-        &[(1, 18)],
-    );
+    m.rdk
+        .commit(&m.clusters.source.bootstrap, &billing, &m.topic, &[(1, 18)]);
     let summary = restarted.emit_once().await.unwrap();
     assert_eq!(
         summary.emitted,
-        vec![cp("billing-app", 1, 18, 21), cp("reporting", 0, 22, 27)]
+        vec![
+            cp(&remote, &billing, 1, 18, 21),
+            cp(&remote, &reporting, 0, 22, 27)
+        ]
     );
-    assert_eq!(end_offset(&m.target, CHECKPOINTS).await, 7);
+    assert_eq!(end_offset(&m.target, &checkpoints).await, 7);
     // What is in the topic, last per key, is what the task holds.
     let mut last = std::collections::BTreeMap::new();
-    for (k, v) in read_topic(&m.target, CHECKPOINTS).await {
+    for (k, v) in read_topic(&m.target, &checkpoints).await {
         let c = Checkpoint::decode(&k, &v).unwrap();
         last.insert((c.group.clone(), c.partition), c);
     }
     for ((group, partition), c) in &last {
-        assert_eq!(restarted.store().get(group, REMOTE, *partition), Some(c));
+        assert_eq!(restarted.store().get(group, &remote, *partition), Some(c));
     }
     assert_eq!(last.len(), restarted.store().len());
 }
 
-/// Waits until billing-app's offsets on the target's `source.orders` are `want`.
+/// Waits until `group`'s offsets on the target's `remote` (`<source alias>.orders-<id>`) are
+/// `want`.
 async fn wait_for_target_group(
     target: &Client,
+    (group, remote): (&str, &str),
     deadline: tokio::time::Instant,
     want: &[(i32, i64)],
 ) {
     let tps = [
-        TopicPartition::new(REMOTE, 0),
-        TopicPartition::new(REMOTE, 1),
+        TopicPartition::new(remote, 0),
+        TopicPartition::new(remote, 1),
     ];
     loop {
         let have: Vec<(i32, i64)> = target
-            .offset_fetch("billing-app", Some(&tps))
+            .offset_fetch(group, Some(&tps))
             .await
             .unwrap()
             .into_iter()
@@ -249,7 +271,9 @@ async fn the_task_runs_on_its_intervals_until_stopped() {
          sync.group.offsets.interval.seconds = 1",
     )
     .await;
-    m.commit_source("billing-app", &[(0, 12), (1, 15)]);
+    let billing = m.group("billing-app");
+    let remote = m.remote.as_str();
+    m.commit_source(&billing, &[(0, 12), (1, 15)]);
     let mut task = m.task();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(async move {
@@ -260,16 +284,16 @@ async fn the_task_runs_on_its_intervals_until_stopped() {
         task
     });
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    wait_for_target_group(&m.target, deadline, &[(0, 17), (1, 18)]).await;
+    wait_for_target_group(&m.target, (&billing, remote), deadline, &[(0, 17), (1, 18)]).await;
     // The group moves on the source; the loop carries it over.
-    m.commit_source("billing-app", &[(0, 14)]);
-    wait_for_target_group(&m.target, deadline, &[(0, 19), (1, 18)]).await;
+    m.commit_source(&billing, &[(0, 14)]);
+    wait_for_target_group(&m.target, (&billing, remote), deadline, &[(0, 19), (1, 18)]).await;
     assert_eq!(
-        read_topic(&m.target, CHECKPOINTS).await,
+        read_topic(&m.target, &m.checkpoints).await,
         vec![
-            (key("billing-app", REMOTE, 0), value(12, 17, "")),
-            (key("billing-app", REMOTE, 1), value(15, 18, "")),
-            (key("billing-app", REMOTE, 0), value(14, 19, "")),
+            (key(&billing, remote, 0), value(12, 17, "")),
+            (key(&billing, remote, 1), value(15, 18, "")),
+            (key(&billing, remote, 0), value(14, 19, "")),
         ]
     );
     stop.send(()).unwrap();
@@ -297,29 +321,33 @@ mod metadata {
     use kafka_protocol::protocol::StrBytes;
     use strait_core::offsets::group_sync::{GroupSync, SyncedOffset};
 
-    const GROUP: &str = "billing-app";
     const METADATA: &str = "billing;v=2";
 
     fn s(text: &str) -> StrBytes {
         StrBytes::from_string(text.to_owned())
     }
 
-    /// A one-broker cluster holding `orders` (one partition) and group `billing-app`, which
-    /// is empty and has committed `committed` (offset, metadata) on `orders-0`, when given.
-    async fn fake_cluster(topic: &str, committed: Option<(i64, &'static str)>) -> FakeCluster {
+    /// A one-broker cluster holding `topic` (one partition) and group `group`, which is empty
+    /// and has committed `committed` (offset, metadata) on `topic`-0, when given.
+    async fn fake_cluster(
+        topic: &str,
+        group: &str,
+        committed: Option<(i64, &'static str)>,
+    ) -> FakeCluster {
         let topic_name = topic.to_owned();
+        let group = group.to_owned();
         let fake = FakeCluster::start(
             &[1],
             script(move |_, req| match (&req.body, req.api) {
                 (_, ApiKey::ListGroups) => req.reply(&ListGroupsResponse::default().with_groups(
                     vec![ListedGroup::default()
-                        .with_group_id(GroupId(s(GROUP)))
+                        .with_group_id(GroupId(s(&group)))
                         .with_protocol_type(s("consumer"))
                         .with_group_state(s("Empty"))],
                 )),
                 (_, ApiKey::DescribeGroups) => req.reply(
                     &DescribeGroupsResponse::default().with_groups(vec![DescribedGroup::default()
-                        .with_group_id(GroupId(s(GROUP)))
+                        .with_group_id(GroupId(s(&group)))
                         .with_group_state(s("Empty"))
                         .with_protocol_type(s("consumer"))]),
                 ),
@@ -354,16 +382,21 @@ mod metadata {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn commit_metadata_goes_into_the_checkpoint_and_the_target_group() {
-        let clusters = Clusters::start();
-        let source = fake_cluster(TOPIC, Some((12, METADATA))).await;
-        let config = common::flow_config(
+        let clusters = Clusters::shared();
+        let names = Names::new();
+        let (a, b) = (names.alias("source"), names.alias("target"));
+        let (topic, group) = (names.topic("orders"), names.group("billing-app"));
+        let (remote, checkpoints) = (format!("{a}.{topic}"), format!("{a}.checkpoints.internal"));
+        let source = fake_cluster(&topic, &group, Some((12, METADATA))).await;
+        let config = common::flow_config_between(
+            (&a, &b),
             &source.addr(1),
             &clusters.target.bootstrap,
-            "topics = orders",
+            &format!("topics = {topic}\ngroups = {}", names.pattern()),
         );
         // The map a flow would have made: orders-0 [0, 20) at [5, 25).
         let mut map = OffsetMap::new();
-        map.record(&SourcePartition::new(TOPIC, 0), 0, 5, 20)
+        map.record(&SourcePartition::new(&topic, 0), 0, 5, 20)
             .unwrap();
         let (_publish, updates) = tokio::sync::watch::channel(Arc::new(map));
         let target = common::client(&clusters.target.bootstrap).await;
@@ -374,14 +407,14 @@ mod metadata {
             updates,
         );
         let summary = task.emit_once().await.expect("checkpoint pass");
-        assert_eq!(summary.groups, [GROUP]);
+        assert_eq!(summary.groups, [group.as_str()]);
         assert_eq!(
-            read_topic(&target, CHECKPOINTS).await,
-            vec![(key(GROUP, REMOTE, 0), value(12, 17, METADATA))]
+            read_topic(&target, &checkpoints).await,
+            vec![(key(&group, &remote, 0), value(12, 17, METADATA))]
         );
 
         // Group sync into an empty target group keeps the metadata in the commit.
-        let fake_target = fake_cluster(REMOTE, None).await;
+        let fake_target = fake_cluster(&remote, &group, None).await;
         let sync = GroupSync::new()
             .sync_once(
                 &common::client(&fake_target.addr(1)).await,
@@ -390,12 +423,12 @@ mod metadata {
             )
             .await
             .expect("sync pass");
-        assert_eq!(sync.synced_groups, [GROUP]);
+        assert_eq!(sync.synced_groups, [group.as_str()]);
         assert_eq!(
             sync.written,
             vec![SyncedOffset {
-                group: GROUP.into(),
-                partition: TopicPartition::new(REMOTE, 0),
+                group: group.clone(),
+                partition: TopicPartition::new(&remote, 0),
                 offset: 17,
                 previous: None,
                 metadata: METADATA.into(),
@@ -406,10 +439,10 @@ mod metadata {
         let Body::OffsetCommit(commit) = &commits[0].body else {
             panic!("an OffsetCommit");
         };
-        assert_eq!(commit.group_id.0.as_str(), GROUP);
+        assert_eq!(commit.group_id.0.as_str(), group);
         assert_eq!(commit.generation_id_or_member_epoch, -1);
         let p = &commit.topics[0].partitions[0];
-        assert_eq!(commit.topics[0].name.0.as_str(), REMOTE);
+        assert_eq!(commit.topics[0].name.0.as_str(), remote);
         assert_eq!((p.partition_index, p.committed_offset), (0, 17));
         assert_eq!(
             p.committed_metadata.as_ref().map(|m| m.as_str()),

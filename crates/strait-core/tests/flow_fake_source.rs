@@ -31,13 +31,25 @@ use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use strait_core::flow::Flow;
-use strait_testkit::{Clusters, Rdk, TestRecord};
+use strait_testkit::{Clusters, Names, Rdk, TestRecord};
 use strait_wire::offset_map::{SourcePartition, Translation};
 
 use fake::{script, Action, Body, FakeCluster, Received};
 
-const TOPIC: &str = "t";
-const REMOTE: &str = "source.t";
+/// The fake source's one topic, `t-<id>`: this test's own, as the target is shared.
+fn topic(names: &Names) -> String {
+    names.topic("t")
+}
+
+/// The flow's cluster aliases, `(source, target)`.
+fn aliases(names: &Names) -> (String, String) {
+    (names.alias("source"), names.alias("target"))
+}
+
+/// The remote topic on the target, `<source alias>.t-<id>`.
+fn remote(names: &Names) -> String {
+    format!("{}.{}", aliases(names).0, topic(names))
+}
 
 /// Fails the test instead of hanging it.
 async fn within<T>(fut: impl Future<Output = T>) -> T {
@@ -46,7 +58,7 @@ async fn within<T>(fut: impl Future<Output = T>) -> T {
         .expect("test took more than 30 s")
 }
 
-/// The source partition `t-0` as the fake serves it.
+/// The source partition `t-<id>-0` as the fake serves it.
 #[derive(Debug, Default)]
 struct SourceLog {
     /// Encoded v2 batches, in offset order: (base offset, next offset, bytes).
@@ -168,18 +180,20 @@ fn list_offsets_answer(log: &SourceLog, req: &Received) -> Action {
     req.reply(&ListOffsetsResponse::default().with_topics(topics))
 }
 
-/// DescribeConfigs of the topic: no config set on it.
-fn describe_configs_answer(req: &Received) -> Action {
+/// DescribeConfigs of `topic`: no config set on it.
+fn describe_configs_answer(req: &Received, topic: &str) -> Action {
     req.reply(&DescribeConfigsResponse::default().with_results(
         vec![DescribeConfigsResult::default()
             .with_resource_type(2)
-            .with_resource_name(StrBytes::from_static_str(TOPIC))
+            .with_resource_name(StrBytes::from_string(topic.to_owned()))
             .with_configs(vec![])],
     ))
 }
 
-/// A one-broker fake source holding topic `t` with one partition, served from `log`.
-async fn fake_source(log: Shared) -> FakeCluster {
+/// A one-broker fake source holding topic `t-<id>` with one partition, served from `log`.
+async fn fake_source(log: Shared, names: &Names) -> FakeCluster {
+    let topic = topic(names);
+    let described = topic.clone();
     let fake = FakeCluster::start(
         &[1],
         script(move |_, req| {
@@ -187,7 +201,7 @@ async fn fake_source(log: Shared) -> FakeCluster {
             match (&req.body, req.api) {
                 (Body::Fetch(_), _) => fetch_answer(&log, req),
                 (Body::ListOffsets(_), _) => list_offsets_answer(&log, req),
-                (_, ApiKey::DescribeConfigs) => describe_configs_answer(req),
+                (_, ApiKey::DescribeConfigs) => describe_configs_answer(req, &described),
                 _ => Action::Default,
             }
         }),
@@ -196,16 +210,24 @@ async fn fake_source(log: Shared) -> FakeCluster {
     fake.spec()
         .api_versions
         .push((ApiKey::DescribeConfigs, 0, 4));
-    fake.set_topic(TOPIC, &[1]);
+    fake.set_topic(&topic, &[1]);
     fake
 }
 
-async fn start_flow(fake: &FakeCluster, clusters: &Clusters) -> Flow {
+async fn start_flow(fake: &FakeCluster, clusters: &Clusters, names: &Names) -> Flow {
+    let (a, b) = aliases(names);
     // The fake answers no offset-syncs traffic: keep MM2's offset-syncs topic off the source.
-    common::start_flow(
+    common::start_flow_between(
+        (&a, &b),
         &fake.addr(1),
         &clusters.target.bootstrap,
-        "emit.offset-syncs.enabled = false",
+        &format!(
+            "emit.offset-syncs.enabled = false\n\
+             topics = {}\n\
+             groups = {}",
+            topic(names),
+            names.pattern()
+        ),
     )
     .await
 }
@@ -328,10 +350,10 @@ fn encode(records: &[Record], compression: Compression) -> Bytes {
 
 /// Reads the remote topic and checks it holds exactly `expected`, in order, with the same
 /// keys, values, headers and timestamps.
-fn assert_target_holds(rdk: &Rdk, clusters: &Clusters, expected: &[Rec]) {
+fn assert_target_holds(rdk: &Rdk, clusters: &Clusters, names: &Names, expected: &[Rec]) {
     let got = rdk.consume(
         &clusters.target.bootstrap,
-        REMOTE,
+        &remote(names),
         expected.len(),
         Duration::from_secs(20),
     );
@@ -347,8 +369,8 @@ fn assert_target_holds(rdk: &Rdk, clusters: &Clusters, expected: &[Rec]) {
     }
 }
 
-fn assert_exact(flow: &Flow, cases: &[(i64, i64)]) {
-    let sp = SourcePartition::new(TOPIC, 0);
+fn assert_exact(flow: &Flow, names: &Names, cases: &[(i64, i64)]) {
+    let sp = SourcePartition::new(topic(names), 0);
     for &(source, target) in cases {
         assert_eq!(
             flow.map().translate(&sp, source),
@@ -363,7 +385,8 @@ fn assert_exact(flow: &Flow, cases: &[(i64, i64)]) {
 /// mirrored record.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aborted_transactions_are_skipped_using_the_fetch_aborted_list() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let rdk = Rdk::new();
     let recs: Vec<Rec> = (0..10).map(Rec::plain).collect();
     let aborted = Producer {
@@ -385,8 +408,8 @@ async fn aborted_transactions_are_skipped_using_the_fetch_aborted_list() {
         l.end = 10;
         l.aborted = vec![(7, 0)];
     }
-    let fake = fake_source(Arc::clone(&log)).await;
-    let mut flow = within(start_flow(&fake, &clusters)).await;
+    let fake = fake_source(Arc::clone(&log), &names).await;
+    let mut flow = within(start_flow(&fake, &clusters, &names)).await;
     within(flow.run_until_caught_up()).await.unwrap();
 
     let stats = flow.stats();
@@ -405,9 +428,10 @@ async fn aborted_transactions_are_skipped_using_the_fetch_aborted_list() {
         .iter()
         .map(|&o| recs[o as usize].clone())
         .collect();
-    assert_target_holds(&rdk, &clusters, &expected);
+    assert_target_holds(&rdk, &clusters, &names, &expected);
     assert_exact(
         &flow,
+        &names,
         &[
             (0, 0),
             (1, 0),
@@ -426,7 +450,8 @@ async fn aborted_transactions_are_skipped_using_the_fetch_aborted_list() {
 /// rebuilt dense; its records arrive identical and the map is exact for survivors and holes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compacted_batch_with_holes_is_rebuilt_and_the_map_stays_exact() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let rdk = Rdk::new();
     let mut survivors: Vec<Rec> = [10, 11, 14, 17, 18, 19].map(Rec::plain).to_vec();
     // Headers with order, repeats-free names, a null value; a null key and a tombstone.
@@ -446,8 +471,8 @@ async fn a_compacted_batch_with_holes_is_rebuilt_and_the_map_stays_exact() {
         let count = i32::from_be_bytes(bytes[57..61].try_into().unwrap());
         assert_eq!((*base, *next, count), (10, 18, 4), "a batch with holes");
     }
-    let fake = fake_source(Arc::clone(&log)).await;
-    let mut flow = within(start_flow(&fake, &clusters)).await;
+    let fake = fake_source(Arc::clone(&log), &names).await;
+    let mut flow = within(start_flow(&fake, &clusters, &names)).await;
     within(flow.run_until_caught_up()).await.unwrap();
 
     let stats = flow.stats();
@@ -455,9 +480,10 @@ async fn a_compacted_batch_with_holes_is_rebuilt_and_the_map_stays_exact() {
     assert_eq!(stats.batches_rebuilt, 1, "{stats:?}");
     assert_eq!(stats.batches_forwarded, 1, "{stats:?}");
     assert_eq!(stats.lost_records, 0, "{stats:?}");
-    assert_target_holds(&rdk, &clusters, &survivors);
+    assert_target_holds(&rdk, &clusters, &names, &survivors);
     assert_exact(
         &flow,
+        &names,
         &[
             (10, 0),
             (11, 1),
@@ -479,7 +505,8 @@ async fn a_compacted_batch_with_holes_is_rebuilt_and_the_map_stays_exact() {
 /// starting at 5, as Kafka serves it) is rebuilt keeping only 8..13.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_cut_by_the_log_start_is_rebuilt_from_the_position() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let rdk = Rdk::new();
     let recs: Vec<Rec> = (0..13).map(Rec::plain).collect();
     let log: Shared = Arc::default();
@@ -488,8 +515,8 @@ async fn a_batch_cut_by_the_log_start_is_rebuilt_from_the_position() {
         l.push(batch(&recs[0..5], PLAIN, Compression::None));
         l.end = 5;
     }
-    let fake = fake_source(Arc::clone(&log)).await;
-    let mut flow = within(start_flow(&fake, &clusters)).await;
+    let fake = fake_source(Arc::clone(&log), &names).await;
+    let mut flow = within(start_flow(&fake, &clusters, &names)).await;
     within(flow.run_until_caught_up()).await.unwrap();
     assert_eq!(flow.stats().records, 5, "{:?}", flow.stats());
 
@@ -523,9 +550,9 @@ async fn a_batch_cut_by_the_log_start_is_rebuilt_from_the_position() {
     assert_eq!(stats.batches_forwarded, 1, "{stats:?}");
     let mut expected = recs[0..5].to_vec();
     expected.extend_from_slice(&recs[8..13]);
-    assert_target_holds(&rdk, &clusters, &expected);
+    assert_target_holds(&rdk, &clusters, &names, &expected);
 
-    let sp = SourcePartition::new(TOPIC, 0);
+    let sp = SourcePartition::new(topic(&names), 0);
     let pm = flow.map().partition(&sp).expect("mapped");
     let lost: Vec<(i64, i64)> = pm
         .lost_ranges()
@@ -533,7 +560,7 @@ async fn a_batch_cut_by_the_log_start_is_rebuilt_from_the_position() {
         .map(|r| (r.src_from, r.src_to))
         .collect();
     assert_eq!(lost, [(5, 8)]);
-    assert_exact(&flow, &[(0, 0), (4, 4), (8, 5), (12, 9), (13, 10)]);
+    assert_exact(&flow, &names, &[(0, 0), (4, 4), (8, 5), (12, 9), (13, 10)]);
     for p in 5..8 {
         assert_eq!(
             flow.map().translate(&sp, p),
@@ -564,7 +591,8 @@ fn empty_batch(base: i64, span: i32) -> Bytes {
 /// or a group committed at the partition's end looks unreplicated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_empty_batch_is_passed_over_and_the_map_covers_it() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let rdk = Rdk::new();
     let recs: Vec<Rec> = (0..3).map(Rec::plain).collect();
     let log: Shared = Arc::default();
@@ -574,16 +602,16 @@ async fn an_empty_batch_is_passed_over_and_the_map_covers_it() {
         l.push(empty_batch(3, 3));
         l.end = 6;
     }
-    let fake = fake_source(Arc::clone(&log)).await;
-    let mut flow = within(start_flow(&fake, &clusters)).await;
+    let fake = fake_source(Arc::clone(&log), &names).await;
+    let mut flow = within(start_flow(&fake, &clusters, &names)).await;
     within(flow.run_until_caught_up()).await.unwrap();
 
     assert_eq!(flow.stats().records, 3, "{:?}", flow.stats());
-    assert_target_holds(&rdk, &clusters, &recs);
-    let sp = SourcePartition::new(TOPIC, 0);
+    assert_target_holds(&rdk, &clusters, &names, &recs);
+    let sp = SourcePartition::new(topic(&names), 0);
     let extent = flow.map().partition(&sp).and_then(|m| m.extent());
     assert_eq!(extent.map(|e| e.src_end), Some(6), "{extent:?}");
-    assert_exact(&flow, &[(2, 2), (3, 3), (5, 3), (6, 3)]);
+    assert_exact(&flow, &names, &[(2, 2), (3, 3), (5, 3), (6, 3)]);
 }
 
 /// A legacy message (format v1, as written before Kafka 0.11): strait forwards v2 batches only,
@@ -591,7 +619,8 @@ async fn an_empty_batch_is_passed_over_and_the_map_covers_it() {
 /// comes before it, instead of fetching the same bytes every round forever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_format_v1_record_halts_its_partition_with_a_clear_reason() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let rdk = Rdk::new();
     let recs: Vec<Rec> = (0..3).map(Rec::plain).collect();
     // offset, size, crc, magic 1, attributes, timestamp, key (null), value "legacy".
@@ -615,12 +644,12 @@ async fn a_message_format_v1_record_halts_its_partition_with_a_clear_reason() {
         l.batches.push((3, 4, legacy.freeze()));
         l.end = 4;
     }
-    let fake = fake_source(Arc::clone(&log)).await;
-    let mut flow = within(start_flow(&fake, &clusters)).await;
+    let fake = fake_source(Arc::clone(&log), &names).await;
+    let mut flow = within(start_flow(&fake, &clusters, &names)).await;
     within(flow.run_until_caught_up()).await.unwrap();
 
     assert_eq!(flow.stats().records, 3, "{:?}", flow.stats());
-    assert_target_holds(&rdk, &clusters, &recs);
+    assert_target_holds(&rdk, &clusters, &names, &recs);
     let halted = flow.halted();
     assert_eq!(halted.len(), 1, "{halted:?}");
     assert!(

@@ -10,7 +10,7 @@ use common::client;
 use std::time::Duration;
 
 use strait_kafka::admin::{AlterConfigOp, ConfigResource, NewTopic};
-use strait_testkit::{Clusters, Rdk, TestRecord};
+use strait_testkit::{Clusters, Names, Rdk, TestRecord};
 use strait_wire::offset_map::{SourcePartition, Translation};
 
 fn small(partition: i32, tag: &str, n: usize) -> Vec<TestRecord> {
@@ -66,13 +66,17 @@ fn consumed(rdk: &Rdk, bootstrap: &str, topic: &str, n: usize) -> Vec<TestRecord
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_batch_holds_back_its_partition_only_and_takes_no_new_producer_ids() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let (a, b) = (names.alias("source"), names.alias("target"));
+    let orders = names.topic("orders");
+    let remote = format!("{a}.{orders}");
     let rdk = Rdk::new();
     let src = client(&clusters.source.bootstrap).await;
     let dst = client(&clusters.target.bootstrap).await;
-    src.create_topic(NewTopic::new("orders", 2)).await.unwrap();
+    src.create_topic(NewTopic::new(&orders, 2)).await.unwrap();
     // The remote topic takes batches up to 2 KB; config sync is off so it stays that way.
-    dst.create_topic(NewTopic::new("source.orders", 2).config("max.message.bytes", "2048"))
+    dst.create_topic(NewTopic::new(&remote, 2).config("max.message.bytes", "2048"))
         .await
         .unwrap();
 
@@ -80,16 +84,25 @@ async fn a_refused_batch_holds_back_its_partition_only_and_takes_no_new_producer
     let mut p1 = small(1, "p1a", 3);
     p1.push(TestRecord::new(1, Some(b"big"), Some(&vec![b'x'; 8192])));
     p1.extend(small(1, "p1b", 3));
-    rdk.produce(&clusters.source.bootstrap, "orders", &p1[..3], "none");
-    rdk.produce(&clusters.source.bootstrap, "orders", &p1[3..4], "none");
-    rdk.produce(&clusters.source.bootstrap, "orders", &p1[4..], "none");
+    rdk.produce(&clusters.source.bootstrap, &orders, &p1[..3], "none");
+    rdk.produce(&clusters.source.bootstrap, &orders, &p1[3..4], "none");
+    rdk.produce(&clusters.source.bootstrap, &orders, &p1[4..], "none");
     let mut p0 = small(0, "p0a", 20);
-    rdk.produce(&clusters.source.bootstrap, "orders", &p0, "none");
+    rdk.produce(&clusters.source.bootstrap, &orders, &p0, "none");
 
-    let mut flow = common::start_flow(
+    // Only this test's topics and groups; no heartbeats (other tests' on the shared clusters):
+    // the batch counts below are of `orders` alone.
+    let mut flow = common::start_flow_between(
+        (&a, &b),
         &clusters.source.bootstrap,
         &clusters.target.bootstrap,
-        "sync.topic.configs.enabled = false",
+        &format!(
+            "sync.topic.configs.enabled = false\n\
+             topics = {orders}\n\
+             groups = {}\n\
+             heartbeats.replication.enabled = false",
+            names.pattern()
+        ),
     )
     .await;
     let (producer_id, first_epoch) = flow.producer_id();
@@ -105,14 +118,14 @@ async fn a_refused_batch_holds_back_its_partition_only_and_takes_no_new_producer
         rounds += 1;
         if !more_sent && started.elapsed() > Duration::from_secs(3) {
             let more = small(0, "p0b", 20);
-            rdk.produce(&clusters.source.bootstrap, "orders", &more, "none");
+            rdk.produce(&clusters.source.bootstrap, &orders, &more, "none");
             p0.extend(more);
             more_sent = true;
         }
     }
 
     // Partition 0 is all there, in order; partition 1 up to the refused batch, nothing after.
-    let got = consumed(&rdk, &clusters.target.bootstrap, "source.orders", 43);
+    let got = consumed(&rdk, &clusters.target.bootstrap, &remote, 43);
     let got0: Vec<_> = got.iter().filter(|r| r.partition == 0).collect();
     let got1: Vec<_> = got.iter().filter(|r| r.partition == 1).collect();
     assert_eq!(got0.len(), 40, "partition 0 goes on ({rounds} rounds)");
@@ -123,7 +136,7 @@ async fn a_refused_batch_holds_back_its_partition_only_and_takes_no_new_producer
     for (w, h) in p1.iter().zip(&got1) {
         assert!(w.same_payload(h), "{w:?} vs {h:?}");
     }
-    let sp1 = SourcePartition::new("orders", 1);
+    let sp1 = SourcePartition::new(&orders, 1);
     assert_eq!(
         flow.map().partition(&sp1).and_then(|m| m.src_end()),
         Some(3)
@@ -139,12 +152,12 @@ async fn a_refused_batch_holds_back_its_partition_only_and_takes_no_new_producer
     );
     // Kafka's own view: one producer's state on the written partitions.
     for p in [0, 1] {
-        let ids = producers_on_target(&clusters.target.bootstrap, "source.orders", p);
+        let ids = producers_on_target(&clusters.target.bootstrap, &remote, p);
         assert_eq!(ids, vec![producer_id.to_string()], "partition {p}");
     }
 
     // Reported: the partition is refused, and says why.
-    let partition = partition_status("orders", 1);
+    let partition = partition_status(&orders, 1);
     assert!(partition.blocked, "{partition:?}");
     let why = partition.last_error.expect("a last error").message;
     assert!(
@@ -154,7 +167,7 @@ async fn a_refused_batch_holds_back_its_partition_only_and_takes_no_new_producer
 
     // The topic takes 1 MB batches now: partition 1 catches up, each record once.
     dst.incremental_alter_configs(
-        &ConfigResource::Topic("source.orders".into()),
+        &ConfigResource::Topic(remote.clone()),
         &[AlterConfigOp::Set(
             "max.message.bytes".into(),
             "1048576".into(),
@@ -170,7 +183,7 @@ async fn a_refused_batch_holds_back_its_partition_only_and_takes_no_new_producer
         );
         flow.round().await.unwrap();
     }
-    let got = consumed(&rdk, &clusters.target.bootstrap, "source.orders", 47);
+    let got = consumed(&rdk, &clusters.target.bootstrap, &remote, 47);
     let got1: Vec<_> = got.iter().filter(|r| r.partition == 1).collect();
     assert_eq!(got1.len(), 7, "each record of partition 1 once");
     for (w, h) in p1.iter().zip(&got1) {
@@ -185,12 +198,12 @@ async fn a_refused_batch_holds_back_its_partition_only_and_takes_no_new_producer
         );
     }
     assert_eq!(flow.stats().duplicate_records, 0);
-    let partition = partition_status("orders", 1);
+    let partition = partition_status(&orders, 1);
     assert!(!partition.blocked, "{partition:?}");
 
     // The refused batch was decided again at every try; it is counted once, when the target
     // took it: the batch counters say what the target holds.
-    let on_target = batches_on(&dst, "source.orders", 2).await;
+    let on_target = batches_on(&dst, &remote, 2).await;
     let stats = flow.stats();
     assert_eq!(
         stats.batches_forwarded + stats.batches_rebuilt,

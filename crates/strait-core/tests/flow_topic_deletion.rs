@@ -12,7 +12,7 @@ use std::time::Duration;
 use strait_core::flow::Flow;
 use strait_kafka::admin::{IsolationLevel, NewTopic, OffsetSpec};
 use strait_kafka::{Client, TopicPartition};
-use strait_testkit::{Clusters, Rdk, TestRecord};
+use strait_testkit::{Clusters, Names, Rdk, TestRecord};
 use strait_wire::offset_map::{SourcePartition, Translation};
 use tokio::time::Instant;
 
@@ -118,35 +118,43 @@ const REFRESH: &str = "refresh.topics.interval.seconds = 1\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_source_topic_takes_its_remote_topic_only_when_asked() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let (a, b) = (names.alias("source"), names.alias("target"));
+    // Only this test's groups, and no heartbeats (other tests' on the shared clusters): the
+    // flows mirror `kept` and `t` alone.
+    let own = format!(
+        "groups = {}\nheartbeats.replication.enabled = false\n",
+        names.pattern()
+    );
+    let (kept_topic, t) = (names.topic("kept"), names.topic("t"));
+    let (remote_kept, remote_t) = (format!("{a}.{kept_topic}"), format!("{a}.{t}"));
     let rdk = Rdk::new();
     let (source, target) = (&clusters.source.bootstrap, &clusters.target.bootstrap);
     let src = common::client(source).await;
     let tgt = common::client(target).await;
 
     // Off (the default): the source topic is deleted, the remote topic stays with everything.
-    create(&src, "kept", 1).await;
+    create(&src, &kept_topic, 1).await;
     let kept = records(1, 40, "kept");
-    rdk.produce(source, "kept", &kept, "lz4");
-    let mut flow = common::start_flow(
+    rdk.produce(source, &kept_topic, &kept, "lz4");
+    let mut flow = common::start_flow_between(
+        (&a, &b),
         source,
         target,
-        &format!("{REFRESH}source->target.topics = kept"),
+        &format!("{REFRESH}{own}{a}->{b}.topics = {kept_topic}"),
     )
     .await;
     flow.run_until_caught_up().await.unwrap();
-    assert_eq!(log_range(&tgt, "source.kept", 0).await, (0, 40));
-    delete(&src, "kept").await;
+    assert_eq!(log_range(&tgt, &remote_kept, 0).await, (0, 40));
+    delete(&src, &kept_topic).await;
     // Five refresh intervals: the two-refresh rule is met twice over.
     rounds_for(&mut flow, Duration::from_secs(5)).await;
-    assert!(!exists(&src, "kept").await);
-    assert!(
-        exists(&tgt, "source.kept").await,
-        "the remote topic is kept"
-    );
-    assert_eq!(log_range(&tgt, "source.kept", 0).await, (0, 40));
+    assert!(!exists(&src, &kept_topic).await);
+    assert!(exists(&tgt, &remote_kept).await, "the remote topic is kept");
+    assert_eq!(log_range(&tgt, &remote_kept, 0).await, (0, 40));
     assert_same(
-        &rdk.consume(target, "source.kept", 40, Duration::from_secs(30)),
+        &rdk.consume(target, &remote_kept, 40, Duration::from_secs(30)),
         &kept,
     );
     assert!(flow.halted().is_empty(), "{:?}", flow.halted());
@@ -155,23 +163,23 @@ async fn a_deleted_source_topic_takes_its_remote_topic_only_when_asked() {
     drop(flow);
 
     // On: the remote topic is deleted, and the topic made again is mirrored from its start.
-    create(&src, "t", 2).await;
+    create(&src, &t, 2).await;
     let old = records(2, 60, "old");
-    rdk.produce(source, "t", &old, "zstd");
+    rdk.produce(source, &t, &old, "zstd");
     let extra = format!(
-        "{REFRESH}source->target.topics = t\n\
-         source->target.strait.sync.topic.deletions.enabled = true"
+        "{REFRESH}{own}{a}->{b}.topics = {t}\n\
+         {a}->{b}.strait.sync.topic.deletions.enabled = true"
     );
-    let mut flow = common::start_flow(source, target, &extra).await;
+    let mut flow = common::start_flow_between((&a, &b), source, target, &extra).await;
     flow.run_until_caught_up().await.unwrap();
     assert_same(
-        &rdk.consume(target, "source.t", 60, Duration::from_secs(30)),
+        &rdk.consume(target, &remote_t, 60, Duration::from_secs(30)),
         &old,
     );
-    delete(&src, "t").await;
+    delete(&src, &t).await;
     let deleted_at = Instant::now();
     let deadline = deleted_at + Duration::from_secs(60);
-    while exists(&tgt, "source.t").await {
+    while exists(&tgt, &remote_t).await {
         assert!(Instant::now() < deadline, "the remote topic is still there");
         flow.round().await.expect("the flow goes on");
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -183,24 +191,24 @@ async fn a_deleted_source_topic_takes_its_remote_topic_only_when_asked() {
         deleted_at.elapsed()
     );
     assert!(
-        flow.map().iter().all(|(sp, _)| sp.topic != "t"),
+        flow.map().iter().all(|(sp, _)| sp.topic != t),
         "the map forgot t"
     );
-    assert!(flow.topics().iter().all(|t| t.source != "t"));
+    assert!(flow.topics().iter().all(|topic| topic.source != t));
     // The other flow's remote topic and strait's own topics are untouched.
-    assert!(exists(&tgt, "source.kept").await);
-    assert!(exists(&tgt, "strait-offset-map.source.internal").await);
+    assert!(exists(&tgt, &remote_kept).await);
+    assert!(exists(&tgt, &format!("strait-offset-map.{a}.internal")).await);
 
-    create(&src, "t", 2).await;
+    create(&src, &t, 2).await;
     let new = records(2, 30, "new");
-    rdk.produce(source, "t", &new, "none");
+    rdk.produce(source, &t, &new, "none");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         flow.round().await.expect("the flow goes on");
         let mirrored = flow
             .map()
             .iter()
-            .filter(|(sp, _)| sp.topic == "t")
+            .filter(|(sp, _)| sp.topic == t)
             .filter_map(|(_, m)| m.src_end())
             .sum::<i64>();
         if mirrored >= 30 {
@@ -213,11 +221,11 @@ async fn a_deleted_source_topic_takes_its_remote_topic_only_when_asked() {
     assert!(flow.halted().is_empty(), "{:?}", flow.halted());
     for p in 0..2 {
         assert_eq!(
-            log_range(&tgt, "source.t", p).await,
+            log_range(&tgt, &remote_t, p).await,
             (0, 15),
             "partition {p}"
         );
-        let map = flow.map().partition(&SourcePartition::new("t", p)).unwrap();
+        let map = flow.map().partition(&SourcePartition::new(&t, p)).unwrap();
         for offset in [0, 14] {
             assert_eq!(
                 map.translate(offset),
@@ -227,13 +235,13 @@ async fn a_deleted_source_topic_takes_its_remote_topic_only_when_asked() {
         }
     }
     assert_same(
-        &rdk.consume(target, "source.t", 30, Duration::from_secs(30)),
+        &rdk.consume(target, &remote_t, 30, Duration::from_secs(30)),
         &new,
     );
     drop(flow);
 
     // A restart finds the map written without the old topic: nothing halted, nothing again.
-    let mut flow = common::start_flow(source, target, &extra).await;
+    let mut flow = common::start_flow_between((&a, &b), source, target, &extra).await;
     assert!(flow.halted().is_empty(), "{:?}", flow.halted());
     flow.run_until_caught_up().await.unwrap();
     assert_eq!(flow.stats().records, 0, "{:?}", flow.stats());

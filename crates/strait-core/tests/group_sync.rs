@@ -21,63 +21,81 @@ use strait_core::offsets::group_sync::{SkipReason, SkippedSync, SyncedOffset};
 use strait_kafka::produce::ProducerConfig;
 use strait_kafka::TopicPartition;
 
-use mirror::{mirror, Mirror, CHECKPOINTS, REMOTE};
-
-fn synced(group: &str, partition: i32, offset: i64, previous: Option<i64>) -> SyncedOffset {
-    SyncedOffset {
-        group: group.into(),
-        partition: TopicPartition::new(REMOTE, partition),
-        offset,
-        previous,
-        metadata: String::new(),
-    }
-}
+use mirror::{mirror, Mirror};
 
 impl Mirror {
+    /// `group`'s offset written on the remote topic's `partition`.
+    fn synced(
+        &self,
+        group: &str,
+        partition: i32,
+        offset: i64,
+        previous: Option<i64>,
+    ) -> SyncedOffset {
+        SyncedOffset {
+            group: group.into(),
+            partition: TopicPartition::new(&self.remote, partition),
+            offset,
+            previous,
+            metadata: String::new(),
+        }
+    }
+
     fn commit_target(&self, group: &str, offsets: &[(i32, i64)]) {
-        self.rdk
-            .commit(&self.clusters.target.bootstrap, group, REMOTE, offsets);
+        self.rdk.commit(
+            &self.clusters.target.bootstrap,
+            group,
+            &self.remote,
+            offsets,
+        );
     }
 
     /// `group`'s offsets on the target, read by librdkafka.
     fn target_offsets(&self, group: &str) -> BTreeMap<i32, i64> {
-        self.rdk
-            .committed(&self.clusters.target.bootstrap, group, REMOTE, &[0, 1])
+        self.rdk.committed(
+            &self.clusters.target.bootstrap,
+            group,
+            &self.remote,
+            &[0, 1],
+        )
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn group_sync_writes_idle_groups_and_never_moves_one_back() {
     let m = mirror("sync.group.offsets.enabled = true").await;
+    let [billing, reporting, active, ahead] =
+        ["billing-app", "reporting", "active-app", "ahead-app"].map(|g| m.group(g));
     // Source positions and their exact target offsets (see `mirror`):
-    m.commit_source("billing-app", &[(0, 12), (1, 15)]); // 17, 18
-    m.commit_source("reporting", &[(0, 20)]); // 25
-    m.commit_source("active-app", &[(0, 10), (1, 10)]); // 15, 10
-    m.commit_source("ahead-app", &[(0, 12), (1, 12)]); // 17, 12
-                                                       // The target side: ahead-app is ahead on orders-0 and behind on orders-1; reporting is
-                                                       // already there; active-app has a member.
-    m.commit_target("ahead-app", &[(0, 30), (1, 5)]);
-    m.commit_target("reporting", &[(0, 25)]);
-    m.commit_target("active-app", &[(0, 2)]);
+    m.commit_source(&billing, &[(0, 12), (1, 15)]); // 17, 18
+    m.commit_source(&reporting, &[(0, 20)]); // 25
+    m.commit_source(&active, &[(0, 10), (1, 10)]); // 15, 10
+    m.commit_source(&ahead, &[(0, 12), (1, 12)]); // 17, 12
+
+    // The target side: ahead-app is ahead on orders-0 and behind on orders-1; reporting is
+    // already there; active-app has a member.
+    m.commit_target(&ahead, &[(0, 30), (1, 5)]);
+    m.commit_target(&reporting, &[(0, 25)]);
+    m.commit_target(&active, &[(0, 2)]);
     let member = m
         .rdk
-        .group_member(&m.clusters.target.bootstrap, "active-app", REMOTE);
+        .group_member(&m.clusters.target.bootstrap, &active, &m.remote);
 
     let mut task = m.task();
     task.emit_once().await.expect("checkpoint pass");
     let summary = task.sync_once().await.expect("sync pass");
-    assert_eq!(summary.synced_groups, ["ahead-app", "billing-app"]);
+    assert_eq!(summary.synced_groups, [ahead.as_str(), billing.as_str()]);
     assert_eq!(
         summary.written,
         vec![
-            synced("ahead-app", 1, 12, Some(5)),
-            synced("billing-app", 0, 17, None),
-            synced("billing-app", 1, 18, None),
+            m.synced(&ahead, 1, 12, Some(5)),
+            m.synced(&billing, 0, 17, None),
+            m.synced(&billing, 1, 18, None),
         ]
     );
     assert_eq!(summary.up_to_date, 1, "reporting");
     assert_eq!(summary.skipped.len(), 2, "{:?}", summary.skipped);
-    assert_eq!(summary.skipped[0].group, "active-app");
+    assert_eq!(summary.skipped[0].group, active);
     assert_eq!(summary.skipped[0].partition, None);
     assert!(
         matches!(&summary.skipped[0].reason, SkipReason::GroupActive { state } if state != "Empty"),
@@ -87,8 +105,8 @@ async fn group_sync_writes_idle_groups_and_never_moves_one_back() {
     assert_eq!(
         summary.skipped[1],
         SkippedSync {
-            group: "ahead-app".into(),
-            partition: Some(TopicPartition::new(REMOTE, 0)),
+            group: ahead.clone(),
+            partition: Some(TopicPartition::new(&m.remote, 0)),
             reason: SkipReason::TargetAhead {
                 target: 30,
                 translated: 17
@@ -96,11 +114,11 @@ async fn group_sync_writes_idle_groups_and_never_moves_one_back() {
         }
     );
     // What the target holds, read by librdkafka.
-    assert_eq!(m.target_offsets("billing-app"), [(0, 17), (1, 18)].into());
-    assert_eq!(m.target_offsets("ahead-app"), [(0, 30), (1, 12)].into());
-    assert_eq!(m.target_offsets("reporting"), [(0, 25)].into());
+    assert_eq!(m.target_offsets(&billing), [(0, 17), (1, 18)].into());
+    assert_eq!(m.target_offsets(&ahead), [(0, 30), (1, 12)].into());
+    assert_eq!(m.target_offsets(&reporting), [(0, 25)].into());
     assert_eq!(
-        m.target_offsets("active-app"),
+        m.target_offsets(&active),
         [(0, 2)].into(),
         "an active group is not touched"
     );
@@ -111,7 +129,7 @@ async fn group_sync_writes_idle_groups_and_never_moves_one_back() {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     let summary = loop {
         let summary = restarted.sync_once().await.expect("sync pass");
-        if summary.synced_groups.iter().any(|g| g == "active-app") {
+        if summary.synced_groups.contains(&active) {
             break summary;
         }
         assert!(
@@ -120,18 +138,18 @@ async fn group_sync_writes_idle_groups_and_never_moves_one_back() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert_eq!(summary.synced_groups, ["active-app"]);
+    assert_eq!(summary.synced_groups, [active.as_str()]);
     assert_eq!(
         summary.written,
         vec![
-            synced("active-app", 0, 15, Some(2)),
-            synced("active-app", 1, 10, None),
+            m.synced(&active, 0, 15, Some(2)),
+            m.synced(&active, 1, 10, None),
         ]
     );
     assert_eq!(summary.up_to_date, 4);
     assert_eq!(summary.skipped.len(), 1, "ahead-app orders-0 still ahead");
-    assert_eq!(m.target_offsets("active-app"), [(0, 15), (1, 10)].into());
-    assert_eq!(m.target_offsets("ahead-app"), [(0, 30), (1, 12)].into());
+    assert_eq!(m.target_offsets(&active), [(0, 15), (1, 10)].into());
+    assert_eq!(m.target_offsets(&ahead), [(0, 30), (1, 12)].into());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -141,21 +159,22 @@ async fn group_sync_without_checkpoint_emission_writes_no_checkpoints() {
          sync.group.offsets.enabled = true",
     )
     .await;
-    m.commit_source("billing-app", &[(0, 12), (1, 15)]);
+    let billing = m.group("billing-app");
+    m.commit_source(&billing, &[(0, 12), (1, 15)]);
     let mut task = m.task();
     assert!(!task.emits_checkpoints() && task.syncs_groups());
     let summary = task.sync_once().await.expect("sync pass");
     assert_eq!(
         summary.written,
         vec![
-            synced("billing-app", 0, 17, None),
-            synced("billing-app", 1, 18, None)
+            m.synced(&billing, 0, 17, None),
+            m.synced(&billing, 1, 18, None)
         ]
     );
-    assert_eq!(m.target_offsets("billing-app"), [(0, 17), (1, 18)].into());
+    assert_eq!(m.target_offsets(&billing), [(0, 17), (1, 18)].into());
     let metadata = m.target.refresh_metadata().await.unwrap();
     assert!(
-        !metadata.topics.contains_key(CHECKPOINTS),
+        !metadata.topics.contains_key(&m.checkpoints),
         "no checkpoints topic"
     );
     // Nothing changed: nothing written again.
@@ -170,17 +189,20 @@ async fn group_sync_without_checkpoint_emission_writes_no_checkpoints() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_task_writes_no_checkpoints_and_syncs_no_groups() {
     let m = mirror("sync.group.offsets.enabled = true").await;
+    let billing = m.group("billing-app");
+    // The id of unit 0 of the flow `<source alias>-><target alias>`: this test's own.
+    let (a, b) = &m.aliases;
     let unit = ProducerConfig {
-        transactional_id: Some("strait-source-target-0-checkpoints".into()),
+        transactional_id: Some(format!("strait-{a}-{b}-0-checkpoints")),
         ..ProducerConfig::default()
     };
-    m.commit_source("billing-app", &[(0, 12), (1, 15)]); // 17, 18
+    m.commit_source(&billing, &[(0, 12), (1, 15)]); // 17, 18
     let mut old = m.task().with_producer_config(unit.clone());
     let first = old.emit_once().await.expect("checkpoint pass");
     assert_eq!(first.emitted.len(), 2);
     old.sync_once().await.expect("sync pass");
     assert_eq!(
-        m.target_offsets("billing-app"),
+        m.target_offsets(&billing),
         BTreeMap::from([(0, 17), (1, 18)])
     );
 
@@ -194,7 +216,7 @@ async fn a_fenced_task_writes_no_checkpoints_and_syncs_no_groups() {
     let end = m.checkpoints_end().await;
 
     // The source group moves on; the earlier owner's writes are refused.
-    m.commit_source("billing-app", &[(0, 20)]); // 25
+    m.commit_source(&billing, &[(0, 20)]); // 25
     let refused = old
         .emit_once()
         .await
@@ -208,7 +230,7 @@ async fn a_fenced_task_writes_no_checkpoints_and_syncs_no_groups() {
     let refused = old.sync_once().await.expect_err("a fenced group sync");
     assert!(old.is_fenced(), "{refused}");
     assert_eq!(
-        m.target_offsets("billing-app"),
+        m.target_offsets(&billing),
         BTreeMap::from([(0, 17), (1, 18)])
     );
 
@@ -217,9 +239,9 @@ async fn a_fenced_task_writes_no_checkpoints_and_syncs_no_groups() {
     assert_eq!(written.emitted.len(), 1, "{:?}", written.emitted);
     assert!(m.checkpoints_end().await > end);
     let pass = new.sync_once().await.expect("sync pass");
-    assert_eq!(pass.written, vec![synced("billing-app", 0, 25, Some(17))]);
+    assert_eq!(pass.written, vec![m.synced(&billing, 0, 25, Some(17))]);
     assert_eq!(
-        m.target_offsets("billing-app"),
+        m.target_offsets(&billing),
         BTreeMap::from([(0, 25), (1, 18)])
     );
     assert!(!new.is_fenced());

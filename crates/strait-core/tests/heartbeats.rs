@@ -5,11 +5,15 @@
 //!   timestamp equal to the heartbeat's;
 //! - a flow mirrors them like data, even when `topics` leaves them out: `source.heartbeats`
 //!   on the target holds the same records; through two flows A->B->C they arrive on C as
-//!   `B.A.heartbeats` (three clusters: two pairs of test brokers);
+//!   `B.A.heartbeats` (three clusters: the shared pair as A and C, B of the test's own);
 //! - the loop writes one per interval and stops when told;
 //! - after the cluster lost everything (its broker stopped, its data directory wiped and
 //!   formatted afresh, a new cluster on the same address: no topics, no producer ids) the next
-//!   attempts create the topic again and heartbeats resume.
+//!   attempts create the topic again and heartbeats resume (clusters of the test's own).
+//!
+//! On the shared clusters every test's heartbeats go to the one `heartbeats` topic of the
+//! cluster: a test's cluster aliases are its own ([`Names::alias`]), so its heartbeats are the
+//! records keyed by them ([`read_heartbeats`]), and only those are checked.
 
 #![allow(unreachable_pub, dead_code, missing_docs)]
 
@@ -21,9 +25,12 @@ use bytes::Bytes;
 use strait_core::config::{FlowConfig, HeartbeatEmitter, StraitConfig};
 use strait_core::flow::{Flow, FlowOptions};
 use strait_core::heartbeats::HeartbeatTask;
+use strait_kafka::admin::IsolationLevel;
+use strait_kafka::fetch::{FetchOptions, FetchPosition};
 use strait_kafka::produce::ProducerConfig;
-use strait_kafka::{Client, ClientConfig};
-use strait_testkit::{Clusters, Which};
+use strait_kafka::{Client, ClientConfig, TopicPartition};
+use strait_testkit::{Clusters, Names, Which};
+use strait_wire::BatchScanner;
 
 /// One record as read back: key, value, timestamp.
 type Rec = (Bytes, Bytes, i64);
@@ -129,6 +136,77 @@ async fn read_topic(client: &Client, topic: &str) -> Vec<Rec> {
         .collect()
 }
 
+/// The heartbeats keyed (`source_alias`, `target_alias`) in partition 0 of `topic` up to its
+/// end now, with their offsets, in order: on the shared clusters `heartbeats` (and a flow's
+/// copy of it) also holds other tests' heartbeats, written by any client, which are passed
+/// over. The log has no holes and no overlap; this test's records are as MM2 writes them: no
+/// headers, a key and a value.
+async fn read_heartbeats(
+    client: &Client,
+    topic: &str,
+    (source_alias, target_alias): (&str, &str),
+) -> Vec<(i64, Rec)> {
+    let ours = key(source_alias, target_alias);
+    let tp = TopicPartition::new(topic, 0);
+    let end = common::end_offset(client, topic).await;
+    let options = FetchOptions {
+        max_wait: Duration::from_millis(10),
+        isolation: IsolationLevel::ReadUncommitted,
+        ..Default::default()
+    };
+    let mut position = 0;
+    let mut out = Vec::new();
+    while position < end {
+        let data = client
+            .fetch(&[FetchPosition::new(tp.clone(), position)], &options)
+            .await
+            .remove(&tp)
+            .expect("asked")
+            .expect("fetch");
+        let before = position;
+        for batch in BatchScanner::new(data.records) {
+            let batch = batch.expect("well-formed batch");
+            if batch.header.next_offset() <= position {
+                continue;
+            }
+            assert_eq!(batch.header.base_offset, position, "no holes, no overlap");
+            position = batch.header.next_offset();
+            if batch.header.attributes.is_control() {
+                continue;
+            }
+            let records = strait_wire::records::batch_records(&batch).expect("records decode");
+            for r in records {
+                if r.key.as_ref() != Some(&ours) {
+                    continue;
+                }
+                assert!(r.headers.is_empty(), "MM2 writes no headers");
+                out.push((
+                    batch.header.base_offset + i64::from(r.offset_delta),
+                    (
+                        ours.clone(),
+                        r.value.expect("value"),
+                        batch.header.base_timestamp + r.timestamp_delta,
+                    ),
+                ));
+            }
+        }
+        assert!(
+            position > before,
+            "no progress reading {topic} at {position}"
+        );
+    }
+    out
+}
+
+/// [`read_heartbeats`] without the offsets.
+async fn read_heartbeat_records(client: &Client, topic: &str, aliases: (&str, &str)) -> Vec<Rec> {
+    read_heartbeats(client, topic, aliases)
+        .await
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect()
+}
+
 /// Checks `records` are heartbeats keyed (`source_alias`, `target_alias`), byte for byte,
 /// stamped in `[from, to]` in increasing order, each record's timestamp its heartbeat's.
 fn assert_heartbeats(records: &[Rec], source_alias: &str, target_alias: &str, from: i64, to: i64) {
@@ -151,16 +229,22 @@ fn assert_heartbeats(records: &[Rec], source_alias: &str, target_alias: &str, fr
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heartbeats_are_mm2_records_and_are_mirrored_like_data() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let (a, b) = (names.alias("source"), names.alias("target"));
     let (s, t) = (&clusters.source.bootstrap, &clusters.target.bootstrap);
     // `topics = orders` leaves heartbeats out of the filter; they are mirrored all the same.
     let cfg = config(
-        &[("source", s), ("target", t)],
-        &["source->target"],
-        "topics = orders\n",
+        &[(a.as_str(), s.as_str()), (b.as_str(), t.as_str())],
+        &[format!("{a}->{b}").as_str()],
+        &format!(
+            "topics = {}\ngroups = {}\n",
+            names.topic("orders"),
+            names.pattern()
+        ),
     );
     // For the flow source->target, the pair target->source writes `heartbeats` into source.
-    let e = emitter(&cfg, "target", "source");
+    let e = emitter(&cfg, &b, &a);
     assert_eq!(e.interval, Duration::from_secs(1), "MM2's default interval");
     let source = common::client(s).await;
     let mut task = HeartbeatTask::new(e, source.clone());
@@ -174,91 +258,141 @@ async fn heartbeats_are_mm2_records_and_are_mirrored_like_data() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let to = now_ms();
-    assert_eq!(offsets, [0, 1, 2]);
     assert_eq!(task.written(), 3);
     common::assert_compacted_single_partition(&source, "heartbeats").await;
 
-    let written = read_topic(&source, "heartbeats").await;
+    // Other tests' heartbeats may lie between ours: ours are at the offsets reported.
+    let (found, written): (Vec<i64>, Vec<Rec>) = read_heartbeats(&source, "heartbeats", (&b, &a))
+        .await
+        .into_iter()
+        .unzip();
+    assert_eq!(found, offsets);
     assert_eq!(written.len(), 3);
-    // The first record, spelled out: key "target" (6 bytes), "source" (6 bytes); value
-    // version 0 then the timestamp.
-    assert_eq!(&written[0].0[..], b"\x00\x06target\x00\x06source");
+    // The first record, spelled out: key "target<id>" (14 bytes), "source<id>" (14 bytes);
+    // value version 0 then the timestamp.
+    assert_eq!(
+        written[0].0[..],
+        [b"\x00\x0e", b.as_bytes(), b"\x00\x0e", a.as_bytes()].concat()
+    );
     assert_eq!(&written[0].1[..2], &[0, 0]);
     assert_eq!(written[0].1.len(), 10);
-    assert_heartbeats(&written, "target", "source", from, to);
+    assert_heartbeats(&written, &b, &a, from, to);
 
     // The flow source->target mirrors them to `source.heartbeats`, records unchanged.
-    let mut flow = start_flow(flow(&cfg, "source->target"), s, t).await;
+    let mut flow = start_flow(flow(&cfg, &format!("{a}->{b}")), s, t).await;
     flow.run_until_caught_up().await.expect("caught up");
     let target = common::client(t).await;
-    assert_eq!(read_topic(&target, "source.heartbeats").await, written);
+    assert_eq!(
+        read_heartbeat_records(&target, &format!("{a}.heartbeats"), (&b, &a)).await,
+        written
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heartbeats_travel_two_hops_as_b_a_heartbeats() {
-    // Three clusters: A and B from one pair of test brokers, C from another.
-    let ab = Clusters::start();
-    let cd = Clusters::start();
+    // Three clusters: A and C the shared pair, B a broker of the test's own (the only cluster
+    // here that nothing else writes heartbeats into: see the last check).
+    let ac = Clusters::shared();
+    let own = Clusters::start();
     let (a, b, c) = (
-        ab.source.bootstrap.as_str(),
-        ab.target.bootstrap.as_str(),
-        cd.source.bootstrap.as_str(),
+        ac.source.bootstrap.as_str(),
+        own.source.bootstrap.as_str(),
+        ac.target.bootstrap.as_str(),
     );
-    let cfg = config(&[("A", a), ("B", b), ("C", c)], &["A->B", "B->C"], "");
-    let (a_to_b, b_to_c) = (flow(&cfg, "A->B"), flow(&cfg, "B->C"));
+    let names = Names::new();
+    let [alias_a, alias_b, alias_c] = ["A", "B", "C"].map(|base| names.alias(base));
+    let filters = format!("topics = {0}\ngroups = {0}\n", names.pattern());
+    let three = [
+        (alias_a.as_str(), a),
+        (alias_b.as_str(), b),
+        (alias_c.as_str(), c),
+    ];
+    let cfg = config(
+        &three,
+        &[
+            format!("{alias_a}->{alias_b}").as_str(),
+            &format!("{alias_b}->{alias_c}"),
+        ],
+        &filters,
+    );
+    let (a_to_b, b_to_c) = (
+        flow(&cfg, &format!("{alias_a}->{alias_b}")),
+        flow(&cfg, &format!("{alias_b}->{alias_c}")),
+    );
+    let (a_heartbeats, b_a_heartbeats) = (
+        format!("{alias_a}.heartbeats"),
+        format!("{alias_b}.{alias_a}.heartbeats"),
+    );
 
     // The names, from the policy: A's `heartbeats` is `A.heartbeats` on B, `B.A.heartbeats`
     // on C, and still a heartbeats topic whose original is `heartbeats`.
-    assert_eq!(a_to_b.remote_topic("heartbeats"), "A.heartbeats");
-    assert_eq!(b_to_c.remote_topic("A.heartbeats"), "B.A.heartbeats");
-    assert!(b_to_c.should_replicate_topic("A.heartbeats"));
-    assert!(b_to_c.policy.is_heartbeats_topic("B.A.heartbeats"));
-    assert_eq!(b_to_c.policy.original_topic("B.A.heartbeats"), "heartbeats");
+    assert_eq!(a_to_b.remote_topic("heartbeats"), a_heartbeats);
+    assert_eq!(b_to_c.remote_topic(&a_heartbeats), b_a_heartbeats);
+    assert!(b_to_c.should_replicate_topic(&a_heartbeats));
+    assert!(b_to_c.policy.is_heartbeats_topic(&b_a_heartbeats));
+    assert_eq!(b_to_c.policy.original_topic(&b_a_heartbeats), "heartbeats");
     // A flow back into A or B would be a cycle: it never copies them again.
-    let back = config(&[("A", a), ("B", b), ("C", c)], &["C->A", "C->B"], "");
-    assert!(!flow(&back, "C->A").should_replicate_topic("B.A.heartbeats"));
-    assert!(!flow(&back, "C->B").should_replicate_topic("B.A.heartbeats"));
+    let back = config(
+        &three,
+        &[
+            format!("{alias_c}->{alias_a}").as_str(),
+            &format!("{alias_c}->{alias_b}"),
+        ],
+        &filters,
+    );
+    assert!(!flow(&back, &format!("{alias_c}->{alias_a}")).should_replicate_topic(&b_a_heartbeats));
+    assert!(!flow(&back, &format!("{alias_c}->{alias_b}")).should_replicate_topic(&b_a_heartbeats));
 
     // For the flow A->B, the pair B->A writes `heartbeats` into A.
     let a_client = common::client(a).await;
-    let mut task = HeartbeatTask::new(emitter(&cfg, "B", "A"), a_client.clone());
+    let mut task = HeartbeatTask::new(emitter(&cfg, &alias_b, &alias_a), a_client.clone());
     let from = now_ms();
     for _ in 0..2 {
         task.emit_once().await.expect("heartbeat written");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let to = now_ms();
-    let written = read_topic(&a_client, "heartbeats").await;
+    let written = read_heartbeat_records(&a_client, "heartbeats", (&alias_b, &alias_a)).await;
     assert_eq!(written.len(), 2);
-    assert_heartbeats(&written, "B", "A", from, to);
+    assert_heartbeats(&written, &alias_b, &alias_a, from, to);
 
     let mut first = start_flow(a_to_b, a, b).await;
     first.run_until_caught_up().await.expect("A->B caught up");
-    let on_b = read_topic(&common::client(b).await, "A.heartbeats").await;
+    let on_b = read_heartbeat_records(
+        &common::client(b).await,
+        &a_heartbeats,
+        (&alias_b, &alias_a),
+    )
+    .await;
     assert_eq!(on_b, written);
 
     let mut second = start_flow(b_to_c, b, c).await;
     second.run_until_caught_up().await.expect("B->C caught up");
     let c_client = common::client(c).await;
-    assert_eq!(read_topic(&c_client, "B.A.heartbeats").await, written);
+    assert_eq!(
+        read_heartbeat_records(&c_client, &b_a_heartbeats, (&alias_b, &alias_a)).await,
+        written
+    );
     let on_c = c_client.refresh_metadata().await.unwrap();
     assert!(
-        !on_c.topics.contains_key("B.heartbeats"),
+        !on_c.topics.contains_key(&format!("{alias_b}.heartbeats")),
         "B has no heartbeats of its own here"
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_task_writes_one_heartbeat_per_interval_until_stopped() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let (a, b) = (names.alias("source"), names.alias("target"));
     let s = clusters.source.bootstrap.as_str();
     let cfg = config(
-        &[("source", s), ("target", &clusters.target.bootstrap)],
-        &["source->target"],
-        "",
+        &[(a.as_str(), s), (b.as_str(), &clusters.target.bootstrap)],
+        &[format!("{a}->{b}").as_str()],
+        &format!("topics = {0}\ngroups = {0}\n", names.pattern()),
     );
     let source = common::client(s).await;
-    let mut task = HeartbeatTask::new(emitter(&cfg, "target", "source"), source.clone());
+    let mut task = HeartbeatTask::new(emitter(&cfg, &b, &a), source.clone());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let started = now_ms();
     let running = tokio::spawn(async move {
@@ -277,7 +411,7 @@ async fn the_task_writes_one_heartbeat_per_interval_until_stopped() {
             .unwrap()
             .topics
             .contains_key("heartbeats");
-        if exists && common::end_offset(&source, "heartbeats").await >= 3 {
+        if exists && read_heartbeats(&source, "heartbeats", (&b, &a)).await.len() >= 3 {
             break;
         }
         assert!(
@@ -293,7 +427,7 @@ async fn the_task_writes_one_heartbeat_per_interval_until_stopped() {
         .unwrap();
     let stopped_at = now_ms();
 
-    let written = read_topic(&source, "heartbeats").await;
+    let written = read_heartbeat_records(&source, "heartbeats", (&b, &a)).await;
     assert_eq!(written.len() as u64, task.written());
     // One per second, the first one second after the start: never more than the seconds that
     // passed.
@@ -303,7 +437,7 @@ async fn the_task_writes_one_heartbeat_per_interval_until_stopped() {
         "{} heartbeats in {elapsed} ms",
         written.len()
     );
-    assert_heartbeats(&written, "target", "source", started + 990, stopped_at);
+    assert_heartbeats(&written, &b, &a, started + 990, stopped_at);
     for pair in written.windows(2) {
         let gap = pair[1].2 - pair[0].2;
         assert!(gap >= 990, "heartbeats {gap} ms apart, interval 1 s");

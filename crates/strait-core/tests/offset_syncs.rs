@@ -16,7 +16,7 @@ use indexmap::IndexMap;
 use proptest::prelude::*;
 use strait_core::internal::offset_syncs::{OffsetSyncQueue, OffsetSyncWriter};
 use strait_kafka::Client;
-use strait_testkit::Clusters;
+use strait_testkit::{Clusters, Names};
 use strait_wire::mm2::OffsetSync;
 use strait_wire::offset_map::mm2_model::SyncEmitter;
 
@@ -327,12 +327,17 @@ fn sync(topic: &str, partition: i32, upstream: i64, downstream: i64) -> OffsetSy
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_the_syncs_mm2_would_write() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    // The syncs topics are named by cluster alias: this test's own. (The topics the syncs
+    // speak of, `orders` and `clicks`, are only names in their records.)
+    let names = Names::new();
+    let (source_alias, target_alias) = (names.alias("source"), names.alias("target"));
     let source = client(&clusters.source.bootstrap).await;
     let target = client(&clusters.target.bootstrap).await;
 
     // --- offset-syncs.topic.location=source (the default): on the source, named for the target.
-    let topic = "mm2-offset-syncs.target.internal".to_owned();
+    let on_source = format!("mm2-offset-syncs.{target_alias}.internal");
+    let topic = on_source.clone();
     let mut w = OffsetSyncWriter::open(source.clone(), topic.clone(), 1, 100, None)
         .await
         .expect("open");
@@ -397,7 +402,7 @@ async fn writes_the_syncs_mm2_would_write() {
     );
 
     // --- location=target, a random feed: exactly what MM2's writer would have sent.
-    let topic = "mm2-offset-syncs.source.internal".to_owned();
+    let topic = format!("mm2-offset-syncs.{source_alias}.internal");
     let mut w = OffsetSyncWriter::open(target.clone(), topic.clone(), 1, 100, None)
         .await
         .expect("open on the target");
@@ -442,15 +447,12 @@ async fn writes_the_syncs_mm2_would_write() {
     let got = decode(&read_batches(&target, &topic).await);
     assert_eq!(got, expected);
     // Nothing landed on the source's syncs topic from the second writer.
-    assert_eq!(
-        decode(&read_batches(&source, "mm2-offset-syncs.target.internal").await).len(),
-        6
-    );
+    assert_eq!(decode(&read_batches(&source, &on_source).await).len(), 6);
 
     // --- Writes in the background (what a round does): `start_flush` returns without waiting,
     // one write at a time; a later `flush` waits for it and writes the rest. Every sync lands
     // once, in the order each partition's syncs fired.
-    let topic = "mm2-offset-syncs.background.internal".to_owned();
+    let topic = format!("mm2-offset-syncs.{}.internal", names.alias("background"));
     let mut w = OffsetSyncWriter::open(source.clone(), topic.clone(), 1, 100, None)
         .await
         .expect("open");
