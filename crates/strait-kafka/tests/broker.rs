@@ -17,7 +17,7 @@ use strait_kafka::fetch::{FetchOptions, FetchPosition};
 use strait_kafka::groups::{CommittedOffset, OffsetToCommit};
 use strait_kafka::produce::{ProducerConfig, RawProducer};
 use strait_kafka::{Client, Error, TopicPartition};
-use strait_testkit::{ClusterOptions, Clusters, GroupProtocol, Rdk, TestRecord};
+use strait_testkit::{ClusterOptions, Clusters, GroupProtocol, Names, Rdk, TestRecord};
 
 use common::{client, fetch_all, topic};
 
@@ -35,7 +35,8 @@ fn records(partition: i32, n: usize, tag: &str) -> Vec<TestRecord> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connects_negotiates_and_describes_the_cluster() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let c = client(&clusters.source.bootstrap).await;
     let conn = c.any_connection().await.unwrap();
     for api in [
@@ -53,11 +54,12 @@ async fn connects_negotiates_and_describes_the_cluster() {
 
     // The two clusters are independent.
     let t = client(&clusters.target.bootstrap).await;
-    t.create_topic(NewTopic::new(topic("only-on-target"), 1))
+    let only_on_target = names.topic("only-on-target");
+    t.create_topic(NewTopic::new(&only_on_target, 1))
         .await
         .unwrap();
     let on_source = c.refresh_metadata().await.unwrap();
-    assert!(!on_source.topics.contains_key(&topic("only-on-target")));
+    assert!(!on_source.topics.contains_key(&only_on_target));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -244,10 +246,11 @@ async fn topics_are_created_configured_and_deleted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_offsets_earliest_latest_and_by_time() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let rdk = Rdk::new();
     let c = client(&clusters.source.bootstrap).await;
-    let name = topic("events");
+    let name = names.topic("events");
     c.create_topic(NewTopic::new(&name, 1)).await.unwrap();
     let base = 1_700_000_000_000i64;
     let recs: Vec<_> = (0..10)
@@ -306,17 +309,18 @@ async fn list_offsets_earliest_latest_and_by_time() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn group_offsets_for_any_group() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let rdk = Rdk::new();
     let bootstrap = &clusters.source.bootstrap;
     let c = client(bootstrap).await;
-    let name = topic("payments");
+    let name = names.topic("payments");
     c.create_topic(NewTopic::new(&name, 2)).await.unwrap();
     rdk.produce(bootstrap, &name, &records(0, 20, "a"), "none");
     rdk.produce(bootstrap, &name, &records(1, 20, "b"), "none");
 
     // A group that librdkafka committed for, without members.
-    let group = topic("billing");
+    let group = names.group("billing");
     rdk.commit(bootstrap, &group, &name, &[(0, 7), (1, 11)]);
     let listed = c.list_groups().await.unwrap();
     assert!(listed.iter().any(|g| g.group_id == group), "{listed:?}");
@@ -353,7 +357,7 @@ async fn group_offsets_for_any_group() {
     // consumer protocol of KIP-848, which DescribeGroups cannot see): its state says active, it
     // lists its member, and a commit is refused, typed. Once the member left, it is idle again.
     for protocol in [GroupProtocol::Classic, GroupProtocol::Consumer] {
-        let active = topic(&format!("live-{protocol:?}"));
+        let active = names.group(&format!("live-{protocol:?}"));
         let member = rdk.group_member_with(bootstrap, &active, &name, protocol);
         let described = c.describe_group(&active).await.unwrap();
         assert!(described.is_active(), "{protocol:?}: {described:?}");
@@ -364,7 +368,7 @@ async fn group_offsets_for_any_group() {
         );
         // Described together with the idle group and an unknown one, each is described as
         // when asked alone.
-        let ids = [active.clone(), group.clone(), topic("unheard-of")];
+        let ids = [active.clone(), group.clone(), names.group("unheard-of")];
         let together = c.describe_groups(&ids).await;
         assert_eq!(together.len(), ids.len(), "{together:?}");
         for id in &ids {
@@ -387,18 +391,19 @@ async fn group_offsets_for_any_group() {
     }
 
     // A group nobody has heard of describes as dead/empty and has no offsets.
-    let nobody = topic("nobody");
+    let nobody = names.group("nobody");
     assert!(!c.describe_group(&nobody).await.unwrap().is_active());
     assert!(c.offset_fetch(&nobody, None).await.unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_fetch_many_partitions_with_typed_partition_errors() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let rdk = Rdk::new();
     let bootstrap = &clusters.source.bootstrap;
     let c = client(bootstrap).await;
-    let name = topic("clicks");
+    let name = names.topic("clicks");
     c.create_topic(NewTopic::new(&name, 3)).await.unwrap();
     rdk.produce(bootstrap, &name, &records(0, 30, "p0"), "lz4");
     rdk.produce(bootstrap, &name, &records(1, 5, "p1"), "none");
@@ -500,11 +505,12 @@ async fn raw_fetch_many_partitions_with_typed_partition_errors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_idempotent_produce_returns_exact_offsets() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let rdk = Rdk::new();
     let src = client(&clusters.source.bootstrap).await;
     let dst = client(&clusters.target.bootstrap).await;
-    let name = topic("ledger");
+    let name = names.topic("ledger");
     src.create_topic(NewTopic::new(&name, 2)).await.unwrap();
     dst.create_topic(NewTopic::new(&name, 2)).await.unwrap();
     // Many small batches on two partitions: each produce call is its own batch.
@@ -671,7 +677,8 @@ async fn acls_are_created_and_described_with_kafkas_authorizer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acls_on_a_cluster_without_authorizer_are_security_disabled() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let c = client(&clusters.source.bootstrap).await;
     // Kafka without an authorizer answers SECURITY_DISABLED; strait reports it typed so that
     // ACL sync can skip with one log line (MM2's behaviour).
@@ -683,7 +690,7 @@ async fn acls_on_a_cluster_without_authorizer_are_security_disabled() {
     assert!(!err.is_retriable());
     let binding = AclBinding {
         resource_type: AclResourceType::Topic,
-        resource_name: "orders".into(),
+        resource_name: names.topic("orders"),
         pattern_type: AclPatternType::Literal,
         principal: "User:alice".into(),
         host: "*".into(),
@@ -698,11 +705,12 @@ async fn acls_on_a_cluster_without_authorizer_are_security_disabled() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitions_are_added_to_a_topic() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let rdk = Rdk::new();
     let bootstrap = &clusters.source.bootstrap;
     let c = client(bootstrap).await;
-    let name = topic("grow");
+    let name = names.topic("grow");
     c.create_topic(NewTopic::new(&name, 1)).await.unwrap();
     rdk.produce(bootstrap, &name, &records(0, 3, "old"), "none");
     c.create_partitions(&name, 3).await.unwrap();
@@ -758,15 +766,16 @@ async fn partitions_are_added_to_a_topic() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn committed_offsets_keep_their_metadata_and_leader_epoch() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let rdk = Rdk::new();
     let bootstrap = &clusters.source.bootstrap;
     let c = client(bootstrap).await;
-    let orders = topic("orders");
-    let refunds = topic("refunds");
+    let orders = names.topic("orders");
+    let refunds = names.topic("refunds");
     c.create_topic(NewTopic::new(&orders, 2)).await.unwrap();
     c.create_topic(NewTopic::new(&refunds, 1)).await.unwrap();
-    let group = topic("mirrored-group");
+    let group = names.group("mirrored-group");
     let commit = |tp: TopicPartition, offset: i64, leader_epoch: i32, metadata: Option<&str>| {
         OffsetToCommit {
             tp,
@@ -894,11 +903,12 @@ fn assert_config(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fetch_sessions_carry_many_partitions_across_incremental_fetches() {
     const PARTITIONS: i32 = 200;
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let rdk = Rdk::new();
     let bootstrap = &clusters.source.bootstrap;
     let c = client(bootstrap).await;
-    let name = topic("sessions");
+    let name = names.topic("sessions");
     c.create_topic(NewTopic::new(&name, PARTITIONS))
         .await
         .unwrap();
@@ -1048,14 +1058,15 @@ async fn fetch_sessions_carry_many_partitions_across_incremental_fetches() {
 /// nothing changes (the leader answers, no replica is named).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_rack_is_harmless_without_a_replica_selector() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let rdk = Rdk::new();
     let bootstrap = &clusters.source.bootstrap;
     let mut config = strait_kafka::ClientConfig::new([bootstrap.as_str()]);
     config.operation_timeout = Duration::from_secs(20);
     config.client_rack = Some("rack-a".into());
     let c = Client::connect(config).await.unwrap();
-    let name = topic("racked");
+    let name = names.topic("racked");
     c.create_topic(NewTopic::new(&name, 2)).await.unwrap();
     rdk.produce(bootstrap, &name, &records(1, 12, "r"), "lz4");
     let p1 = TopicPartition::new(&name, 1);

@@ -11,9 +11,9 @@ use kafka_protocol::records::Compression;
 use strait_kafka::admin::NewTopic;
 use strait_kafka::produce::{ProducerConfig, RawProducer};
 use strait_kafka::TopicPartition;
-use strait_testkit::{Clusters, Rdk, TestRecord};
+use strait_testkit::{Clusters, Names, Rdk, TestRecord};
 
-use common::{client, fetch_all, topic};
+use common::{client, fetch_all};
 
 /// Records with every shape that must survive: keys and null keys, values and tombstones,
 /// headers (including a null header value and repeated names), explicit timestamps, binary bytes.
@@ -42,11 +42,12 @@ fn sample(partitions: i32, n: usize) -> Vec<TestRecord> {
 }
 
 async fn mirror_and_compare(codec: &str, expected: Compression) {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let rdk = Rdk::new();
     let src = client(&clusters.source.bootstrap).await;
     let dst = client(&clusters.target.bootstrap).await;
-    let name = topic(&format!("cross-{codec}"));
+    let name = names.topic(&format!("cross-{codec}"));
     let partitions = 3;
     src.create_topic(NewTopic::new(&name, partitions))
         .await

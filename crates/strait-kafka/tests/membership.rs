@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use strait_kafka::membership::{Beat, Joined, Member, MembershipConfig};
-use strait_testkit::Clusters;
+use strait_testkit::{Clusters, Names};
 
 use common::client;
 
@@ -49,9 +49,10 @@ fn metadata_of(joined: &Joined) -> Vec<(String, Bytes)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_join_sync_rebalance_are_fenced_and_leave() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let bootstrap = &clusters.target.bootstrap;
-    let group = "strait-workers";
+    let group = &names.group("strait-workers");
     let admin = client(bootstrap).await;
 
     // 1. One member: its own leader, with its metadata, and the assignment it gives itself.
@@ -79,8 +80,9 @@ async fn members_join_sync_rebalance_are_fenced_and_leave() {
     // 2. A second member: the first learns of the rebalance from its heartbeat and joins
     // again; both are in the next generation, and only the leader sees both.
     let b_client = client(bootstrap).await;
+    let b_config = config(group);
     let b_join = tokio::spawn(async move {
-        let mut b = Member::new(b_client, config(group));
+        let mut b = Member::new(b_client, b_config);
         let joined = b.join(Bytes::from_static(b"worker b")).await.unwrap();
         (b, joined)
     });

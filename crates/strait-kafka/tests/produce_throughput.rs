@@ -89,6 +89,7 @@ fn env_usize(name: &str, default: usize) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement: run it with --ignored --nocapture"]
 async fn one_partition_of_16k_batches() {
+    // A pair of its own, not the shared one: a measurement wants brokers nobody else writes to.
     let clusters = Clusters::start();
     let dst = client(&clusters.target.bootstrap).await;
     let name = topic("throughput");

@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use strait_kafka::produce::{ProducerConfig, RawProducer};
 use strait_kafka::TopicPartition;
-use strait_testkit::{Clusters, Rdk, TestRecord};
+use strait_testkit::{Clusters, Names, Rdk, TestRecord};
 use strait_wire::RawBatch;
 
-use common::{client, fetch_all, topic};
+use common::{client, fetch_all};
 
 /// Five source transactions' worth of data: call `c` writes 4 records to each of 2 partitions,
 /// one batch per partition (each call is flushed on its own).
@@ -57,10 +57,11 @@ fn payloads(records: &[TestRecord]) -> Vec<TestRecord> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transactions_commit_abort_and_fence_the_earlier_producer() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let (source, target) = (&clusters.source.bootstrap, &clusters.target.bootstrap);
     let rdk = Rdk::new();
-    let name = topic("txn-forward");
+    let name = names.topic("txn-forward");
     rdk.create_topic(source, &name, 2);
     rdk.create_topic(target, &name, 2);
     for call in 0..CALLS {
