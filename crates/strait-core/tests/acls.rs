@@ -37,7 +37,7 @@ use strait_kafka::admin::{
     AclBinding, AclFilter, AclOperation, AclPatternType, AclPermission, AclResourceType,
 };
 use strait_kafka::Client;
-use strait_testkit::{kafka_tool, ClusterOptions, Clusters};
+use strait_testkit::{kafka_tool, ClusterOptions, Clusters, Names};
 
 use fake::{script, Action, Body, FakeCluster};
 
@@ -247,12 +247,20 @@ impl Logs {
 #[tokio::test(flavor = "current_thread")]
 async fn without_an_authorizer_on_the_source_the_sync_is_skipped_and_said_once() {
     let (logs, _guard) = Logs::capture();
-    let clusters = Clusters::start();
+    // A Kafka without an authorizer, as the shared pair is; aliases and filters of its own.
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let target = fake_cluster(|_| None).await;
-    let flow = common::flow_config(
+    let flow = common::flow_config_between(
+        (&names.alias("source"), &names.alias("target")),
         &clusters.source.bootstrap,
         &target.addr(1),
-        "sync.topic.acls.interval.seconds = 1",
+        &format!(
+            "topics = {pattern}\n\
+             groups = {pattern}\n\
+             sync.topic.acls.interval.seconds = 1",
+            pattern = names.pattern()
+        ),
     );
     assert_eq!(flow.sync_topic_acls, Some(Duration::from_secs(1)));
     let source_client = common::client(&clusters.source.bootstrap).await;
@@ -458,9 +466,21 @@ async fn the_acls_created_on_the_target_follow_mm2s_rules() {
 #[tokio::test(flavor = "current_thread")]
 async fn without_an_authorizer_on_the_target_the_copies_are_not_created_and_warned_once() {
     let (logs, _guard) = Logs::capture();
-    let clusters = Clusters::start();
-    let source = fake_source(vec![wire(2, "orders", 3, "User:alice", "*", 3, 3)]).await;
-    let flow = common::flow_config(&source.addr(1), &clusters.target.bootstrap, "");
+    // A Kafka without an authorizer, as the shared pair is; names and aliases of its own.
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let (a, b) = (names.alias("source"), names.alias("target"));
+    let orders = names.topic("orders");
+    let source = fake_source(vec![wire(2, &orders, 3, "User:alice", "*", 3, 3)]).await;
+    let flow = common::flow_config_between(
+        (&a, &b),
+        &source.addr(1),
+        &clusters.target.bootstrap,
+        &format!(
+            "topics = {pattern}\ngroups = {pattern}",
+            pattern = names.pattern()
+        ),
+    );
     let mut task = AclSyncTask::new(
         flow,
         common::client(&source.addr(1)).await,
@@ -473,7 +493,7 @@ async fn without_an_authorizer_on_the_target_the_copies_are_not_created_and_warn
             .expect("a skipped pass is not an error");
         assert_eq!(summary.outcome, AclSyncOutcome::TargetHasNoAuthorizer);
         assert_eq!(summary.wanted.len(), 1);
-        assert_eq!(summary.wanted[0].resource_name, "source.orders");
+        assert_eq!(summary.wanted[0].resource_name, format!("{a}.{orders}"));
         assert!(summary.created.is_empty() && summary.failures.is_empty());
     }
     assert_eq!(

@@ -14,7 +14,7 @@ use strait_core::config::{FlowConfig, StraitConfig};
 use strait_core::flow::{Flow, FlowError, FlowOptions};
 use strait_kafka::admin::{IsolationLevel, NewTopic, OffsetSpec};
 use strait_kafka::{Client, ClientConfig, TopicPartition};
-use strait_testkit::{Clusters, Rdk, TestRecord, Which};
+use strait_testkit::{Clusters, Names, Rdk, TestRecord, Which};
 use strait_wire::offset_map::{SourcePartition, Translation};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -158,6 +158,21 @@ async fn start(clusters: &Clusters, aliases: (&str, &str)) -> Flow {
         options(),
         flow_client(&clusters.source.bootstrap).await,
         flow_client(&clusters.target.bootstrap).await,
+    )
+    .await
+    .expect("flow starts")
+}
+
+/// As [`start`], plus `extra` config lines, with the test's patient clients: for tests that take
+/// no broker down and run on the shared clusters, whose controllers, busy with every other
+/// test, may take longer than [`flow_client_config`]'s 1 s to create a topic.
+async fn start_patient(clusters: &Clusters, aliases: (&str, &str), extra: &str) -> Flow {
+    let extra = format!("{REFRESH_EVERY_SECOND}\n{extra}");
+    Flow::start(
+        flow_config(&config(clusters, aliases, &extra), aliases.0),
+        options(),
+        client(&clusters.source.bootstrap).await,
+        client(&clusters.target.bootstrap).await,
     )
     .await
     .expect("flow starts")
@@ -495,50 +510,64 @@ async fn a_source_outage_stalls_and_resumes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_way_flows_do_not_loop() {
     let test_started = Instant::now();
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let (a, b) = (names.alias("source"), names.alias("target"));
     let rdk = Rdk::new();
+    // Every topic with this test's id in its name: its own topics, its remote topics and its
+    // internal topics (offset maps, offset syncs, named by its aliases), so that, as with the
+    // default `.*`, what keeps remote and internal topics from being mirrored (back) are the
+    // cycle and internal-topic rules, not the filter. Heartbeats are not replicated: the
+    // shared source's `heartbeats` holds every test's, and this test is not about them.
     let config = config(
         &clusters,
-        ("source", "target"),
-        "target->source.enabled = true",
+        (&a, &b),
+        &format!(
+            "{b}->{a}.enabled = true\n\
+             topics = .*{id}.*\n\
+             groups = {groups}\n\
+             heartbeats.replication.enabled = false",
+            id = names.id(),
+            groups = names.pattern()
+        ),
     );
     assert_eq!(config.flows.len(), 2, "both directions: {:?}", config.flows);
     let src = client(&clusters.source.bootstrap).await;
     let dst = client(&clusters.target.bootstrap).await;
-    src.create_topic(NewTopic::new("orders", 2)).await.unwrap();
+    let orders = names.topic("orders");
     // A user's topic named like an internal one: Kafka 4's MM2 mirrors it (KIP-1074).
-    src.create_topic(NewTopic::new("audit.internal", 1))
-        .await
-        .unwrap();
-    dst.create_topic(NewTopic::new("payments", 1))
-        .await
-        .unwrap();
-    let orders = records(2, 0, 40, "order");
-    let audit = records(1, 0, 10, "audit");
-    let payments = records(1, 0, 30, "payment");
-    produce_batches(&rdk, &clusters.source.bootstrap, "orders", &orders, 2);
+    let audit = format!("{}.internal", names.topic("audit"));
+    let payments = names.topic("payments");
+    src.create_topic(NewTopic::new(&orders, 2)).await.unwrap();
+    src.create_topic(NewTopic::new(&audit, 1)).await.unwrap();
+    dst.create_topic(NewTopic::new(&payments, 1)).await.unwrap();
+    let order_records = records(2, 0, 40, "order");
+    let audit_records = records(1, 0, 10, "audit");
+    let payment_records = records(1, 0, 30, "payment");
+    produce_batches(&rdk, &clusters.source.bootstrap, &orders, &order_records, 2);
+    produce_batches(&rdk, &clusters.source.bootstrap, &audit, &audit_records, 2);
     produce_batches(
         &rdk,
-        &clusters.source.bootstrap,
-        "audit.internal",
-        &audit,
+        &clusters.target.bootstrap,
+        &payments,
+        &payment_records,
         2,
     );
-    produce_batches(&rdk, &clusters.target.bootstrap, "payments", &payments, 2);
 
+    // Patient clients (no broker goes down here; the shared brokers are busy).
     let mut forward = Flow::start(
-        flow_config(&config, "source"),
+        flow_config(&config, &a),
         options(),
-        flow_client(&clusters.source.bootstrap).await,
-        flow_client(&clusters.target.bootstrap).await,
+        client(&clusters.source.bootstrap).await,
+        client(&clusters.target.bootstrap).await,
     )
     .await
     .expect("source->target starts");
     let mut backward = Flow::start(
-        flow_config(&config, "target"),
+        flow_config(&config, &b),
         options(),
-        flow_client(&clusters.target.bootstrap).await,
-        flow_client(&clusters.source.bootstrap).await,
+        client(&clusters.target.bootstrap).await,
+        client(&clusters.source.bootstrap).await,
     )
     .await
     .expect("target->source starts");
@@ -552,40 +581,46 @@ async fn two_way_flows_do_not_loop() {
         backward.run_until_caught_up().await.unwrap();
     }
 
-    let names = |flow: &Flow| -> Vec<(String, String)> {
+    let remote_orders = format!("{a}.{orders}");
+    let remote_audit = format!("{a}.{audit}");
+    let remote_payments = format!("{b}.{payments}");
+    let flow_names = |flow: &Flow| -> Vec<(String, String)> {
         flow.topics()
             .iter()
             .map(|t| (t.source.clone(), t.remote.clone()))
             .collect()
     };
-    let mut forward_names = names(&forward);
+    let mut forward_names = flow_names(&forward);
     forward_names.sort();
     assert_eq!(
         forward_names,
         vec![
-            (
-                "audit.internal".to_owned(),
-                "source.audit.internal".to_owned()
-            ),
-            ("orders".to_owned(), "source.orders".to_owned())
+            (audit.clone(), remote_audit.clone()),
+            (orders.clone(), remote_orders.clone())
         ],
         "source->target mirrors orders and audit.internal, no internal topic"
     );
     assert_eq!(
-        names(&backward),
-        vec![("payments".to_owned(), "target.payments".to_owned())],
+        flow_names(&backward),
+        vec![(payments.clone(), remote_payments.clone())],
         "target->source mirrors only payments"
     );
     assert_eq!(forward.stats().records, 50, "{:?}", forward.stats());
     assert_eq!(backward.stats().records, 30, "{:?}", backward.stats());
 
+    // This test's topics: those with its id in their name (the clusters are shared).
     let topics = |metadata: &strait_kafka::Metadata| -> BTreeSet<String> {
-        metadata.topics.keys().cloned().collect()
+        metadata
+            .topics
+            .keys()
+            .filter(|t| t.contains(names.id()))
+            .cloned()
+            .collect()
     };
     let on_source = topics(&src.refresh_metadata().await.unwrap());
     let on_target = topics(&dst.refresh_metadata().await.unwrap());
-    // Other internal topics (Kafka's, MM2's offset-syncs, ...) may come and go; the topics of
-    // users and the offset maps are fixed.
+    // Other internal topics (MM2's offset-syncs, ...) may come and go; the topics of users and
+    // the offset maps are fixed.
     let user = |topics: &BTreeSet<String>| -> BTreeSet<String> {
         topics
             .iter()
@@ -603,38 +638,39 @@ async fn two_way_flows_do_not_loop() {
     };
     assert_eq!(
         user(&on_source),
-        set(&["orders", "target.payments"]),
+        set(&[&orders, &remote_payments]),
         "topics on the source: {on_source:?}"
     );
     assert_eq!(
         user(&on_target),
-        set(&["payments", "source.orders"]),
+        set(&[&payments, &remote_orders]),
         "topics on the target: {on_target:?}"
     );
     assert!(
-        on_source.contains("strait-offset-map.target.internal"),
+        on_source.contains(&format!("strait-offset-map.{b}.internal")),
         "{on_source:?}"
     );
-    assert!(on_target.contains("source.audit.internal"), "{on_target:?}");
+    assert!(on_target.contains(&remote_audit), "{on_target:?}");
     assert!(
-        on_target.contains("strait-offset-map.source.internal"),
+        on_target.contains(&format!("strait-offset-map.{a}.internal")),
         "{on_target:?}"
     );
     // Nothing else carries a cluster prefix: no remote topic mirrored back
     // (`target.source.orders`, `source.target.payments`), no offset map or other internal
     // topic mirrored (`source.strait-offset-map.target.internal`, ...).
+    let (a_prefix, b_prefix) = (format!("{a}."), format!("{b}."));
     for (side, topics, remotes) in [
-        ("source", &on_source, &["target.payments"][..]),
+        ("source", &on_source, vec![remote_payments.as_str()]),
         (
             "target",
             &on_target,
-            &["source.orders", "source.audit.internal"][..],
+            vec![remote_orders.as_str(), remote_audit.as_str()],
         ),
     ] {
         for t in topics {
             assert!(
                 remotes.contains(&t.as_str())
-                    || !(t.starts_with("source.") || t.starts_with("target.")),
+                    || !(t.starts_with(&a_prefix) || t.starts_with(&b_prefix)),
                 "{side} has {t}: mirrored back or mirrored an internal topic ({topics:?})"
             );
         }
@@ -643,25 +679,25 @@ async fn two_way_flows_do_not_loop() {
     assert_exactly_once(
         &rdk,
         &clusters.target.bootstrap,
-        "source.orders",
+        &remote_orders,
         2,
-        &orders,
+        &order_records,
     )
     .await;
     assert_exactly_once(
         &rdk,
         &clusters.target.bootstrap,
-        "source.audit.internal",
+        &remote_audit,
         1,
-        &audit,
+        &audit_records,
     )
     .await;
     assert_exactly_once(
         &rdk,
         &clusters.source.bootstrap,
-        "target.payments",
+        &remote_payments,
         1,
-        &payments,
+        &payment_records,
     )
     .await;
     eprintln!("test took {:?}", test_started.elapsed());
@@ -673,16 +709,27 @@ async fn two_way_flows_do_not_loop() {
 /// is recovered, none is written twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unrecorded_tail_in_another_codec_is_matched() {
-    let aliases = ("tm", "tn");
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let (a, b) = (names.alias("tm"), names.alias("tn"));
+    let aliases = (a.as_str(), b.as_str());
+    // Only this test's topics and groups; no heartbeats: the shared source's `heartbeats`
+    // holds every test's, and the record counts below are of this test's records.
+    let extra = format!(
+        "topics = {pattern}\n\
+         groups = {pattern}\n\
+         heartbeats.replication.enabled = false",
+        pattern = names.pattern()
+    );
+    let orders = names.topic("orders");
     let rdk = Rdk::new();
     let src = client(&clusters.source.bootstrap).await;
-    src.create_topic(NewTopic::new("orders", PARTITIONS))
+    src.create_topic(NewTopic::new(&orders, PARTITIONS))
         .await
         .unwrap();
     let first = records(PARTITIONS, 0, 120, "a");
-    produce_batches(&rdk, &clusters.source.bootstrap, "orders", &first, 3);
-    let mut flow = start(&clusters, aliases).await;
+    produce_batches(&rdk, &clusters.source.bootstrap, &orders, &first, 3);
+    let mut flow = start_patient(&clusters, aliases, &extra).await;
     flow.run_until_caught_up().await.unwrap();
     assert_eq!(flow.stats().records, 120, "{:?}", flow.stats());
     drop(flow);
@@ -691,8 +738,8 @@ async fn an_unrecorded_tail_in_another_codec_is_matched() {
     // earlier run would have left them: written (zstd, not the source's lz4, in 4 produce
     // calls), not recorded in the map.
     let second = records(PARTITIONS, 120, 180, "b");
-    produce_batches(&rdk, &clusters.source.bootstrap, "orders", &second, 3);
-    let remote = format!("{}.orders", aliases.0);
+    produce_batches(&rdk, &clusters.source.bootstrap, &orders, &second, 3);
+    let remote = format!("{}.{orders}", aliases.0);
     let mut tail = 0;
     for p in 0..PARTITIONS {
         let copies: Vec<TestRecord> = second
@@ -712,7 +759,7 @@ async fn an_unrecorded_tail_in_another_codec_is_matched() {
         );
     }
 
-    let mut flow = start(&clusters, aliases).await;
+    let mut flow = start_patient(&clusters, aliases, &extra).await;
     flow.run_until_caught_up().await.unwrap();
     let stats = flow.stats();
     assert_eq!(stats.recovered_records, tail as u64, "{stats:?}");
@@ -722,5 +769,5 @@ async fn an_unrecorded_tail_in_another_codec_is_matched() {
     let mut all = first;
     all.extend(second);
     assert_exactly_once(&rdk, &clusters.target.bootstrap, &remote, PARTITIONS, &all).await;
-    assert_map_exact(&flow, "orders", &per_partition(&all));
+    assert_map_exact(&flow, &orders, &per_partition(&all));
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use strait_testkit::{kafka_tool, Clusters, Rdk, TestRecord, Which};
+use strait_testkit::{kafka_tool, Clusters, Names, Rdk, TestRecord, Which};
 
 /// Whether `pid` is a live process (a zombie counts as gone: nothing may reap a reparented
 /// broker).
@@ -94,29 +94,31 @@ fn clusters_carry_records_and_stop_on_drop() {
 
 #[test]
 fn group_offsets_commit_only_while_group_is_empty() {
-    let clusters = Clusters::start();
+    // Never stops a broker: runs on the shared pair, with names of its own.
+    let clusters = Clusters::shared();
+    let names = Names::new();
     let rdk = Rdk::new();
     let bootstrap = &clusters.source.bootstrap;
-    rdk.create_topic(bootstrap, "orders", 2);
+    let orders = names.topic("orders");
+    let (g1, g2, g_none) = (names.group("g1"), names.group("g2"), names.group("g-none"));
+    rdk.create_topic(bootstrap, &orders, 2);
 
-    rdk.commit(bootstrap, "g1", "orders", &[(0, 5), (1, 7)]);
-    let committed = rdk.committed(bootstrap, "g1", "orders", &[0, 1]);
+    rdk.commit(bootstrap, &g1, &orders, &[(0, 5), (1, 7)]);
+    let committed = rdk.committed(bootstrap, &g1, &orders, &[0, 1]);
     assert_eq!(
         committed.into_iter().collect::<Vec<_>>(),
         vec![(0, 5), (1, 7)]
     );
-    assert!(rdk
-        .committed(bootstrap, "g-none", "orders", &[0])
-        .is_empty());
+    assert!(rdk.committed(bootstrap, &g_none, &orders, &[0]).is_empty());
 
-    let member = rdk.group_member(bootstrap, "g2", "orders");
-    assert_eq!(member.group(), "g2");
-    let refused = std::panic::catch_unwind(|| rdk.commit(bootstrap, "g2", "orders", &[(0, 1)]));
+    let member = rdk.group_member(bootstrap, &g2, &orders);
+    assert_eq!(member.group(), g2);
+    let refused = std::panic::catch_unwind(|| rdk.commit(bootstrap, &g2, &orders, &[(0, 1)]));
     assert!(refused.is_err(), "commit to an active group must fail");
     drop(member);
-    rdk.commit(bootstrap, "g2", "orders", &[(0, 1)]);
+    rdk.commit(bootstrap, &g2, &orders, &[(0, 1)]);
     assert_eq!(
-        rdk.committed(bootstrap, "g2", "orders", &[0]).get(&0),
+        rdk.committed(bootstrap, &g2, &orders, &[0]).get(&0),
         Some(&1)
     );
 }
