@@ -399,9 +399,11 @@ def cmd_commit(args):
         offsets.append(TopicPartition(args.topic, int(partition), int(offset)))
     consumer = Consumer(consumer_config(args, args.group))
     consumer.assign(offsets)
-    # A coordinator that is still loading its offsets (a broker just started) or moving is
-    # asked again, as Kafka's clients do; any other refusal (an active group) is final.
+    # A coordinator that is still loading its offsets (a broker just started), moving, or not
+    # found yet (librdkafka's own _WAIT_COORD, seen on a busy shared broker) is asked again, as
+    # Kafka's clients do; any other refusal (an active group) is final.
     transient = {
+        KafkaError._WAIT_COORD,
         KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
         KafkaError.COORDINATOR_NOT_AVAILABLE,
         KafkaError.NOT_COORDINATOR,
