@@ -218,20 +218,36 @@ async fn an_unrecorded_tail_is_matched_not_written_twice() {
         max_wait: Duration::from_millis(10),
         ..Default::default()
     };
-    let data = src
-        .fetch(
-            &[strait_kafka::fetch::FetchPosition::new(tp.clone(), 40)],
-            &options,
-        )
-        .await
-        .remove(&tp)
-        .unwrap()
-        .unwrap();
-    let tail: Vec<_> = strait_wire::BatchScanner::new(data.records)
-        .map(Result::unwrap)
-        .take(3)
-        .map(|b| (TopicPartition::new(&remote, 0), b))
-        .collect();
+    // The first three batches after the mirrored 40 records; a fetch may answer with fewer (a
+    // busy broker), so fetch on from the last one until there are three.
+    let mut tail = Vec::new();
+    let mut position = 40;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while tail.len() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "three batches from 40: {} in 30 s",
+            tail.len()
+        );
+        let data = src
+            .fetch(
+                &[strait_kafka::fetch::FetchPosition::new(
+                    tp.clone(),
+                    position,
+                )],
+                &options,
+            )
+            .await
+            .remove(&tp)
+            .unwrap()
+            .unwrap();
+        for batch in strait_wire::BatchScanner::new(data.records).map(Result::unwrap) {
+            if tail.len() < 3 && batch.header.base_offset >= position {
+                position = batch.header.next_offset();
+                tail.push((TopicPartition::new(&remote, 0), batch));
+            }
+        }
+    }
     let written: i64 = tail
         .iter()
         .map(|(_, b)| i64::from(b.header.record_count))
