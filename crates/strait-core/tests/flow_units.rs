@@ -20,19 +20,32 @@ use strait_kafka::admin::{IsolationLevel, OffsetSpec};
 use strait_kafka::fetch::{FetchOptions, FetchPosition};
 use strait_kafka::produce::{ProducerConfig, RawProducer};
 use strait_kafka::{Client, TopicPartition};
-use strait_testkit::{Clusters, Rdk, TestRecord};
+use strait_testkit::{Clusters, Names, Rdk, TestRecord};
 use strait_wire::offset_map::{SourcePartition, Translation};
 use strait_wire::{BatchScanner, RawBatch};
 
-const TOPIC: &str = "orders";
-const REMOTE: &str = "source.orders";
 const PARTITIONS: i32 = 8;
 
-fn unit_options(index: u32) -> FlowOptions {
+/// The source cluster's alias in this test's flow.
+fn source_alias(names: &Names) -> String {
+    names.alias("source")
+}
+
+/// This test's source topic.
+fn topic(names: &Names) -> String {
+    names.topic("orders")
+}
+
+/// Its remote topic on the target.
+fn remote(names: &Names) -> String {
+    format!("{}.{}", source_alias(names), topic(names))
+}
+
+fn unit_options(names: &Names, index: u32) -> FlowOptions {
     FlowOptions {
         fetch_max_wait: Duration::from_millis(50),
         producer: ProducerConfig {
-            transactional_id: Some(format!("strait-test-orders-{index}")),
+            transactional_id: Some(format!("strait-test-{}-{index}", topic(names))),
             ..ProducerConfig::default()
         },
         unit: Some(UnitFilter { index, units: 2 }),
@@ -40,10 +53,23 @@ fn unit_options(index: u32) -> FlowOptions {
     }
 }
 
-async fn start_unit(clusters: &Clusters, index: u32) -> Flow {
+/// A unit of the flow between the test's own aliases, of its topics and groups only. Heartbeats
+/// topics, which a flow mirrors whatever `topics` says, are left out: other tests on the shared
+/// clusters write them.
+async fn start_unit(clusters: &Clusters, names: &Names, index: u32) -> Flow {
+    let pattern = names.pattern();
     Flow::start(
-        common::flow_config(&clusters.source.bootstrap, &clusters.target.bootstrap, ""),
-        unit_options(index),
+        common::flow_config_between(
+            (&source_alias(names), &names.alias("target")),
+            &clusters.source.bootstrap,
+            &clusters.target.bootstrap,
+            &format!(
+                "topics = {pattern}\n\
+                 groups = {pattern}\n\
+                 heartbeats.replication.enabled = false"
+            ),
+        ),
+        unit_options(names, index),
         client(&clusters.source.bootstrap).await,
         client(&clusters.target.bootstrap).await,
     )
@@ -99,26 +125,27 @@ async fn batches_from(client: &Client, tp: &TopicPartition, from: i64) -> Vec<Ra
 /// Writes, under `transactional_id`, copies of the source batches of `unit`'s partitions from
 /// where the map on the target ends: what an owner of the unit writes in a round. Commits them
 /// if `commit`, else leaves the transaction open as a crash would. Returns the records written.
-async fn write_like_an_owner(clusters: &Clusters, unit: u32, commit: bool) -> i64 {
+async fn write_like_an_owner(clusters: &Clusters, names: &Names, unit: u32, commit: bool) -> i64 {
+    let (topic, remote) = (&topic(names), &remote(names));
     let source = client(&clusters.source.bootstrap).await;
     let target = client(&clusters.target.bootstrap).await;
-    let map = MapStore::read(&target, "source").await.unwrap();
+    let map = MapStore::read(&target, &source_alias(names)).await.unwrap();
     let filter = UnitFilter {
         index: unit,
         units: 2,
     };
-    let producer = RawProducer::new(target.clone(), unit_options(unit).producer)
+    let producer = RawProducer::new(target.clone(), unit_options(names, unit).producer)
         .await
         .unwrap();
     let mut sends = Vec::new();
-    for p in (0..PARTITIONS).filter(|p| filter.contains(TOPIC, *p)) {
+    for p in (0..PARTITIONS).filter(|p| filter.contains(topic, *p)) {
         let from = map
-            .partition(&SourcePartition::new(TOPIC, p))
+            .partition(&SourcePartition::new(topic, p))
             .and_then(|m| m.src_end())
             .unwrap();
-        for batch in batches_from(&source, &TopicPartition::new(TOPIC, p), from).await {
+        for batch in batches_from(&source, &TopicPartition::new(topic, p), from).await {
             assert_eq!(batch.header.base_offset, from.max(batch.header.base_offset));
-            sends.push((TopicPartition::new(REMOTE, p), batch));
+            sends.push((TopicPartition::new(remote, p), batch));
         }
     }
     let records: i64 = sends
@@ -138,22 +165,24 @@ async fn write_like_an_owner(clusters: &Clusters, unit: u32, commit: bool) -> i6
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn units_split_partitions_fence_earlier_owners_and_commit_exactly_once() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let (topic, remote) = (&topic(&names), &remote(&names));
     let (src, dst) = (&clusters.source.bootstrap, &clusters.target.bootstrap);
     let rdk = Rdk::new();
-    rdk.create_topic(src, TOPIC, PARTITIONS);
-    let mut sent = rdk.produce(src, TOPIC, &records("one", 50), "lz4").len();
+    rdk.create_topic(src, topic, PARTITIONS);
+    let mut sent = rdk.produce(src, topic, &records("one", 50), "lz4").len();
 
     // 1. Two units split the partitions: each writes only its own.
-    let mut a0 = start_unit(&clusters, 0).await;
-    let mut a1 = start_unit(&clusters, 1).await;
+    let mut a0 = start_unit(&clusters, &names, 0).await;
+    let mut a1 = start_unit(&clusters, &names, 1).await;
     a0.run_until_caught_up().await.unwrap();
     a1.run_until_caught_up().await.unwrap();
     let split = |flow: &Flow| -> Vec<i32> {
         (0..PARTITIONS)
             .filter(|p| {
                 flow.map()
-                    .partition(&SourcePartition::new(TOPIC, *p))
+                    .partition(&SourcePartition::new(topic, *p))
                     .is_some_and(|m| m.src_end() == Some(50))
             })
             .collect()
@@ -166,8 +195,8 @@ async fn units_split_partitions_fence_earlier_owners_and_commit_exactly_once() {
 
     // 2. A new owner of unit 0 fences the first: the first's next write is refused, and it
     //    stops for good, having written nothing more.
-    sent += rdk.produce(src, TOPIC, &records("two", 30), "lz4").len();
-    let mut b0 = start_unit(&clusters, 0).await;
+    sent += rdk.produce(src, topic, &records("two", 30), "lz4").len();
+    let mut b0 = start_unit(&clusters, &names, 0).await;
     b0.run_until_caught_up().await.unwrap();
     let fenced = a0.run_until_caught_up().await.unwrap_err();
     eprintln!("the first owner of unit 0 was refused: {fenced}");
@@ -176,9 +205,9 @@ async fn units_split_partitions_fence_earlier_owners_and_commit_exactly_once() {
 
     // 3. An owner of unit 1 writes a round's data and crashes before committing; the next owner
     //    must neither match that aborted data nor count it, and writes the records again.
-    sent += rdk.produce(src, TOPIC, &records("three", 20), "lz4").len();
-    let aborted = write_like_an_owner(&clusters, 1, false).await;
-    let mut b1 = start_unit(&clusters, 1).await;
+    sent += rdk.produce(src, topic, &records("three", 20), "lz4").len();
+    let aborted = write_like_an_owner(&clusters, &names, 1, false).await;
+    let mut b1 = start_unit(&clusters, &names, 1).await;
     b1.run_until_caught_up().await.unwrap();
     assert_eq!(b1.stats().duplicate_records, 0);
     assert_eq!(b1.stats().recovered_records, 0);
@@ -188,9 +217,9 @@ async fn units_split_partitions_fence_earlier_owners_and_commit_exactly_once() {
 
     // 4. An owner of unit 1 commits a round's data and crashes before its map is written: the
     //    next owner matches it and writes none of it again.
-    sent += rdk.produce(src, TOPIC, &records("four", 20), "lz4").len();
-    let committed = write_like_an_owner(&clusters, 1, true).await;
-    let mut c1 = start_unit(&clusters, 1).await;
+    sent += rdk.produce(src, topic, &records("four", 20), "lz4").len();
+    let committed = write_like_an_owner(&clusters, &names, 1, true).await;
+    let mut c1 = start_unit(&clusters, &names, 1).await;
     c1.run_until_caught_up().await.unwrap();
     assert_eq!(c1.stats().recovered_records as i64, committed);
     assert_eq!(c1.stats().duplicate_records, 0);
@@ -198,8 +227,8 @@ async fn units_split_partitions_fence_earlier_owners_and_commit_exactly_once() {
     eprintln!("aborted copies left by the crash: {aborted}; committed and matched: {committed}");
 
     // 5. read_committed: every source record once, in order, headers and timestamps equal.
-    let source_records = rdk.consume(src, TOPIC, sent, Duration::from_secs(60));
-    let target_records = rdk.consume(dst, REMOTE, sent, Duration::from_secs(60));
+    let source_records = rdk.consume(src, topic, sent, Duration::from_secs(60));
+    let target_records = rdk.consume(dst, remote, sent, Duration::from_secs(60));
     assert_eq!(target_records.len(), sent);
     let by_partition = |records: &[TestRecord]| {
         let mut out: BTreeMap<i32, Vec<TestRecord>> = BTreeMap::new();
@@ -209,7 +238,9 @@ async fn units_split_partitions_fence_earlier_owners_and_commit_exactly_once() {
         out
     };
     let (from, to) = (by_partition(&source_records), by_partition(&target_records));
-    let map = MapStore::read(&client(dst).await, "source").await.unwrap();
+    let map = MapStore::read(&client(dst).await, &source_alias(&names))
+        .await
+        .unwrap();
     for (p, originals) in &from {
         let copies = &to[p];
         assert_eq!(copies.len(), originals.len(), "partition {p}");
@@ -217,7 +248,7 @@ async fn units_split_partitions_fence_earlier_owners_and_commit_exactly_once() {
             assert!(copy.same_payload(original), "{original:?} vs {copy:?}");
             assert_eq!(copy.timestamp_ms, original.timestamp_ms);
             // The map sends the source offset to its copy.
-            let sp = SourcePartition::new(TOPIC, *p);
+            let sp = SourcePartition::new(topic, *p);
             match map.translate(&sp, original.offset.unwrap()) {
                 Translation::Exact { target } => assert_eq!(Some(target), copy.offset),
                 other => panic!("{original:?} translates to {other:?}"),
@@ -228,7 +259,7 @@ async fn units_split_partitions_fence_earlier_owners_and_commit_exactly_once() {
     let target = client(dst).await;
     let mut uncommitted = 0;
     for p in 0..PARTITIONS {
-        for b in batches_from(&target, &TopicPartition::new(REMOTE, p), 0).await {
+        for b in batches_from(&target, &TopicPartition::new(remote, p), 0).await {
             if !b.header.attributes.is_control() {
                 uncommitted += i64::from(b.header.record_count);
             }

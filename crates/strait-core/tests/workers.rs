@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use strait_core::scale::{Ownership, Unit, Worker, PROTOCOL_TYPE};
 use strait_kafka::membership::MembershipConfig;
-use strait_testkit::Clusters;
+use strait_testkit::{Clusters, Names};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -98,9 +98,9 @@ async fn settled(workers: &[&Running]) -> (Vec<BTreeSet<Unit>>, Duration) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_share_units_evenly_and_only_what_must_move_moves() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
     let bootstrap = clusters.target.bootstrap.as_str();
-    let group = "strait-workers-test";
+    let group = &Names::new().group("strait-workers-test");
 
     // Three workers: 3, 3 and 2 units.
     let w1 = start(bootstrap, group).await;
@@ -171,9 +171,9 @@ async fn workers_share_units_evenly_and_only_what_must_move_moves() {
 /// wait for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_static_worker_is_replaced_by_its_successor_at_once() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
     let bootstrap = clusters.target.bootstrap.as_str();
-    let group = "strait-static-test";
+    let group = &Names::new().group("strait-static-test");
     let a = start_as(bootstrap, group, Some("pod-a")).await;
     let b = start_as(bootstrap, group, Some("pod-b")).await;
     let (two, _) = settled(&[&a, &b]).await;

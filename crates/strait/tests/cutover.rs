@@ -24,6 +24,10 @@
 //! the translation worked out from the records, and MM2's own checkpoints for the same groups are
 //! printed beside them (never ahead of them). `-- --nocapture` prints the figures behind
 //! `docs/migrating-from-mm2.md`.
+//!
+//! On the shared clusters the test's aliases, topic and groups are its own ([`Names`]), and so
+//! are the topics named after the aliases (MM2's checkpoints and Connect topics, strait's map);
+//! MM2 and strait mirror only the test's topic and groups.
 
 mod running;
 
@@ -36,20 +40,11 @@ use running::{run_to_end, Finished, Strait};
 use strait_kafka::admin::{IsolationLevel, OffsetSpec};
 use strait_kafka::fetch::{FetchOptions, FetchPosition};
 use strait_kafka::{Client, ClientConfig, TopicPartition};
-use strait_testkit::{Clusters, Mm2, Rdk, TestRecord, MM2_STARTED};
+use strait_testkit::{Clusters, Mm2, Names, Rdk, TestRecord, MM2_STARTED};
 use strait_wire::mm2::Checkpoint;
 use strait_wire::BatchScanner;
 
-const A: &str = "A";
-const B: &str = "B";
-const TOPIC: &str = "orders";
-const REMOTE: &str = "A.orders";
 const PARTITIONS: i32 = 3;
-/// `<source>.checkpoints.internal`, on B: written by MM2, then by strait.
-const CHECKPOINTS: &str = "A.checkpoints.internal";
-/// MM2's Connect offsets topic in dedicated mode: on B, named after the source
-/// (`mm2-offsets.<source>.internal`, `MirrorMakerConfig.workerConfig`).
-const CONNECT_OFFSETS: &str = "mm2-offsets.A.internal";
 /// Ids written before MM2 runs.
 const BEFORE_MM2: u64 = 3_000;
 /// Ids written after MM2 stopped, before strait starts.
@@ -58,6 +53,45 @@ const AFTER_MM2: u64 = 1_500;
 const TRIM: [i64; 3] = [100, 150, 200];
 const WAIT: Duration = Duration::from_secs(180);
 const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The names of one test: its cluster aliases, its topic and the topics named after them.
+struct Test {
+    names: Names,
+    /// The source cluster's alias.
+    a: String,
+    /// The target cluster's alias.
+    b: String,
+    topic: String,
+    /// `<source>.<topic>`, on B.
+    remote: String,
+    /// `<source>.checkpoints.internal`, on B: written by MM2, then by strait.
+    checkpoints: String,
+    /// MM2's Connect offsets topic in dedicated mode: on B, named after the source
+    /// (`mm2-offsets.<source>.internal`, `MirrorMakerConfig.workerConfig`).
+    connect_offsets: String,
+}
+
+impl Test {
+    fn new() -> Test {
+        let names = Names::new();
+        let (a, b) = (names.alias("A"), names.alias("B"));
+        let topic = names.topic("orders");
+        Test {
+            remote: format!("{a}.{topic}"),
+            checkpoints: format!("{a}.checkpoints.internal"),
+            connect_offsets: format!("mm2-offsets.{a}.internal"),
+            topic,
+            a,
+            b,
+            names,
+        }
+    }
+
+    /// The flow, `A->B`.
+    fn flow(&self) -> String {
+        format!("{}->{}", self.a, self.b)
+    }
+}
 
 /// The record of id `i`: partition `i % 3`, key `k-i`, value `id-i`, a header `id`.
 fn record(i: u64) -> TestRecord {
@@ -99,7 +133,16 @@ fn cutover_from_mm2_that_copied_records_twice_matches_their_later_copies() {
 }
 
 fn cutover(mm2_crashed: bool) {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let t = Test::new();
+    let (alias_a, alias_b) = (t.a.as_str(), t.b.as_str());
+    let (topic, remote, offsets_topic) = (
+        t.topic.as_str(),
+        t.remote.as_str(),
+        t.connect_offsets.as_str(),
+    );
+    let flow = t.flow();
+    let (before, after) = (t.names.group("before"), t.names.group("after"));
     let rdk = Rdk::new();
     let (a, b) = (
         clusters.source.bootstrap.clone(),
@@ -109,10 +152,10 @@ fn cutover(mm2_crashed: bool) {
     let kafka = Kafka::new(&a, &b);
 
     // 1. The topic, its first ids, and its start trimmed.
-    rdk.create_topic(&a, TOPIC, PARTITIONS);
-    produce(&rdk, &a, 0, BEFORE_MM2, 6);
+    rdk.create_topic(&a, topic, PARTITIONS);
+    produce(&rdk, &a, topic, 0, BEFORE_MM2, 6);
     for (p, to) in TRIM.iter().enumerate() {
-        kafka.delete_records(TOPIC, p as i32, *to);
+        kafka.delete_records(topic, p as i32, *to);
     }
     let trimmed: BTreeSet<u64> = (0..BEFORE_MM2)
         .filter(|i| (i / PARTITIONS as u64) < TRIM[(i % PARTITIONS as u64) as usize] as u64)
@@ -120,20 +163,29 @@ fn cutover(mm2_crashed: bool) {
 
     // 2. Two groups read part of it on A and commit.
     let mut read_on_a: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
-    for (group, n) in [("before", 900), ("after", 600)] {
-        let read = rdk.group_consume(&a, group, TOPIC, Some(n), TIMEOUT);
+    for (group, n) in [(before.as_str(), 900), (after.as_str(), 600)] {
+        let read = rdk.group_consume(&a, group, topic, Some(n), TIMEOUT);
         assert_eq!(read.len(), n, "{group}");
         read_on_a.insert(group, read.iter().map(id_of).collect());
     }
-    let committed_before_cutover: BTreeMap<&str, BTreeMap<i32, i64>> = ["before", "after"]
-        .into_iter()
-        .map(|g| (g, rdk.committed(&a, g, TOPIC, &[0, 1, 2])))
-        .collect();
+    let committed_before_cutover: BTreeMap<&str, BTreeMap<i32, i64>> =
+        [before.as_str(), after.as_str()]
+            .into_iter()
+            .map(|g| (g, rdk.committed(&a, g, topic, &[0, 1, 2])))
+            .collect();
     eprintln!("committed on A before the cutover: {committed_before_cutover:?}");
 
     // 3. MM2 mirrors it, checkpoints both groups, and is stopped as an operator would.
-    let topics = format!("{A}->{B}.topics = {TOPIC}");
-    let properties = Mm2::flow_properties((A, &a), (B, &b), &topics);
+    // Only this test's topic and groups, and not the source's `heartbeats`, which other tests'
+    // heartbeat emitters write (MM2 and strait mirror it whatever `topics` says): as on
+    // clusters of the test's own, where nothing writes heartbeats into A.
+    let topics = format!(
+        "{flow}.topics = {topic}\n\
+         {flow}.groups = {groups}\n\
+         heartbeats.replication.enabled = false",
+        groups = t.names.pattern()
+    );
+    let properties = Mm2::flow_properties((alias_a, &a), (alias_b, &b), &topics);
     let first_copy: i64 = TRIM.iter().map(|t| BEFORE_MM2 as i64 / 3 - t).sum();
     let mut next_id = BEFORE_MM2;
     // Copied by MM2 twice (`mm2_crashed`).
@@ -141,15 +193,15 @@ fn cutover(mm2_crashed: bool) {
     if mm2_crashed {
         // No Connect offset committed (flush every 10 minutes) when MM2 is killed.
         let once = Mm2::flow_properties(
-            (A, &a),
-            (B, &b),
-            &format!("{topics}\n{B}.offset.flush.interval.ms = 600000"),
+            (alias_a, &a),
+            (alias_b, &b),
+            &format!("{topics}\n{alias_b}.offset.flush.interval.ms = 600000"),
         );
-        let mut mm2 = Mm2::start(&dir, &once, &[B]);
+        let mut mm2 = Mm2::start(&dir, &once, &[alias_b]);
         mm2.wait_for_log(MM2_STARTED, WAIT);
         mm2.wait_until(WAIT, "MM2 mirrored the topic once", || {
             let copied: i64 = (0..PARTITIONS)
-                .map(|p| kafka.end(&kafka.target, REMOTE, p))
+                .map(|p| kafka.end(&kafka.target, remote, p))
                 .sum();
             (copied == first_copy).then_some(())
         });
@@ -158,24 +210,25 @@ fn cutover(mm2_crashed: bool) {
         eprintln!(
             "MM2 copied {first_copy} records and was killed (SIGKILL) before any offset commit"
         );
-        produce(&rdk, &a, next_id, 300, 1);
+        produce(&rdk, &a, topic, next_id, 300, 1);
         next_id += 300;
     }
     let mirrored_by_mm2 = first_copy + (next_id - BEFORE_MM2) as i64;
     let started = Instant::now();
-    let mut mm2 = Mm2::start(&dir, &properties, &[B]);
+    let mut mm2 = Mm2::start(&dir, &properties, &[alias_b]);
     mm2.wait_for_log(MM2_STARTED, WAIT);
     mm2.wait_until(
         WAIT,
         "MM2 mirrored the topic and checkpointed both groups",
         || {
-            if !kafka.topics(&kafka.target).contains(CHECKPOINTS) {
+            if !kafka.topics(&kafka.target).contains(&t.checkpoints) {
                 return None;
             }
             let copied: i64 = (0..PARTITIONS)
-                .map(|p| kafka.end(&kafka.target, REMOTE, p))
+                .map(|p| kafka.end(&kafka.target, remote, p))
                 .sum();
-            let checkpoints = last_checkpoints(&kafka.records(&kafka.target, CHECKPOINTS, 0));
+            let checkpoints =
+                last_checkpoints(&kafka.records(&kafka.target, &t.checkpoints, 0), remote);
             let all = committed_before_cutover.iter().all(|(g, offsets)| {
                 offsets.iter().all(|(p, o)| {
                     checkpoints
@@ -197,21 +250,22 @@ fn cutover(mm2_crashed: bool) {
         "MM2 did not shut down cleanly:\n{}",
         mm2.log_tail(30)
     );
-    let mm2_checkpoints = last_checkpoints(&kafka.records(&kafka.target, CHECKPOINTS, 0));
+    let mm2_checkpoints =
+        last_checkpoints(&kafka.records(&kafka.target, &t.checkpoints, 0), remote);
     let mm2_target_ends: Vec<i64> = (0..PARTITIONS)
-        .map(|p| kafka.end(&kafka.target, REMOTE, p))
+        .map(|p| kafka.end(&kafka.target, remote, p))
         .collect();
     eprintln!("--- what MM2 left behind ---");
-    eprintln!("{REMOTE} end offsets on B: {mm2_target_ends:?}");
+    eprintln!("{remote} end offsets on B: {mm2_target_ends:?}");
     for ((g, p), c) in &mm2_checkpoints {
         eprintln!(
-            "MM2 checkpoint {g} {REMOTE}-{p}: upstream {} downstream {}",
+            "MM2 checkpoint {g} {remote}-{p}: upstream {} downstream {}",
             c.upstream_offset, c.downstream_offset
         );
     }
-    let connect_offsets = kafka.connect_offsets();
+    let connect_offsets = kafka.connect_offsets(&t);
     for ((p, key), (_, value)) in &connect_offsets {
-        eprintln!("MM2 Connect offset {key} = {value} (partition {p} of {CONNECT_OFFSETS})");
+        eprintln!("MM2 Connect offset {key} = {value} (partition {p} of {offsets_topic})");
     }
 
     // 4. A deletes more of one partition (records MM2 copied and both groups read), and more
@@ -229,12 +283,12 @@ fn cutover(mm2_crashed: bool) {
         .expect("partitions");
     let late_trimmed = late_to - TRIM[late_p as usize];
     if late_trimmed > 0 {
-        kafka.delete_records(TOPIC, late_p, late_to);
+        kafka.delete_records(topic, late_p, late_to);
     }
     eprintln!(
-        "A deleted {late_trimmed} more records of {TOPIC}-{late_p} after MM2 stopped (to {late_to})"
+        "A deleted {late_trimmed} more records of {topic}-{late_p} after MM2 stopped (to {late_to})"
     );
-    produce(&rdk, &a, next_id, AFTER_MM2, 3);
+    produce(&rdk, &a, topic, next_id, AFTER_MM2, 3);
     let all_ids: BTreeSet<u64> = (0..next_id + AFTER_MM2)
         .filter(|i| !trimmed.contains(i))
         .collect();
@@ -252,7 +306,7 @@ fn cutover(mm2_crashed: bool) {
     });
     eprintln!("strait caught up: {:?}", started.elapsed());
     let target_ends: Vec<i64> = (0..PARTITIONS)
-        .map(|p| kafka.end(&kafka.target, REMOTE, p))
+        .map(|p| kafka.end(&kafka.target, remote, p))
         .collect();
     let recovered = metrics.sum("strait_recovered_records_total", &[]);
     let duplicates = metrics.sum("strait_duplicate_records_total", &[]);
@@ -264,20 +318,21 @@ fn cutover(mm2_crashed: bool) {
     );
 
     // 6. `after` reads further on A, after the cutover; strait checkpoints it.
-    let read = rdk.group_consume(&a, "after", TOPIC, Some(1_000), TIMEOUT);
+    let read = rdk.group_consume(&a, &after, topic, Some(1_000), TIMEOUT);
     assert_eq!(read.len(), 1_000);
     read_on_a
-        .get_mut("after")
+        .get_mut(after.as_str())
         .expect("read before")
         .extend(read.iter().map(id_of));
-    let committed: BTreeMap<&str, BTreeMap<i32, i64>> = ["before", "after"]
+    let committed: BTreeMap<&str, BTreeMap<i32, i64>> = [before.as_str(), after.as_str()]
         .into_iter()
-        .map(|g| (g, rdk.committed(&a, g, TOPIC, &[0, 1, 2])))
+        .map(|g| (g, rdk.committed(&a, g, topic, &[0, 1, 2])))
         .collect();
     eprintln!("committed on A at failover: {committed:?}");
     let deadline = Instant::now() + WAIT;
     let strait_checkpoints = loop {
-        let checkpoints = last_checkpoints(&kafka.records(&kafka.target, CHECKPOINTS, 0));
+        let checkpoints =
+            last_checkpoints(&kafka.records(&kafka.target, &t.checkpoints, 0), remote);
         let current = committed.iter().all(|(g, offsets)| {
             offsets.iter().all(|(p, o)| {
                 // `after` moved after the cutover, so only strait can have written these: it
@@ -327,9 +382,9 @@ fn cutover(mm2_crashed: bool) {
     eprintln!("--- strait map ---\n{map}");
 
     // What B holds, against A, record by record.
-    let on_a = rdk.consume(&a, TOPIC, all_ids.len() - late_trimmed as usize, TIMEOUT);
+    let on_a = rdk.consume(&a, topic, all_ids.len() - late_trimmed as usize, TIMEOUT);
     let b_total: i64 = target_ends.iter().sum();
-    let on_b = rdk.consume(&b, REMOTE, b_total as usize, TIMEOUT);
+    let on_b = rdk.consume(&b, remote, b_total as usize, TIMEOUT);
     let positions = Positions::new(&on_a, &on_b);
     let mut b_ids: Vec<u64> = on_b.iter().map(id_of).collect();
     b_ids.sort_unstable();
@@ -410,13 +465,13 @@ fn cutover(mm2_crashed: bool) {
     let plan_path = plan_path.to_str().expect("utf-8 path");
     let table = strait_ok(
         &dir,
-        &["failover", "plan", "--config", config, "--flow", "A->B"],
+        &["failover", "plan", "--config", config, "--flow", &flow],
     );
     eprintln!("--- strait failover plan ---\n{table}");
     strait_ok(
         &dir,
         &[
-            "failover", "plan", "--config", config, "--flow", "A->B", "--out", plan_path,
+            "failover", "plan", "--config", config, "--flow", &flow, "--out", plan_path,
         ],
     );
     for ((g, p), target) in planned_targets(plan_path) {
@@ -443,7 +498,7 @@ fn cutover(mm2_crashed: bool) {
     );
     let mut failures = Vec::new();
     for (g, a_ids) in &read_on_a {
-        let read_on_b = rdk.group_consume(&b, g, REMOTE, None, TIMEOUT);
+        let read_on_b = rdk.group_consume(&b, g, remote, None, TIMEOUT);
         let mut times: HashMap<u64, usize> = HashMap::new();
         for id in a_ids.iter().copied().chain(read_on_b.iter().map(id_of)) {
             *times.entry(id).or_default() += 1;
@@ -470,11 +525,11 @@ fn cutover(mm2_crashed: bool) {
 
     if !mm2_crashed {
         roll_back_to_mm2(
+            &t,
             &kafka,
             &rdk,
             (&a, &b),
-            &dir,
-            &properties,
+            (&dir, &properties),
             next_id + AFTER_MM2,
             &all_ids,
         );
@@ -485,27 +540,33 @@ fn cutover(mm2_crashed: bool) {
 /// at its Connect offset, which is where MM2 stopped, not where strait did: left alone it would
 /// copy again everything strait mirrored. So each offset is first set to where strait's copy
 /// ends, by writing a record with the same key to MM2's offsets topic (where a console producer
-/// would put it: Connect's key, so the same partition). MM2 then copies only what is new.
+/// would put it: Connect's key, so the same partition). MM2 then copies only what is new. It
+/// runs in `dir` on `properties`, as before.
 fn roll_back_to_mm2(
+    t: &Test,
     kafka: &Kafka,
     rdk: &Rdk,
     (a, b): (&str, &str),
-    dir: &Path,
-    properties: &str,
+    (dir, properties): (&Path, &str),
     first_new: u64,
     all_ids: &BTreeSet<u64>,
 ) {
+    let (topic, remote, offsets_topic) = (
+        t.topic.as_str(),
+        t.remote.as_str(),
+        t.connect_offsets.as_str(),
+    );
     // strait caught up and stopped, and nothing was written to A since: its copy ends at A's
     // end.
     let ends: Vec<i64> = (0..PARTITIONS)
-        .map(|p| kafka.end(&kafka.source, TOPIC, p))
+        .map(|p| kafka.end(&kafka.source, topic, p))
         .collect();
     let b_before: i64 = (0..PARTITIONS)
-        .map(|p| kafka.end(&kafka.target, REMOTE, p))
+        .map(|p| kafka.end(&kafka.target, remote, p))
         .sum();
     // As MM2 left them: strait does not touch them.
-    let mm2_offsets = kafka.connect_offsets();
-    let offsets_partitions = kafka.partitions(&kafka.target, CONNECT_OFFSETS);
+    let mm2_offsets = kafka.connect_offsets(t);
+    let offsets_partitions = kafka.partitions(&kafka.target, offsets_topic);
     let mut rewritten = Vec::new();
     for ((p, key), (source, value)) in &mm2_offsets {
         // Where Kafka's Java producer (Connect's, or kafka-console-producer's) puts the key.
@@ -521,7 +582,7 @@ fn roll_back_to_mm2(
         let offset = ends[*source as usize] - 1;
         let new_value = format!("{{\"offset\":{offset}}}");
         eprintln!(
-            "rolling back: {CONNECT_OFFSETS} partition {p}: {key} = {value} (MM2 copied up to \
+            "rolling back: {offsets_topic} partition {p}: {key} = {value} (MM2 copied up to \
              {stored}) -> {new_value}"
         );
         rewritten.push(TestRecord::new(
@@ -531,14 +592,14 @@ fn roll_back_to_mm2(
         ));
     }
     assert_eq!(rewritten.len(), PARTITIONS as usize, "{mm2_offsets:?}");
-    rdk.produce(b, CONNECT_OFFSETS, &rewritten, "none");
-    produce(rdk, a, first_new, 300, 1);
+    rdk.produce(b, offsets_topic, &rewritten, "none");
+    produce(rdk, a, &t.topic, first_new, 300, 1);
     let started = Instant::now();
-    let mut mm2 = Mm2::start(dir, properties, &[B]);
+    let mut mm2 = Mm2::start(dir, properties, &[t.b.as_str()]);
     mm2.wait_for_log(MM2_STARTED, WAIT);
     mm2.wait_until(WAIT, "MM2 mirrored the 300 new records", || {
         let total: i64 = (0..PARTITIONS)
-            .map(|p| kafka.end(&kafka.target, REMOTE, p))
+            .map(|p| kafka.end(&kafka.target, remote, p))
             .sum();
         (total >= b_before + 300).then_some(())
     });
@@ -546,9 +607,9 @@ fn roll_back_to_mm2(
     std::thread::sleep(Duration::from_secs(5));
     mm2.stop();
     let b_after: i64 = (0..PARTITIONS)
-        .map(|p| kafka.end(&kafka.target, REMOTE, p))
+        .map(|p| kafka.end(&kafka.target, remote, p))
         .sum();
-    let on_b = rdk.consume(b, REMOTE, b_after as usize, TIMEOUT);
+    let on_b = rdk.consume(b, remote, b_after as usize, TIMEOUT);
     let ids: Vec<u64> = on_b.iter().map(id_of).collect();
     let distinct: BTreeSet<u64> = ids.iter().copied().collect();
     let expected: BTreeSet<u64> = all_ids
@@ -595,13 +656,14 @@ fn java_partition(key: &[u8], partitions: i32) -> i32 {
     ((h & 0x7fff_ffff) % partitions as u32) as i32
 }
 
-/// Produces ids `first..first + n` in `calls` produce calls (batches of different sizes).
-fn produce(rdk: &Rdk, bootstrap: &str, first: u64, n: u64, calls: u64) {
+/// Produces ids `first..first + n` to `topic` in `calls` produce calls (batches of different
+/// sizes).
+fn produce(rdk: &Rdk, bootstrap: &str, topic: &str, first: u64, n: u64, calls: u64) {
     for c in 0..calls {
         let records: Vec<TestRecord> = (first + c * n / calls..first + (c + 1) * n / calls)
             .map(record)
             .collect();
-        let acks = rdk.produce(bootstrap, TOPIC, &records, "lz4");
+        let acks = rdk.produce(bootstrap, topic, &records, "lz4");
         assert_eq!(acks.len(), records.len());
     }
 }
@@ -661,14 +723,15 @@ impl Positions {
     }
 }
 
-/// The last checkpoint per (group, partition) of `A.orders`, as MM2's readers keep them.
-fn last_checkpoints(raws: &[Raw]) -> BTreeMap<(String, i32), Checkpoint> {
+/// The last checkpoint per (group, partition) of `remote` (`A.orders`), as MM2's readers keep
+/// them.
+fn last_checkpoints(raws: &[Raw], remote: &str) -> BTreeMap<(String, i32), Checkpoint> {
     raws.iter()
         .map(|r| {
             Checkpoint::decode(&r.key, &r.value)
                 .unwrap_or_else(|e| panic!("not a checkpoint at {}: {e}", r.offset))
         })
-        .filter(|c| c.topic == REMOTE)
+        .filter(|c| c.topic == remote)
         .map(|c| ((c.group.clone(), c.partition), c))
         .collect()
 }
@@ -817,18 +880,18 @@ impl Kafka {
         out
     }
 
-    /// MM2's Connect source offsets of `orders` (the last per key): (partition of the offsets
-    /// topic, key) -> (source partition, value), as JSON text.
-    fn connect_offsets(&self) -> BTreeMap<(i32, String), (i32, String)> {
+    /// MM2's Connect source offsets of test `t`'s topic (the last per key): (partition of the
+    /// offsets topic, key) -> (source partition, value), as JSON text.
+    fn connect_offsets(&self, t: &Test) -> BTreeMap<(i32, String), (i32, String)> {
         let mut out = BTreeMap::new();
-        for p in 0..self.partitions(&self.target, CONNECT_OFFSETS) {
-            for r in self.records(&self.target, CONNECT_OFFSETS, p) {
+        for p in 0..self.partitions(&self.target, &t.connect_offsets) {
+            for r in self.records(&self.target, &t.connect_offsets, p) {
                 let key = String::from_utf8_lossy(&r.key).into_owned();
                 let Ok(json) = serde_json::from_str::<serde_json::Value>(&key) else {
                     continue;
                 };
                 let partition = &json[1];
-                if partition["topic"] == TOPIC && partition["cluster"] == A {
+                if partition["topic"] == t.topic.as_str() && partition["cluster"] == t.a.as_str() {
                     let source = partition["partition"].as_i64().expect("partition") as i32;
                     let value = String::from_utf8_lossy(&r.value).into_owned();
                     out.insert((p, key), (source, value));
@@ -851,6 +914,13 @@ impl Kafka {
 fn takeover_of_a_million_records_is_timed() {
     const RECORDS: i64 = 1_000_000;
     let clusters = Clusters::start();
+    let t = Test::new();
+    let (alias_a, alias_b, topic, remote) = (
+        t.a.as_str(),
+        t.b.as_str(),
+        t.topic.as_str(),
+        t.remote.as_str(),
+    );
     let rdk = Rdk::new();
     let (a, b) = (
         clusters.source.bootstrap.clone(),
@@ -858,7 +928,7 @@ fn takeover_of_a_million_records_is_timed() {
     );
     let dir = clusters.dir().to_owned();
     let kafka = Kafka::new(&a, &b);
-    rdk.create_topic(&a, TOPIC, PARTITIONS);
+    rdk.create_topic(&a, topic, PARTITIONS);
     let started = Instant::now();
     let servers = format!("bootstrap.servers={a}");
     let records = RECORDS.to_string();
@@ -866,7 +936,7 @@ fn takeover_of_a_million_records_is_timed() {
         "org.apache.kafka.tools.ProducerPerformance",
         &[
             "--topic",
-            TOPIC,
+            topic,
             "--num-records",
             &records,
             "--record-size",
@@ -883,9 +953,12 @@ fn takeover_of_a_million_records_is_timed() {
     eprintln!("produced {RECORDS} records: {:?}", started.elapsed());
     let config = running::write_flow_config(
         &clusters,
-        (A, B),
+        (alias_a, alias_b),
         "strait.properties",
-        &format!("{A}->{B}.topics = {TOPIC}\nemit.checkpoints.enabled = false"),
+        &format!(
+            "{}.topics = {topic}\nemit.checkpoints.enabled = false",
+            t.flow()
+        ),
     );
     let config = config.to_str().expect("utf-8 path");
     let bin = std::env::var("STRAIT_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_strait").into());
@@ -905,7 +978,7 @@ fn takeover_of_a_million_records_is_timed() {
     };
     let (copy, _) = run("copy.log");
     eprintln!("strait copied them: {copy:?}");
-    let map_topic = "strait-offset-map.A.internal";
+    let map_topic = &format!("strait-offset-map.{alias_a}.internal");
     kafka
         .runtime
         .block_on(kafka.target.delete_topics(&[map_topic]))
@@ -933,7 +1006,7 @@ fn takeover_of_a_million_records_is_timed() {
     eprintln!("strait took over {recovered} records (no map, everything matched): {takeover:?}");
     assert_eq!(recovered, RECORDS);
     let ends: i64 = (0..PARTITIONS)
-        .map(|p| kafka.end(&kafka.target, REMOTE, p))
+        .map(|p| kafka.end(&kafka.target, remote, p))
         .sum();
     assert_eq!(ends, RECORDS, "nothing written again");
 }

@@ -14,10 +14,8 @@ use std::time::{Duration, Instant};
 use running::write_flow_config;
 use strait_kafka::admin::{IsolationLevel, OffsetSpec};
 use strait_kafka::{Client, ClientConfig, TopicPartition};
-use strait_testkit::{Clusters, Rdk, TestRecord};
+use strait_testkit::{Clusters, Names, Rdk, TestRecord};
 
-const TOPIC: &str = "ledger";
-const REMOTE: &str = "source.ledger";
 const PARTITIONS: i32 = 3;
 /// Bytes of each record value: `id=NNNNNNNN;` and pseudo-random letters lz4 cannot shrink much.
 const VALUE_LEN: usize = 100;
@@ -94,14 +92,15 @@ fn id_of(record: &TestRecord) -> u64 {
         .unwrap_or_else(|| panic!("not a test value: {:?}", String::from_utf8_lossy(value)))
 }
 
-/// Produces `batch` and notes each id at its source offset.
+/// Produces `batch` to `topic` and notes each id at its source offset.
 fn produce(
     rdk: &Rdk,
     bootstrap: &str,
+    topic: &str,
     batch: &[TestRecord],
     source: &mut BTreeMap<i32, BTreeMap<i64, u64>>,
 ) {
-    let acks = rdk.produce(bootstrap, TOPIC, batch, "lz4");
+    let acks = rdk.produce(bootstrap, topic, batch, "lz4");
     assert_eq!(acks.len(), batch.len());
     for (record, (partition, offset)) in batch.iter().zip(acks) {
         assert_eq!(partition, record.partition);
@@ -111,7 +110,7 @@ fn produce(
             .insert(offset, id_of(record));
         assert!(
             before.is_none(),
-            "{TOPIC}-{partition} offset {offset} twice"
+            "{topic}-{partition} offset {offset} twice"
         );
     }
 }
@@ -279,8 +278,12 @@ async fn known_end_offsets(client: &Client, topic: &str) -> Option<BTreeMap<i32,
 #[test]
 fn kill_minus_nine_at_several_points_loses_nothing() {
     let started = Instant::now();
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
     note!(started, "clusters up in {:?}", started.elapsed());
+    let names = Names::new();
+    let (source_alias, target_alias) = (names.alias("source"), names.alias("target"));
+    let topic = names.topic("ledger");
+    let remote = format!("{source_alias}.{topic}");
     let rdk = Rdk::new();
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     let target = runtime.block_on(connect(&clusters.target.bootstrap));
@@ -288,13 +291,19 @@ fn kill_minus_nine_at_several_points_loses_nothing() {
     let mut rng = Rng(SEED);
     let mut kill_rng = Rng(SEED ^ 0x9);
 
-    rdk.create_topic(&clusters.source.bootstrap, TOPIC, PARTITIONS);
+    rdk.create_topic(&clusters.source.bootstrap, &topic, PARTITIONS);
     let mut source: BTreeMap<i32, BTreeMap<i64, u64>> = BTreeMap::new();
     let mut next_id = 0u64;
     for _ in 0..INITIAL_CALLS {
         let n = INITIAL / INITIAL_CALLS;
         let batch = records(&mut rng, next_id, n);
-        produce(&rdk, &clusters.source.bootstrap, &batch, &mut source);
+        produce(
+            &rdk,
+            &clusters.source.bootstrap,
+            &topic,
+            &batch,
+            &mut source,
+        );
         next_id += n;
     }
     note!(
@@ -306,12 +315,20 @@ fn kill_minus_nine_at_several_points_loses_nothing() {
     let dir: PathBuf = clusters.dir().to_path_buf();
     // As scripts/quickstart writes it for the harness' ports. A 32 KiB round budget instead of
     // 64 MiB makes some two hundred rounds of the initial data (a few hundred ms): more rounds,
-    // each a produce then a map write, to be killed in the middle of.
+    // each a produce then a map write, to be killed in the middle of. Only this test's groups,
+    // and not heartbeats: the shared source's `heartbeats` topic holds other tests' heartbeats.
+    let flow = format!("{source_alias}->{target_alias}");
     let config = write_flow_config(
         &clusters,
-        ("source", "target"),
+        (&source_alias, &target_alias),
         "mm2.properties",
-        &format!("source->target.topics = {TOPIC}\nstrait.max.bytes.in.flight = 32768"),
+        &format!(
+            "{flow}.topics = {topic}\n\
+             {flow}.groups = {groups}\n\
+             heartbeats.replication.enabled = false\n\
+             strait.max.bytes.in.flight = 32768",
+            groups = names.pattern()
+        ),
     );
 
     let mut logs = Vec::new();
@@ -320,7 +337,7 @@ fn kill_minus_nine_at_several_points_loses_nothing() {
         let log = dir.join(format!("strait-run-{kill}.log"));
         let produced: i64 = source.values().map(|m| m.len() as i64).sum();
         let base: i64 = runtime
-            .block_on(end_offsets(&target, REMOTE))
+            .block_on(end_offsets(&target, &remote))
             .map_or(0, |e| e.values().sum());
         // Most runs die once the target has a seeded share of what is left to mirror, at any
         // point of a round; one dies early (and any run with nothing left to mirror).
@@ -340,12 +357,12 @@ fn kill_minus_nine_at_several_points_loses_nothing() {
                 let mut exists = base > 0;
                 while spawned.elapsed() < Duration::from_secs(10) {
                     if !exists {
-                        exists = runtime.block_on(end_offsets(&target, REMOTE)).is_some();
+                        exists = runtime.block_on(end_offsets(&target, &remote)).is_some();
                         std::thread::sleep(Duration::from_millis(1));
                         continue;
                     }
                     let holds: i64 = runtime
-                        .block_on(known_end_offsets(&target, REMOTE))
+                        .block_on(known_end_offsets(&target, &remote))
                         .map_or(0, |e| e.values().sum());
                     if holds >= records {
                         break;
@@ -363,7 +380,7 @@ fn kill_minus_nine_at_several_points_loses_nothing() {
             std::fs::read_to_string(&log).unwrap_or_default()
         );
         let holds: i64 = runtime
-            .block_on(end_offsets(&target, REMOTE))
+            .block_on(end_offsets(&target, &remote))
             .map_or(0, |e| e.values().sum());
         if holds < produced {
             mid_mirror_kills += 1;
@@ -382,7 +399,13 @@ fn kill_minus_nine_at_several_points_loses_nothing() {
         logs.push((log, reported));
         if PRODUCE_AFTER_KILL.contains(&kill) {
             let batch = records(&mut rng, next_id, MORE);
-            produce(&rdk, &clusters.source.bootstrap, &batch, &mut source);
+            produce(
+                &rdk,
+                &clusters.source.bootstrap,
+                &topic,
+                &batch,
+                &mut source,
+            );
             next_id += MORE;
             note!(started, "{MORE} more records produced, {next_id} in all");
         }
@@ -407,16 +430,16 @@ fn kill_minus_nine_at_several_points_loses_nothing() {
 
     // What the target holds, read with librdkafka.
     let source_ends = runtime
-        .block_on(end_offsets(&source_client, TOPIC))
+        .block_on(end_offsets(&source_client, &topic))
         .expect("source topic");
     let target_ends = runtime
-        .block_on(end_offsets(&target, REMOTE))
+        .block_on(end_offsets(&target, &remote))
         .expect("remote topic exists");
     let target_total: i64 = target_ends.values().sum();
     let consuming = Instant::now();
     let got = rdk.consume(
         &clusters.target.bootstrap,
-        REMOTE,
+        &remote,
         target_total as usize,
         Duration::from_secs(45),
     );
@@ -494,14 +517,14 @@ fn kill_minus_nine_at_several_points_loses_nothing() {
         let have = by_partition.get(&p).cloned().unwrap_or_default();
         let mut seen = HashSet::new();
         let first_copies: Vec<u64> = have.iter().copied().filter(|id| seen.insert(*id)).collect();
-        assert_eq!(first_copies.len(), want.len(), "{REMOTE}-{p}: distinct ids");
+        assert_eq!(first_copies.len(), want.len(), "{remote}-{p}: distinct ids");
         if let Some(i) = (0..want.len()).find(|&i| first_copies[i] != want[i]) {
             panic!(
-                "{REMOTE}-{p}: out of source order at {i}: id {} where the source has {}",
+                "{remote}-{p}: out of source order at {i}: id {} where the source has {}",
                 first_copies[i], want[i]
             );
         }
-        assert_eq!(have, want, "{REMOTE}-{p}");
+        assert_eq!(have, want, "{remote}-{p}");
     }
 
     let (records_written, recovered, final_duplicates, lost) = final_report

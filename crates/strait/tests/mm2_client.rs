@@ -19,6 +19,12 @@
 //!   landed, checkpoints at the source groups' offsets translated by MM2's rule, heartbeats
 //!   from `A` to `B` within the run). `MirrorClientCheck` against MM2's target is the control
 //!   that shows the Java side reads MM2's own output the way the first test expects.
+//!
+//! On the shared clusters every name is the test's own ([`Names`]): its aliases, hence its
+//! remote, checkpoint, offset-sync and Connect topics, its topic and its groups. Only the
+//! `heartbeats` topic of each cluster is shared by every test: a test's heartbeats there (and in
+//! its copy of the source's) are the records naming its aliases, and only those are checked;
+//! what MM2's client library lists of the whole cluster is narrowed to the names of this test.
 
 mod running;
 
@@ -31,25 +37,14 @@ use strait_kafka::admin::{IsolationLevel, OffsetSpec};
 use strait_kafka::fetch::{FetchOptions, FetchPosition};
 use strait_kafka::{Client, ClientConfig, TopicPartition};
 use strait_testkit::{
-    java_command, kafka_conf_dir, kafka_tool, Clusters, Mm2, Rdk, TestRecord, MM2_STARTED,
+    java_command, kafka_conf_dir, kafka_tool, Clusters, Mm2, Names, Rdk, TestRecord, MM2_STARTED,
 };
 use strait_wire::mm2::{Checkpoint, Heartbeat, OffsetSync};
 use strait_wire::BatchScanner;
 
-/// The source cluster's alias.
-const A: &str = "A";
-/// The target cluster's alias.
-const B: &str = "B";
-const TOPIC: &str = "orders";
-const REMOTE: &str = "A.orders";
-/// `<source>.checkpoints.internal`, on the target.
-const CHECKPOINTS: &str = "A.checkpoints.internal";
-/// `mm2-offset-syncs.<target>.internal`, on the source (`offset-syncs.topic.location=source`).
-const OFFSET_SYNCS: &str = "mm2-offset-syncs.B.internal";
-/// Written into each cluster by the heartbeat emitter whose target it is.
+/// Written into each cluster by the heartbeat emitter whose target it is (on the shared
+/// clusters, by every test's).
 const HEARTBEATS: &str = "heartbeats";
-/// The source's `heartbeats`, mirrored to the target.
-const REMOTE_HEARTBEATS: &str = "A.heartbeats";
 
 const CHECKPOINT_FORMATTER: &str = "org.apache.kafka.connect.mirror.formatters.CheckpointFormatter";
 const OFFSET_SYNC_FORMATTER: &str =
@@ -59,9 +54,92 @@ const HEARTBEAT_FORMATTER: &str = "org.apache.kafka.connect.mirror.formatters.He
 /// How long MM2 (or strait) may take to produce what a test waits for.
 const WAIT: Duration = Duration::from_secs(180);
 
+/// The names of one test: its cluster aliases, its topic and the topics named after them.
+struct Test {
+    names: Names,
+    /// The source cluster's alias.
+    a: String,
+    /// The target cluster's alias.
+    b: String,
+    /// An alias no cluster of the test has.
+    c: String,
+    topic: String,
+    /// `<source>.<topic>`, on the target.
+    remote: String,
+    /// `<source>.checkpoints.internal`, on the target.
+    checkpoints: String,
+    /// `mm2-offset-syncs.<target>.internal`, on the source (`offset-syncs.topic.location=source`).
+    offset_syncs: String,
+    /// The source's `heartbeats`, mirrored to the target.
+    remote_heartbeats: String,
+}
+
+impl Test {
+    fn new() -> Test {
+        let names = Names::new();
+        let (a, b, c) = (names.alias("A"), names.alias("B"), names.alias("C"));
+        let topic = names.topic("orders");
+        Test {
+            remote: format!("{a}.{topic}"),
+            checkpoints: format!("{a}.checkpoints.internal"),
+            offset_syncs: format!("mm2-offset-syncs.{b}.internal"),
+            remote_heartbeats: format!("{a}.{HEARTBEATS}"),
+            topic,
+            a,
+            b,
+            c,
+            names,
+        }
+    }
+
+    /// The test's cluster aliases.
+    fn aliases(&self) -> [&str; 3] {
+        [&self.a, &self.b, &self.c]
+    }
+
+    /// Whether `name` (a topic or a cluster alias) is `heartbeats` or this test's: one of its
+    /// aliases, the checkpoints topic of one, or a remote topic whose every hop is one of them
+    /// (`A.orders-<id>`, `A.heartbeats`; not `A.X.heartbeats`, the copy of another test's
+    /// flow's copy of `heartbeats`, which the flow mirrors as it mirrors every heartbeats topic).
+    fn is_ours(&self, name: &str) -> bool {
+        let ours = |alias: &str| self.aliases().contains(&alias);
+        if name == HEARTBEATS || ours(name) {
+            return true;
+        }
+        if let Some(alias) = name.strip_suffix(".checkpoints.internal") {
+            return ours(alias);
+        }
+        match name.rsplit_once('.') {
+            Some((hops, _)) => hops.split('.').all(ours),
+            None => false,
+        }
+    }
+
+    /// Whether `raw` is a heartbeat that names one of this test's aliases.
+    fn is_our_heartbeat(&self, raw: &Raw) -> bool {
+        Heartbeat::decode(&raw.key, &raw.value).is_ok_and(|h| {
+            self.aliases().contains(&h.source_alias.as_str())
+                || self.aliases().contains(&h.target_alias.as_str())
+        })
+    }
+
+    /// The heartbeats of `topic` (partition 0) that name this test's aliases, in order.
+    fn heartbeats(&self, kafka: &Kafka, client: &Client, topic: &str) -> Vec<Heartbeat> {
+        kafka
+            .records(client, topic)
+            .iter()
+            .filter(|raw| self.is_our_heartbeat(raw))
+            .map(<Heartbeat as Decoded>::decode)
+            .collect()
+    }
+}
+
 #[test]
 fn mm2_client_library_reads_what_strait_wrote() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let t = Test::new();
+    let (alias_a, alias_b) = (t.a.as_str(), t.b.as_str());
+    let (topic, remote) = (t.topic.as_str(), t.remote.as_str());
     let rdk = Rdk::new();
     let (a, b) = (
         clusters.source.bootstrap.clone(),
@@ -71,37 +149,50 @@ fn mm2_client_library_reads_what_strait_wrote() {
 
     // The remote topic exists with 5 records of someone else's on partition 0, so target
     // offsets differ from source offsets there and a translation cannot pass for identity.
-    rdk.create_topic(&a, TOPIC, 2);
-    rdk.create_topic(&b, REMOTE, 2);
-    rdk.produce(&b, REMOTE, &values(0, "foreign", 0..5), "none");
+    rdk.create_topic(&a, topic, 2);
+    rdk.create_topic(&b, remote, 2);
+    rdk.produce(&b, remote, &values(0, "foreign", 0..5), "none");
     let source_records: Vec<TestRecord> = (0..20)
         .flat_map(|i| [0, 1].map(|p| record(p, &format!("a-{p}-{i}"))))
         .collect();
-    rdk.produce(&a, TOPIC, &source_records, "lz4");
+    rdk.produce(&a, topic, &source_records, "lz4");
 
     // Groups on the source. "ahead" has read further on the target already: group sync must
     // leave it there. "console-consumer-7" is left out by MM2's default `groups.exclude`.
+    let (billing, reporting, ahead, console, nobody) = (
+        t.names.group("billing"),
+        t.names.group("reporting"),
+        t.names.group("ahead"),
+        t.names.group("console-consumer-7"),
+        t.names.group("nobody"),
+    );
     let groups: [(&str, &[(i32, i64)]); 4] = [
-        ("billing", &[(0, 12), (1, 15)]),
-        ("reporting", &[(0, 20)]),
-        ("ahead", &[(0, 3)]),
-        ("console-consumer-7", &[(0, 5)]),
+        (&billing, &[(0, 12), (1, 15)]),
+        (&reporting, &[(0, 20)]),
+        (&ahead, &[(0, 3)]),
+        (&console, &[(0, 5)]),
     ];
     for (group, offsets) in groups {
-        rdk.commit(&a, group, TOPIC, offsets);
+        rdk.commit(&a, group, topic, offsets);
     }
-    rdk.commit(&b, "ahead", REMOTE, &[(0, 22)]);
+    rdk.commit(&b, &ahead, remote, &[(0, 22)]);
 
+    // Only this test's topic and groups; heartbeats are mirrored whatever `topics` says.
+    let flow = format!("{alias_a}->{alias_b}");
     let config = write_flow_config(
         &clusters,
-        (A, B),
+        (alias_a, alias_b),
         "strait.properties",
-        "A->B.topics = orders\n\
-         sync.group.offsets.enabled = true\n\
-         sync.group.offsets.interval.seconds = 1\n\
-         emit.checkpoints.interval.seconds = 1\n\
-         refresh.topics.interval.seconds = 1\n\
-         emit.heartbeats.interval.seconds = 1",
+        &format!(
+            "{flow}.topics = {topic}\n\
+             {flow}.groups = {groups}\n\
+             sync.group.offsets.enabled = true\n\
+             sync.group.offsets.interval.seconds = 1\n\
+             emit.checkpoints.interval.seconds = 1\n\
+             refresh.topics.interval.seconds = 1\n\
+             emit.heartbeats.interval.seconds = 1",
+            groups = t.names.pattern()
+        ),
     );
     let config = config.to_str().expect("utf-8 path");
     let dir = clusters.dir();
@@ -115,17 +206,20 @@ fn mm2_client_library_reads_what_strait_wrote() {
         out.both()
     );
     eprintln!("strait run --until-caught-up: {:?}", started.elapsed());
-    let after_copy = last_checkpoints(&kafka.records(&kafka.target, CHECKPOINTS));
+    let after_copy = last_checkpoints(&kafka.records(&kafka.target, &t.checkpoints));
 
     // Heartbeats come from a running strait only: B->A writes them into A, A->B writes into B
-    // and mirrors A's as A.heartbeats.
+    // and mirrors A's as A.heartbeats. Both topics hold other tests' heartbeats too: this
+    // test's are those naming its aliases.
     let started = Instant::now();
     let running = Strait::run(Path::new(config), dir.join("strait-run.log"));
     let deadline = Instant::now() + WAIT;
     loop {
         let topics = kafka.topics(&kafka.target);
-        let beating = |t: &str| topics.contains(t) && kafka.end_offset(&kafka.target, t) >= 2;
-        if beating(HEARTBEATS) && beating(REMOTE_HEARTBEATS) {
+        let beating = |topic: &str| {
+            topics.contains(topic) && t.heartbeats(&kafka, &kafka.target, topic).len() >= 2
+        };
+        if beating(HEARTBEATS) && beating(&t.remote_heartbeats) {
             break;
         }
         assert!(
@@ -139,43 +233,44 @@ fn mm2_client_library_reads_what_strait_wrote() {
     eprintln!("strait run until heartbeats: {:?}", started.elapsed());
 
     // What strait wrote, decoded by strait: the last checkpoint per group and partition.
-    let checkpoints = last_checkpoints(&kafka.records(&kafka.target, CHECKPOINTS));
+    let checkpoints = last_checkpoints(&kafka.records(&kafka.target, &t.checkpoints));
     // The one-shot copy wrote them all; the running strait found nothing to change.
     assert_eq!(checkpoints, after_copy);
-    let positions = Positions::read(&rdk, &a, &b, source_records.len(), 45);
+    let positions = Positions::read(&rdk, (&a, topic), (&b, remote), source_records.len(), 45);
     // source offset -> target offset, worked out from where each record landed.
     assert_eq!(positions.translate(0, 12), 17);
     assert_eq!(positions.translate(1, 15), 15);
     assert_eq!(positions.translate(0, 20), 25);
     assert_eq!(positions.translate(0, 3), 8);
 
-    // MM2's client library against the target.
+    // MM2's client library against the target; of the whole cluster, this test's names.
     let started = Instant::now();
     let answers = mirror_client_check(
         &b,
-        &[
-            "billing",
-            "reporting",
-            "ahead",
-            "console-consumer-7",
-            "nobody",
-        ],
-        &[A, B, "C"],
+        alias_a,
+        &[&billing, &reporting, &ahead, &console, &nobody],
+        &t.aliases(),
     );
     eprintln!("MirrorClientCheck: {:?}", started.elapsed());
-    assert_eq!(answers.list("checkpointTopics"), [CHECKPOINTS]);
     assert_eq!(
-        answers.list("heartbeatTopics"),
-        [REMOTE_HEARTBEATS, HEARTBEATS]
+        answers.list_of("checkpointTopics", &t),
+        [t.checkpoints.as_str()]
     );
-    assert_eq!(answers.list("upstreamClusters"), [A]);
-    assert_eq!(answers.list("remoteTopics"), [REMOTE_HEARTBEATS, REMOTE]);
+    assert_eq!(
+        answers.list_of("heartbeatTopics", &t),
+        [t.remote_heartbeats.as_str(), HEARTBEATS]
+    );
+    assert_eq!(answers.list_of("upstreamClusters", &t), [alias_a]);
+    assert_eq!(
+        answers.list_of("remoteTopics", &t),
+        [t.remote_heartbeats.as_str(), remote]
+    );
     // A.heartbeats is one hop from A; nothing on B came from B or from a cluster C.
-    assert_eq!(answers.hops(A), 1);
-    assert_eq!(answers.hops(B), -1);
-    assert_eq!(answers.hops("C"), -1);
+    assert_eq!(answers.hops(alias_a), 1);
+    assert_eq!(answers.hops(alias_b), -1);
+    assert_eq!(answers.hops(&t.c), -1);
 
-    let committed_on_b = group_offsets_on(&b);
+    let committed_on_b = group_offsets_on(&b, &groups.map(|(g, _)| g));
     for (group, offsets) in groups {
         let translated = answers.translated(group);
         if group.starts_with("console-consumer-") {
@@ -193,7 +288,7 @@ fn mm2_client_library_reads_what_strait_wrote() {
         // Each committed source offset, translated from the records.
         let expected: BTreeMap<(String, i32), i64> = offsets
             .iter()
-            .map(|&(p, o)| ((REMOTE.to_owned(), p), positions.translate(p, o)))
+            .map(|&(p, o)| ((remote.to_owned(), p), positions.translate(p, o)))
             .collect();
         // RemoteClusterUtils.translateOffsets == the records.
         assert_eq!(translated, expected, "{group}: translateOffsets");
@@ -204,9 +299,9 @@ fn mm2_client_library_reads_what_strait_wrote() {
             .map(|((_, t, p), c)| ((t.clone(), *p), c.downstream_offset))
             .collect();
         assert_eq!(written, expected, "{group}: checkpoints");
-        let on_a = rdk.committed(&a, group, TOPIC, &[0, 1]);
+        let on_a = rdk.committed(&a, group, topic, &[0, 1]);
         for &(p, _) in offsets {
-            let c = &checkpoints[&(group.to_owned(), REMOTE.to_owned(), p)];
+            let c = &checkpoints[&(group.to_owned(), remote.to_owned(), p)];
             assert_eq!(Some(&c.upstream_offset), on_a.get(&p), "{group} p{p}");
             assert_eq!(c.metadata, "", "{group} p{p}");
         }
@@ -222,8 +317,8 @@ fn mm2_client_library_reads_what_strait_wrote() {
             .filter(|((g, _, _), _)| g == group)
             .map(|((_, t, p), o)| ((t.clone(), *p), *o))
             .collect();
-        if group == "ahead" {
-            assert_eq!(on_b, BTreeMap::from([((REMOTE.to_owned(), 0), 22)]));
+        if group == ahead {
+            assert_eq!(on_b, BTreeMap::from([((remote.to_owned(), 0), 22)]));
         } else {
             assert_eq!(
                 on_b, expected,
@@ -231,78 +326,107 @@ fn mm2_client_library_reads_what_strait_wrote() {
             );
         }
     }
-    assert_eq!(answers.translated("nobody"), BTreeMap::new());
+    assert_eq!(answers.translated(&nobody), BTreeMap::new());
 
-    // MM2's formatters read every record of MM2's three topics as strait's decoder does.
-    let syncs = formatters_agree::<OffsetSync>(&kafka, &kafka.source, &a, OFFSET_SYNCS);
+    // MM2's formatters read every record of MM2's three topics as strait's decoder does (of
+    // the shared `heartbeats` topics, the records of this test's).
+    let all = |_: &Raw| true;
+    let syncs = formatters_agree::<OffsetSync>(&kafka, &kafka.source, &a, &t.offset_syncs, all);
     // strait's offset syncs point where the records landed.
-    for s in syncs.iter().filter(|s| s.topic == TOPIC) {
+    for s in syncs.iter().filter(|s| s.topic == topic) {
         assert_eq!(
             positions.landed.get(&(s.partition, s.upstream_offset)),
             Some(&s.downstream_offset),
             "{s:?}"
         );
     }
-    assert!(syncs.iter().any(|s| s.topic == TOPIC), "{syncs:?}");
-    formatters_agree::<Checkpoint>(&kafka, &kafka.target, &b, CHECKPOINTS);
-    for (topic, from, to) in [(HEARTBEATS, A, B), (REMOTE_HEARTBEATS, B, A)] {
-        let beats = formatters_agree::<Heartbeat>(&kafka, &kafka.target, &b, topic);
+    assert!(syncs.iter().any(|s| s.topic == topic), "{syncs:?}");
+    formatters_agree::<Checkpoint>(&kafka, &kafka.target, &b, &t.checkpoints, all);
+    for (heartbeats, from, to) in [
+        (HEARTBEATS, alias_a, alias_b),
+        (t.remote_heartbeats.as_str(), alias_b, alias_a),
+    ] {
+        let beats = formatters_agree::<Heartbeat>(&kafka, &kafka.target, &b, heartbeats, |r| {
+            t.is_our_heartbeat(r)
+        });
         assert!(
             beats
                 .iter()
                 .all(|h| (h.source_alias.as_str(), h.target_alias.as_str()) == (from, to)),
-            "{topic}: {beats:?}"
+            "{heartbeats}: {beats:?}"
         );
     }
 }
 
 #[test]
 fn strait_decodes_what_mm2_wrote() {
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let t = Test::new();
+    let (alias_a, alias_b) = (t.a.as_str(), t.b.as_str());
+    let (topic, remote) = (t.topic.as_str(), t.remote.as_str());
     let rdk = Rdk::new();
     let (a, b) = (
         clusters.source.bootstrap.clone(),
         clusters.target.bootstrap.clone(),
     );
     let kafka = Kafka::new(&a, &b);
-    rdk.create_topic(&a, TOPIC, 2);
+    rdk.create_topic(&a, topic, 2);
     let source_records: Vec<TestRecord> = (0..30)
         .flat_map(|i| [0, 1].map(|p| record(p, &format!("a-{p}-{i}"))))
         .collect();
-    rdk.produce(&a, TOPIC, &source_records, "none");
+    rdk.produce(&a, topic, &source_records, "none");
     // "app" has read everything; "lagging" is mid-way, where MM2 translates conservatively.
+    let (app, lagging, nobody) = (
+        t.names.group("app"),
+        t.names.group("lagging"),
+        t.names.group("nobody"),
+    );
     let groups: [(&str, [(i32, i64); 2]); 2] =
-        [("app", [(0, 30), (1, 30)]), ("lagging", [(0, 13), (1, 4)])];
+        [(&app, [(0, 30), (1, 30)]), (&lagging, [(0, 13), (1, 4)])];
     for (group, offsets) in &groups {
-        rdk.commit(&a, group, TOPIC, offsets);
+        rdk.commit(&a, group, topic, offsets);
     }
 
-    // Offset syncs every 10 records, so there are several per partition.
-    let properties = Mm2::flow_properties((A, &a), (B, &b), "offset.lag.max = 10");
+    // Offset syncs every 10 records, so there are several per partition. Only this test's
+    // topic and groups, and not the source's `heartbeats`, which other tests' heartbeat
+    // emitters write (MM2 mirrors it whatever `topics` says): as on clusters of the test's own,
+    // where nothing writes heartbeats into A.
+    let properties = Mm2::flow_properties(
+        (alias_a, &a),
+        (alias_b, &b),
+        &format!(
+            "offset.lag.max = 10
+             topics = {pattern}
+             groups = {pattern}
+             heartbeats.replication.enabled = false",
+            pattern = t.names.pattern()
+        ),
+    );
     let started_ms = now_ms();
     let started = Instant::now();
-    let mut mm2 = Mm2::start(clusters.dir(), &properties, &[B]);
+    let mut mm2 = Mm2::start(clusters.dir(), &properties, &[alias_b]);
     mm2.wait_for_log(MM2_STARTED, WAIT);
     eprintln!("MM2 started: {:?}", started.elapsed());
     // Until "app" is checkpointed at the end of both partitions (which takes the held-back sync
-    // of the last record), "lagging" on both, the last records synced, and 3 heartbeats.
+    // of the last record), "lagging" on both, the last records synced, and 3 heartbeats (of
+    // this test's: the target's `heartbeats` holds other tests' too).
     mm2.wait_until(WAIT, "MM2's syncs, checkpoints and heartbeats", || {
         let target_topics = kafka.topics(&kafka.target);
         let source_topics = kafka.topics(&kafka.source);
-        if !target_topics.contains(CHECKPOINTS)
+        if !target_topics.contains(&t.checkpoints)
             || !target_topics.contains(HEARTBEATS)
-            || !source_topics.contains(OFFSET_SYNCS)
+            || !source_topics.contains(&t.offset_syncs)
         {
             return None;
         }
-        let checkpoints = last_checkpoints(&kafka.records(&kafka.target, CHECKPOINTS));
+        let checkpoints = last_checkpoints(&kafka.records(&kafka.target, &t.checkpoints));
         let at = |g: &str, p: i32| {
             checkpoints
-                .get(&(g.to_owned(), REMOTE.to_owned(), p))
+                .get(&(g.to_owned(), remote.to_owned(), p))
                 .map(|c| c.downstream_offset)
         };
         let syncs: Vec<OffsetSync> = kafka
-            .records(&kafka.source, OFFSET_SYNCS)
+            .records(&kafka.source, &t.offset_syncs)
             .iter()
             .map(decode_sync)
             .collect();
@@ -311,13 +435,13 @@ fn strait_decodes_what_mm2_wrote() {
                 .iter()
                 .any(|s| s.partition == p && s.upstream_offset == 29)
         };
-        (at("app", 0) == Some(30)
-            && at("app", 1) == Some(30)
-            && at("lagging", 0).is_some()
-            && at("lagging", 1).is_some()
+        (at(&app, 0) == Some(30)
+            && at(&app, 1) == Some(30)
+            && at(&lagging, 0).is_some()
+            && at(&lagging, 1).is_some()
             && synced(0)
             && synced(1)
-            && kafka.end_offset(&kafka.target, HEARTBEATS) >= 3)
+            && t.heartbeats(&kafka, &kafka.target, HEARTBEATS).len() >= 3)
             .then_some(())
     });
     eprintln!(
@@ -331,11 +455,18 @@ fn strait_decodes_what_mm2_wrote() {
         "MM2 did not shut down cleanly:\n{}",
         mm2.log_tail(30)
     );
-    let positions = Positions::read(&rdk, &a, &b, source_records.len(), source_records.len());
+    let positions = Positions::read(
+        &rdk,
+        (&a, topic),
+        (&b, remote),
+        source_records.len(),
+        source_records.len(),
+    );
 
     // Offset syncs: MM2's formatter and strait's decoder agree on every record, and each sync
     // says where its record landed: A.orders is a one-to-one copy.
-    let syncs = formatters_agree::<OffsetSync>(&kafka, &kafka.source, &a, OFFSET_SYNCS);
+    let all = |_: &Raw| true;
+    let syncs = formatters_agree::<OffsetSync>(&kafka, &kafka.source, &a, &t.offset_syncs, all);
     for p in [0, 1] {
         let upstream: Vec<i64> = syncs
             .iter()
@@ -353,7 +484,7 @@ fn strait_decodes_what_mm2_wrote() {
         assert!(upstream.len() >= 3, "offset.lag.max 10: {upstream:?}");
     }
     for s in &syncs {
-        assert_eq!(s.topic, TOPIC, "{s:?}");
+        assert_eq!(s.topic, topic, "{s:?}");
         assert_eq!(
             positions.landed.get(&(s.partition, s.upstream_offset)),
             Some(&s.downstream_offset),
@@ -364,9 +495,9 @@ fn strait_decodes_what_mm2_wrote() {
     // Checkpoints: the groups' offsets on A, translated by MM2's rule from the syncs just read
     // (the nearest sync at or below the group: its downstream offset, plus one when the group
     // is past it), never ahead of where the records landed.
-    let records = formatters_agree::<Checkpoint>(&kafka, &kafka.target, &b, CHECKPOINTS);
+    let records = formatters_agree::<Checkpoint>(&kafka, &kafka.target, &b, &t.checkpoints, all);
     for c in &records {
-        assert_eq!(c.topic, REMOTE, "{c:?}");
+        assert_eq!(c.topic, remote, "{c:?}");
         assert_eq!(c.metadata, "", "{c:?}");
         let (_, offsets) = groups
             .iter()
@@ -389,13 +520,19 @@ fn strait_decodes_what_mm2_wrote() {
             "{c:?}"
         );
     }
-    let checkpoints = last_checkpoints(&kafka.records(&kafka.target, CHECKPOINTS));
+    let checkpoints = last_checkpoints(&kafka.records(&kafka.target, &t.checkpoints));
 
-    // Heartbeats: from A to B, one a second or so, within the run.
-    let beats = formatters_agree::<Heartbeat>(&kafka, &kafka.target, &b, HEARTBEATS);
+    // Heartbeats (those naming this test's aliases): from A to B, one a second or so, within
+    // the run.
+    let beats = formatters_agree::<Heartbeat>(&kafka, &kafka.target, &b, HEARTBEATS, |r| {
+        t.is_our_heartbeat(r)
+    });
     assert!(beats.len() >= 3, "{beats:?}");
     for h in &beats {
-        assert_eq!((h.source_alias.as_str(), h.target_alias.as_str()), (A, B));
+        assert_eq!(
+            (h.source_alias.as_str(), h.target_alias.as_str()),
+            (alias_a, alias_b)
+        );
         assert!(
             (started_ms..=stopped_ms).contains(&h.timestamp_ms),
             "{h:?} outside the run [{started_ms}, {stopped_ms}]"
@@ -409,14 +546,20 @@ fn strait_decodes_what_mm2_wrote() {
     );
 
     // The control: MM2's client library reads MM2's own output as the first test expects it to
-    // read strait's.
-    let answers = mirror_client_check(&b, &["app", "lagging", "nobody"], &[A]);
-    assert_eq!(answers.list("checkpointTopics"), [CHECKPOINTS]);
+    // read strait's; of the whole cluster, this test's names.
+    let answers = mirror_client_check(&b, alias_a, &[&app, &lagging, &nobody], &[alias_a]);
+    assert_eq!(
+        answers.list_of("checkpointTopics", &t),
+        [t.checkpoints.as_str()]
+    );
     // No B->A herder ran, so no A.heartbeats and no upstream cluster.
-    assert_eq!(answers.list("heartbeatTopics"), [HEARTBEATS]);
-    assert!(answers.list("upstreamClusters").is_empty(), "{answers:?}");
-    assert_eq!(answers.list("remoteTopics"), [REMOTE]);
-    assert_eq!(answers.hops(A), -1);
+    assert_eq!(answers.list_of("heartbeatTopics", &t), [HEARTBEATS]);
+    assert!(
+        answers.list_of("upstreamClusters", &t).is_empty(),
+        "{answers:?}"
+    );
+    assert_eq!(answers.list_of("remoteTopics", &t), [remote]);
+    assert_eq!(answers.hops(alias_a), -1);
     for (group, _) in &groups {
         let last: BTreeMap<(String, i32), i64> = checkpoints
             .iter()
@@ -426,10 +569,10 @@ fn strait_decodes_what_mm2_wrote() {
         assert_eq!(answers.translated(group), last, "{group}");
     }
     assert_eq!(
-        answers.translated("app"),
-        BTreeMap::from([((REMOTE.to_owned(), 0), 30), ((REMOTE.to_owned(), 1), 30)])
+        answers.translated(&app),
+        BTreeMap::from([((remote.to_owned(), 0), 30), ((remote.to_owned(), 1), 30)])
     );
-    assert!(answers.translated("nobody").is_empty());
+    assert!(answers.translated(&nobody).is_empty());
 }
 
 // --- the records ---------------------------------------------------------------------------
@@ -461,10 +604,17 @@ struct Positions {
 }
 
 impl Positions {
-    fn read(rdk: &Rdk, a: &str, b: &str, source_total: usize, target_total: usize) -> Positions {
+    /// From `topic` on the source `a` to `remote` on the target `b`.
+    fn read(
+        rdk: &Rdk,
+        (a, topic): (&str, &str),
+        (b, remote): (&str, &str),
+        source_total: usize,
+        target_total: usize,
+    ) -> Positions {
         let timeout = Duration::from_secs(30);
-        let source = rdk.consume(a, TOPIC, source_total, timeout);
-        let target = rdk.consume(b, REMOTE, target_total, timeout);
+        let source = rdk.consume(a, topic, source_total, timeout);
+        let target = rdk.consume(b, remote, target_total, timeout);
         let at: BTreeMap<(i32, Vec<u8>), i64> = target
             .iter()
             .map(|r| {
@@ -697,19 +847,28 @@ impl Decoded for Heartbeat {
     }
 }
 
-/// Reads every record of `topic` (partition 0) on `client`'s cluster, decodes each with
-/// strait's decoder, and checks (1) that strait's encoder gives back the same bytes, and (2)
-/// that MM2's formatter (`ConsoleConsumer --formatter`) prints, record for record, what MM2's
-/// `toString()` makes of the values strait decoded. Returns the decoded records.
+/// Reads every record of `topic` (partition 0) on `client`'s cluster, takes those `ours` keeps
+/// (of a topic other tests write too, this test's), decodes each with strait's decoder, and
+/// checks (1) that strait's encoder gives back the same bytes, and (2) that MM2's formatter
+/// (`ConsoleConsumer --formatter`, over every record of the topic) prints, record for record,
+/// what MM2's `toString()` makes of the values strait decoded. Returns the decoded records.
 fn formatters_agree<T: Decoded + std::fmt::Debug>(
     kafka: &Kafka,
     client: &Client,
     bootstrap: &str,
     topic: &str,
+    ours: impl Fn(&Raw) -> bool,
 ) -> Vec<T> {
-    let raws = kafka.records(client, topic);
-    assert!(!raws.is_empty(), "{topic} is empty");
-    let decoded: Vec<T> = raws.iter().map(T::decode).collect();
+    let all = kafka.records(client, topic);
+    let kept: Vec<bool> = all.iter().map(&ours).collect();
+    let raws: Vec<&Raw> = all
+        .iter()
+        .zip(&kept)
+        .filter(|(_, k)| **k)
+        .map(|(r, _)| r)
+        .collect();
+    assert!(!raws.is_empty(), "{topic} has none of this test's records");
+    let decoded: Vec<T> = raws.iter().map(|r| T::decode(r)).collect();
     for (raw, value) in raws.iter().zip(&decoded) {
         let (key, val) = value.encode();
         assert_eq!(
@@ -721,7 +880,7 @@ fn formatters_agree<T: Decoded + std::fmt::Debug>(
     }
     let formatter = T::FORMATTER;
     let started = Instant::now();
-    let count = raws.len().to_string();
+    let count = all.len().to_string();
     let printed = kafka_tool(
         "org.apache.kafka.tools.consumer.ConsoleConsumer",
         &[
@@ -742,11 +901,23 @@ fn formatters_agree<T: Decoded + std::fmt::Debug>(
         ],
     );
     eprintln!(
-        "{topic}: {} records through {formatter} in {:?}",
-        raws.len(),
-        started.elapsed()
+        "{topic}: {} records through {formatter} in {:?}, {} of them this test's",
+        all.len(),
+        started.elapsed(),
+        raws.len()
     );
     let printed: Vec<&str> = printed.lines().collect();
+    assert_eq!(
+        printed.len(),
+        all.len(),
+        "{topic}: lines MM2's {formatter} printed"
+    );
+    let printed: Vec<&str> = printed
+        .into_iter()
+        .zip(&kept)
+        .filter(|(_, k)| **k)
+        .map(|(line, _)| line)
+        .collect();
     let ours: Vec<String> = decoded.iter().map(T::mm2_line).collect();
     assert_eq!(
         printed, ours,
@@ -777,6 +948,15 @@ impl Answers {
         let lines: Vec<&Vec<String>> = self.lines.iter().filter(|l| l[0] == what).collect();
         assert_eq!(lines.len(), 1, "one {what} line: {self:?}");
         lines[0][1..].to_vec()
+    }
+
+    /// [`Answers::list`], narrowed to the names of test `t` ([`Test::is_ours`]): what the
+    /// answer would be on clusters of the test's own.
+    fn list_of(&self, what: &str, t: &Test) -> Vec<String> {
+        self.list(what)
+            .into_iter()
+            .filter(|name| t.is_ours(name))
+            .collect()
     }
 
     /// `replicationHops(alias)`.
@@ -813,13 +993,13 @@ impl Answers {
     }
 }
 
-/// Runs MirrorClientCheck against `bootstrap` for source alias A.
-fn mirror_client_check(bootstrap: &str, groups: &[&str], hops: &[&str]) -> Answers {
+/// Runs MirrorClientCheck against `bootstrap` for source alias `source`.
+fn mirror_client_check(bootstrap: &str, source: &str, groups: &[&str], hops: &[&str]) -> Answers {
     let program = kafka_conf_dir().join("MirrorClientCheck.java");
     let mut command = java_command();
     command
         .arg(&program)
-        .args(["--bootstrap", bootstrap, "--source", A]);
+        .args(["--bootstrap", bootstrap, "--source", source]);
     for group in groups {
         command.args(["--group", group]);
     }
@@ -843,21 +1023,27 @@ fn mirror_client_check(bootstrap: &str, groups: &[&str], hops: &[&str]) -> Answe
     }
 }
 
-/// Every committed offset of every consumer group on `bootstrap`, as Kafka's
-/// `ConsumerGroupCommand --describe --all-groups --offsets` prints them:
+/// Every committed offset of each of `groups` that exists on `bootstrap` (of the shared
+/// cluster's groups, those of a test), as Kafka's `ConsumerGroupCommand --list`, then
+/// `--describe --group G... --offsets` of those listed, prints them:
 /// (group, topic, partition) -> CURRENT-OFFSET.
-fn group_offsets_on(bootstrap: &str) -> BTreeMap<(String, String, i32), i64> {
-    let text = kafka_tool(
-        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-        &[
-            "--bootstrap-server",
-            bootstrap,
-            "--describe",
-            "--all-groups",
-            "--offsets",
-        ],
+fn group_offsets_on(bootstrap: &str, groups: &[&str]) -> BTreeMap<(String, String, i32), i64> {
+    const COMMAND: &str = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand";
+    let listed = kafka_tool(COMMAND, &["--bootstrap-server", bootstrap, "--list"]);
+    let listed: BTreeSet<&str> = listed.lines().map(str::trim).collect();
+    let mut args = vec!["--bootstrap-server", bootstrap, "--describe", "--offsets"];
+    for group in groups.iter().filter(|g| listed.contains(**g)) {
+        args.extend(["--group", group]);
+    }
+    if !args.contains(&"--group") {
+        eprintln!("--- ConsumerGroupCommand --list: none of {groups:?} ---");
+        return BTreeMap::new();
+    }
+    let text = kafka_tool(COMMAND, &args);
+    eprintln!(
+        "--- ConsumerGroupCommand {} ---\n{text}",
+        args[2..].join(" ")
     );
-    eprintln!("--- ConsumerGroupCommand --describe --all-groups --offsets ---\n{text}");
     let mut out = BTreeMap::new();
     let mut columns: Option<Vec<&str>> = None;
     for line in text.lines() {

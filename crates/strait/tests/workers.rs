@@ -17,6 +17,10 @@
 //! remote partition's committed end stood still while a worker joined and while one left, for
 //! the partitions whose unit moved and for those whose unit stayed, beside the same figure in a
 //! quiet period before; and how many transactions the kills and the fencing left aborted.
+//!
+//! On the shared clusters the test's aliases, topics and group are its own ([`Names`]), and so
+//! are the workers' groups and transactional ids (named after the aliases); of each cluster's
+//! `heartbeats`, which every test's flows write, the test looks at the heartbeats of its flows.
 
 mod running;
 
@@ -28,7 +32,8 @@ use std::time::{Duration, Instant};
 use running::{flow_properties, run_to_end, run_until_caught_up, write_properties, Strait};
 use strait_kafka::admin::{IsolationLevel, OffsetSpec};
 use strait_kafka::{Client, ClientConfig, TopicPartition};
-use strait_testkit::{Clusters, Rdk, TestRecord};
+use strait_testkit::{Clusters, Names, Rdk, TestRecord};
+use strait_wire::mm2::Heartbeat;
 
 const PARTITIONS: i32 = 64;
 const UNITS: u32 = 6;
@@ -44,9 +49,11 @@ macro_rules! note {
 
 /// One mirrored topic: where it is written, where its copy lands, and what was written to it.
 struct Stream {
-    flow: &'static str,
-    topic: &'static str,
-    remote: &'static str,
+    flow: String,
+    topic: String,
+    remote: String,
+    /// The aliases of the flow's source and target clusters.
+    aliases: (String, String),
     /// Bootstrap of the cluster the topic is on.
     from: String,
     /// Bootstrap of the cluster its copy is on.
@@ -71,7 +78,7 @@ impl Stream {
                 )
             })
             .collect();
-        let acks = rdk.produce(&self.from, self.topic, &batch, "lz4");
+        let acks = rdk.produce(&self.from, &self.topic, &batch, "lz4");
         assert_eq!(acks.len(), batch.len());
         let mut ledger = self.ledger.lock().unwrap();
         for (record, (partition, offset)) in batch.iter().zip(acks) {
@@ -90,7 +97,7 @@ impl Stream {
     /// source order per partition where nothing is.
     fn lost_and_duplicated(&self, rdk: &Rdk) -> (usize, usize) {
         let produced = self.produced() as usize;
-        let copies = rdk.consume(&self.to, self.remote, produced, Duration::from_secs(180));
+        let copies = rdk.consume(&self.to, &self.remote, produced, Duration::from_secs(180));
         let mut by_partition: BTreeMap<i32, Vec<u64>> = BTreeMap::new();
         for c in &copies {
             by_partition.entry(c.partition).or_default().push(id_of(c));
@@ -208,8 +215,15 @@ async fn fetch_at(
 /// A remote partition's committed end, by (topic, partition).
 type Ends = BTreeMap<(String, i32), i64>;
 
-/// The producer ids of the last `n` batches of partition 0 of `topic` on `bootstrap`.
-async fn last_writers(bootstrap: &str, topic: &str, n: usize) -> BTreeSet<i64> {
+/// The producer ids of the last `n` batches of partition 0 of `topic` on `bootstrap` that hold
+/// heartbeats of the flow `aliases` (source alias, target alias): the topic also holds other
+/// tests' heartbeats.
+async fn last_writers(
+    bootstrap: &str,
+    topic: &str,
+    (source_alias, target_alias): (&str, &str),
+    n: usize,
+) -> BTreeSet<i64> {
     use strait_kafka::fetch::FetchOptions;
 
     let client = Client::connect(ClientConfig::new([bootstrap]))
@@ -225,16 +239,33 @@ async fn last_writers(bootstrap: &str, topic: &str, n: usize) -> BTreeSet<i64> {
         max_wait: Duration::from_millis(10),
         ..FetchOptions::default()
     };
+    let ours = |key: &[u8], value: &[u8]| {
+        Heartbeat::decode(key, value).is_ok_and(|h| {
+            (h.source_alias.as_str(), h.target_alias.as_str()) == (source_alias, target_alias)
+        })
+    };
     let mut batches = Vec::new();
-    let mut position = (end - 4 * n as i64).max(0);
+    let mut position = 0;
     while position < end {
         let data = fetch_at(&client, &tp, position, &options).await;
         let before = position;
         for batch in strait_wire::BatchScanner::new(data.records) {
-            let header = batch.unwrap().header;
+            let batch = batch.unwrap();
+            let header = &batch.header;
             if header.base_offset >= position {
                 position = header.next_offset();
-                batches.push(header.producer_id);
+                if header.attributes.is_control() {
+                    continue;
+                }
+                let records = strait_wire::records::batch_records(&batch).unwrap();
+                if records.iter().any(|r| {
+                    ours(
+                        r.key.as_deref().unwrap_or_default(),
+                        r.value.as_deref().unwrap_or_default(),
+                    )
+                }) {
+                    batches.push(header.producer_id);
+                }
             }
         }
         assert!(position > before, "no progress in {tp} at {position}");
@@ -330,7 +361,12 @@ async fn open_transaction(
             .unwrap();
         let tps: Vec<(TopicPartition, OffsetSpec)> = ps
             .iter()
-            .map(|p| (TopicPartition::new(s.remote, *p), OffsetSpec::Latest))
+            .map(|p| {
+                (
+                    TopicPartition::new(s.remote.as_str(), *p),
+                    OffsetSpec::Latest,
+                )
+            })
             .collect();
         asked.push((client, tps));
     }
@@ -410,7 +446,7 @@ fn owned(worker: &Strait, flow: &str) -> BTreeSet<u32> {
 
 /// The partitions of `stream`'s topic that `worker`'s `/v1/status` lists.
 fn shown(worker: &Strait, stream: &Stream) -> Vec<i32> {
-    flow_status(worker, stream.flow)["topics"]
+    flow_status(worker, &stream.flow)["topics"]
         .as_array()
         .into_iter()
         .flatten()
@@ -436,7 +472,11 @@ impl Moments {
 #[test]
 fn workers_share_two_flows_and_every_record_lands_exactly_once() {
     let start = Instant::now();
-    let clusters = Clusters::start();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let (a, b) = (names.alias("source"), names.alias("target"));
+    let (ledger, orders) = (names.topic("ledger"), names.topic("orders"));
+    let billing = names.group("billing");
     let (src, dst) = (
         clusters.source.bootstrap.clone(),
         clusters.target.bootstrap.clone(),
@@ -444,18 +484,20 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
     let rdk = Rdk::new();
     let streams = [
         Arc::new(Stream {
-            flow: "source->target",
-            topic: "ledger",
-            remote: "source.ledger",
+            flow: format!("{a}->{b}"),
+            topic: ledger.clone(),
+            remote: format!("{a}.{ledger}"),
+            aliases: (a.clone(), b.clone()),
             from: src.clone(),
             to: dst.clone(),
             ledger: Mutex::default(),
             next_id: AtomicU64::new(0),
         }),
         Arc::new(Stream {
-            flow: "target->source",
-            topic: "orders",
-            remote: "target.orders",
+            flow: format!("{b}->{a}"),
+            topic: orders.clone(),
+            remote: format!("{b}.{orders}"),
+            aliases: (b.clone(), a.clone()),
             from: dst.clone(),
             to: src.clone(),
             ledger: Mutex::default(),
@@ -463,25 +505,30 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
         }),
     ];
     for s in &streams {
-        rdk.create_topic(&s.from, s.topic, PARTITIONS);
+        rdk.create_topic(&s.from, &s.topic, PARTITIONS);
         s.produce(&rdk, 2 * PER_CALL);
         // A consumer group on each source, for checkpoints and group sync to carry across.
-        rdk.commit(&s.from, "billing", s.topic, &[(0, 10), (1, 20)]);
+        rdk.commit(&s.from, &billing, &s.topic, &[(0, 10), (1, 20)]);
     }
 
+    // Not the heartbeats topics: on the shared clusters they hold other tests' heartbeats, and
+    // the flows, one each way, would copy every test's copies of them back and forth.
     let text = flow_properties(
-        ("source", &src),
-        ("target", &dst),
+        (&a, &src),
+        (&b, &dst),
         &format!(
-            "target->source.enabled = true\n\
-             source->target.topics = ledger\n\
-             target->source.topics = orders\n\
+            "{b}->{a}.enabled = true\n\
+             {a}->{b}.topics = {ledger}\n\
+             {b}->{a}.topics = {orders}\n\
+             groups = {groups}\n\
+             heartbeats.replication.enabled = false\n\
              strait.workers.enabled = true\n\
              tasks.max = {UNITS}\n\
              strait.workers.session.timeout.ms = 6000\n\
              emit.checkpoints.interval.seconds = 1\n\
              sync.group.offsets.enabled = true\n\
-             sync.group.offsets.interval.seconds = 1"
+             sync.group.offsets.interval.seconds = 1",
+            groups = names.pattern()
         ),
     );
     let config = write_properties(clusters.dir(), "workers.properties", &text);
@@ -515,7 +562,7 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
     let sampler = {
         let remotes = streams
             .iter()
-            .map(|s| (s.to.clone(), s.remote.to_owned()))
+            .map(|s| (s.to.clone(), s.remote.clone()))
             .collect();
         let sampling = Arc::clone(&sampling);
         std::thread::spawn(move || sample_ends(remotes, sampling))
@@ -548,13 +595,13 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
     let join = (join_began, Instant::now());
     let moved_in_join: Vec<(&str, BTreeSet<u32>)> = streams
         .iter()
-        .map(|s| (s.flow, owned(&w4, s.flow)))
+        .map(|s| (s.flow.as_str(), owned(&w4, &s.flow)))
         .collect();
 
     // 4. One leaves gracefully: its units move at once.
     let moved_in_leave: Vec<(&str, BTreeSet<u32>)> = streams
         .iter()
-        .map(|s| (s.flow, owned(&w3, s.flow)))
+        .map(|s| (s.flow.as_str(), owned(&w3, &s.flow)))
         .collect();
     let leave_began = Instant::now();
     w3.stop();
@@ -585,9 +632,11 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
         let theirs: Vec<(&Stream, Vec<i32>)> = streams
             .iter()
             .map(|s| {
-                let units = owned(&w5, s.flow);
+                let units = owned(&w5, &s.flow);
                 let partitions = (0..PARTITIONS)
-                    .filter(|p| units.contains(&strait_core::scale::unit_index(s.topic, *p, UNITS)))
+                    .filter(|p| {
+                        units.contains(&strait_core::scale::unit_index(&s.topic, *p, UNITS))
+                    })
                     .collect();
                 (s.as_ref(), partitions)
             })
@@ -628,7 +677,7 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
     for s in &streams {
         let again = rdk.consume(
             &s.to,
-            s.remote,
+            &s.remote,
             s.produced() as usize,
             Duration::from_secs(60),
         );
@@ -641,7 +690,7 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
     // fenced owner's later batches were aborted).
     let mut aborted = 0;
     for s in &streams {
-        let copy = runtime.block_on(written(&s.to, s.remote, PARTITIONS));
+        let copy = runtime.block_on(written(&s.to, &s.remote, PARTITIONS));
         aborted += copy.aborted_batches;
         for (p, writers) in &copy.writers {
             let ids: BTreeSet<i64> = writers.iter().map(|(id, _)| *id).collect();
@@ -680,7 +729,7 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
         let mut went = Vec::new();
         for ((remote, p), stall) in samples.longest_stalls(from, to) {
             let s = streams.iter().find(|s| s.remote == remote).unwrap();
-            let unit = strait_core::scale::unit_index(s.topic, p, UNITS);
+            let unit = strait_core::scale::unit_index(&s.topic, p, UNITS);
             let moving = moved.is_some_and(|m| {
                 m.iter()
                     .any(|(flow, units)| *flow == s.flow && units.contains(&unit))
@@ -716,7 +765,7 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
     for s in &streams {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let synced = rdk.committed(&s.to, "billing", s.remote, &[0, 1]);
+            let synced = rdk.committed(&s.to, &billing, &s.remote, &[0, 1]);
             if synced.len() == 2 {
                 note!(
                     start,
@@ -749,12 +798,12 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
         let deadline = Instant::now() + Duration::from_secs(60);
         let places = loop {
             let places: Vec<serde_json::Value> =
-                [&w2, &w4].iter().map(|w| place(w, s.flow)).collect();
+                [&w2, &w4].iter().map(|w| place(w, &s.flow)).collect();
             let generations: BTreeSet<i64> = places
                 .iter()
                 .filter_map(|p| p["generation"].as_i64())
                 .collect();
-            let mut all: Vec<u32> = [&w2, &w4].iter().flat_map(|w| owned(w, s.flow)).collect();
+            let mut all: Vec<u32> = [&w2, &w4].iter().flat_map(|w| owned(w, &s.flow)).collect();
             all.sort_unstable();
             if generations.len() == 1
                 && !generations.contains(&-1)
@@ -796,7 +845,7 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
         }
         // Flow-level series are per unit, so that summing them over the workers counts each
         // unit once.
-        for (w, units) in [(&w2, owned(&w2, s.flow)), (&w4, owned(&w4, s.flow))] {
+        for (w, units) in [(&w2, owned(&w2, &s.flow)), (&w4, owned(&w4, &s.flow))] {
             let metrics = w.metrics();
             for unit in units {
                 let labels = [
@@ -856,10 +905,11 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
     );
 
     // MM2's heartbeats of each pair are written by the worker that leads its flow alone: the
-    // last heartbeats on each target all come from one producer.
+    // last heartbeats of the flow on each target all come from one producer.
     std::thread::sleep(Duration::from_secs(5));
     for s in &streams {
-        let writers = runtime.block_on(last_writers(&s.to, "heartbeats", 6));
+        let aliases = (s.aliases.0.as_str(), s.aliases.1.as_str());
+        let writers = runtime.block_on(last_writers(&s.to, "heartbeats", aliases, 6));
         note!(
             start,
             "{}: the last heartbeats' producers: {writers:?}",
