@@ -58,6 +58,31 @@ struct Args {
     /// The largest number of workers to run together.
     #[arg(long, default_value_t = 3)]
     max_workers: usize,
+    /// How the flow is run: `exactly-once` (`exactly.once.source.support = enabled`, each
+    /// round one transaction), `workers` (strait's default: a group, units without
+    /// transactions), or `one-process` (`strait.workers.enabled = false`: no group; one
+    /// process only, so no join or leave). `workers` against `one-process` at one process is
+    /// the cost of the coordination that makes several processes on one file safe.
+    #[arg(long, value_enum, default_value_t = Mode::ExactlyOnce)]
+    mode: Mode,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Mode {
+    ExactlyOnce,
+    Workers,
+    OneProcess,
+}
+
+impl Mode {
+    /// The lines this mode adds to the file.
+    fn keys(self) -> &'static str {
+        match self {
+            Mode::ExactlyOnce => "exactly.once.source.support = enabled\n",
+            Mode::Workers => "",
+            Mode::OneProcess => "strait.workers.enabled = false\n",
+        }
+    }
 }
 
 /// One `strait run` process and the port of its HTTP API.
@@ -208,19 +233,25 @@ fn main() -> anyhow::Result<()> {
     )?;
     println!(
         "source: {} records of {} B in {} partitions (lz4), loaded in {:.1} s; tasks.max {}, \
-         session timeout {} ms",
+         session timeout {} ms; mode {:?}",
         produced.records,
         args.value_bytes,
         args.partitions,
         produced.seconds,
         args.tasks,
-        args.session_ms
+        args.session_ms,
+        args.mode
     );
     println!(
         "{:>7} {:>9} {:>7} {:>7} {:>13} {:>10} {:>7} {:>8}",
         "workers", "settle s", "copy s", "MB/s", "rec/s/worker", "core-s/GB", "join s", "leave s"
     );
-    for count in 1..=args.max_workers {
+    let max_workers = if args.mode == Mode::OneProcess {
+        1
+    } else {
+        args.max_workers
+    };
+    for count in 1..=max_workers {
         // Aliases of their own per run: a new group, new remote and internal topics.
         let (s, t) = (format!("src{count}"), format!("tgt{count}"));
         let text = format!(
@@ -230,9 +261,11 @@ fn main() -> anyhow::Result<()> {
              heartbeats.topic.replication.factor = 1\nemit.offset-syncs.enabled = false\n\
              emit.checkpoints.enabled = false\nsync.group.offsets.enabled = false\n\
              emit.heartbeats.enabled = false\ntopics = load\n\
-             strait.workers.enabled = true\ntasks.max = {}\n\
+             {}tasks.max = {}\n\
              strait.workers.session.timeout.ms = {}\n",
-            args.tasks, args.session_ms
+            args.mode.keys(),
+            args.tasks,
+            args.session_ms
         );
         let config = clusters.dir().join(format!("workers-{count}.properties"));
         std::fs::write(&config, text)?;
@@ -243,7 +276,11 @@ fn main() -> anyhow::Result<()> {
             workers.push(Worker::start(&args.strait, &config, &log(&i.to_string()))?);
         }
         let all: Vec<&Worker> = workers.iter().collect();
-        let settle = settled(&all, args.tasks, Duration::from_secs(120))?;
+        let settle = if args.mode == Mode::OneProcess {
+            Duration::ZERO
+        } else {
+            settled(&all, args.tasks, Duration::from_secs(120))?
+        };
         let records = produced.records as f64;
         loop {
             let written: f64 = workers
@@ -265,6 +302,20 @@ fn main() -> anyhow::Result<()> {
             .map(|w| w.counter("strait_byte_count_total"))
             .sum();
         let cpu: f64 = workers.iter().map(Worker::cpu_seconds).sum();
+        if args.mode == Mode::OneProcess {
+            println!(
+                "{:>7} {:>9} {:>7.2} {:>7.1} {:>13.0} {:>10.2} {:>7} {:>8}",
+                count,
+                "-",
+                copy,
+                bytes / 1e6 / copy,
+                records / copy / count as f64,
+                cpu / (bytes / 1e9),
+                "-",
+                "-"
+            );
+            break;
+        }
 
         let joining = Worker::start(&args.strait, &config, &log("joins"))?;
         let joined_at = Instant::now();

@@ -88,6 +88,10 @@ pub const REMOTE_TOPICS_DELETED: &str = "strait_remote_topics_deleted_total";
 /// waiting on a cluster stops moving it (alert on `time() - strait_flow_last_round_timestamp_seconds`).
 pub const FLOW_LAST_ROUND: &str = "strait_flow_last_round_timestamp_seconds";
 
+/// 1 while the flow's workers disagree on `tasks.max` or its settings, so that its group hands
+/// out no unit and nothing of the flow is mirrored; else 0; per flow.
+pub const WORKERS_DISAGREE: &str = "strait_workers_disagree";
+
 /// Bucket bounds, in milliseconds, of the `_ms` histograms: from a millisecond to an hour.
 pub const LATENCY_BUCKETS_MS: &[f64] = &[
     1.0,
@@ -224,6 +228,21 @@ pub fn describe() {
         Unit::Seconds,
         "When the flow's last round finished, in seconds since the Unix epoch."
     );
+    describe_gauge!(
+        WORKERS_DISAGREE,
+        Unit::Count,
+        "1 while the flow's workers disagree on tasks.max or its settings, so that no unit is handed out; else 0."
+    );
+}
+
+/// Whether the workers of `flow` disagree ([`WORKERS_DISAGREE`]).
+pub fn workers_disagree(flow: &FlowConfig, disagree: bool) {
+    ::metrics::gauge!(
+        WORKERS_DISAGREE,
+        "source" => flow.source.as_str().to_owned(),
+        "target" => flow.target.as_str().to_owned()
+    )
+    .set(f64::from(u8::from(disagree)));
 }
 
 /// Brings the gauges that move with time alone up to date (lag in seconds); call before

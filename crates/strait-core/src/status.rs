@@ -160,6 +160,10 @@ pub struct WorkerStatus {
     pub owned: Vec<String>,
     /// When the last rebalance ended, in milliseconds since the Unix epoch.
     pub last_rebalance_ms: Option<i64>,
+    /// Why the group's leader handed out no unit in the last rebalance: the workers' configs
+    /// disagree (another `tasks.max`, other settings). `None` when they agree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 /// A flow's consumer groups: checkpoints and group sync.

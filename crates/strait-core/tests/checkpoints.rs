@@ -449,4 +449,95 @@ mod metadata {
             Some(METADATA)
         );
     }
+
+    /// Transactional group sync (a unit of exactly-once workers): the target refuses to
+    /// describe one group (GROUP_AUTHORIZATION_FAILED, as to a principal without DESCRIBE on
+    /// it). That group is skipped as failed, and the groups after it are still synced, each in
+    /// a transaction of its own. Before, the pass ended at the first group that failed, so no
+    /// group after it was ever synced.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_refused_group_does_not_stop_transactional_group_sync() {
+        use kafka_protocol::error::ResponseError;
+        use kafka_protocol::messages::{
+            AddOffsetsToTxnResponse, EndTxnResponse, TxnOffsetCommitResponse,
+        };
+        use strait_core::offsets::checkpoints::CheckpointStore;
+        use strait_core::offsets::group_sync::SkipReason;
+        use strait_kafka::produce::{ProducerConfig, RawProducer};
+
+        let remote = "A.orders";
+        let fake = FakeCluster::start(
+            &[1],
+            script(move |_, req| match (&req.body, req.api) {
+                (Body::DescribeGroups(d), _) => {
+                    let groups = d
+                        .groups
+                        .iter()
+                        .map(|g| {
+                            let denied = g.0.as_str().starts_with("a-");
+                            DescribedGroup::default()
+                                .with_group_id(g.clone())
+                                .with_error_code(if denied {
+                                    ResponseError::GroupAuthorizationFailed.code()
+                                } else {
+                                    0
+                                })
+                                .with_group_state(s(if denied { "" } else { "Empty" }))
+                                .with_protocol_type(s("consumer"))
+                        })
+                        .collect();
+                    req.reply(&DescribeGroupsResponse::default().with_groups(groups))
+                }
+                // Nothing committed on the target yet.
+                (Body::OffsetFetch(_), _) => req.reply(&OffsetFetchResponse::default()),
+                (_, ApiKey::AddOffsetsToTxn) => req.reply(&AddOffsetsToTxnResponse::default()),
+                (_, ApiKey::TxnOffsetCommit) => req.reply(&TxnOffsetCommitResponse::default()),
+                (_, ApiKey::EndTxn) => req.reply(&EndTxnResponse::default()),
+                _ => Action::Default,
+            }),
+        )
+        .await;
+        fake.spec().api_versions.extend([
+            (ApiKey::DescribeGroups, 0, 5),
+            (ApiKey::AddOffsetsToTxn, 0, 3),
+            (ApiKey::TxnOffsetCommit, 0, 3),
+            (ApiKey::EndTxn, 0, 3),
+        ]);
+        fake.set_topic(remote, &[1]);
+        let client = common::client(&fake.addr(1)).await;
+        let producer = RawProducer::new(
+            client.clone(),
+            ProducerConfig {
+                transactional_id: Some("strait-A-B-0-checkpoints".into()),
+                ..ProducerConfig::default()
+            },
+        )
+        .await
+        .expect("transactional producer");
+        let mut store = CheckpointStore::new();
+        for group in ["a-refused", "b-billing", "c-shipping"] {
+            store.update(Checkpoint {
+                group: group.into(),
+                topic: remote.into(),
+                partition: 0,
+                upstream_offset: 10,
+                downstream_offset: 7,
+                metadata: String::new(),
+            });
+        }
+        let summary = GroupSync::new()
+            .sync_once(&client, &store, Some(&producer))
+            .await
+            .expect("the pass goes on past the refused group");
+        assert_eq!(summary.synced_groups, ["b-billing", "c-shipping"]);
+        assert!(
+            summary.skipped.iter().any(|s| s.group == "a-refused"
+                && matches!(&s.reason, SkipReason::Failed { error } if error.contains("GROUP_AUTHORIZATION_FAILED") || error.contains("GroupAuthorizationFailed"))),
+            "{:?}",
+            summary.skipped
+        );
+        // One transaction per synced group.
+        assert_eq!(fake.requests(ApiKey::TxnOffsetCommit).len(), 2);
+        assert_eq!(fake.requests(ApiKey::EndTxn).len(), 2);
+    }
 }

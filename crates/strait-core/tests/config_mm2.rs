@@ -390,34 +390,89 @@ fn strait_keys() {
 }
 
 #[test]
-fn exactly_once_source_runs_the_flow_by_workers() {
-    assert!(with("").flows[0].workers.is_none());
-    let eos = with("exactly.once.source.support = enabled\n");
-    let workers = eos.flows[0].workers.as_ref().expect("workers");
+fn workers_run_every_flow_by_default_and_exactly_once_adds_transactions() {
+    // Any number of `strait run` on one unchanged MM2 file share the flow, as MM2's dedicated
+    // mode shares it in one Connect group: workers are the default, without transactions.
+    let plain = with("");
+    let workers = plain.flows[0].workers.as_ref().expect("workers by default");
     assert_eq!(workers.group_id, "strait-A-B");
-    assert!(with("exactly.once.source.support = Enabled\n").flows[0]
-        .workers
-        .is_some());
-    // MM2's upgrade step and the default leave it to strait.workers.enabled.
-    assert!(with("exactly.once.source.support = preparing\n").flows[0]
-        .workers
-        .is_none());
-    assert!(
-        with("exactly.once.source.support = disabled\nstrait.workers.enabled = true\n").flows[0]
+    assert!(!workers.exactly_once);
+    let eos = |extra: &str| {
+        with(extra).flows[0]
             .workers
-            .is_some()
-    );
-    // Said not to, it does not.
+            .as_ref()
+            .is_some_and(|w| w.exactly_once)
+    };
+    assert!(eos("exactly.once.source.support = enabled\n"));
+    assert!(eos("exactly.once.source.support = Enabled\n"));
+    // MM2's per-cluster form, as Kafka's documentation gives it for a dedicated MM2: a setting
+    // of the Connect workers of flows into B.
+    assert!(eos("B.exactly.once.source.support = enabled\n"));
+    assert!(!eos("A.exactly.once.source.support = enabled\n"));
+    // The flow's own key over the cluster's, the cluster's over the top level.
+    assert!(!eos(
+        "B.exactly.once.source.support = enabled\nA->B.exactly.once.source.support = disabled\n"
+    ));
+    assert!(eos(
+        "exactly.once.source.support = disabled\nB.exactly.once.source.support = enabled\n"
+    ));
+    // MM2's upgrade step and the default write without transactions.
+    assert!(!eos("exactly.once.source.support = preparing\n"));
+    assert!(!eos("exactly.once.source.support = disabled\n"));
+    // Said not to, no workers.
     assert!(
         with("exactly.once.source.support = enabled\nstrait.workers.enabled = false\n").flows[0]
             .workers
             .is_none()
     );
-    assert!(StraitConfig::parse(
-        &format!("{TWO}exactly.once.source.support = sometimes\n"),
-        "mm2.properties"
+    assert!(with("strait.workers.enabled = false\n").flows[0]
+        .workers
+        .is_none());
+    for bad in [
+        "exactly.once.source.support = sometimes\n",
+        "B.exactly.once.source.support = sometimes\n",
+    ] {
+        let err = StraitConfig::parse(&format!("{TWO}{bad}"), "mm2.properties")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("exactly.once.source.support"), "{err}");
+    }
+    // The cluster-level key is used, not ignored.
+    assert!(with("B.exactly.once.source.support = enabled\n")
+        .warnings
+        .is_empty());
+}
+
+#[test]
+fn two_flows_into_one_target_cannot_share_a_workers_group() {
+    let three = "clusters = A, B, C\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n\
+                 C.bootstrap.servers = c:9092\nA->B.enabled = true\nC->B.enabled = true\n";
+    let err = StraitConfig::parse(
+        &format!("{three}strait.workers.group.id = mirror\n"),
+        "mm2.properties",
     )
-    .is_err());
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("mm2.properties"), "{text}");
+    assert!(text.contains("line 7"), "{text}");
+    assert!(text.contains("A->B and C->B"), "{text}");
+    assert!(text.contains("mirror"), "{text}");
+    // Each its own group, or flows into different targets: accepted.
+    let own = StraitConfig::parse(
+        &format!("{three}A->B.strait.workers.group.id = ab\nC->B.strait.workers.group.id = cb\n"),
+        "mm2.properties",
+    )
+    .unwrap();
+    assert_eq!(own.flows.len(), 2);
+    StraitConfig::parse(
+        &format!(
+            "{three}A->C.enabled = true\nC->B.enabled = false\nstrait.workers.group.id = mirror\n"
+        ),
+        "mm2.properties",
+    )
+    .unwrap();
+    // The default names each flow's group after its clusters.
+    StraitConfig::parse(three, "mm2.properties").unwrap();
 }
 
 #[test]

@@ -216,3 +216,65 @@ async fn a_static_worker_is_replaced_by_its_successor_at_once() {
     a.stop.take().unwrap().send(()).unwrap();
     (&mut a.task).await.unwrap();
 }
+
+/// A worker cut off from its group's coordinator (the target broker frozen with SIGSTOP: its
+/// connections stay open and nothing answers, as in a network partition) gives its units up
+/// within its session timeout: its lease lapses by the clock, so nothing it still runs can
+/// write after the group may have handed its units to another worker. Before the lease, it kept
+/// them until a heartbeat request timed out (30 s), and for as long as joins failed after that.
+/// When the coordinator answers again, it joins again and owns the units under a new lease; the
+/// old one stays revoked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_cut_off_from_its_coordinator_gives_its_units_up_within_its_session_timeout() {
+    let clusters = Clusters::start();
+    let bootstrap = clusters.target.bootstrap.as_str();
+    let group = &Names::new().group("strait-workers-cut-off");
+    let w = start(bootstrap, group).await;
+    let (alone, _) = settled(&[&w]).await;
+    assert_eq!(alone[0].len(), 8);
+    let first = w.ownership.borrow().clone();
+    assert!(first.lease.is_valid(), "{first:?}");
+
+    let pid = clusters.target.pid.to_string();
+    let signal = |which: &str| {
+        let status = std::process::Command::new("kill")
+            .args([which, &pid])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    signal("-STOP");
+    let frozen = Instant::now();
+    // The lease was last renewed by an answer to a request sent before the freeze: a session
+    // timeout after it, it has lapsed whatever the machine's load.
+    tokio::time::sleep(SESSION).await;
+    assert!(
+        !first.lease.is_valid(),
+        "lease still valid {:?} after the freeze",
+        frozen.elapsed()
+    );
+    // The worker noticed at the lease's end (a fifth of the session before it); two seconds
+    // of slack for a loaded machine.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let cut_off = w.ownership.borrow().clone();
+    signal("-CONT");
+    assert!(
+        cut_off.units.is_empty(),
+        "still owns {} units {:?} after the coordinator froze",
+        cut_off.units.len(),
+        frozen.elapsed()
+    );
+    assert!(first.lease.is_revoked());
+
+    // Back: it joins again and owns every unit, under a new lease.
+    let (back, took) = settled(&[&w]).await;
+    eprintln!("owned every unit again {took:?} after the coordinator came back");
+    assert_eq!(back[0].len(), 8);
+    let now = w.ownership.borrow().clone();
+    assert!(now.lease.is_valid());
+    assert_ne!(now.lease, first.lease);
+    assert!(!first.lease.is_valid(), "a revoked lease is never renewed");
+    let mut w = w;
+    w.stop.take().unwrap().send(()).unwrap();
+    (&mut w.task).await.unwrap();
+}

@@ -173,6 +173,15 @@ pub enum Error {
     /// The runtime was shut down.
     #[error("client closed")]
     Closed,
+    /// The writer's group lease lapsed ([`crate::lease`]): it has not heard from its group's
+    /// coordinator within its session timeout, so another member may own what it writes. The
+    /// write was not sent; nothing more is written under that lease until the group hands the
+    /// work back. Final for the writer, as fencing is.
+    #[error(
+        "not written: this worker's lease on its units lapsed (no answer from the workers' \
+         group within the session timeout), so another worker may own them now"
+    )]
+    LeaseLapsed,
     /// A caller error (bad argument), not a remote one.
     #[error("invalid request: {0}")]
     Invalid(String),
@@ -200,23 +209,24 @@ impl Error {
             | Error::Unexpected { .. }
             | Error::DuplicateSequence { .. }
             | Error::Closed
+            | Error::LeaseLapsed
             | Error::Tls { .. }
             | Error::Authentication { .. }
             | Error::Invalid(_) => false,
         }
     }
 
-    /// Whether a transactional producer was fenced: another producer initialised its
-    /// transactional id since (PRODUCER_FENCED from the coordinator, INVALID_PRODUCER_EPOCH
-    /// from a partition leader). Nothing it writes lands any more; only a new initialisation
-    /// of the id writes again.
+    /// Whether a writer was fenced: another producer initialised its transactional id since
+    /// (PRODUCER_FENCED from the coordinator, INVALID_PRODUCER_EPOCH from a partition leader),
+    /// or its group lease lapsed ([`Error::LeaseLapsed`]). Nothing it writes lands any more;
+    /// only a new initialisation of the id (a new lease) writes again.
     pub fn is_fenced(&self) -> bool {
         matches!(
             self,
             Error::Broker {
                 code: ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch,
                 ..
-            }
+            } | Error::LeaseLapsed
         )
     }
 

@@ -8,6 +8,7 @@
 //! - [`groups`]: consumer-group offsets for any group: coordinator, list, describe, fetch, commit.
 //! - [`fetch`]: raw multi-partition fetch; batches come back as bytes, never decompressed.
 //! - [`produce`]: a raw idempotent producer that forwards fetched batches unopened.
+//! - [`lease`]: a group member's right to write, which lapses by the clock.
 //!
 //! - [`aws`]: AWS credentials and SigV4, for Amazon MSK's IAM authentication ([`sasl::msk_iam`]).
 //!
@@ -21,6 +22,7 @@ pub mod connection;
 pub mod error;
 pub mod fetch;
 pub mod groups;
+pub mod lease;
 pub mod membership;
 pub mod produce;
 pub mod sasl;

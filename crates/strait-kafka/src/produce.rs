@@ -81,6 +81,11 @@ pub struct ProducerConfig {
     /// `transaction.timeout.ms` (default 60 s): the coordinator aborts a transaction left open
     /// longer than this.
     pub transaction_timeout: Duration,
+    /// A group member's lease ([`crate::lease`]): with one, every request that writes
+    /// (Produce, and a transactional producer's InitProducerId, AddPartitionsToTxn,
+    /// AddOffsetsToTxn, TxnOffsetCommit, EndTxn) is sent only while the lease holds, else it
+    /// fails with [`Error::LeaseLapsed`] unsent.
+    pub lease: Option<crate::lease::Lease>,
 }
 
 impl Default for ProducerConfig {
@@ -92,6 +97,7 @@ impl Default for ProducerConfig {
             max_request_size: 1024 * 1024,
             transactional_id: None,
             transaction_timeout: Duration::from_secs(60),
+            lease: None,
         }
     }
 }
@@ -99,6 +105,13 @@ impl Default for ProducerConfig {
 impl ProducerConfig {
     fn transaction_timeout_ms(&self) -> i32 {
         i32::try_from(self.transaction_timeout.as_millis()).unwrap_or(i32::MAX)
+    }
+
+    /// `Ok` unless a lease is set and has lapsed: called just before each request that writes.
+    pub(crate) fn may_write(&self) -> Result<()> {
+        self.lease
+            .as_ref()
+            .map_or(Ok(()), crate::lease::Lease::check)
     }
 }
 
@@ -188,6 +201,8 @@ impl RawProducer {
             )));
         }
         if let Some(id) = &config.transactional_id {
+            // Initialising the id fences its owner: only under a lease that holds.
+            config.may_write()?;
             let session =
                 transaction::init(&client, id, config.transaction_timeout_ms(), None).await?;
             tracing::info!(
@@ -251,6 +266,7 @@ impl RawProducer {
     /// ([`Error::is_fenced`]) and stays fenced.
     pub async fn bump_epoch(&mut self) -> Result<()> {
         if let Some(id) = &self.config.transactional_id {
+            self.config.may_write()?;
             let timeout = self.config.transaction_timeout_ms();
             let session =
                 transaction::init(&self.client, id, timeout, Some(self.session())).await?;
@@ -372,6 +388,7 @@ impl RawProducer {
         if missing.is_empty() {
             return Ok(());
         }
+        self.config.may_write()?;
         transaction::add_partitions(&self.client, id, self.session(), &missing).await?;
         self.in_transaction
             .lock()
@@ -395,6 +412,7 @@ impl RawProducer {
             .lock()
             .map_err(|_| Error::Closed)?
             .contains(group);
+        self.config.may_write()?;
         if !joined {
             transaction::add_offsets(&self.client, id, self.session(), group).await?;
             self.groups_in_transaction
@@ -436,6 +454,9 @@ impl RawProducer {
                 .is_empty();
         if !open {
             return Ok(());
+        }
+        if commit {
+            self.config.may_write()?;
         }
         transaction::end(&self.client, id, self.session(), commit).await?;
         self.in_transaction
@@ -995,8 +1016,13 @@ impl<'a> Dispatch<'a> {
                 // Dropped (never sent) once that request is submitted, or failed to be.
                 let _ = previous.await;
             }
+            // The lease is looked at last, when the request is about to be written: a process
+            // stopped and resumed past its session timeout sends nothing.
             let queued = match producer.client.connection(leader).await {
-                Ok(conn) => conn.submit_produce(&request).await.map(|s| (conn, s)),
+                Ok(conn) => match producer.config.may_write() {
+                    Ok(()) => conn.submit_produce(&request).await.map(|s| (conn, s)),
+                    Err(e) => Err(e),
+                },
                 Err(e) => Err(e),
             };
             drop(submitted);

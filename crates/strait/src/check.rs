@@ -527,10 +527,10 @@ fn notes(props: &Properties, config: Option<&StraitConfig>, keys: &Keys) -> Vec<
             note(
                 "differs",
                 Some(&k.key),
-                "exactly-once source (`enabled`): the flow is run by workers, as with \
-                 `strait.workers.enabled = true`: every `strait run` with this file joins a group \
-                 on the target cluster, and each unit commits a round's data and offset map in \
-                 one transaction (no Connect cluster)"
+                "exactly-once source (`enabled`): each unit of the flow, run by the workers that \
+                 every `strait run` with this file joins on the target cluster, commits a round's \
+                 data and offset map in one transaction its next owner fences (no Connect \
+                 cluster)"
                     .to_owned(),
             );
         } else if !value.eq_ignore_ascii_case("disabled") && !workers {
@@ -538,9 +538,9 @@ fn notes(props: &Properties, config: Option<&StraitConfig>, keys: &Keys) -> Vec<
                 "loses",
                 Some(&k.key),
                 format!(
-                    "exactly-once source (`{value}`): no flow is run by workers (`enabled` turns \
-                     them on unless `strait.workers.enabled = false`), so one run mirrors at \
-                     least once, with an exact offset map"
+                    "exactly-once source (`{value}`): it needs the workers, which \
+                     `strait.workers.enabled = false` turns off, so one run mirrors at least \
+                     once, with an exact offset map"
                 ),
             );
         }
@@ -551,8 +551,8 @@ fn notes(props: &Properties, config: Option<&StraitConfig>, keys: &Keys) -> Vec<
                 "differs",
                 Some(&k.key),
                 "no Connect tasks: `tasks.max` counts only when workers run the flow \
-                 (`strait.workers.enabled`), as its units of work; one `strait run` without them \
-                 mirrors every partition itself"
+                 (`strait.workers.enabled`, on unless set to false), as its units of work; one \
+                 `strait run` without them mirrors every partition itself"
                     .to_owned(),
             );
         }

@@ -138,27 +138,31 @@ pub(crate) async fn start(
     let mut flows = Vec::new();
     let mut api = Vec::new();
     let mut acl_tasks = Vec::new();
-    // A one-shot copy writes without the workers' group and transactions: beside running
-    // workers it would be a second, unfenced writer of their partitions and map.
-    let run_by_workers: Vec<String> = config
+    // A one-shot copy writes without the workers' group: beside running workers it would be a
+    // second, unfenced writer of their partitions and map.
+    let exactly_once: Vec<String> = config
         .flows
         .iter()
-        .filter(|f| f.workers.is_some())
+        .filter(|f| f.workers.as_ref().is_some_and(|w| w.exactly_once))
         .map(FlowConfig::name)
         .collect();
     anyhow::ensure!(
-        run_by_workers.is_empty(),
-        "{}: {} run by workers (strait.workers.enabled = true), which a one-shot copy \
-         (`strait run --until-caught-up`, `strait mirror`) does not join: it would write beside \
-         them unfenced. Run `strait run` (it joins the workers), or copy with a file without \
-         strait.workers.enabled while no worker runs",
+        exactly_once.is_empty(),
+        "{}: {} exactly-once (exactly.once.source.support = enabled): each unit commits in \
+         transactions under its workers' fencing, which a one-shot copy (`strait run \
+         --until-caught-up`, `strait mirror`) does not join. Run `strait run` (it joins the \
+         workers), or copy with a file without exactly.once.source.support while no worker runs",
         path.display(),
-        run_by_workers.join(", ")
+        exactly_once.join(", ")
     );
     for flow in &config.flows {
-        let (started, live, acls) = connect_flow(&config, flow, None, std::time::Duration::MAX)
-            .await
-            .map_err(StartError::into_inner)?;
+        refuse_beside_live_workers(&config, flow, path).await?;
+    }
+    for flow in &config.flows {
+        let (started, live, acls) =
+            connect_flow(&config, flow, None, None, std::time::Duration::MAX)
+                .await
+                .map_err(StartError::into_inner)?;
         api.extend(live);
         acl_tasks.extend(acls);
         flows.push(started);
@@ -187,6 +191,51 @@ pub(crate) async fn start(
     Ok(Mirroring { flows, stop, http })
 }
 
+/// A one-shot copy of `flow` refuses to run while `strait run` processes of the same flow are
+/// members of its workers' group on the target: they own its partitions, and the copy would
+/// write them a second time.
+async fn refuse_beside_live_workers(
+    config: &StraitConfig,
+    flow: &FlowConfig,
+    path: &Path,
+) -> anyhow::Result<()> {
+    let Some(workers) = &flow.workers else {
+        return Ok(());
+    };
+    let target = Client::connect(
+        config
+            .client_config(flow, Side::Target, Role::Producer)
+            .with_context(|| format!("flow {}", flow.name()))?,
+    )
+    .await
+    .with_context(|| format!("flow {}: cannot reach target {}", flow.name(), flow.target))?;
+    let group = target
+        .describe_group(&workers.group_id)
+        .await
+        .with_context(|| {
+            format!(
+                "flow {}: cannot tell whether `strait run` processes of this flow are running \
+                 (describing the workers' group {} on {})",
+                flow.name(),
+                workers.group_id,
+                flow.target
+            )
+        })?;
+    anyhow::ensure!(
+        !group.is_active(),
+        "{}: flow {} is being mirrored by {} `strait run` process(es) with this file (the \
+         workers' group {} on {} is {}): a one-shot copy beside them would write its partitions \
+         a second time. Stop them first, or let them mirror",
+        path.display(),
+        flow.name(),
+        group.members.len().max(1),
+        workers.group_id,
+        flow.target,
+        group.state
+    );
+    Ok(())
+}
+
 /// Why a flow did not start.
 #[derive(Debug)]
 pub(crate) enum StartError {
@@ -209,9 +258,10 @@ impl StartError {
 /// topic ACL sync when enabled. A cluster where no broker answers within `patience` (at most
 /// `default.api.timeout.ms`, 60 s) is a [`StartError::Cluster`] with the last error.
 ///
-/// With `unit`, only that unit of a flow run by workers (`strait.workers.enabled`) is started:
-/// its partitions, through a transactional producer whose id is the workers' group id and the
-/// unit's index, which fences the unit's earlier owner. The work beside the flow (checkpoints,
+/// With `unit`, only that unit of a flow run by workers is started: its partitions, written
+/// under the worker's `lease` (`strait_kafka::lease`), and with exactly-once through a
+/// transactional producer whose id is the workers' group id and the unit's index, which fences
+/// the unit's earlier owner. The work beside the flow (checkpoints,
 /// group sync, ACL sync, the HTTP API's map) belongs to unit 0 alone, and reads the map as all
 /// units write it, read again every checkpoint interval. `None` from the API part: this unit
 /// does not serve it.
@@ -219,6 +269,7 @@ pub(crate) async fn connect_flow(
     config: &StraitConfig,
     flow: &FlowConfig,
     unit: Option<u32>,
+    lease: Option<strait_kafka::lease::Lease>,
     patience: std::time::Duration,
 ) -> Result<
     (
@@ -250,8 +301,11 @@ pub(crate) async fn connect_flow(
             index,
             units: flow.tasks_max,
         });
-        options.producer.transactional_id = Some(format!("{}-{index}", workers.group_id));
+        if workers.exactly_once {
+            options.producer.transactional_id = Some(format!("{}-{index}", workers.group_id));
+        }
     }
+    options.producer.lease = lease;
     let beside = unit.is_none_or(|index| index == 0);
     let source = Client::connect_within(source_config, patience)
         .await

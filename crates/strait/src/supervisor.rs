@@ -15,7 +15,7 @@
 //! - **SIGTERM or Ctrl-C**: every flow finishes its round (in-flight writes are acknowledged),
 //!   writes its map and offset syncs, and the process exits 0.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,9 +27,10 @@ use strait_core::config::{ClusterConfig, FlowConfig, HeartbeatEmitter, Role, Sid
 use strait_core::flow::FlowError;
 use strait_core::heartbeats::HeartbeatTask;
 use strait_core::internal::map_store::MapStore;
-use strait_core::scale::{Unit, UnitFilter, Worker, PROTOCOL_TYPE};
+use strait_core::scale::{Agreement, Unit, UnitFilter, Worker, PROTOCOL_TYPE};
 use strait_core::status::{self, FlowState, WorkerStatus};
 use strait_kafka::backoff::Backoff;
+use strait_kafka::lease::Lease;
 use strait_kafka::membership::MembershipConfig;
 use strait_kafka::Client;
 use strait_wire::offset_map::OffsetMap;
@@ -585,7 +586,13 @@ async fn keep_running_as_worker(
         client.clone(),
         Arc::clone(&api),
     ));
-    let mut worker = Worker::new(client, membership, units);
+    let (running_units, running_rx) = watch::channel(BTreeSet::new());
+    let mut worker = Worker::new(client, membership, units)
+        .with_agreement(Agreement {
+            units: flow.tasks_max.max(1),
+            fingerprint: flow.workers_fingerprint(),
+        })
+        .with_running(running_rx);
     let mut ownership = worker.ownership();
     let member = tokio::spawn({
         let leave = leave.clone();
@@ -599,12 +606,24 @@ async fn keep_running_as_worker(
     tracing::info!(flow = %name, group = %workers.group_id, units = flow.tasks_max, "joining the workers' group");
     let mut running: BTreeMap<u32, (watch::Sender<Desired>, tokio::task::JoinHandle<()>)> =
         BTreeMap::new();
+    // Tells the worker which units still run here, so that a unit handed away is released to
+    // its next owner only once it has stopped.
+    let tell_running =
+        |running: &BTreeMap<u32, (watch::Sender<Desired>, tokio::task::JoinHandle<()>)>| {
+            let now: BTreeSet<Unit> = running
+                .keys()
+                .map(|i| Unit::new(name.as_str(), *i))
+                .collect();
+            running_units.send_if_modified(|was| std::mem::replace(was, now.clone()) != now);
+        };
     let mut wanted = desired.clone();
     let mut shown_generation = i32::MIN;
     loop {
         // A unit whose run ended (fenced by a newer owner) starts again if handed back.
         running.retain(|_, (_, task)| !task.is_finished());
+        tell_running(&running);
         let now_owned = ownership.borrow_and_update().clone();
+        strait_core::metrics::workers_disagree(&flow, now_owned.refused.is_some());
         if now_owned.generation != shown_generation {
             shown_generation = now_owned.generation;
             tracing::info!(flow = %name, generation = now_owned.generation,
@@ -622,6 +641,7 @@ async fn keep_running_as_worker(
                     units: flow.tasks_max,
                     owned: now_owned.units.iter().map(Unit::to_string).collect(),
                     last_rebalance_ms: (now_owned.generation >= 0).then(unix_now_ms),
+                    refused: now_owned.refused.clone(),
                 },
             );
         }
@@ -649,9 +669,10 @@ async fn keep_running_as_worker(
                         units: flow.tasks_max,
                     },
                 );
-                tracing::info!(flow = %name, unit = index, "unit handed to another worker: stopped here");
+                tracing::info!(flow = %name, unit = index, "unit handed away: stopped here");
             }
         }
+        tell_running(&running);
         for (_, (unit_desired, _)) in running.iter() {
             unit_desired.send_if_modified(|d| std::mem::replace(d, now) != now);
         }
@@ -661,16 +682,25 @@ async fn keep_running_as_worker(
             }
             tracing::info!(flow = %name, unit = index, "unit handed to this worker: starting");
             let (tx, rx) = watch::channel(now);
-            let task = tokio::spawn(keep_running(
+            let run = keep_running(
                 Arc::clone(&config),
                 flow.clone(),
-                Some(index),
+                Some((index, now_owned.lease.clone())),
                 rx,
                 stop.clone(),
                 Arc::clone(&api),
-            ));
+            );
+            let start_after = now_owned.start_after;
+            let task = tokio::spawn(async move {
+                // A static worker that took another process's place waits out its lease.
+                if let Some(at) = start_after {
+                    tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
+                }
+                run.await;
+            });
             running.insert(index, (tx, task));
         }
+        tell_running(&running);
         tokio::select! {
             changed = ownership.changed() => if changed.is_err() { break },
             changed = wanted.changed() => if changed.is_err() { break },
@@ -742,12 +772,16 @@ async fn serve_api_as_worker(
 async fn keep_running(
     config: Arc<StraitConfig>,
     flow: FlowConfig,
-    unit: Option<u32>,
+    unit: Option<(u32, Lease)>,
     mut desired: watch::Receiver<Desired>,
     stop: Stop,
     api: Arc<Api>,
 ) {
     let name = flow.name();
+    let (unit, lease) = match unit {
+        Some((index, lease)) => (Some(index), Some(lease)),
+        None => (None, None),
+    };
     let mut backoff = Backoff::new(RESTART_FIRST, RESTART_MAX);
     // Wakes when the process stops or the operator wants anything but `Run`.
     let not_running = |desired: &watch::Receiver<Desired>| {
@@ -755,6 +789,11 @@ async fn keep_running(
     };
     loop {
         if stop.clone().now_or_never().is_some() {
+            return;
+        }
+        // A unit whose worker lost its place writes nothing more under that lease: the
+        // worker starts it again under a new one if the group hands it back.
+        if lease.as_ref().is_some_and(Lease::is_revoked) {
             return;
         }
         let now = *desired.borrow_and_update();
@@ -772,7 +811,7 @@ async fn keep_running(
         status::set_flow_state(&flow, FlowState::Starting, None, None);
         let interrupt = not_running(&desired);
         let connected = tokio::select! {
-            connected = crate::run::connect_flow(&config, &flow, unit, FIRST_ANSWER) => connected,
+            connected = crate::run::connect_flow(&config, &flow, unit, lease.clone(), FIRST_ANSWER) => connected,
             () = interrupt.clone() => continue,
         };
         let (started, live, acls) = match connected {
@@ -817,10 +856,18 @@ async fn keep_running(
             backoff = Backoff::new(RESTART_FIRST, RESTART_MAX);
         }
         if let Err(e) = outcome.result {
+            // Fenced by a newer owner, or its worker's lease lapsed (every write refused).
             let fenced = e.chain().any(|c| {
                 c.downcast_ref::<FlowError>()
                     .is_some_and(FlowError::is_fenced)
-            });
+                    || c.downcast_ref::<strait_kafka::Error>()
+                        .is_some_and(strait_kafka::Error::is_fenced)
+            }) || lease.as_ref().is_some_and(|l| !l.is_valid());
+            if lease.as_ref().is_some_and(Lease::is_revoked) {
+                tracing::warn!(flow = %name, unit = unit.unwrap_or_default(), error = %format!("{e:#}"),
+                    "unit stopped: its worker lost its place in the group, so it writes nothing more here");
+                return;
+            }
             let wait = if fenced {
                 // Another owner initialised the unit's transactional id: this worker was
                 // removed from the group (it learns so from its next heartbeat, and then stops

@@ -217,7 +217,10 @@ fn strimzi_generated_file() {
             "my-cluster-source->my-cluster-target.value.converter",
         ],
     );
-    has_note(&r, "differs", "no Connect tasks");
+    // Workers run the flow by default, so its `tasks.max` is the count of its units.
+    assert!(!notes(&r)
+        .iter()
+        .any(|(_, t)| t.contains("counts only when workers run the flow")));
 }
 
 #[test]
@@ -475,7 +478,7 @@ fn two_way_flows() {
 }
 
 #[test]
-fn tasks_max_counts_only_with_workers() {
+fn tasks_max_counts_as_the_workers_units() {
     let r = json("tasks-max.properties", 0);
     assert_in(&r, "used", &["tasks.max", "A->B.tasks.max"]);
     assert_in(
@@ -487,11 +490,10 @@ fn tasks_max_counts_only_with_workers() {
         .as_str()
         .unwrap()
         .contains("no Connect tasks"));
-    has_note(
-        &r,
-        "differs",
-        "`tasks.max` counts only when workers run the flow",
-    );
+    // Workers are on by default: `tasks.max` is the flow's units, as MM2's tasks.
+    assert!(!notes(&r)
+        .iter()
+        .any(|(_, t)| t.contains("counts only when workers run the flow")));
 }
 
 #[test]
@@ -499,12 +501,12 @@ fn exactly_once_runs_the_flow_by_workers() {
     let r = json("exactly-once.properties", 0);
     assert_in(&r, "used", &["exactly.once.source.support"]);
     assert_in(&r, "used", &["A.consumer.isolation.level"]);
-    // A cluster-level copy is passed only to Connect workers by MM2.
-    assert_in(&r, "ignored", &["B.exactly.once.source.support"]);
+    // The cluster-level form, MM2's Connect worker setting for flows into B, is read too.
+    assert_in(&r, "used", &["B.exactly.once.source.support"]);
     has_note(
         &r,
         "differs",
-        "exactly-once source (`enabled`): the flow is run by workers",
+        "exactly-once source (`enabled`): each unit of the flow, run by the workers",
     );
     // The consumer's isolation level is set: no note about committed reads.
     assert!(!notes(&r)

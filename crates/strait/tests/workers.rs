@@ -522,7 +522,7 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
              {b}->{a}.topics = {orders}\n\
              groups = {groups}\n\
              heartbeats.replication.enabled = false\n\
-             strait.workers.enabled = true\n\
+             exactly.once.source.support = enabled\n\
              tasks.max = {UNITS}\n\
              strait.workers.session.timeout.ms = 6000\n\
              emit.checkpoints.interval.seconds = 1\n\
@@ -923,16 +923,17 @@ fn workers_share_two_flows_and_every_record_lands_exactly_once() {
     }
 }
 
-/// A one-shot copy does not join the workers: for a flow run by workers it refuses to start,
-/// naming the flow, before it writes anything (no cluster is needed to be told so).
+/// A one-shot copy does not join the workers: for an exactly-once flow, whose units commit in
+/// transactions under their fencing, it refuses to start, naming the flow, before it writes
+/// anything (no cluster is needed to be told so).
 #[test]
-fn a_one_shot_copy_refuses_a_flow_run_by_workers() {
+fn a_one_shot_copy_refuses_an_exactly_once_flow() {
     let dir = std::env::temp_dir().join(format!("strait-workers-copy-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let text = flow_properties(
         ("a", "127.0.0.1:1"),
         ("b", "127.0.0.1:1"),
-        "strait.workers.enabled = true",
+        "exactly.once.source.support = enabled",
     );
     let config = write_properties(&dir, "workers.properties", &text);
     for args in [
@@ -949,10 +950,329 @@ fn a_one_shot_copy_refuses_a_flow_run_by_workers() {
         assert!(!done.ok(), "{}", done.both());
         assert!(
             done.stderr
-                .contains("a->b run by workers (strait.workers.enabled = true)"),
+                .contains("a->b exactly-once (exactly.once.source.support = enabled)"),
             "{}",
             done.both()
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Ids `first..first + n` as records to `partitions` partitions (id `i` to `i % partitions`).
+fn records(first: u64, n: u64, partitions: i32) -> Vec<TestRecord> {
+    (first..first + n)
+        .map(|id| {
+            let value = format!("id={id:08};{}", "y".repeat(40));
+            TestRecord::new(
+                (id % partitions as u64) as i32,
+                Some(format!("k{id}").as_bytes()),
+                Some(value.as_bytes()),
+            )
+        })
+        .collect()
+}
+
+/// The sum of `topic`'s read_committed end offsets on `bootstrap` (-1 while it cannot be read).
+fn committed_end(bootstrap: &str, topic: &str, partitions: i32) -> i64 {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let Ok(client) = Client::connect(ClientConfig::new([bootstrap])).await else {
+            return -1;
+        };
+        let mut sum = 0;
+        for p in 0..partitions {
+            let tp = TopicPartition::new(topic, p);
+            match client
+                .list_offset(&tp, OffsetSpec::Latest, IsolationLevel::ReadCommitted)
+                .await
+            {
+                Ok(o) => sum += o.offset,
+                Err(_) => return -1,
+            }
+        }
+        sum
+    })
+}
+
+/// Waits until `topic` holds at least `want` records (read_committed end offsets), then until
+/// its end stands still for five seconds, so that a late second writer would show; the end.
+fn caught_up(bootstrap: &str, topic: &str, partitions: i32, want: i64, secs: u64) -> i64 {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let mut last = (-1, Instant::now());
+    loop {
+        let end = committed_end(bootstrap, topic, partitions);
+        if end != last.0 {
+            last = (end, Instant::now());
+        } else if end >= want && last.1.elapsed() >= Duration::from_secs(5) {
+            return end;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{topic} holds {end} records of {want} after {secs} s"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Reads `topic` read_committed with librdkafka: (lost, duplicated) among ids `0..produced`.
+fn lost_and_duplicated(
+    rdk: &Rdk,
+    bootstrap: &str,
+    topic: &str,
+    end: i64,
+    produced: u64,
+) -> (usize, usize) {
+    let copies = rdk.consume(bootstrap, topic, end as usize, Duration::from_secs(120));
+    let mut seen = HashSet::new();
+    let duplicated = copies.iter().filter(|c| !seen.insert(id_of(c))).count();
+    let lost = (0..produced).filter(|id| !seen.contains(id)).count();
+    (lost, duplicated)
+}
+
+/// Issue 33, tried as an operator who swaps MM2's binary for strait's would: three `strait run`
+/// processes on one unchanged MM2 file (`tasks.max = 4`, no key of strait's own), a steady
+/// producer of 60,000 records into 8 partitions, one process killed with SIGKILL at a quarter,
+/// another stopped with SIGSTOP for 20 s (twice its 10 s session timeout) at half. Every record
+/// reaches the target once, read by a read_committed librdkafka consumer; and a one-shot copy
+/// of the same file refuses to run while the processes mirror the flow. Before workers were the
+/// default, each process mirrored every partition: 75,000 duplicates of 60,000.
+#[test]
+fn three_processes_on_one_unchanged_mm2_file_write_every_record_once() {
+    const PARTITIONS: i32 = 8;
+    const PRODUCED: u64 = 60_000;
+    const PER_CALL: u64 = 1_000;
+    let start = Instant::now();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let (a, b) = (names.alias("source"), names.alias("target"));
+    let topic = names.topic("events");
+    let remote = format!("{a}.{topic}");
+    let (src, dst) = (
+        clusters.source.bootstrap.clone(),
+        clusters.target.bootstrap.clone(),
+    );
+    let rdk = Rdk::new();
+    rdk.create_topic(&src, &topic, PARTITIONS);
+    // MM2 keys only; the topic and group filters keep the test to its own names on the shared
+    // clusters, and the heartbeats topic (not named after the test) is not mirrored.
+    let text = flow_properties(
+        (&a, &src),
+        (&b, &dst),
+        &format!(
+            "topics = {topic}\n\
+             groups = {groups}\n\
+             heartbeats.replication.enabled = false\n\
+             tasks.max = 4",
+            groups = names.pattern()
+        ),
+    );
+    assert!(!text.contains("strait."), "{text}");
+    let config = write_properties(clusters.dir(), "mm2.properties", &text);
+    let log = |name: &str| clusters.dir().join(format!("{name}.log"));
+    let w1 = Strait::run(&config, log("p1"));
+    let w2 = Strait::run(&config, log("p2"));
+    let w3 = Strait::run(&config, log("p3"));
+    for w in [&w1, &w2, &w3] {
+        assert!(logged_times(w, "rebalance done", 1, 60), "{}", w.log_text());
+    }
+    note!(start, "three processes joined the flow's group");
+
+    let calls = PRODUCED / PER_CALL;
+    let mut w2 = Some(w2);
+    let mut resume = None;
+    for call in 0..calls {
+        let acks = rdk.produce(
+            &src,
+            &topic,
+            &records(call * PER_CALL, PER_CALL, PARTITIONS),
+            "lz4",
+        );
+        assert_eq!(acks.len() as u64, PER_CALL);
+        if call == calls / 4 {
+            w1.signal("KILL");
+            note!(
+                start,
+                "p1 killed with SIGKILL after {} records",
+                (call + 1) * PER_CALL
+            );
+        }
+        if call == calls / 2 {
+            let stopped = w2.take().unwrap();
+            stopped.signal("STOP");
+            note!(
+                start,
+                "p2 stopped with SIGSTOP after {} records",
+                (call + 1) * PER_CALL
+            );
+            resume = Some(std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_secs(20));
+                stopped.signal("CONT");
+                stopped
+            }));
+        }
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    note!(start, "{PRODUCED} records produced");
+    let w2 = resume.unwrap().join().unwrap();
+    note!(start, "p2 continued with SIGCONT");
+
+    // A one-shot copy would be a writer beside them: refused, saying why.
+    let copy = run_to_end(
+        clusters.dir(),
+        &run_until_caught_up(config.to_str().unwrap()),
+        &[],
+    );
+    assert!(!copy.ok(), "{}", copy.both());
+    assert!(
+        copy.stderr.contains("is being mirrored by"),
+        "{}",
+        copy.both()
+    );
+
+    let end = caught_up(&dst, &remote, PARTITIONS, PRODUCED as i64, 180);
+    note!(start, "the target holds {end} records");
+    let stopped_log = w2.log_text();
+    w2.stop();
+    w3.stop();
+    let (lost, duplicated) = lost_and_duplicated(&rdk, &dst, &remote, end, PRODUCED);
+    note!(
+        start,
+        "{PRODUCED} produced: {lost} lost, {duplicated} duplicated"
+    );
+    assert_eq!((lost, duplicated), (0, 0));
+    assert_eq!(end, PRODUCED as i64, "records on the target");
+    // The stopped process learnt it had lost its place and gave its units up.
+    assert!(
+        stopped_log.contains("this worker gives up its units"),
+        "{stopped_log}"
+    );
+}
+
+/// Issue 33, a `tasks.max` change rolling through the workers: one process with `tasks.max = 4`
+/// and one with 6 on one flow. While they disagree, the group hands out no unit (and says why
+/// in `/v1/status`); once the second runs the first's settings, every record reaches the target
+/// once and the offset map loads (`strait map`). Before, each filtered partitions with its own
+/// count under the leader's unit names: two writers of the same partitions.
+#[test]
+fn workers_with_different_tasks_max_agree_before_anything_runs() {
+    const PARTITIONS: i32 = 8;
+    const PRODUCED: u64 = 16_000;
+    let start = Instant::now();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let (a, b) = (names.alias("source"), names.alias("target"));
+    let topic = names.topic("rolling");
+    let remote = format!("{a}.{topic}");
+    let (src, dst) = (
+        clusters.source.bootstrap.clone(),
+        clusters.target.bootstrap.clone(),
+    );
+    let rdk = Rdk::new();
+    rdk.create_topic(&src, &topic, PARTITIONS);
+    let file = |tasks: u32| {
+        let text = flow_properties(
+            (&a, &src),
+            (&b, &dst),
+            &format!(
+                "topics = {topic}\n\
+                 groups = {groups}\n\
+                 heartbeats.replication.enabled = false\n\
+                 tasks.max = {tasks}",
+                groups = names.pattern()
+            ),
+        );
+        write_properties(clusters.dir(), &format!("tasks-{tasks}.properties"), &text)
+    };
+    let (four, six) = (file(4), file(6));
+    let log = |name: &str| clusters.dir().join(format!("{name}.log"));
+    let p4 = Strait::run(&four, log("p4"));
+    assert!(
+        logged_times(&p4, "unit handed to this worker", 4, 60),
+        "{}",
+        p4.log_text()
+    );
+    let p6 = Strait::run(&six, log("p6"));
+    let flow = format!("{a}->{b}");
+    // They disagree: nothing is handed out, and both say why.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        // (`/v1/status` of a process still starting does not answer yet.)
+        let status = |w: &Strait| w.get_json("/v1/status").map(|(_, s)| s).unwrap_or_default();
+        let worker = |w: &Strait| {
+            status(w)["flows"]
+                .as_array()
+                .and_then(|flows| flows.iter().find(|f| f["flow"] == flow.as_str()).cloned())
+                .unwrap_or_default()["worker"]
+                .clone()
+        };
+        let places: Vec<serde_json::Value> = [&p4, &p6].iter().map(|w| worker(w)).collect();
+        let refused: Vec<serde_json::Value> = places.iter().map(|p| p["refused"].clone()).collect();
+        let owned: usize = places
+            .iter()
+            .map(|p| p["owned"].as_array().map_or(0, Vec::len))
+            .sum();
+        if refused
+            .iter()
+            .all(|r| r.as_str().is_some_and(|r| r.contains("tasks.max = ")))
+            && owned == 0
+        {
+            note!(
+                start,
+                "the workers disagree and run nothing: {}",
+                refused[0]
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no refusal: {refused:?}, {owned} units owned"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // p4's units stop after their round in flight.
+    assert!(
+        logged_times(&p4, "unit handed away: stopped here", 4, 60),
+        "{}",
+        p4.log_text()
+    );
+    let metrics = p4.metrics();
+    assert_eq!(
+        metrics.get(
+            "strait_workers_disagree",
+            &[("source", a.as_str()), ("target", b.as_str())]
+        ),
+        Some(1.0)
+    );
+    for call in 0..PRODUCED / 2_000 {
+        rdk.produce(
+            &src,
+            &topic,
+            &records(call * 2_000, 2_000, PARTITIONS),
+            "lz4",
+        );
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        committed_end(&dst, &remote, PARTITIONS).max(0),
+        0,
+        "mirrored while they disagree"
+    );
+
+    // The rolling change reaches the second process: it restarts with tasks.max = 4.
+    p6.stop();
+    let p6 = Strait::run(&four, log("p6-again"));
+    let end = caught_up(&dst, &remote, PARTITIONS, PRODUCED as i64, 120);
+    note!(start, "agreed: the target holds {end} records");
+    p4.stop();
+    p6.stop();
+    let (lost, duplicated) = lost_and_duplicated(&rdk, &dst, &remote, end, PRODUCED);
+    assert_eq!((lost, duplicated), (0, 0));
+    assert_eq!(end, PRODUCED as i64);
+    // The offset map loads: no two writers left overlapping segments.
+    let map = run_to_end(
+        clusters.dir(),
+        &["map", "--config", four.to_str().unwrap()],
+        &[],
+    );
+    assert!(map.ok(), "{}", map.both());
 }

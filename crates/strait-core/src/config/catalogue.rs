@@ -670,15 +670,17 @@ pub static KEYS: &[KeyDef] = &[
         STRAIT_WORKERS_ENABLED,
         Section::Strait,
         BOOL,
-        "false",
-        "Run the flow as a member of a group of workers on its target cluster: every `strait \
-         run` with this config joins the group (`strait.workers.group.id`), the group's leader \
-         hands out the flow's `tasks.max` units, and each unit writes through a transactional \
-         producer of its own (`transactional.id` `<group id>-<unit>`) whose next owner fences \
-         it. Each round's data and offset-map records commit in one transaction, so a \
-         `read_committed` consumer on the target reads every record once. Off, one `strait \
-         run` mirrors every partition of the flow at least once, and a second one with the \
-         same file would mirror them again. See `design.md` §7.",
+        "true",
+        "Run the flow as a member of a group of workers on its target cluster, as MM2's \
+         dedicated mode runs it as a Connect group: every `strait run` with this config joins \
+         the group (`strait.workers.group.id`), the group's leader hands out the flow's \
+         `tasks.max` units, and a unit moves only once its last owner has stopped it; a worker \
+         writes only while the group still has it (a lease that lapses with its session \
+         timeout), so any number of processes on one file never write a record twice. With \
+         `exactly.once.source.support = enabled` each unit also commits its rounds in \
+         transactions that its next owner fences. One process needs nothing more. `false`: \
+         one `strait run` mirrors every partition without a group, and a second one with the \
+         same file would mirror them again. See `scaling.md`.",
     ),
     used(
         STRAIT_WORKERS_GROUP_ID,
@@ -720,26 +722,29 @@ pub static KEYS: &[KeyDef] = &[
             text: "`enabled`, `preparing` or `disabled`",
         },
         "disabled",
-        "MM2's exactly-once source (KIP-618). `enabled` runs the flow by workers, as \
-         `strait.workers.enabled = true` does (unless that key is set to false): every \
-         `strait run` with the file joins a group on the target, and each unit commits a \
-         round's data and offset-map records in one transaction, so a `read_committed` consumer \
-         reads every record once. `preparing` (a step of MM2's rolling upgrade) and `disabled` \
-         leave it to `strait.workers.enabled`: without workers one run mirrors at least once, \
-         with an exact offset map; with them, a flow commits in transactions whatever this \
-         key says.",
+        "MM2's exactly-once source (KIP-618), read for the flow (`S->T.`), else for its target \
+         cluster (`T.exactly.once.source.support`, the form Kafka's documentation gives for \
+         MM2's dedicated mode), else at top level. `enabled`: each unit of the flow commits a \
+         round's data and offset-map records in one transaction through a transactional id its \
+         next owner fences, so a `read_committed` consumer reads every record once whatever \
+         crashes; it needs the workers (`strait.workers.enabled`, on by default). `preparing` \
+         (a step of MM2's rolling upgrade) and `disabled`: the units write without \
+         transactions, as one process does (no transaction markers on the target), still \
+         never two writers of one partition at a time.",
     ),
     used(
         "tasks.max",
         RemoteTopics,
         Value::Whole { min: 1 },
         "1",
-        "The flow's units of work when it is run by workers (`strait.workers.enabled`): a unit \
+        "The flow's units of work, shared by its workers (`strait.workers.enabled`): a unit \
          is a share of the flow's partitions (partition `p` of topic `t` in unit `(crc32c(t) + \
          p) mod tasks.max`), what moves between workers and what is fenced. With more units \
-         than workers the load spreads evenly, each unit costing a producer, a transactional \
-         id and a commit per round; a few units per worker is a good value. No effect \
-         without workers.",
+         than workers the load spreads evenly, each unit costing a producer (and with \
+         exactly-once a transactional id and a commit per round); a few units per worker is a \
+         good value. Every worker of a flow must have the same value: while they differ (a \
+         changed config rolling through them), no unit runs anywhere. No effect without \
+         workers.",
     ),
     // Client keys strait's client acts on.
     client(

@@ -178,6 +178,19 @@ pub enum ConfigErrorReason {
     /// Never quotes a secret.
     #[error("{0}")]
     Security(String),
+    /// Two flows into one target cluster set one workers' group id.
+    #[error(
+        "flows {flows} both use the workers' group {group} on their target cluster: their units \
+         would share its members and transactional ids and fence each other. Give each flow a \
+         group of its own (`<source>-><target>.strait.workers.group.id`), or leave the key unset \
+         (default `strait-<source>-<target>`)"
+    )]
+    SharedWorkersGroup {
+        /// The group id.
+        group: String,
+        /// The two flows.
+        flows: String,
+    },
     /// A `strait.` key strait does not know.
     #[error("unknown strait key; strait's own keys are: {known}")]
     UnknownStraitKey {

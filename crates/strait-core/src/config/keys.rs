@@ -213,7 +213,9 @@ fn classify_flow_suffix(rest: &str) -> Option<WarningKind> {
 }
 
 fn classify_cluster_suffix(rest: &str) -> Option<WarningKind> {
-    if rest == "bootstrap.servers" {
+    // `T.exactly.once.source.support`: MM2's Connect worker setting for flows into `T`, which
+    // strait reads for those flows (`pair.rs`).
+    if rest == "bootstrap.servers" || rest == "exactly.once.source.support" {
         return None;
     }
     if is_connection_key(rest) {

@@ -166,7 +166,8 @@ pub struct FlowConfig {
     /// `tasks.max` (default 1): the flow's units of work when workers run it.
     pub tasks_max: u32,
     /// `strait.workers.*`: the group of workers that runs the flow's units; `None` when
-    /// `strait.workers.enabled` is false (one process mirrors every partition).
+    /// `strait.workers.enabled = false` (one process mirrors every partition, and a second
+    /// one with the same file would mirror them again).
     pub workers: Option<WorkersConfig>,
     /// Where a partition never mirrored starts: the source consumer's `auto.offset.reset`
     /// (`A.consumer.auto.offset.reset` or `A->B.consumer.auto.offset.reset`), `earliest` by
@@ -187,12 +188,37 @@ pub struct WorkersConfig {
     pub session_timeout: Duration,
     /// `strait.workers.group.instance.id`: this worker as a static member (KIP-345).
     pub instance_id: Option<String>,
+    /// `exactly.once.source.support = enabled` (for the flow, its target cluster, or the whole
+    /// file): each unit commits a round's data and map records in one transaction through a
+    /// transactional id its next owner fences. Otherwise the units write as a single process
+    /// does (idempotent, no transaction markers), fenced by their worker's lease and the
+    /// group's hand-over (`docs/design.md` §7.3).
+    pub exactly_once: bool,
 }
 
 impl FlowConfig {
     /// `source->target`, for logs.
     pub fn name(&self) -> String {
         format!("{}->{}", self.source, self.target)
+    }
+
+    /// A digest of the settings that decide which partitions each of the flow's units writes,
+    /// where and how: the members of a workers' group must share it before the group hands out
+    /// any unit (`scale/worker.rs`). The unit count (`tasks.max`) is compared on its own.
+    pub fn workers_fingerprint(&self) -> String {
+        let settings = format!(
+            "{}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}",
+            self.name(),
+            self.source_alias,
+            self.target_alias,
+            self.policy,
+            self.topics,
+            self.isolation_level,
+            self.workers.as_ref().map(|w| (&w.group_id, w.exactly_once)),
+            self.offset_syncs_location,
+            self.sync_topic_deletions,
+        );
+        format!("{:08x}", crc32c::crc32c(settings.as_bytes()))
     }
 
     /// The name on the target of source topic `topic`.

@@ -163,15 +163,14 @@ impl<'a> Scope<'_, 'a> {
         Ok(enabled.then(|| Duration::from_secs(seconds)))
     }
 
-    /// `strait.workers.*`, when `strait.workers.enabled`.
+    /// `strait.workers.*`: the flow's workers' group, unless `strait.workers.enabled = false`.
+    /// Workers are the default, so that any number of `strait run` on one file share the flow
+    /// as MM2's dedicated mode shares it, instead of each writing every record.
     fn workers(&self, source: &str, target: &str) -> Result<Option<WorkersConfig>, ConfigError> {
-        // MM2's exactly-once source needs workers: it turns them on unless the file says not to.
-        let exactly_once = self
-            .value("exactly.once.source.support")?
-            .eq_ignore_ascii_case("enabled");
+        let exactly_once = self.exactly_once(target)?;
         let enabled = match self.checked(keys::STRAIT_WORKERS_ENABLED)? {
             Some(found) => found.value.trim().eq_ignore_ascii_case("true"),
-            None => exactly_once,
+            None => true,
         };
         if !enabled {
             return Ok(None);
@@ -188,7 +187,28 @@ impl<'a> Scope<'_, 'a> {
             instance_id: Some(self.value(keys::STRAIT_WORKERS_GROUP_INSTANCE_ID)?)
                 .filter(|id| !id.is_empty())
                 .map(str::to_owned),
+            exactly_once,
         }))
+    }
+
+    /// `exactly.once.source.support = enabled`: the flow's own key (`S->T.`), else the target
+    /// cluster's (`T.`, the form Kafka's documentation gives for MM2's dedicated mode, where it
+    /// is a setting of the Connect workers of flows into `T`), else the top-level one.
+    fn exactly_once(&self, target: &str) -> Result<bool, ConfigError> {
+        const KEY: &str = "exactly.once.source.support";
+        let flow_or_cluster = self
+            .r
+            .top(&format!("{}{KEY}", self.prefix))
+            .or_else(|| self.r.top(&format!("{target}.{KEY}")))
+            .or_else(|| self.r.top(KEY));
+        let Some(found) = flow_or_cluster else {
+            return Ok(false);
+        };
+        let kind = catalogue::flow_key(KEY).map_or(Value::Any, |d| d.value);
+        if let Err(expected) = catalogue::check_value(kind, found.value) {
+            return Err(self.r.fail(&found, reason(expected, kind, found.value)));
+        }
+        Ok(found.value.trim().eq_ignore_ascii_case("enabled"))
     }
 
     /// A replication factor: -1 (the broker's default) or 1 to 32767.

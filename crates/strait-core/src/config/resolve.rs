@@ -61,6 +61,7 @@ pub(crate) fn resolve(props: &Properties, path: &Path) -> Result<StraitConfig, C
     if flows.is_empty() {
         return Err(r.error(None, None, Reason::NoFlowEnabled));
     }
+    r.check_workers_groups(&flows)?;
     Ok(StraitConfig {
         path: path.to_owned(),
         clusters,
@@ -83,6 +84,35 @@ impl<'a> Resolver<'a> {
             key: key.map(str::to_owned),
             reason,
         }
+    }
+
+    /// Two flows into one target cluster under one workers' group would share its members and
+    /// its transactional ids (`<group id>-<unit>`): each flow's units would fence the other's.
+    fn check_workers_groups(&self, flows: &[super::FlowConfig]) -> Result<(), ConfigError> {
+        for (i, a) in flows.iter().enumerate() {
+            for b in &flows[i + 1..] {
+                let (Some(wa), Some(wb)) = (&a.workers, &b.workers) else {
+                    continue;
+                };
+                if a.target != b.target || wa.group_id != wb.group_id {
+                    continue;
+                }
+                let key = super::keys::STRAIT_WORKERS_GROUP_ID;
+                let found = self
+                    .top(&format!("{}.{key}", b.name()))
+                    .or_else(|| self.top(&format!("{}.{key}", a.name())))
+                    .or_else(|| self.top(key));
+                let reason = Reason::SharedWorkersGroup {
+                    group: wa.group_id.clone(),
+                    flows: format!("{} and {}", a.name(), b.name()),
+                };
+                return Err(match found {
+                    Some(found) => self.fail(&found, reason),
+                    None => self.error(None, None, reason),
+                });
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn fail(&self, found: &Found<'_>, reason: Reason) -> ConfigError {

@@ -228,19 +228,35 @@ impl GroupSync {
                     summary.up_to_date += plan.up_to_date;
                     summary.skipped.extend(plan.skipped);
                 }
-                Err(e) if unreachable(&e) || producer.is_some() => {
+                // The cluster is gone, or a newer owner took the task: the pass ends.
+                Err(e) if unreachable(&e) || e.is_fenced() => {
                     return Err(CheckpointError::Kafka {
                         what: format!("syncing group {group} on the target"),
                         source: e,
                     })
                 }
-                Err(e) => summary.skipped.push(SkippedSync {
-                    group: group.to_owned(),
-                    partition: None,
-                    reason: SkipReason::Failed {
-                        error: e.to_string(),
-                    },
-                }),
+                // One group's failure (an ACL, a coordinator moving) is that group's alone. In a
+                // transaction, what it added is aborted first, so the next group's transaction
+                // starts clean; an abort that fails ends the pass (the task mends its producer).
+                Err(e) => {
+                    if let Some(producer) = producer {
+                        if let Err(abort) = producer.abort().await {
+                            return Err(CheckpointError::Kafka {
+                                what: format!(
+                                    "aborting group {group}'s offsets after its sync failed ({e})"
+                                ),
+                                source: abort,
+                            });
+                        }
+                    }
+                    summary.skipped.push(SkippedSync {
+                        group: group.to_owned(),
+                        partition: None,
+                        reason: SkipReason::Failed {
+                            error: e.to_string(),
+                        },
+                    });
+                }
             }
         }
         for w in &summary.written {

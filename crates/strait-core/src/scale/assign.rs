@@ -125,6 +125,27 @@ pub fn assign(units: &BTreeSet<Unit>, claims: &[Claim]) -> BTreeMap<String, BTre
     assignment
 }
 
+/// The assignment that may take effect now: `assignment` without the units another member still
+/// claims. A unit moves in two rebalances, as in Kafka's cooperative protocol (KIP-429): in the
+/// first, its holder is not given it back, stops it and joins again; in the second, nobody claims
+/// it and its new owner gets it. So two members never run one unit at once, whether or not the
+/// unit's writes are fenced by a transactional id (a flow without exactly-once has no fencing but
+/// this and the lease, `strait_kafka::lease`). A unit two members claim goes to neither until
+/// both have let it go.
+pub fn hand_over(
+    mut assignment: BTreeMap<String, BTreeSet<Unit>>,
+    claims: &[Claim],
+) -> BTreeMap<String, BTreeSet<Unit>> {
+    for (member, units) in &mut assignment {
+        units.retain(|unit| {
+            !claims
+                .iter()
+                .any(|c| &c.member != member && c.owned.contains(unit))
+        });
+    }
+    assignment
+}
+
 /// What the members of `assignment` claim when they join again: each its units, as owned in
 /// `generation`.
 pub fn claims_of(assignment: &BTreeMap<String, BTreeSet<Unit>>, generation: i32) -> Vec<Claim> {
@@ -298,6 +319,39 @@ mod tests {
             for (member, owned) in &after {
                 prop_assert!(before[member].is_subset(owned), "{member} lost a unit");
             }
+        }
+
+        /// Handed over, no unit goes to a member while another still claims it, whatever the
+        /// claims; the rest of the assignment stands; and once the holders have let go (joined
+        /// again claiming what they were handed), the next rebalance is complete.
+        #[test]
+        fn a_unit_is_never_handed_to_one_member_while_another_holds_it(
+            (units, members) in setup(),
+            picks in prop::collection::vec((any::<prop::sample::Index>(), 0usize..8, -1i32..3), 0..40),
+        ) {
+            let all: Vec<&Unit> = units.iter().collect();
+            let mut claims = fresh(&members.iter().map(String::as_str).collect::<Vec<_>>());
+            for (unit, member, generation) in picks {
+                let claim = &mut claims[member % members.len()];
+                claim.owned.insert((*unit.get(&all)).clone());
+                claim.generation = generation;
+            }
+            let full = assign(&units, &claims);
+            let now = hand_over(full.clone(), &claims);
+            for (member, owned) in &now {
+                prop_assert!(owned.is_subset(&full[member]));
+                for unit in owned {
+                    for c in claims.iter().filter(|c| &c.member != member) {
+                        prop_assert!(!c.owned.contains(unit), "{unit} to {member} while {} holds it", c.member);
+                    }
+                }
+                for unit in full[member].difference(owned) {
+                    prop_assert!(claims.iter().any(|c| &c.member != member && c.owned.contains(unit)));
+                }
+            }
+            let next = claims_of(&now, 2);
+            let settled = hand_over(assign(&units, &next), &next);
+            check_complete_and_balanced(&units, &settled)?;
         }
 
         /// Whatever the members claim (overlapping, stale, of units that are gone): complete

@@ -10,6 +10,6 @@ pub mod assign;
 pub mod units;
 pub mod worker;
 
-pub use assign::{assign, claims_of, Claim};
+pub use assign::{assign, claims_of, hand_over, Claim};
 pub use units::{unit_index, Unit, UnitFilter};
-pub use worker::{Ownership, Worker, WorkerError, PROTOCOL_TYPE};
+pub use worker::{Agreement, Ownership, Worker, WorkerError, PROTOCOL_TYPE};

@@ -1,16 +1,24 @@
 //! A worker: one `strait run` as a member of the workers' group on the target cluster. It joins,
 //! the leader hands out the units ([`super::assign`]), and it heartbeats; what it owns is
-//! published on a watch channel for the flows to follow. While a rebalance runs, it keeps what
-//! it owns (the next owner of a unit that moves fences it through the unit's transactional id,
-//! `docs/design.md` §7.3); once it is told it no longer belongs to the group, or it could not
-//! reach the coordinator for a whole session timeout (the group has then removed it), it owns
-//! nothing until it has joined again.
+//! published on a watch channel for the flows to follow, with the lease they write under
+//! (`strait_kafka::lease`). While a rebalance runs, it keeps what it owns. A unit moves in two
+//! rebalances ([`super::assign::hand_over`]): its holder is not given it back, stops it, and
+//! joins again; only then does the leader hand it to its new owner. Once the worker is told it no
+//! longer belongs to the group, or its lease lapses (no answer from the coordinator within the
+//! session timeout, less a margin: the group may have removed it), it owns nothing and its lease
+//! is revoked for good; it joins again under a new one.
+//!
+//! Members agree before anything is handed out: each says how many units the flow has
+//! (`tasks.max`) and a fingerprint of the settings that decide what each unit writes and how
+//! ([`Agreement`]). While they differ (a changed config rolling through the workers), the
+//! leader hands out nothing and says why, so two counts never run side by side.
 //!
 //! What a member says when it joins and what the leader hands back are small JSON documents
 //! under the protocol type `strait` ([`PROTOCOL_TYPE`]), readable with
 //! `kafka-consumer-groups --describe --members --verbose` or DescribeGroups:
-//! `{"version":1,"generation":4,"owned":["A->B/0"]}` and
-//! `{"version":1,"generation":5,"leader":"…","units":["A->B/0","A->B/2"]}`.
+//! `{"version":1,"generation":4,"owned":["A->B/0"],"units":4,"fingerprint":"…"}` and
+//! `{"version":1,"generation":5,"leader":"…","units":["A->B/0","A->B/2"]}` (with `"refused"`
+//! saying why when the members disagree).
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -19,12 +27,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use serde::{Deserialize, Serialize};
+use strait_kafka::lease::Lease;
 use strait_kafka::membership::{Beat, Joined, Member, MembershipConfig};
 use strait_kafka::Client;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::assign::{assign, Claim};
+use super::assign::{assign, hand_over, Claim};
 use super::units::Unit;
 
 /// The protocol type of strait's workers' groups: a consumer or a Connect worker that joins by
@@ -40,8 +49,15 @@ pub struct Metadata {
     pub version: u32,
     /// The generation it owned `owned` in, -1 if none.
     pub generation: i32,
-    /// The units it owns (names, `A->B/0`).
+    /// The units it owns (names, `A->B/0`), or still runs while it stops them.
     pub owned: Vec<String>,
+    /// How many units its config cuts the flow into (`tasks.max`); 0 from a worker older than
+    /// this field, which never agrees.
+    #[serde(default)]
+    pub units: u32,
+    /// [`Agreement::fingerprint`] of its config.
+    #[serde(default)]
+    pub fingerprint: String,
 }
 
 /// What the leader hands one member.
@@ -53,6 +69,19 @@ pub struct Assignment {
     pub leader: String,
     /// The units the member owns in this generation.
     pub units: Vec<String>,
+    /// Why the leader handed out nothing in this generation (the members disagree).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+}
+
+/// What the members must share before the leader hands out any unit.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Agreement {
+    /// How many units the flow has (`tasks.max`).
+    pub units: u32,
+    /// A digest of the settings that decide which partitions each unit writes, where and how
+    /// (`strait_core::config::FlowConfig::workers_fingerprint`).
+    pub fingerprint: String,
 }
 
 /// What this worker owns, as of its last completed rebalance.
@@ -68,6 +97,16 @@ pub struct Ownership {
     pub units: BTreeSet<Unit>,
     /// How many members the generation has; known to the leader only (0 on the others).
     pub members: usize,
+    /// The lease the units write under: renewed while the worker belongs to the group, revoked
+    /// for good when it loses its place.
+    pub lease: Lease,
+    /// Why the leader handed out nothing (the members' configs disagree), if it did.
+    pub refused: Option<String>,
+    /// Units must not start before this moment: a static member that joins owning nothing
+    /// may have taken the place (and the units) of a process with its instance id that still
+    /// runs them until it learns so at its next heartbeat, so its units wait out that
+    /// process's lease (a session timeout).
+    pub start_after: Option<std::time::Instant>,
 }
 
 /// Why a worker stopped.
@@ -85,7 +124,15 @@ pub struct Worker {
     member: Member,
     config: MembershipConfig,
     units: BTreeSet<Unit>,
+    agreement: Agreement,
     owned: watch::Sender<Ownership>,
+    /// The units this process still runs (told by whoever runs them).
+    running: watch::Receiver<BTreeSet<Unit>>,
+    /// Keeps `running` open when nobody tells it anything.
+    _running: Option<watch::Sender<BTreeSet<Unit>>>,
+    /// Units claimed at the last join and not handed back: once none of them runs, the worker
+    /// joins again so that the leader can hand them over.
+    releasing: Option<BTreeSet<Unit>>,
 }
 
 impl Worker {
@@ -96,12 +143,36 @@ impl Worker {
             generation: -1,
             ..Ownership::default()
         });
+        let (running_tx, running) = watch::channel(BTreeSet::new());
+        let agreement = Agreement {
+            units: units.len() as u32,
+            fingerprint: String::new(),
+        };
         Self {
             member: Member::new(client, config.clone()),
             config,
             units,
+            agreement,
             owned,
+            running,
+            _running: Some(running_tx),
+            releasing: None,
         }
+    }
+
+    /// Joins with `agreement` instead of the unit count alone.
+    pub fn with_agreement(mut self, agreement: Agreement) -> Self {
+        self.agreement = agreement;
+        self
+    }
+
+    /// Follows which units still run here: a unit handed away is claimed until it no longer
+    /// runs, and its release is told to the group by joining again. Without it, a unit is
+    /// taken to stop the moment it is handed away.
+    pub fn with_running(mut self, running: watch::Receiver<BTreeSet<Unit>>) -> Self {
+        self.running = running;
+        self._running = None;
+        self
     }
 
     /// What this worker owns, updated after every rebalance and whenever it loses its place.
@@ -155,23 +226,48 @@ impl Worker {
     /// One rebalance: join, assign if leading, sync, publish.
     async fn rebalance(&mut self) -> Result<(), strait_kafka::Error> {
         let current = self.owned.borrow().clone();
+        // What this worker holds: its units, and those handed away that still run.
+        let claimed: BTreeSet<Unit> = current
+            .units
+            .iter()
+            .chain(self.releasing.iter().flatten())
+            .cloned()
+            .collect();
         let metadata = Metadata {
             version: VERSION,
             generation: current.generation,
-            owned: current.units.iter().map(Unit::to_string).collect(),
+            owned: claimed.iter().map(Unit::to_string).collect(),
+            units: self.agreement.units,
+            fingerprint: self.agreement.fingerprint.clone(),
         };
-        let joined = self.member.join(to_json(&metadata)).await?;
+        let joined = match self.member.join(to_json(&metadata)).await {
+            Ok(joined) => joined,
+            Err(e) => {
+                self.lose_if_lapsed(&e);
+                return Err(e);
+            }
+        };
+        // A new member id: the group forgot this worker (it may have handed its units away).
+        if !current.member_id.is_empty() && joined.member_id != current.member_id {
+            self.lose("the group knows this worker under a new member id");
+        }
         let assignments = if joined.is_leader() {
             self.hand_out(&joined)
         } else {
             Vec::new()
         };
+        let sent = std::time::Instant::now();
         let bytes = match self.member.sync(&joined, &assignments).await {
             Ok(bytes) => bytes,
             // Another rebalance began: join again, keeping what it owns meanwhile.
             Err(e) if e.code() == Some(ResponseError::RebalanceInProgress) => return Ok(()),
-            Err(e) => return Err(e),
+            Err(e) => {
+                self.lose_if_lapsed(&e);
+                return Err(e);
+            }
         };
+        let lease = self.owned.borrow().lease.clone();
+        lease.renew(sent, self.config.session_timeout);
         let assignment: Assignment = match serde_json::from_slice(&bytes) {
             Ok(a) => a,
             Err(e) => {
@@ -183,16 +279,33 @@ impl Worker {
                     generation: joined.generation,
                     leader: joined.leader.clone(),
                     units: Vec::new(),
+                    refused: None,
                 }
             }
         };
         let units = self.known_units(&assignment.units);
+        if let Some(why) = &assignment.refused {
+            tracing::error!(group = %self.config.group, generation = joined.generation, reason = %why,
+                "the workers' configs disagree: no unit runs anywhere until every worker runs the same settings");
+        }
+        // Handed away: released (joining again) once they no longer run.
+        let released: BTreeSet<Unit> = claimed.difference(&units).cloned().collect();
+        self.releasing = (!released.is_empty()).then_some(released);
+        let start_after = match (&self.config.instance_id, current.generation) {
+            (Some(_), -1) if !units.is_empty() => Some(sent + self.config.session_timeout),
+            _ => current
+                .start_after
+                .filter(|at| *at > std::time::Instant::now()),
+        };
         let ownership = Ownership {
             generation: joined.generation,
             member_id: joined.member_id.clone(),
             leader: joined.leader.clone(),
             units,
             members: joined.members.len(),
+            lease,
+            refused: assignment.refused.clone(),
+            start_after,
         };
         tracing::info!(group = %self.config.group, generation = ownership.generation,
             leader = joined.is_leader(), units = ?ownership.units.iter().map(Unit::to_string).collect::<Vec<_>>(),
@@ -201,29 +314,52 @@ impl Worker {
         Ok(())
     }
 
+    /// After a failed join or sync: a worker whose lease has lapsed meanwhile owns nothing.
+    fn lose_if_lapsed(&mut self, e: &strait_kafka::Error) {
+        if !self.owned.borrow().lease.is_valid() {
+            self.lose(&format!(
+                "no answer from the workers' group within the session timeout ({:?}): {e}",
+                self.config.session_timeout
+            ));
+        }
+    }
+
     /// The leader's work: every member's assignment, from what each said it owns.
     fn hand_out(&self, joined: &Joined) -> Vec<(String, Bytes)> {
-        let claims: Vec<Claim> = joined
+        let said: Vec<(String, Metadata)> = joined
             .members
             .iter()
             .map(|m| {
                 let metadata = serde_json::from_slice::<Metadata>(&m.metadata).unwrap_or_else(|e| {
                     tracing::warn!(group = %self.config.group, member = %m.member_id, error = %e,
-                        "a member's join metadata is unreadable; it is treated as owning nothing");
-                    Metadata { version: VERSION, generation: -1, owned: Vec::new() }
+                        "a member's join metadata is unreadable; it is treated as owning nothing \
+                         and as disagreeing");
+                    Metadata { version: VERSION, generation: -1, owned: Vec::new(), units: 0, fingerprint: String::new() }
                 });
-                Claim {
-                    member: m.member_id.clone(),
-                    owned: metadata
-                        .owned
-                        .iter()
-                        .filter_map(|u| u.parse().ok())
-                        .collect(),
-                    generation: metadata.generation,
-                }
+                (m.member_id.clone(), metadata)
             })
             .collect();
-        assign(&self.units, &claims)
+        let refused = disagreement(&self.agreement, &said);
+        let claims: Vec<Claim> = said
+            .iter()
+            .map(|(member, metadata)| Claim {
+                member: member.clone(),
+                owned: metadata
+                    .owned
+                    .iter()
+                    .filter_map(|u| u.parse().ok())
+                    .collect(),
+                generation: metadata.generation,
+            })
+            .collect();
+        let assignment = match &refused {
+            Some(_) => claims
+                .iter()
+                .map(|c| (c.member.clone(), BTreeSet::new()))
+                .collect(),
+            None => hand_over(assign(&self.units, &claims), &claims),
+        };
+        assignment
             .into_iter()
             .map(|(member, units)| {
                 let assignment = Assignment {
@@ -231,6 +367,7 @@ impl Worker {
                     generation: joined.generation,
                     leader: joined.member_id.clone(),
                     units: units.iter().map(Unit::to_string).collect(),
+                    refused: refused.clone(),
                 };
                 (member, to_json(&assignment))
             })
@@ -254,16 +391,62 @@ impl Worker {
         units
     }
 
-    /// Heartbeats a third of the session timeout apart until a rebalance starts or the worker
-    /// loses its place.
+    /// Heartbeats a third of the session timeout apart until a rebalance starts, the units
+    /// handed away have stopped (then it joins again to release them), or the worker loses its
+    /// place (its lease lapses, or the coordinator says it is no longer a member).
     async fn heartbeats(&mut self) -> Result<(), WorkerError> {
         let interval = self.config.session_timeout / 3;
-        let mut last_answer = Instant::now();
+        let mut next_beat = Instant::now() + interval;
+        let mut told = true;
         loop {
-            tokio::time::sleep(interval).await;
-            match self.member.heartbeat().await {
-                Ok(Beat::Member) => last_answer = Instant::now(),
-                Ok(Beat::Rebalance) => return Ok(()),
+            if self.released() {
+                self.releasing = None;
+                tracing::info!(group = %self.config.group,
+                    "the units handed away have stopped here; joining again to release them");
+                return Ok(());
+            }
+            let lease = self.owned.borrow().lease.clone();
+            let lapses = lease.remaining().map(|left| Instant::now() + left);
+            let owns = !self.owned.borrow().units.is_empty();
+            tokio::select! {
+                () = tokio::time::sleep_until(next_beat) => {}
+                changed = self.running.changed(), if told => {
+                    // Nobody tells what runs any more: what it last said stands.
+                    told = changed.is_ok();
+                    continue;
+                }
+                () = async { match lapses { Some(at) => tokio::time::sleep_until(at).await, None => std::future::pending().await } }, if owns => {
+                    self.lose(&format!(
+                        "no heartbeat answered within the session timeout ({:?}), less its margin: \
+                         the group may have removed this worker",
+                        self.config.session_timeout
+                    ));
+                    return Ok(());
+                }
+            }
+            next_beat = Instant::now() + interval;
+            let sent = std::time::Instant::now();
+            // A coordinator that does not answer (a partition, a frozen broker) must not hold
+            // the worker past its lease: the request is given up when the lease lapses.
+            let lapses = lease.remaining().map(|left| Instant::now() + left);
+            let beat = tokio::select! {
+                beat = self.member.heartbeat() => beat,
+                () = async { match lapses { Some(at) => tokio::time::sleep_until(at).await, None => std::future::pending().await } }, if owns => {
+                    self.lose(&format!(
+                        "no heartbeat answered within the session timeout ({:?}), less its margin: \
+                         the group may have removed this worker",
+                        self.config.session_timeout
+                    ));
+                    return Ok(());
+                }
+            };
+            match beat {
+                Ok(Beat::Member) => lease.renew(sent, self.config.session_timeout),
+                Ok(Beat::Rebalance) => {
+                    // Still a member (the coordinator would say so otherwise).
+                    lease.renew(sent, self.config.session_timeout);
+                    return Ok(());
+                }
                 Ok(Beat::Fenced(e)) => {
                     self.lose(&format!("the group no longer has this worker: {e}"));
                     // Another process joined with this one's `group.instance.id`: joining
@@ -273,9 +456,9 @@ impl Worker {
                     }
                     return Ok(());
                 }
-                Err(e) if last_answer.elapsed() >= self.config.session_timeout => {
+                Err(e) if !lease.is_valid() => {
                     self.lose(&format!(
-                        "no heartbeat answered for the session timeout ({:?}): {e}",
+                        "no heartbeat answered within the session timeout ({:?}): {e}",
                         self.config.session_timeout
                     ));
                     return Ok(());
@@ -287,18 +470,79 @@ impl Worker {
         }
     }
 
-    /// Owns nothing more, and says why.
-    fn lose(&self, why: &str) {
+    /// Whether units were handed away and none of them runs here any more.
+    fn released(&self) -> bool {
+        self.releasing.as_ref().is_some_and(|units| {
+            let running = self.running.borrow();
+            units.iter().all(|u| !running.contains(u))
+        })
+    }
+
+    /// Owns nothing more, and says why. The lease is revoked for good: what still runs under it
+    /// writes nothing more, even once the worker has joined again under a new one.
+    fn lose(&mut self, why: &str) {
         let had = self.owned.borrow().units.len();
         if had > 0 {
             tracing::warn!(group = %self.config.group, units = had, reason = why,
                 "this worker gives up its units");
         }
+        self.releasing = None;
         self.owned.send_modify(|o| {
+            o.lease.revoke();
+            o.lease = Lease::new();
             o.generation = -1;
             o.units.clear();
             o.members = 0;
+            o.member_id.clear();
         });
+    }
+}
+
+/// Why the members cannot be handed units: one of them cuts the flow into another number of
+/// units, or runs other settings (`None` when all agree with `mine`).
+fn disagreement(mine: &Agreement, said: &[(String, Metadata)]) -> Option<String> {
+    let mut differing: Vec<String> = said
+        .iter()
+        .filter(|(_, m)| m.units != mine.units || m.fingerprint != mine.fingerprint)
+        .map(|(member, m)| {
+            if m.units != mine.units {
+                format!(
+                    "{member} has tasks.max = {} where the leader has {}",
+                    m.units, mine.units
+                )
+            } else {
+                format!(
+                    "{member} runs other settings (fingerprint {} where the leader has {})",
+                    short(&m.fingerprint),
+                    short(&mine.fingerprint)
+                )
+            }
+        })
+        .collect();
+    if differing.is_empty() {
+        return None;
+    }
+    let more = differing.len().saturating_sub(3);
+    differing.truncate(3);
+    let mut why = format!(
+        "the workers' configs disagree: {}{}; no unit is handed out until every worker runs \
+         the same tasks.max and settings",
+        differing.join("; "),
+        if more > 0 {
+            format!(" (and {more} more)")
+        } else {
+            String::new()
+        }
+    );
+    why.shrink_to_fit();
+    Some(why)
+}
+
+fn short(fingerprint: &str) -> &str {
+    if fingerprint.is_empty() {
+        "none: an older strait"
+    } else {
+        fingerprint.get(..8).unwrap_or(fingerprint)
     }
 }
 
