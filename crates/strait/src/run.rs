@@ -209,18 +209,35 @@ async fn refuse_beside_live_workers(
     )
     .await
     .with_context(|| format!("flow {}: cannot reach target {}", flow.name(), flow.target))?;
-    let group = target
-        .describe_group(&workers.group_id)
-        .await
-        .with_context(|| {
-            format!(
-                "flow {}: cannot tell whether `strait run` processes of this flow are running \
-                 (describing the workers' group {} on {})",
-                flow.name(),
-                workers.group_id,
-                flow.target
-            )
-        })?;
+    // A member that died (kill -9) is removed a session timeout after its last heartbeat: the
+    // copy waits that long for the group to empty before it refuses.
+    let patience =
+        std::time::Instant::now() + workers.session_timeout + std::time::Duration::from_secs(2);
+    let mut said = false;
+    let group = loop {
+        let group = target
+            .describe_group(&workers.group_id)
+            .await
+            .with_context(|| {
+                format!(
+                    "flow {}: cannot tell whether `strait run` processes of this flow are \
+                     running (describing the workers' group {} on {})",
+                    flow.name(),
+                    workers.group_id,
+                    flow.target
+                )
+            })?;
+        if !group.is_active() || std::time::Instant::now() >= patience {
+            break group;
+        }
+        if !said {
+            said = true;
+            tracing::warn!(flow = %flow.name(), group = %workers.group_id, state = %group.state,
+                "the flow's workers' group has members: waiting up to its session timeout for \
+                 them to leave (a process that died is removed by then)");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
     anyhow::ensure!(
         !group.is_active(),
         "{}: flow {} is being mirrored by {} `strait run` process(es) with this file (the \
