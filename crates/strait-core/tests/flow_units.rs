@@ -5,7 +5,8 @@
 //! next owner neither matches nor counts; an owner that committed and crashed before its map
 //! was written leaves committed data that the next owner matches instead of writing again. At
 //! the end, a read_committed librdkafka consumer reads every source record exactly once, in
-//! order, and the map sends every source offset to the copy of its record.
+//! order, and the map sends every source offset to the copy of its record. And after a
+//! `tasks.max` change, the new units fence a unit of the earlier count left mid-transaction.
 
 mod common;
 
@@ -266,4 +267,63 @@ async fn units_split_partitions_fence_earlier_owners_and_commit_exactly_once() {
         }
     }
     assert_eq!(uncommitted, sent as i64 + aborted);
+}
+
+/// A `tasks.max` change: a unit of the earlier count (index 3 of 4) was cut off mid-round with
+/// its transaction open when the flow came back with 2 units. The units of the new count fence
+/// its transactional id before they write, so its open transaction is aborted and its late
+/// commit refused: a read_committed reader sees every record once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn units_of_a_new_count_fence_a_unit_of_the_earlier_count() {
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let (topic, remote) = (&topic(&names), &remote(&names));
+    let (src, dst) = (&clusters.source.bootstrap, &clusters.target.bootstrap);
+    let rdk = Rdk::new();
+    rdk.create_topic(src, topic, PARTITIONS);
+    rdk.create_topic(dst, remote, PARTITIONS);
+    let sent = rdk.produce(src, topic, &records("one", 40), "lz4").len();
+
+    // The earlier count's unit 3 copies its partitions' batches and does not commit yet.
+    let source = client(src).await;
+    let target = client(dst).await;
+    let old = UnitFilter { index: 3, units: 4 };
+    let zombie = RawProducer::new(
+        target.clone(),
+        ProducerConfig {
+            transactional_id: Some(format!("strait-test-{topic}-3")),
+            transaction_timeout: Duration::from_secs(600),
+            ..ProducerConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let mut sends = Vec::new();
+    for p in (0..PARTITIONS).filter(|p| old.contains(topic, *p)) {
+        for batch in batches_from(&source, &TopicPartition::new(topic, p), 0).await {
+            sends.push((TopicPartition::new(remote, p), batch));
+        }
+    }
+    assert!(!sends.is_empty(), "unit 3 of 4 owns some of 8 partitions");
+    for ack in zombie.send_all(sends).await {
+        ack.unwrap();
+    }
+
+    // The flow comes back with two units, which mirror everything.
+    let mut u0 = start_unit(&clusters, &names, 0).await;
+    let mut u1 = start_unit(&clusters, &names, 1).await;
+    u0.run_until_caught_up().await.unwrap();
+    u1.run_until_caught_up().await.unwrap();
+
+    // The earlier unit wakes and commits: refused.
+    let late = zombie.commit().await.unwrap_err();
+    eprintln!("the earlier count's unit was refused: {late}");
+    assert!(late.is_fenced(), "{late:?}");
+
+    let copies = rdk.consume(dst, remote, sent, Duration::from_secs(60));
+    assert_eq!(copies.len(), sent);
+    let mut seen = std::collections::BTreeSet::new();
+    for copy in &copies {
+        assert!(seen.insert(copy.value.clone()), "read twice: {copy:?}");
+    }
 }

@@ -115,6 +115,49 @@ impl ProducerConfig {
     }
 }
 
+/// The transactional ids on `client`'s cluster with a transaction in progress
+/// (ListTransactions, KIP-664, asked of every broker, each coordinating some ids), of those
+/// that `wanted` picks.
+pub async fn ongoing_transactions(
+    client: &Client,
+    wanted: impl Fn(&str) -> bool,
+) -> Result<Vec<String>> {
+    let brokers: Vec<BrokerId> = client.metadata().await?.brokers.keys().copied().collect();
+    let request = kafka_protocol::messages::ListTransactionsRequest::default()
+        .with_state_filters(vec![kafka_protocol::protocol::StrBytes::from_static_str(
+            "Ongoing",
+        )])
+        .with_duration_filter(-1);
+    let mut ids = Vec::new();
+    for broker in brokers {
+        let resp = client
+            .retry("list transactions", || async {
+                let resp = client.send_to(broker, &request).await?;
+                check(resp.error_code, None, || Context::None)?;
+                Ok(resp)
+            })
+            .await?;
+        ids.extend(
+            resp.transaction_states
+                .into_iter()
+                .map(|t| t.transactional_id.0.to_string())
+                .filter(|id| wanted(id)),
+        );
+    }
+    ids.sort();
+    ids.dedup();
+    Ok(ids)
+}
+
+/// Fences transactional id `id` (InitProducerId without its epoch: the coordinator aborts its
+/// open transaction and refuses its earlier producers from then on), under `config`'s lease.
+/// For an id no unit owns any more, such as a unit of an earlier `tasks.max`.
+pub async fn fence(client: &Client, id: &str, config: &ProducerConfig) -> Result<()> {
+    config.may_write()?;
+    transaction::init(client, id, config.transaction_timeout_ms(), None).await?;
+    Ok(())
+}
+
 /// Where a produced batch landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProduceAck {

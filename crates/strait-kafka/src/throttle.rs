@@ -49,4 +49,5 @@ throttled!(
     AddOffsetsToTxnResponse,
     TxnOffsetCommitResponse,
     EndTxnResponse,
+    ListTransactionsResponse,
 );

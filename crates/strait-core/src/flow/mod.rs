@@ -312,6 +312,9 @@ impl Flow {
         // of the unit and aborts what it left open, so the map loaded next is final.
         let producer = RawProducer::new(target.clone(), options.producer.clone()).await?;
         let transactional = options.producer.transactional_id.is_some();
+        if let (Some(id), Some(unit)) = (&options.producer.transactional_id, options.unit) {
+            fence_other_counts(&target, id, unit, &options.producer).await?;
+        }
         let (store, map) = MapStore::open(
             &target,
             config.source_alias.as_str(),
@@ -1190,4 +1193,46 @@ fn record_loss(
     let range = map.record_lost(sp, from, to).map_err(FlowError::map(sp))?;
     store.note(sp, MapEntry::Lost(range));
     Ok((to - from) as u64)
+}
+
+/// Fences the transactional ids of units of another `tasks.max` (`<group id>-<index>` with an
+/// index this count does not have) that still hold a transaction open: a worker of the earlier
+/// count killed mid-round, or one stopped and about to go on. Its transaction is aborted, and a
+/// late commit of it refused, before this unit writes the same partitions (KIP-618 fences the
+/// tasks of an earlier count the same way). Ids whose index this count has are fenced by their
+/// own unit's start. A broker that refuses the listing (older than Kafka 3.0) is logged and the
+/// unit goes on: such a transaction ends at its timeout.
+async fn fence_other_counts(
+    target: &Client,
+    id: &str,
+    unit: crate::scale::UnitFilter,
+    config: &strait_kafka::produce::ProducerConfig,
+) -> Result<(), FlowError> {
+    let Some(group) = id.strip_suffix(&format!("-{}", unit.index)) else {
+        return Ok(());
+    };
+    let prefix = format!("{group}-");
+    let stale = |candidate: &str| {
+        candidate
+            .strip_prefix(&prefix)
+            .and_then(|index| index.parse::<u32>().ok())
+            .is_some_and(|index| index >= unit.units)
+    };
+    let ids = match strait_kafka::produce::ongoing_transactions(target, stale).await {
+        Ok(ids) => ids,
+        Err(e) if e.is_fenced() => return Err(FlowError::Kafka(e)),
+        Err(e) => {
+            tracing::warn!(transactional_id = %id, error = %e,
+                "cannot list the target's transactions to fence units of another tasks.max; \
+                 a transaction one of them left open is aborted by its timeout instead");
+            return Ok(());
+        }
+    };
+    for stale in ids {
+        strait_kafka::produce::fence(target, &stale, config).await?;
+        tracing::warn!(transactional_id = %stale, units = unit.units,
+            "fenced the transactional id of a unit of another tasks.max: its open transaction \
+             is aborted, and its writes refused from now on");
+    }
+    Ok(())
 }
