@@ -480,6 +480,74 @@ async fn without_a_map_matching_finds_the_copy_of_where_the_source_now_starts() 
     }
 }
 
+/// A remote topic whose tail holds copies that were never committed: copies of source records
+/// 0..9 in a transaction that was aborted (MirrorMaker 2 with exactly-once, killed
+/// mid-transaction and aborted by its successor), then copies of 10..19 in a transaction left
+/// open until the broker aborts it at its timeout. A flow without transactions and without a
+/// map matches committed records only: none of those copies is taken for a mirrored record, and
+/// a read_committed reader sees every source record once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_in_aborted_or_open_transactions_are_not_taken_as_mirrored() {
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let ledger = names.topic("ledger");
+    let remote = remote(&names, &ledger);
+    let rdk = Rdk::new();
+    let src = client(&clusters.source.bootstrap).await;
+    let dst = client(&clusters.target.bootstrap).await;
+    src.create_topic(NewTopic::new(&ledger, 1)).await.unwrap();
+    dst.create_topic(NewTopic::new(&remote, 1)).await.unwrap();
+    let all = records(1, 30, "a");
+    for chunk in all.chunks(10) {
+        rdk.produce(&clusters.source.bootstrap, &ledger, chunk, "none");
+    }
+    rdk.produce_transactions(
+        &clusters.target.bootstrap,
+        &remote,
+        &[(all[..10].to_vec(), false)],
+    );
+    let tp = TopicPartition::new(&ledger, 0);
+    let second = common::batches_from(&src, &tp, 10).await.remove(0);
+    assert_eq!(
+        (second.header.base_offset, second.header.record_count),
+        (10, 10)
+    );
+    let open = strait_kafka::produce::RawProducer::new(
+        dst.clone(),
+        strait_kafka::produce::ProducerConfig {
+            transactional_id: Some(format!("zombie-{ledger}")),
+            transaction_timeout: Duration::from_secs(3),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    for ack in open
+        .send_all(vec![(TopicPartition::new(&remote, 0), second)])
+        .await
+    {
+        ack.unwrap();
+    }
+    let (_, tail_end) = log_range(&dst, &remote).await;
+
+    let mut flow = start(&clusters, &names, "").await;
+    flow.run_until_caught_up().await.unwrap();
+    let stats = flow.stats();
+    assert_eq!(stats.recovered_records, 0, "{stats:?}");
+    assert_eq!(stats.records, 30, "{stats:?}");
+    // Every source offset translates past the uncommitted copies.
+    let sp = SourcePartition::new(&ledger, 0);
+    for pos in 0..30 {
+        match flow.map().translate(&sp, pos) {
+            Translation::Exact { target } => assert!(target >= tail_end, "{pos} -> {target}"),
+            other => panic!("{pos} translates to {other:?}"),
+        }
+    }
+    // Once the open transaction is aborted at its timeout, a read_committed reader gets
+    // every record once, in order.
+    assert_mirrored(&rdk, &clusters.target.bootstrap, &remote, &all);
+}
+
 /// A crash left an unrecorded tail on the target (source 40..55), then the source deleted
 /// records past the map's end before the restart: on `ledger` up to 50 (inside the tail), on
 /// `journal` up to 60 (past it). Start-up neither dies on OFFSET_OUT_OF_RANGE nor skips quietly:

@@ -13,17 +13,14 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::client;
+use common::{batches_from, client};
 use strait_core::flow::{Flow, FlowOptions};
 use strait_core::internal::map_store::MapStore;
 use strait_core::scale::UnitFilter;
-use strait_kafka::admin::{IsolationLevel, OffsetSpec};
-use strait_kafka::fetch::{FetchOptions, FetchPosition};
 use strait_kafka::produce::{ProducerConfig, RawProducer};
 use strait_kafka::{Client, TopicPartition};
 use strait_testkit::{Clusters, Names, Rdk, TestRecord};
 use strait_wire::offset_map::{SourcePartition, Translation};
-use strait_wire::{BatchScanner, RawBatch};
 
 const PARTITIONS: i32 = 8;
 
@@ -89,38 +86,6 @@ fn records(round: &str, n: usize) -> Vec<TestRecord> {
             })
         })
         .collect()
-}
-
-/// Every batch of `tp` from `from` to its end now.
-async fn batches_from(client: &Client, tp: &TopicPartition, from: i64) -> Vec<RawBatch> {
-    let end = client
-        .list_offset(tp, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
-        .await
-        .unwrap()
-        .offset;
-    let options = FetchOptions {
-        max_wait: Duration::from_millis(10),
-        isolation: IsolationLevel::ReadUncommitted,
-        ..FetchOptions::default()
-    };
-    let mut position = from;
-    let mut out = Vec::new();
-    while position < end {
-        let data = client
-            .fetch(&[FetchPosition::new(tp.clone(), position)], &options)
-            .await
-            .remove(tp)
-            .unwrap()
-            .unwrap();
-        for batch in BatchScanner::new(data.records) {
-            let batch = batch.unwrap();
-            if batch.header.base_offset >= position {
-                position = batch.header.next_offset();
-                out.push(batch);
-            }
-        }
-    }
-    out
 }
 
 /// Writes, under `transactional_id`, copies of the source batches of `unit`'s partitions from

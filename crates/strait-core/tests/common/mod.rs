@@ -11,7 +11,7 @@ use strait_core::flow::{Flow, FlowOptions};
 use strait_kafka::admin::{ConfigResource, IsolationLevel, OffsetSpec};
 use strait_kafka::fetch::{FetchOptions, FetchPosition};
 use strait_kafka::{Client, ClientConfig, TopicPartition};
-use strait_wire::BatchScanner;
+use strait_wire::{BatchScanner, RawBatch};
 
 /// A client with a 20 s operation timeout; logs to the test's output with `RUST_LOG`.
 pub async fn client(bootstrap: &str) -> Client {
@@ -102,6 +102,39 @@ pub async fn end_offset(client: &Client, topic: &str) -> i64 {
         .await
         .expect("end offset")
         .offset
+}
+
+/// Every batch of `tp` from `from` to its end now (read_uncommitted: aborted data and markers
+/// included), as the broker holds it.
+pub async fn batches_from(client: &Client, tp: &TopicPartition, from: i64) -> Vec<RawBatch> {
+    let end = client
+        .list_offset(tp, OffsetSpec::Latest, IsolationLevel::ReadUncommitted)
+        .await
+        .unwrap()
+        .offset;
+    let options = FetchOptions {
+        max_wait: Duration::from_millis(10),
+        isolation: IsolationLevel::ReadUncommitted,
+        ..FetchOptions::default()
+    };
+    let mut position = from;
+    let mut out = Vec::new();
+    while position < end {
+        let data = client
+            .fetch(&[FetchPosition::new(tp.clone(), position)], &options)
+            .await
+            .remove(tp)
+            .unwrap()
+            .unwrap();
+        for batch in BatchScanner::new(data.records) {
+            let batch = batch.unwrap();
+            if batch.header.base_offset >= position {
+                position = batch.header.next_offset();
+                out.push(batch);
+            }
+        }
+    }
+    out
 }
 
 /// Every record of partition 0 of `topic` up to its end now, grouped by batch, in order.

@@ -296,7 +296,7 @@ impl Flow {
         const SEARCH_FETCHES: usize = 4;
         let target_options = FetchOptions {
             max_wait: Duration::from_millis(10),
-            isolation: self.target_isolation(),
+            isolation: IsolationLevel::ReadCommitted,
             ..FetchOptions::default()
         };
         let source_options = FetchOptions {
@@ -393,12 +393,14 @@ impl Flow {
             isolation: self.config.isolation_level,
             ..options
         };
-        // A transactional flow's target holds markers, and aborted data where an owner was
-        // fenced or failed: only committed records are matched, and the offsets between them
-        // are gaps, neither matched nor extra copies.
-        let transactional = self.transactional();
+        // Only committed records of the target are matched, up to its last stable offset: a
+        // transactional flow's target holds markers, and aborted data where an owner was fenced
+        // or failed; any target may hold an aborted or still open transaction of copies (an
+        // exactly-once MirrorMaker 2 killed mid-transaction, or a fenced unit). Such a copy is
+        // not a mirrored record: a read_committed consumer never sees it. The offsets between
+        // committed records are gaps, neither matched nor extra copies.
         let options = FetchOptions {
-            isolation: self.target_isolation(),
+            isolation: IsolationLevel::ReadCommitted,
             ..options
         };
         let mut gaps = 0i64;
@@ -426,63 +428,33 @@ impl Flow {
         let mut stopped_by: Option<String> = None;
         'outer: while dst < target_end {
             let progress = (src, dst);
-            // The target's records from `dst`, whichever batches hold them.
-            let mut target = Vec::new();
-            if transactional {
-                match tail::mirrorable_records(&self.target, remote, dst, &options).await {
-                    Ok((records, next)) => {
-                        let first = records.first().map_or(next, |r| r.offset);
-                        if first > dst {
-                            gaps += first - dst;
-                            dst = first;
-                        }
-                        if records.is_empty() {
-                            if next > progress.1 {
-                                continue 'outer;
-                            }
-                            stopped_by = Some(format!(
-                                "the target returned no committed records from offset {dst}"
-                            ));
-                            break;
-                        }
-                        target = records;
+            // The target's committed records from `dst`, whichever batches hold them.
+            let target = match tail::mirrorable_records(&self.target, remote, dst, &options).await {
+                Ok((records, next)) => {
+                    let first = records.first().map_or(next, |r| r.offset);
+                    if first > dst {
+                        gaps += first - dst;
+                        dst = first;
                     }
-                    Err(e) if tail::is_out_of_range(&e) => {
+                    if records.is_empty() {
+                        if next > progress.1 {
+                            continue 'outer;
+                        }
                         stopped_by = Some(format!(
-                            "the target deleted its records at offset {dst} while they were \
-                             matched"
+                            "the target returned no committed records from offset {dst}"
                         ));
                         break;
                     }
-                    Err(e) => return Err(e),
+                    records
                 }
-            }
-            let target_batches = if transactional {
-                Vec::new()
-            } else {
-                match fetch_batches(&self.target, remote, dst, &options).await {
-                    Ok(batches) => batches,
-                    Err(e) if tail::is_out_of_range(&e) => {
-                        stopped_by = Some(format!(
+                Err(e) if tail::is_out_of_range(&e) => {
+                    stopped_by = Some(format!(
                         "the target deleted its records at offset {dst} while they were matched"
                     ));
-                        break;
-                    }
-                    Err(e) => return Err(e),
+                    break;
                 }
+                Err(e) => return Err(e),
             };
-            for b in target_batches {
-                match tail::records_from(&b, dst) {
-                    Ok(records) => target.extend(records),
-                    Err(e) => {
-                        stopped_by = Some(format!(
-                            "the target batch at offset {} cannot be read: {e}",
-                            b.header.base_offset
-                        ));
-                        break;
-                    }
-                }
-            }
             let mut target = target.into_iter();
             let source_data = match fetch_data(&self.source, tp, src, &committed).await {
                 Ok(data) => data,
@@ -546,7 +518,7 @@ impl Flow {
                         target_ran_out = true;
                         break 'batches;
                     };
-                    if transactional && t.offset > dst {
+                    if t.offset > dst {
                         gaps += t.offset - dst;
                         dst = t.offset;
                     }
@@ -728,16 +700,6 @@ impl Flow {
         );
         self.persist_map().await?;
         Ok(src)
-    }
-
-    /// How the target's remote topics are read: committed records only when the flow writes
-    /// in transactions (what it aborted must never be matched).
-    fn target_isolation(&self) -> IsolationLevel {
-        if self.transactional() {
-            IsolationLevel::ReadCommitted
-        } else {
-            IsolationLevel::ReadUncommitted
-        }
     }
 
     /// After a produce failure the producer's sequences have a hole: start a new epoch of the
@@ -975,6 +937,7 @@ async fn fetch_batches(
         .filter(|b| b.header.next_offset() > offset)
         .collect())
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
