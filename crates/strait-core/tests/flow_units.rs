@@ -18,7 +18,7 @@ use strait_core::flow::{Flow, FlowOptions};
 use strait_core::internal::map_store::MapStore;
 use strait_core::scale::UnitFilter;
 use strait_kafka::produce::{ProducerConfig, RawProducer};
-use strait_kafka::{Client, TopicPartition};
+use strait_kafka::TopicPartition;
 use strait_testkit::{Clusters, Names, Rdk, TestRecord};
 use strait_wire::offset_map::{SourcePartition, Translation};
 
