@@ -658,3 +658,131 @@ async fn a_message_format_v1_record_halts_its_partition_with_a_clear_reason() {
         halted[0].1
     );
 }
+
+/// One partition of two whose offsets cannot be listed (its ListOffsets answers
+/// LEADER_NOT_AVAILABLE, as for a partition whose leader is offline) does not hold the other
+/// back: the flow starts, the other partition's records are on the target within seconds, and
+/// the offline one waits, shown as blocked with why. Once it answers, it is placed alone and
+/// mirrored, each record once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_that_cannot_be_placed_waits_while_the_others_flow() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let rdk = Rdk::new();
+    let topic = topic(&names);
+    let recs: Vec<Rec> = (0..6).map(Rec::plain).collect();
+    let log: Shared = Arc::default();
+    {
+        let mut l = log.lock().unwrap();
+        l.push(batch(&recs, PLAIN, Compression::None));
+        l.end = 6;
+    }
+    let offline = Arc::new(AtomicBool::new(true));
+    let fake = {
+        let (log, offline, described) = (Arc::clone(&log), Arc::clone(&offline), topic.clone());
+        FakeCluster::start(
+            &[1],
+            script(move |_, req| {
+                let log = log.lock().unwrap();
+                match (&req.body, req.api) {
+                    (Body::Fetch(_), _) => fetch_answer(&log, req),
+                    (Body::ListOffsets(l), _) if offline.load(Ordering::SeqCst) => {
+                        let topics = l
+                            .topics
+                            .iter()
+                            .map(|t| {
+                                let partitions = t
+                                    .partitions
+                                    .iter()
+                                    .map(|p| {
+                                        let answer = ListOffsetsPartitionResponse::default()
+                                            .with_partition_index(p.partition_index);
+                                        if p.partition_index == 1 {
+                                            answer.with_error_code(
+                                                ResponseError::LeaderNotAvailable.code(),
+                                            )
+                                        } else {
+                                            answer
+                                                .with_offset(if p.timestamp == -2 {
+                                                    log.log_start
+                                                } else {
+                                                    log.end
+                                                })
+                                                .with_timestamp(-1)
+                                                .with_leader_epoch(0)
+                                        }
+                                    })
+                                    .collect();
+                                ListOffsetsTopicResponse::default()
+                                    .with_name(t.name.clone())
+                                    .with_partitions(partitions)
+                            })
+                            .collect();
+                        req.reply(&ListOffsetsResponse::default().with_topics(topics))
+                    }
+                    (Body::ListOffsets(_), _) => list_offsets_answer(&log, req),
+                    (_, ApiKey::DescribeConfigs) => describe_configs_answer(req, &described),
+                    _ => Action::Default,
+                }
+            }),
+        )
+        .await
+    };
+    fake.spec()
+        .api_versions
+        .push((ApiKey::DescribeConfigs, 0, 4));
+    fake.set_topic(&topic, &[1, 1]);
+
+    let mirrored = |flow: &Flow, p: i32| {
+        flow.map()
+            .partition(&SourcePartition::new(&topic, p))
+            .and_then(|m| m.src_end())
+    };
+    let mut flow = within(start_flow(&fake, &clusters, &names)).await;
+    within(async {
+        while mirrored(&flow, 0) < Some(6) {
+            flow.round().await.unwrap();
+        }
+    })
+    .await;
+    assert_eq!(mirrored(&flow, 1), None, "partition 1 cannot be placed yet");
+    let waiting = strait_core::status::snapshot()
+        .flows
+        .iter()
+        .flat_map(|f| &f.topics)
+        .filter(|t| t.topic == topic)
+        .flat_map(|t| &t.partitions)
+        .find(|p| p.partition == 1)
+        .cloned()
+        .expect("partition 1 in the status");
+    assert!(waiting.blocked, "{waiting:?}");
+    let why = waiting.last_error.expect("a last error").message;
+    assert!(why.contains("LeaderNotAvailable"), "{why}");
+
+    // Its leader is back: it is placed alone and mirrored.
+    offline.store(false, Ordering::SeqCst);
+    within(async {
+        while mirrored(&flow, 1) < Some(6) {
+            flow.round().await.unwrap();
+        }
+    })
+    .await;
+    let got = rdk.consume(
+        &clusters.target.bootstrap,
+        &remote(&names),
+        12,
+        Duration::from_secs(30),
+    );
+    for p in [0, 1] {
+        let copies: Vec<_> = got.iter().filter(|r| r.partition == p).collect();
+        assert_eq!(copies.len(), 6, "partition {p}: each record once");
+        for (want, have) in recs.iter().zip(copies) {
+            assert!(
+                want.test_record().same_payload(have),
+                "{want:?} vs {have:?}"
+            );
+        }
+    }
+    assert_eq!(flow.stats().duplicate_records, 0);
+}

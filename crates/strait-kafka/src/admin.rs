@@ -626,8 +626,23 @@ impl Client {
         partitions: &[(TopicPartition, OffsetSpec)],
         isolation: IsolationLevel,
     ) -> Result<BTreeMap<TopicPartition, Result<ListedOffset>>> {
+        self.list_offsets_within(partitions, isolation, self.config().operation_timeout)
+            .await
+    }
+
+    /// [`list_offsets`](Client::list_offsets), asking the failed partitions again for at most
+    /// `patience` (capped by the operation timeout) rather than the whole operation timeout: for
+    /// a caller that does something else with a partition that is not answering (a flow places
+    /// the others and tries that one again later), where one partition without a leader must
+    /// not hold all of them back for a minute.
+    pub async fn list_offsets_within(
+        &self,
+        partitions: &[(TopicPartition, OffsetSpec)],
+        isolation: IsolationLevel,
+        patience: Duration,
+    ) -> Result<BTreeMap<TopicPartition, Result<ListedOffset>>> {
         let config = self.config();
-        let deadline = tokio::time::Instant::now() + config.operation_timeout;
+        let deadline = tokio::time::Instant::now() + patience.min(config.operation_timeout);
         let mut backoff =
             crate::backoff::Backoff::new(config.retry_backoff, config.retry_backoff_max);
         let mut out = BTreeMap::new();

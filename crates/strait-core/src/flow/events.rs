@@ -60,6 +60,17 @@ pub(super) enum Event<'a> {
         why: &'a str,
         first: bool,
     },
+    /// The partition could not be placed now (its leader offline, its topic being deleted or
+    /// created); it waits and is placed again alone later (`first`: the first time in a row,
+    /// logged at warn).
+    Unplaced {
+        remote: &'a TopicPartition,
+        error: &'a strait_kafka::Error,
+        why: &'a str,
+        first: bool,
+    },
+    /// A partition that could not be placed is placed at last, at source `position`.
+    Placed { position: i64 },
     /// Records the target held beyond the offset map were matched against the source at
     /// start-up or after a failure (`recover/`).
     Matched(Matched<'a>),
@@ -197,6 +208,23 @@ impl Events {
                     tracing::debug!(flow = %flow, partition = %tp, offset, error = %error, "refused again");
                 }
                 metrics.blocked(Some(why));
+            }
+            Event::Unplaced {
+                remote,
+                error,
+                why,
+                first,
+            } => {
+                if first {
+                    tracing::warn!(flow = %flow, partition = %tp, remote = %remote, error = %error, "{why}");
+                } else {
+                    tracing::debug!(flow = %flow, partition = %tp, error = %error, "cannot place this partition yet");
+                }
+                metrics.blocked(Some(why));
+            }
+            Event::Placed { position } => {
+                tracing::info!(flow = %flow, partition = %tp, position, "partition placed after waiting; it is mirrored again");
+                metrics.blocked(None);
             }
             Event::Matched(m) => {
                 // Lost ranges were told one by one as they were found; duplicates to be written

@@ -57,6 +57,7 @@ use crate::internal::offset_syncs::{OffsetSyncWriter, DELAYED_SYNC_INTERVAL};
 use crate::metrics::{FlowMetrics, PartitionMetrics};
 use crate::scale::UnitFilter;
 use events::{Event, Events};
+use recover::Placement;
 use topics::MirroredTopic;
 
 pub use error::FlowError;
@@ -103,8 +104,8 @@ struct PartitionState {
     source_end: i64,
     /// Where its events are counted (`/metrics`, `/v1/status`).
     metrics: PartitionMetrics,
-    /// Set while the target refuses the partition's batches for good.
-    refused: Option<Refused>,
+    /// Set while it waits: the target refuses its batches for good, or it could not be placed.
+    waiting: Option<Waiting>,
     /// Set when the partition no longer matches its offset map, with why: it is not mirrored
     /// until strait is restarted after someone acted.
     halted: Option<String>,
@@ -124,26 +125,86 @@ impl PartitionState {
     fn stopped(&self) -> bool {
         self.halted.is_some() || self.gone
     }
+
+    /// Whether the next fetch leaves it out for now: it waits, and is not being tried again.
+    fn waits(&self) -> bool {
+        self.waiting.as_ref().is_some_and(|w| !w.retrying)
+    }
+
+    /// Whether it waits to be placed ([`WaitCause::Unplaced`]).
+    fn waits_unplaced(&self) -> bool {
+        self.waiting
+            .as_ref()
+            .is_some_and(|w| w.cause == WaitCause::Unplaced)
+    }
+
+    /// Makes it wait for `cause` (waiting longer if it already waited for it), resuming at
+    /// `resume` if it has no map. Returns the wait.
+    fn wait(&mut self, cause: WaitCause, resume: Option<i64>) -> Duration {
+        let waiting = match &mut self.waiting {
+            Some(w) if w.cause == cause => w,
+            other => other.insert(Waiting {
+                cause,
+                resume,
+                retry_at: Instant::now(),
+                retrying: false,
+                backoff: cause.backoff(),
+            }),
+        };
+        let wait = waiting.backoff.next_wait();
+        waiting.resume = resume;
+        waiting.retrying = false;
+        waiting.retry_at = Instant::now() + wait;
+        wait
+    }
 }
 
-/// A partition whose batches the target refuses for good (MESSAGE_TOO_LARGE, INVALID_RECORD,
-/// POLICY_VIOLATION, TOPIC_AUTHORIZATION_FAILED ...): it is left out of fetches until
-/// `retry_at`, then placed again from its map and tried once more, with a growing wait. The
-/// other partitions go on meanwhile.
+/// A partition that waits ([`WaitCause`]): it is left out of fetches until `retry_at`, then
+/// placed again from its map (and for a refused one, tried once more), with a growing wait.
+/// The other partitions go on meanwhile.
 #[derive(Debug)]
-struct Refused {
-    /// The first source offset of the refused write: where the partition resumes.
-    resume: i64,
+struct Waiting {
+    /// Why it waits.
+    cause: WaitCause,
+    /// Where it resumes if it has no map: the first source offset of a refused write, or where
+    /// an unplaced partition stood (`None`: never placed, it starts where a new one does).
+    resume: Option<i64>,
     /// When to try again.
     retry_at: Instant,
-    /// Whether it has been placed again for the try at `retry_at`.
+    /// Whether a refused partition has been placed again for the try at `retry_at` (and is
+    /// fetched): it stops waiting when the target takes its batches.
     retrying: bool,
-    /// The waits between tries: 1 s doubling up to 5 minutes.
+    /// The waits between tries ([`WaitCause::backoff`]).
     backoff: strait_kafka::backoff::Backoff,
 }
 
-/// The first wait after a refusal, and the longest.
-const REFUSED_BACKOFF: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(300));
+/// Why a partition waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WaitCause {
+    /// The target refuses its batches for good (MESSAGE_TOO_LARGE, INVALID_RECORD,
+    /// POLICY_VIOLATION, TOPIC_AUTHORIZATION_FAILED ...).
+    Refused,
+    /// It could not be placed: its offsets could not be listed or its tail matched for a
+    /// reason time can fix (its leader offline on either cluster, its topic being deleted or
+    /// created; `recover::Placement::Waiting`).
+    Unplaced,
+}
+
+impl WaitCause {
+    /// The first wait and the longest: a refusal needs someone to act on the target; an
+    /// offline partition comes back by itself and is noticed within half a minute.
+    fn waits(self) -> (Duration, Duration) {
+        match self {
+            WaitCause::Refused => (Duration::from_secs(1), Duration::from_secs(300)),
+            WaitCause::Unplaced => (Duration::from_secs(1), Duration::from_secs(30)),
+        }
+    }
+
+    fn backoff(self) -> strait_kafka::backoff::Backoff {
+        let (first, longest) = self.waits();
+        strait_kafka::backoff::Backoff::new(first, longest)
+    }
+}
 
 /// The least a fetch asks per partition when it shares its bytes among them
 /// ([`FlowOptions::partition_bytes_from_budget`]), and at least twice the partition's largest
@@ -626,13 +687,15 @@ impl Flow {
                 }
             }
         }
-        for (tp, remote, placed) in self.place_all(new).await? {
-            let position = placed.as_ref().copied().unwrap_or_else(|_| {
-                self.map
+        for (tp, remote, placed) in self.place_all(new, recover::PLACEMENT_PATIENCE).await? {
+            let position = match placed {
+                Placement::At(position) => position,
+                _ => self
+                    .map
                     .partition(&source_partition(&tp))
                     .and_then(|m| m.src_end())
-                    .unwrap_or(0)
-            });
+                    .unwrap_or(0),
+            };
             let metrics = self.metrics.partition(&tp, &remote);
             metrics.placed(position);
             self.partitions.insert(
@@ -642,14 +705,16 @@ impl Flow {
                     position,
                     source_end: position,
                     metrics,
-                    refused: None,
+                    waiting: None,
                     halted: None,
                     largest_batch: None,
                     gone: false,
                 },
             );
-            if let Err(why) = placed {
-                self.halt(&tp, why);
+            match placed {
+                Placement::At(_) => {}
+                Placement::Diverged(why) => self.halt(&tp, why),
+                Placement::Waiting(e) => self.unplaced(&tp, None, &e),
             }
         }
         self.topics = topics;
@@ -914,7 +979,7 @@ impl Flow {
         let remote = &state.remote;
         self.events
             .tell(tp, &state.metrics, Event::Halted { remote, why: &why });
-        state.refused = None;
+        state.waiting = None;
         state.halted = Some(why);
     }
 
@@ -1105,24 +1170,18 @@ impl Flow {
             return;
         };
         state.position = from;
-        let first = state.refused.is_none();
-        let refused = state.refused.get_or_insert_with(|| Refused {
-            resume: from,
-            retry_at: Instant::now(),
-            retrying: false,
-            backoff: strait_kafka::backoff::Backoff::new(REFUSED_BACKOFF.0, REFUSED_BACKOFF.1),
-        });
-        let wait = refused.backoff.next_wait();
-        refused.resume = from;
-        refused.retrying = false;
-        refused.retry_at = Instant::now() + wait;
+        let first = state
+            .waiting
+            .as_ref()
+            .is_none_or(|w| w.cause != WaitCause::Refused);
+        let wait = state.wait(WaitCause::Refused, Some(from));
         let why = format!(
             "the target refuses the batch from source offset {from} for good ({e}); the \
              partition waits and is tried again in {:.1} s, then less and less often (at most \
              every {} s); the other partitions go on. Fix it on the target: the remote topic's \
              max.message.bytes (or the broker's message.max.bytes), its policies or its ACLs",
             wait.as_secs_f64(),
-            REFUSED_BACKOFF.1.as_secs()
+            WaitCause::Refused.waits().1.as_secs()
         );
         self.events.tell(
             tp,
@@ -1137,38 +1196,91 @@ impl Flow {
         );
     }
 
-    /// Places again, from their maps, the refused partitions whose wait is over, so the next
-    /// fetch tries them once more.
-    async fn replace_refused(&mut self) -> Result<(), FlowError> {
+    /// The partition `tp` could not be placed (`e`): it waits and is placed again alone later
+    /// (logged at warn the first time, at debug after; shown as blocked with why), the others go
+    /// on. `resume`: where it stood, if it has no map.
+    fn unplaced(&mut self, tp: &TopicPartition, resume: Option<i64>, e: &strait_kafka::Error) {
+        let Some(state) = self.partitions.get_mut(tp) else {
+            return;
+        };
+        let first = state
+            .waiting
+            .as_ref()
+            .is_none_or(|w| w.cause != WaitCause::Unplaced);
+        let wait = state.wait(WaitCause::Unplaced, resume);
+        let why = format!(
+            "cannot place this partition now ({e}); it waits and is tried again in {:.1} s (at \
+             most every {} s), and the other partitions go on",
+            wait.as_secs_f64(),
+            WaitCause::Unplaced.waits().1.as_secs()
+        );
+        self.events.tell(
+            tp,
+            &state.metrics,
+            Event::Unplaced {
+                remote: &state.remote,
+                error: e,
+                why: &why,
+                first,
+            },
+        );
+    }
+
+    /// Places again, from their maps, the waiting partitions whose wait is over: a refused one
+    /// is fetched and written once more, an unplaced one goes back to work. One that still
+    /// cannot be placed waits longer.
+    async fn place_waiting(&mut self) -> Result<(), FlowError> {
         let now = Instant::now();
         let due: Vec<(TopicPartition, TopicPartition, Option<i64>)> = self
             .partitions
             .iter()
             .filter_map(|(tp, p)| {
-                let r = p.refused.as_ref()?;
-                (!r.retrying && r.retry_at <= now)
-                    .then(|| (tp.clone(), p.remote.clone(), Some(r.resume)))
+                let w = p.waiting.as_ref()?;
+                (!w.retrying && w.retry_at <= now).then(|| (tp.clone(), p.remote.clone(), w.resume))
             })
             .collect();
         if due.is_empty() {
             return Ok(());
         }
-        // A later batch of the refused write may have landed (a partition the producer had
-        // never written to accepts any sequence): matching the target's tail finds it.
-        for (tp, _, placed) in self.place_all(due).await? {
-            let position = match placed {
-                Ok(position) => position,
-                Err(why) => {
-                    self.halt(&tp, why);
-                    continue;
-                }
+        // A later batch of a refused write may have landed (a partition the producer had never
+        // written to accepts any sequence): matching the target's tail finds it.
+        for (tp, _, placed) in self.place_all(due, Duration::ZERO).await? {
+            let Some(p) = self.partitions.get_mut(&tp) else {
+                continue;
             };
-            if let Some(p) = self.partitions.get_mut(&tp) {
-                p.position = position;
-                p.metrics.placed(position);
-                if let Some(r) = &mut p.refused {
-                    r.retrying = true;
+            let Some(cause) = p.waiting.as_ref().map(|w| w.cause) else {
+                continue;
+            };
+            match placed {
+                Placement::At(position) => {
+                    p.position = position;
+                    p.metrics.placed(position);
+                    match cause {
+                        WaitCause::Refused => {
+                            if let Some(w) = &mut p.waiting {
+                                w.retrying = true;
+                            }
+                        }
+                        WaitCause::Unplaced => {
+                            p.waiting = None;
+                            self.events
+                                .tell(&tp, &p.metrics, Event::Placed { position });
+                        }
+                    }
                 }
+                Placement::Diverged(why) => self.halt(&tp, why),
+                Placement::Waiting(e) => match cause {
+                    WaitCause::Refused => {
+                        let resume = p.waiting.as_ref().and_then(|w| w.resume);
+                        p.wait(WaitCause::Refused, resume);
+                        tracing::debug!(flow = %self.config.name(), partition = %tp, error = %e,
+                            "a refused partition cannot be placed again now; it waits longer");
+                    }
+                    WaitCause::Unplaced => {
+                        let resume = p.waiting.as_ref().and_then(|w| w.resume);
+                        self.unplaced(&tp, resume, &e);
+                    }
+                },
             }
         }
         Ok(())

@@ -119,7 +119,7 @@ impl Flow {
     }
 
     /// New topics and partitions (every `refresh.topics.interval.seconds`), topic configs
-    /// (every `sync.topic.configs.interval.seconds`), and refused partitions due again.
+    /// (every `sync.topic.configs.interval.seconds`), and waiting partitions due again.
     async fn upkeep(&mut self) -> Result<(), FlowError> {
         if Instant::now() >= self.next_refresh {
             self.refresh_topics().await?;
@@ -131,7 +131,7 @@ impl Flow {
                 self.next_config_sync = Instant::now() + every;
             }
         }
-        self.replace_refused().await
+        self.place_waiting().await
     }
 
     /// Fetches every partition from its position (or takes the fetch made ahead, if it asked
@@ -374,7 +374,7 @@ impl Flow {
         let more = self
             .partitions
             .values()
-            .any(|p| !p.stopped() && p.refused.is_none() && p.position < p.source_end);
+            .any(|p| !p.stopped() && p.waiting.is_none() && p.position < p.source_end);
         let next_positions = if more {
             self.fetch_positions()
         } else {
@@ -522,7 +522,7 @@ impl Flow {
         if let Some(n) = duplicates {
             self.events.tell(tp, &state.metrics, Event::Duplicates(n));
         }
-        if state.refused.take().is_some() {
+        if state.waiting.take().is_some() {
             self.events.tell(tp, &state.metrics, Event::Accepted);
         }
         Ok(Ok(()))
@@ -574,7 +574,7 @@ impl Flow {
         })
     }
 
-    /// What the next fetch asks: every partition neither halted nor waiting after a refusal,
+    /// What the next fetch asks: every partition neither halted nor waiting (refused, unplaced),
     /// from its position, in [`Flow::fetch_order`](Flow) order, each for
     /// `max.partition.fetch.bytes` or its share of the fetch
     /// ([`FlowOptions::partition_bytes_from_budget`](super::FlowOptions)).
@@ -584,7 +584,7 @@ impl Flow {
             .iter()
             .filter_map(|tp| {
                 let p = self.partitions.get(tp)?;
-                if p.stopped() || p.refused.as_ref().is_some_and(|r| !r.retrying) {
+                if p.stopped() || p.waits() {
                     return None;
                 }
                 Some(FetchPosition {

@@ -47,18 +47,35 @@ use super::events::{Event, Matched};
 use super::{record_loss, source_partition, Flow};
 use crate::config::StartPosition;
 use crate::internal::map_store::MapStore;
+pub(super) use placement::PLACEMENT_PATIENCE;
 use placement::{Listed, Survey, ToPlace};
+
+/// Where placing a partition left it.
+#[derive(Debug)]
+pub(super) enum Placement {
+    /// It resumes at this source offset.
+    At(i64),
+    /// It no longer matches its offset map: it is halted, with why.
+    Diverged(String),
+    /// It cannot be placed now, for a reason time can fix (its leader offline on either
+    /// cluster, its topic being deleted or created): it waits and is placed again alone later,
+    /// while the others go on, as Kafka's consumers and MM2 go on without an offline partition.
+    Waiting(strait_kafka::Error),
+}
 
 impl Flow {
     /// Places `parts` (source partition, remote partition, where it was if it has no map):
     /// [`Flow::initial_position`] of each, after one [`Survey`] of both clusters for all of
-    /// them. A partition that no longer matches its map comes back as `Err(why)`: it is
-    /// halted, the others go on.
-    #[allow(clippy::type_complexity)]
+    /// them. Partition by partition: one that no longer matches its map, or cannot be placed
+    /// now, says so in its [`Placement`], and the others are placed. Only an error that is not
+    /// a partition's (fenced, the map unreadable) ends the placement.
+    /// `patience`: how long offsets that cannot be listed are asked again
+    /// ([`placement::PLACEMENT_PATIENCE`], or none for partitions tried again after a wait).
     pub(super) async fn place_all(
         &mut self,
         parts: Vec<(TopicPartition, TopicPartition, Option<i64>)>,
-    ) -> Result<Vec<(TopicPartition, TopicPartition, Result<i64, String>)>, FlowError> {
+        patience: Duration,
+    ) -> Result<Vec<(TopicPartition, TopicPartition, Placement)>, FlowError> {
         let to_place: Vec<ToPlace<'_>> = parts
             .iter()
             .map(|(source, remote, _)| ToPlace { source, remote })
@@ -68,16 +85,22 @@ impl Flow {
             &self.target,
             &to_place,
             &self.map,
-            self.config.auto_offset_reset == StartPosition::Latest,
-            self.config.isolation_level,
+            (
+                self.config.auto_offset_reset == StartPosition::Latest,
+                self.config.isolation_level,
+            ),
+            patience,
         )
         .await?;
         drop(to_place);
         let mut placed = Vec::with_capacity(parts.len());
         for (tp, remote, unmapped) in parts {
             let position = match self.initial_position(&tp, &remote, unmapped, &survey).await {
-                Ok(position) => Ok(position),
-                Err(FlowError::Diverged(why)) => Err(why),
+                Ok(position) => Placement::At(position),
+                Err(FlowError::Diverged(why)) => Placement::Diverged(why),
+                Err(FlowError::Kafka(e)) if e.is_retriable() && !e.is_fenced() => {
+                    Placement::Waiting(e)
+                }
                 Err(e) => return Err(e),
             };
             placed.push((tp, remote, position));
@@ -85,7 +108,8 @@ impl Flow {
         Ok(placed)
     }
 
-    /// An offset of `tp` from `survey`, or asked alone if the survey does not have it.
+    /// An offset of `tp` from `survey`, its error if the survey could not list it, or asked
+    /// alone if the survey did not ask.
     async fn listed(
         &self,
         survey: &Survey,
@@ -94,6 +118,9 @@ impl Flow {
     ) -> Result<i64, FlowError> {
         if let Some(offset) = survey.offset(which, tp) {
             return Ok(offset);
+        }
+        if let Some(e) = survey.error(which, tp) {
+            return Err(FlowError::Kafka(e.clone()));
         }
         let uncommitted = IsolationLevel::ReadUncommitted;
         let (client, spec, isolation) = match which {
@@ -712,24 +739,43 @@ impl Flow {
         } else {
             self.new_epoch().await?;
         }
+        // An unplaced partition is tried again on its own schedule (`Flow::place_waiting`).
         let parts: Vec<(TopicPartition, TopicPartition, Option<i64>)> = self
             .partitions
             .iter()
-            .filter(|(_, p)| !p.stopped())
+            .filter(|(_, p)| !p.stopped() && !p.waits_unplaced())
             .map(|(tp, p)| {
-                let resume = p.refused.as_ref().map(|r| r.resume);
+                let resume = p.waiting.as_ref().and_then(|w| w.resume);
                 (tp.clone(), p.remote.clone(), resume)
             })
             .collect();
-        for (tp, _, placed) in self.place_all(parts).await? {
+        let placed = self.place_all(parts, PLACEMENT_PATIENCE).await?;
+        // Not one partition placed, each for a reason time can fix: the cluster is out of
+        // reach rather than some partitions offline. The flow stalls and tries again, as before.
+        let none = placed
+            .iter()
+            .all(|(_, _, p)| matches!(p, Placement::Waiting(_)));
+        if let (true, Some((_, _, Placement::Waiting(e)))) = (none, placed.first()) {
+            return Err(FlowError::Kafka(e.clone()));
+        }
+        for (tp, _, placed) in placed {
             match placed {
-                Ok(position) => {
+                Placement::At(position) => {
                     if let Some(p) = self.partitions.get_mut(&tp) {
                         p.position = position;
                         p.metrics.placed(position);
                     }
                 }
-                Err(why) => self.halt(&tp, why),
+                Placement::Diverged(why) => self.halt(&tp, why),
+                Placement::Waiting(e) => {
+                    let resume = self.partitions.get(&tp).map(|p| {
+                        p.waiting
+                            .as_ref()
+                            .and_then(|w| w.resume)
+                            .unwrap_or(p.position)
+                    });
+                    self.unplaced(&tp, resume, &e);
+                }
             }
         }
         Ok(())

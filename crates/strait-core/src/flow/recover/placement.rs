@@ -10,8 +10,10 @@
 //! fetch per leader for the last copies, so placing costs a few round trips whatever the
 //! partition count (`docs/design.md` §4.1).
 //!
-//! What a survey could not answer for a partition (an error, a batch too large for the
-//! survey's fetch) is asked again for that partition alone when it is placed, as before.
+//! A partition whose offsets the survey could not list within its patience (its
+//! leader offline, its topic being deleted) keeps its error: that partition waits and is placed
+//! again alone later, and the others are placed now (`Flow::place_all`). A record the survey's
+//! fetch did not bring (a batch too large for it) is asked again for that partition alone.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -32,6 +34,11 @@ use crate::flow::source_partition;
 const SURVEY_PARTITION_BYTES: i32 = 64 * 1024;
 /// Partitions per survey fetch: at [`SURVEY_PARTITION_BYTES`] each, 64 MiB at most per request.
 const SURVEY_FETCH_PARTITIONS: usize = 1024;
+/// How long placing asks again the partitions whose offsets could not be listed (a leader
+/// moving answers within a second or two) before it leaves them to wait: a partition whose
+/// leader is offline must not hold the others back for the client's whole operation timeout.
+/// A waiting partition tried again is asked once, without patience: the round waits for it.
+pub(in crate::flow) const PLACEMENT_PATIENCE: Duration = Duration::from_secs(3);
 
 /// Which offset of a partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -59,22 +66,25 @@ pub(super) struct ToPlace<'a> {
 #[derive(Debug, Default)]
 pub(super) struct Survey {
     offsets: BTreeMap<(Listed, TopicPartition), i64>,
+    /// Why an offset could not be listed within the survey's patience.
+    errors: BTreeMap<(Listed, TopicPartition), strait_kafka::Error>,
     /// The record at an offset, per cluster (`true`: the target), where the survey's fetch
     /// answered for it: `None` when it is gone (retention, compaction).
     records: BTreeMap<(bool, TopicPartition, i64), Option<TailRecord>>,
 }
 
 impl Survey {
-    /// Asks both clusters about `parts`: their offsets, and for those with a map the records
-    /// at the last offsets it gives. `latest_start`: whether new partitions start at the
-    /// source's end (`auto.offset.reset = latest`), read under `isolation`.
+    /// Asks both clusters about `parts`: their offsets (asking again those that fail for
+    /// `patience`), and for those with a map the records at the last offsets it gives.
+    /// `latest_start`: whether new partitions start at the source's end
+    /// (`auto.offset.reset = latest`), read under `isolation`.
     pub(super) async fn take(
         source: &Client,
         target: &Client,
         parts: &[ToPlace<'_>],
         map: &OffsetMap,
-        latest_start: bool,
-        isolation: IsolationLevel,
+        (latest_start, isolation): (bool, IsolationLevel),
+        patience: Duration,
     ) -> Result<Survey, FlowError> {
         if parts.is_empty() {
             return Ok(Survey::default());
@@ -97,13 +107,15 @@ impl Survey {
         let (source_starts, source_ends) =
             (sources(OffsetSpec::Earliest), sources(OffsetSpec::Latest));
         let (target_end, target_start, source_start, source_end, source_end_isolated) = tokio::join!(
-            target.list_offsets(&remote_ends, uncommitted),
-            target.list_offsets(&remote_starts, uncommitted),
-            source.list_offsets(&source_starts, uncommitted),
-            source.list_offsets(&source_ends, uncommitted),
+            target.list_offsets_within(&remote_ends, uncommitted, patience),
+            target.list_offsets_within(&remote_starts, uncommitted, patience),
+            source.list_offsets_within(&source_starts, uncommitted, patience),
+            source.list_offsets_within(&source_ends, uncommitted, patience),
             async {
                 if latest_start {
-                    source.list_offsets(&source_ends, isolation).await
+                    source
+                        .list_offsets_within(&source_ends, isolation, patience)
+                        .await
                 } else {
                     Ok(BTreeMap::new())
                 }
@@ -118,10 +130,13 @@ impl Survey {
             (Listed::SourceEndIsolated, source_end_isolated?),
         ] {
             for (tp, result) in listed {
-                // A partition that failed is asked again alone when placed: its error then
-                // comes from there, as it would have without a survey.
-                if let Ok(listed) = result {
-                    survey.offsets.insert((which, tp), listed.offset);
+                match result {
+                    Ok(listed) => {
+                        survey.offsets.insert((which, tp), listed.offset);
+                    }
+                    Err(e) => {
+                        survey.errors.insert((which, tp), e);
+                    }
                 }
             }
         }
@@ -160,6 +175,11 @@ impl Survey {
     /// The surveyed offset, if the survey has it.
     pub(super) fn offset(&self, which: Listed, tp: &TopicPartition) -> Option<i64> {
         self.offsets.get(&(which, tp.clone())).copied()
+    }
+
+    /// Why the survey could not list that offset, if it could not.
+    pub(super) fn error(&self, which: Listed, tp: &TopicPartition) -> Option<&strait_kafka::Error> {
+        self.errors.get(&(which, tp.clone()))
     }
 
     /// The surveyed record at `offset` of `tp` on the target (`on_target`) or the source:
