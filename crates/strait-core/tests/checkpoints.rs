@@ -540,4 +540,100 @@ mod metadata {
         assert_eq!(fake.requests(ApiKey::TxnOffsetCommit).len(), 2);
         assert_eq!(fake.requests(ApiKey::EndTxn).len(), 2);
     }
+
+    /// Kafka takes a transactional offset commit without a member id whatever the group's state
+    /// (an admin commit it refuses while the group has members), so the describe before it is
+    /// not enough: a group whose members join between that describe and the commit would have
+    /// its offsets overwritten. The group is described again once the offsets are in the
+    /// transaction; found active then, the transaction is aborted and the group skipped.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_group_that_becomes_active_mid_sync_is_not_written_by_a_transaction() {
+        use kafka_protocol::messages::{
+            AddOffsetsToTxnResponse, EndTxnResponse, TxnOffsetCommitResponse,
+        };
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use strait_core::offsets::checkpoints::CheckpointStore;
+        use strait_core::offsets::group_sync::SkipReason;
+        use strait_kafka::produce::{ProducerConfig, RawProducer};
+
+        let remote = "A.orders";
+        let described = std::sync::Arc::new(AtomicUsize::new(0));
+        let count = std::sync::Arc::clone(&described);
+        let fake = FakeCluster::start(
+            &[1],
+            script(move |_, req| match (&req.body, req.api) {
+                (Body::DescribeGroups(d), _) => {
+                    // Empty at the first look, a member joined by the second.
+                    let state = if count.fetch_add(1, Ordering::SeqCst) == 0 {
+                        "Empty"
+                    } else {
+                        "Stable"
+                    };
+                    let groups = d
+                        .groups
+                        .iter()
+                        .map(|g| {
+                            DescribedGroup::default()
+                                .with_group_id(g.clone())
+                                .with_group_state(s(state))
+                                .with_protocol_type(s("consumer"))
+                        })
+                        .collect();
+                    req.reply(&DescribeGroupsResponse::default().with_groups(groups))
+                }
+                (Body::OffsetFetch(_), _) => req.reply(&OffsetFetchResponse::default()),
+                (_, ApiKey::AddOffsetsToTxn) => req.reply(&AddOffsetsToTxnResponse::default()),
+                (_, ApiKey::TxnOffsetCommit) => req.reply(&TxnOffsetCommitResponse::default()),
+                (_, ApiKey::EndTxn) => req.reply(&EndTxnResponse::default()),
+                _ => Action::Default,
+            }),
+        )
+        .await;
+        fake.spec().api_versions.extend([
+            (ApiKey::DescribeGroups, 0, 5),
+            (ApiKey::AddOffsetsToTxn, 0, 3),
+            (ApiKey::TxnOffsetCommit, 0, 3),
+            (ApiKey::EndTxn, 0, 3),
+        ]);
+        fake.set_topic(remote, &[1]);
+        let client = common::client(&fake.addr(1)).await;
+        let producer = RawProducer::new(
+            client.clone(),
+            ProducerConfig {
+                transactional_id: Some("strait-A-B-0-checkpoints".into()),
+                ..ProducerConfig::default()
+            },
+        )
+        .await
+        .expect("transactional producer");
+        let mut store = CheckpointStore::new();
+        store.update(Checkpoint {
+            group: "billing".into(),
+            topic: remote.into(),
+            partition: 0,
+            upstream_offset: 10,
+            downstream_offset: 7,
+            metadata: String::new(),
+        });
+        let summary = GroupSync::new()
+            .sync_once(&client, &store, Some(&producer))
+            .await
+            .expect("the pass");
+        assert!(summary.synced_groups.is_empty(), "{summary:?}");
+        assert!(
+            summary.skipped.iter().any(|s| s.group == "billing"
+                && matches!(s.reason, SkipReason::GroupActive { .. })),
+            "{:?}",
+            summary.skipped
+        );
+        let ends = fake.requests(ApiKey::EndTxn);
+        assert_eq!(ends.len(), 1);
+        let Body::EndTxn(end) = &ends[0].body else {
+            panic!("an EndTxn");
+        };
+        assert!(
+            !end.committed,
+            "the transaction holding the offsets must be aborted"
+        );
+    }
 }

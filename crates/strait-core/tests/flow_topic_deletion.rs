@@ -247,3 +247,122 @@ async fn a_deleted_source_topic_takes_its_remote_topic_only_when_asked() {
     assert_eq!(flow.stats().records, 0, "{:?}", flow.stats());
     assert_eq!(flow.stats().duplicate_records, 0, "{:?}", flow.stats());
 }
+
+/// With `tasks.max = 2` (two units, each a flow of its own, in transactions), a transactional
+/// source topic of 4 partitions is deleted and created again: unit 0 deletes the remote topic,
+/// and each unit forgets its own partitions of it once the remote topic is gone, so the topic
+/// made again is mirrored afresh in every partition, not halted in the units but unit 0; and
+/// both units restarted find nothing to halt and nothing to write again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_created_again_is_mirrored_afresh_by_every_unit() {
+    use strait_core::flow::FlowOptions;
+    use strait_core::scale::UnitFilter;
+    use strait_kafka::produce::ProducerConfig;
+
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let (a, b) = (names.alias("source"), names.alias("target"));
+    let t = names.topic("t");
+    let remote = format!("{a}.{t}");
+    let rdk = Rdk::new();
+    let (source, target) = (&clusters.source.bootstrap, &clusters.target.bootstrap);
+    let src = common::client(source).await;
+    let tgt = common::client(target).await;
+    let extra = format!(
+        "{REFRESH}groups = {}\nheartbeats.replication.enabled = false\n\
+         {a}->{b}.topics = {t}\n\
+         {a}->{b}.strait.sync.topic.deletions.enabled = true",
+        names.pattern()
+    );
+    let start = |index: u32| {
+        let (a, b, extra, t) = (&a, &b, &extra, &t);
+        async move {
+            Flow::start(
+                common::flow_config_between((a, b), source, target, extra),
+                FlowOptions {
+                    fetch_max_wait: Duration::from_millis(50),
+                    producer: ProducerConfig {
+                        transactional_id: Some(format!("strait-test-{t}-{index}")),
+                        ..ProducerConfig::default()
+                    },
+                    unit: Some(UnitFilter { index, units: 2 }),
+                    ..FlowOptions::default()
+                },
+                common::client(source).await,
+                common::client(target).await,
+            )
+            .await
+            .expect("unit starts")
+        }
+    };
+    let in_transactions = |records: Vec<TestRecord>| -> Vec<(Vec<TestRecord>, bool)> {
+        records.chunks(10).map(|c| (c.to_vec(), true)).collect()
+    };
+    // Every partition's source end is in its unit's map, and no unit halted anything.
+    let caught_up = |units: &[&Flow], ends: &[i64]| {
+        for u in units {
+            assert!(u.halted().is_empty(), "{:?}", u.halted());
+        }
+        (0..4).all(|p| {
+            units.iter().any(|u| {
+                u.map()
+                    .partition(&SourcePartition::new(&t, p as i32))
+                    .and_then(|m| m.src_end())
+                    == Some(ends[p])
+            })
+        })
+    };
+    let source_ends = |src: Client, t: String| async move {
+        let mut ends = Vec::new();
+        for p in 0..4 {
+            ends.push(log_range(&src, &t, p).await.1);
+        }
+        ends
+    };
+
+    create(&src, &t, 4).await;
+    rdk.produce_transactions(source, &t, &in_transactions(records(4, 40, "old")));
+    let (mut u0, mut u1) = (start(0).await, start(1).await);
+    u0.run_until_caught_up().await.unwrap();
+    u1.run_until_caught_up().await.unwrap();
+
+    delete(&src, &t).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while exists(&tgt, &remote).await
+        || [&u0, &u1]
+            .iter()
+            .any(|u| u.map().iter().any(|(sp, _)| sp.topic == t))
+    {
+        assert!(Instant::now() < deadline, "the units did not forget {t}");
+        u0.round().await.expect("unit 0 goes on");
+        u1.round().await.expect("unit 1 goes on");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    create(&src, &t, 4).await;
+    let new = records(4, 40, "new");
+    rdk.produce_transactions(source, &t, &in_transactions(new.clone()));
+    let ends = source_ends(src.clone(), t.clone()).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !caught_up(&[&u0, &u1], &ends) {
+        assert!(Instant::now() < deadline, "the new topic is not mirrored");
+        u0.round().await.expect("unit 0 goes on");
+        u1.round().await.expect("unit 1 goes on");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_same(
+        &rdk.consume(target, &remote, 40, Duration::from_secs(30)),
+        &new,
+    );
+    drop((u0, u1));
+
+    // Restarted, both units find the map without the old topic: nothing halted, nothing again.
+    let (mut u0, mut u1) = (start(0).await, start(1).await);
+    u0.run_until_caught_up().await.unwrap();
+    u1.run_until_caught_up().await.unwrap();
+    assert!(caught_up(&[&u0, &u1], &ends));
+    for u in [&u0, &u1] {
+        assert_eq!(u.stats().records, 0, "{:?}", u.stats());
+        assert_eq!(u.stats().duplicate_records, 0, "{:?}", u.stats());
+    }
+}

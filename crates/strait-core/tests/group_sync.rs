@@ -246,3 +246,57 @@ async fn a_fenced_task_writes_no_checkpoints_and_syncs_no_groups() {
     );
     assert!(!new.is_fenced());
 }
+
+/// The next owner's task fences the earlier one when it starts, not at its first pass an
+/// interval later (60 s here, as MM2's default): from then on the earlier task's checkpoints
+/// are refused, though the next owner has written nothing yet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_owners_task_fences_the_earlier_one_when_it_starts() {
+    let m = mirror(
+        "sync.group.offsets.enabled = true\n\
+         emit.checkpoints.interval.seconds = 60\n\
+         sync.group.offsets.interval.seconds = 60",
+    )
+    .await;
+    let billing = m.group("billing-app");
+    let (a, b) = &m.aliases;
+    let unit = ProducerConfig {
+        transactional_id: Some(format!("strait-{a}-{b}-0-checkpoints")),
+        ..ProducerConfig::default()
+    };
+    m.commit_source(&billing, &[(0, 12), (1, 15)]);
+    let mut old = m.task().with_producer_config(unit.clone());
+    assert_eq!(
+        old.emit_once()
+            .await
+            .expect("checkpoint pass")
+            .emitted
+            .len(),
+        2
+    );
+
+    let mut new = m.task().with_producer_config(unit);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(async move {
+        new.run(async {
+            let _ = stopped.await;
+        })
+        .await;
+    });
+    // The earlier owner goes on writing, a new position each time, until it is refused.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let mut position = 12;
+    while !old.is_fenced() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the earlier owner's task still writes checkpoints 15 s after the next owner's \
+             task started"
+        );
+        position += 1;
+        m.commit_source(&billing, &[(0, position)]);
+        let _ = old.emit_once().await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let _ = stop.send(());
+    running.await.unwrap();
+}

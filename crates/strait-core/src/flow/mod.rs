@@ -335,6 +335,13 @@ pub struct Flow {
     /// Source topics deleted whose remote topics the flow keeps, their partitions stopped (told
     /// once each).
     kept_gone: BTreeSet<String>,
+    /// In a unit but unit 0, with `strait.sync.topic.deletions.enabled`: source topics deleted
+    /// whose remote topic unit 0 is to delete, with that remote topic and its id on the target
+    /// when the deletion was seen. Once it is gone from the target (or made again under
+    /// another id), this unit forgets its partitions of the source topic
+    /// ([`Flow::forget_deleted_remotes`]), so that a source topic made again under the name is
+    /// mirrored afresh here too.
+    awaiting_remote: BTreeMap<String, (String, [u8; 16])>,
     /// Set when the target no longer knows our producer id: the reset takes a new one rather
     /// than bumping the epoch.
     fresh_producer: bool,
@@ -437,6 +444,7 @@ impl Flow {
             topic_ids: BTreeMap::new(),
             absent_topics: BTreeSet::new(),
             kept_gone: BTreeSet::new(),
+            awaiting_remote: BTreeMap::new(),
             events: Events::new(config_name),
             published,
             metrics,
@@ -670,7 +678,9 @@ impl Flow {
         let found = topics::discover_all(&self.source, &self.config).await?;
         let topics = found.mirrored;
         self.check_topic_ids(topics.iter().map(|t| (t.source.as_str(), t.id)));
-        self.sync_deletions(&found.present).await?;
+        let ids: BTreeMap<&str, [u8; 16]> =
+            topics.iter().map(|t| (t.source.as_str(), t.id)).collect();
+        self.sync_deletions(&found.present, &ids).await?;
         let remote_counts =
             topics::ensure_remote_topics(&self.source, &self.target, &self.config, &topics).await?;
         let mut new = Vec::new();
@@ -732,7 +742,12 @@ impl Flow {
     /// on the target and its partitions forgotten ([`Flow::delete_remote`]); without, its
     /// partitions stop and its remote topic stays, as MM2 does. A kept topic that is on the
     /// source again is fetched again, unless the topic id check halted it (made anew).
-    async fn sync_deletions(&mut self, present: &BTreeSet<String>) -> Result<(), FlowError> {
+    async fn sync_deletions(
+        &mut self,
+        present: &BTreeSet<String>,
+        ids: &BTreeMap<&str, [u8; 16]>,
+    ) -> Result<(), FlowError> {
+        self.forget_deleted_remotes().await?;
         let back: Vec<String> = self
             .kept_gone
             .iter()
@@ -740,6 +755,15 @@ impl Flow {
             .cloned()
             .collect();
         for topic in back {
+            if self.awaiting_remote.contains_key(&topic) {
+                if ids.get(topic.as_str()) != self.topic_ids.get(&topic) {
+                    // Made anew: it waits for unit 0 to delete the remote topic, then is
+                    // mirrored afresh.
+                    continue;
+                }
+                // The same topic: it was never deleted.
+                self.awaiting_remote.remove(&topic);
+            }
             self.kept_gone.remove(&topic);
             for (_, p) in self
                 .partitions
@@ -775,13 +799,43 @@ impl Flow {
                     |(_, p)| p.remote.topic.clone(),
                 );
             if self.config.sync_topic_deletions && !self.leads() {
-                tracing::info!(
-                    flow = %self.config.name(),
-                    source_topic = %topic,
-                    remote_topic = %remote,
-                    "source topic deleted; this unit's partitions of it stop, and unit 0 of the \
-                     flow deletes its remote topic (strait.sync.topic.deletions.enabled)"
-                );
+                // As unit 0 does before it deletes anything: the source must say the topic is
+                // unknown when asked by name.
+                let unknown = self.source.unknown_topics(&[topic.as_str()]).await?;
+                if unknown.contains(&topic) {
+                    let id = self
+                        .target
+                        .refresh_metadata()
+                        .await?
+                        .topics
+                        .get(&remote)
+                        .map(|t| t.id);
+                    tracing::info!(
+                        flow = %self.config.name(),
+                        source_topic = %topic,
+                        remote_topic = %remote,
+                        "source topic deleted; this unit's partitions of it stop, and unit 0 of \
+                         the flow deletes its remote topic (strait.sync.topic.deletions.enabled); \
+                         once it is gone this unit forgets them, and a topic made again under the \
+                         name is mirrored afresh"
+                    );
+                    self.awaiting_remote
+                        .insert(topic.clone(), (remote.clone(), id.unwrap_or([0; 16])));
+                    if id.is_none() {
+                        // Unit 0 was quicker.
+                        self.forget_deleted_remotes().await?;
+                        continue;
+                    }
+                } else {
+                    tracing::warn!(
+                        flow = %self.config.name(),
+                        source_topic = %topic,
+                        remote_topic = %remote,
+                        "source topic is missing from the source's topic list, but the source \
+                         does not answer that it is unknown (no Describe permission on it?); \
+                         this unit's partitions of it stop"
+                    );
+                }
             } else if self.config.sync_topic_deletions {
                 // Missing from the listing twice; before anything is deleted, the source must
                 // say the topic is unknown when asked by name. A topic this principal may no
@@ -879,6 +933,32 @@ impl Flow {
                 }
             }
         }
+        let parts = self.forget_topic(source, true).await?;
+        self.metrics.remote_topic_deleted();
+        tracing::warn!(
+            flow = %flow,
+            source_topic = %source,
+            remote_topic = %remote,
+            partitions = parts.len(),
+            "source topic deleted; deleted its remote topic on the target{} and forgot its \
+             partitions (strait.sync.topic.deletions.enabled)",
+            if already_gone { " (already gone)" } else { "" }
+        );
+        Ok(true)
+    }
+
+    /// Forgets source topic `source`: its partitions, its offset map entries, its id, its
+    /// offset syncs, so that a topic made again under the name is new to the flow. The map's
+    /// entries are removed on the map topic too (tombstones, waited for) for this flow's own
+    /// partitions, and for every partition of the topic if `all` (unit 0, or a flow without
+    /// units, right after it deleted the remote topic); a unit but unit 0 leaves the others'
+    /// entries alone, since by now unit 0 may be writing a new topic's entries under them.
+    /// Returns the partitions forgotten.
+    async fn forget_topic(
+        &mut self,
+        source: &str,
+        all: bool,
+    ) -> Result<Vec<TopicPartition>, FlowError> {
         let parts: Vec<TopicPartition> = self
             .partitions
             .keys()
@@ -899,26 +979,50 @@ impl Flow {
             .collect();
         for sp in mapped {
             let old = self.map.remove(&sp);
-            self.store.note_partition_removed(&sp, old.as_ref());
+            if all || self.mirrors(&TopicPartition::new(&sp.topic, sp.partition)) {
+                self.store.note_partition_removed(&sp, old.as_ref());
+            }
         }
         self.topic_ids.remove(source);
         self.absent_topics.remove(source);
+        self.kept_gone.remove(source);
         self.prefetched = None;
         if let Some(w) = &mut self.offset_syncs {
             w.forget_topic(source);
         }
         self.persist_map().await?;
-        self.metrics.remote_topic_deleted();
-        tracing::warn!(
-            flow = %flow,
-            source_topic = %source,
-            remote_topic = %remote,
-            partitions = parts.len(),
-            "source topic deleted; deleted its remote topic on the target{} and forgot its \
-             partitions (strait.sync.topic.deletions.enabled)",
-            if already_gone { " (already gone)" } else { "" }
-        );
-        Ok(true)
+        Ok(parts)
+    }
+
+    /// In a unit but unit 0: forgets its partitions of each source topic whose deletion it saw,
+    /// once unit 0 has deleted the remote topic (gone from the target, or made again under
+    /// another id): see `awaiting_remote`.
+    async fn forget_deleted_remotes(&mut self) -> Result<(), FlowError> {
+        if self.awaiting_remote.is_empty() {
+            return Ok(());
+        }
+        let metadata = self.target.refresh_metadata().await?;
+        let done: Vec<String> = self
+            .awaiting_remote
+            .iter()
+            .filter(|(_, (remote, id))| metadata.topics.get(remote).is_none_or(|t| t.id != *id))
+            .map(|(source, _)| source.clone())
+            .collect();
+        for source in done {
+            let Some((remote, _)) = self.awaiting_remote.remove(&source) else {
+                continue;
+            };
+            let parts = self.forget_topic(&source, false).await?;
+            tracing::info!(
+                flow = %self.config.name(),
+                source_topic = %source,
+                remote_topic = %remote,
+                partitions = parts.len(),
+                "unit 0 deleted the remote topic of a deleted source topic; this unit forgot its \
+                 partitions of it, and mirrors a topic made again under the name afresh"
+            );
+        }
+        Ok(())
     }
 
     /// Compares the source topics' ids (from the source's metadata, zero where the broker gives
@@ -927,7 +1031,9 @@ impl Flow {
     fn check_topic_ids<'a>(&mut self, ids: impl Iterator<Item = (&'a str, [u8; 16])>) {
         let mut recreated = Vec::new();
         for (topic, id) in ids {
-            if id == [0; 16] {
+            // A topic waiting for unit 0 to delete its remote topic is checked when it is back
+            // (`sync_deletions`): made anew, it is mirrored afresh once the remote topic is gone.
+            if id == [0; 16] || self.awaiting_remote.contains_key(topic) {
                 continue;
             }
             match self.topic_ids.insert(topic.to_owned(), id) {

@@ -264,8 +264,9 @@ impl CheckpointTask {
         self.fenced
     }
 
-    /// A transactional task initialises its id at its first pass, whether or not it has
-    /// anything to write then, so that the task of the unit's earlier owner is fenced at once.
+    /// A transactional task initialises its id when it starts ([`run`](Self::run)) or at its
+    /// first pass, whether or not it has anything to write, so that the task of the unit's
+    /// earlier owner is fenced at once.
     async fn claim(&mut self) -> Result<(), CheckpointError> {
         if self.producer_config.transactional_id.is_some() && self.producer.is_none() {
             let producer = self.ready_producer().await?;
@@ -309,7 +310,8 @@ impl CheckpointTask {
 
     /// Runs passes on the flow's intervals (`emit.checkpoints.interval.seconds`,
     /// `sync.group.offsets.interval.seconds`) until `stop` resolves; the first of each comes
-    /// one interval after the start, as in MM2. A failing pass is logged and tried again at the
+    /// one interval after the start, as in MM2 (a transactional task takes its id at the start,
+    /// fencing the task of the unit's earlier owner at once). A failing pass is logged and tried again at the
     /// next interval. Returns at once on `stop`, even mid-pass: what was written stays written,
     /// and the store is read back at the next start.
     pub async fn run(&mut self, stop: impl Future<Output = ()>) {
@@ -325,6 +327,22 @@ impl CheckpointTask {
                 "sync.group.offsets.enabled without emit.checkpoints.enabled: groups are \
                  translated for group sync, no checkpoints are written"
             );
+        }
+        // A transactional task takes its id now rather than at its first pass, an interval
+        // later: the task of the unit's earlier owner is fenced from the start.
+        tokio::select! {
+            () = &mut stop => return,
+            claimed = self.claim() => if let Err(e) = claimed {
+                if self.fenced {
+                    tracing::warn!(flow = %self.flow.name(), error = %e,
+                        "checkpoints fenced: another worker leads the flow now, and this one \
+                         writes no checkpoints and syncs no groups");
+                    return;
+                }
+                tracing::warn!(flow = %self.flow.name(), error = %e,
+                    "cannot take the checkpoints' transactional id yet; tried again at the \
+                     first pass");
+            },
         }
         let mut next_emit = emit_every.map(|d| Instant::now() + d);
         let mut next_sync = sync_every.map(|d| Instant::now() + d);

@@ -339,6 +339,19 @@ async fn sync_group(
         .collect();
     if let Some(producer) = producer {
         producer.send_offsets(group, &offsets).await?;
+        // Kafka takes a transactional offset commit without a member id whatever the group's
+        // state (the admin commit below it refuses while the group has members), so the
+        // describe above is all that guards an active group here. Look again now the offsets
+        // are in the transaction: members that joined meanwhile get the transaction aborted.
+        // What remains open is the commit's own round trip.
+        let again = target.describe_group(group).await?;
+        if again.is_active() {
+            producer.abort().await?;
+            return Ok(skip_active(format!(
+                "{} (joined during the sync)",
+                again.state
+            )));
+        }
         producer.commit().await?;
         return Ok(plan);
     }

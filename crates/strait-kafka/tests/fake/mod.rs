@@ -117,6 +117,7 @@ bodies!(
     CreateAcls(CreateAclsRequest),
     SaslHandshake(kafka_protocol::messages::SaslHandshakeRequest),
     SaslAuthenticate(kafka_protocol::messages::SaslAuthenticateRequest),
+    EndTxn(kafka_protocol::messages::EndTxnRequest),
 );
 
 /// A request as a fake broker read it.
