@@ -222,24 +222,10 @@ pub async fn plan_failover_from_checkpoints(
         if !wanted(group, narrow) {
             continue;
         }
-        let positions: Vec<(TopicPartition, CommittedOffset)> = by_partition
-            .values()
-            .filter_map(|c| {
-                let topic = source_topic.get(&c.topic)?;
-                Some((
-                    TopicPartition::new(topic.clone(), c.partition),
-                    CommittedOffset {
-                        offset: c.upstream_offset,
-                        leader_epoch: -1,
-                        metadata: Some(c.metadata.clone()),
-                    },
-                ))
-            })
-            .collect();
-        if positions.is_empty() {
+        let translated = translate_checkpoints(flow, &map, &source_topic, by_partition.values());
+        if translated.is_empty() {
             continue;
         }
-        let translated = translate_offsets(flow, &map, positions);
         let remote: Vec<TopicPartition> = translated
             .iter()
             .map(TranslatedOffset::remote_partition)
@@ -288,6 +274,57 @@ pub async fn plan_failover_from_checkpoints(
             flow.checkpoints_topic()
         )],
     ))
+}
+
+/// A group's last checkpoints (`checkpoints`, naming remote topics; `source_topic` gives each
+/// one's source topic), translated: each upstream offset as `map` translates it now, except
+/// where the map has since been compacted past it (`Translation::Compacted`, the lowest target
+/// offset ever mapped: the whole remote partition read again). There the checkpoint's own
+/// downstream offset is taken, when it is further on: it was the map's answer when the
+/// checkpoint was written (an MM2 checkpoint's is at or before that), so the group reads
+/// again at most what lies between it and the exact answer, about one checkpoint interval, and
+/// skips nothing.
+fn translate_checkpoints<'a>(
+    flow: &FlowConfig,
+    map: &OffsetMap,
+    source_topic: &BTreeMap<String, String>,
+    checkpoints: impl Iterator<Item = &'a strait_wire::mm2::Checkpoint>,
+) -> Vec<TranslatedOffset> {
+    let mut downstream = BTreeMap::new();
+    let positions: Vec<(TopicPartition, CommittedOffset)> = checkpoints
+        .filter_map(|c| {
+            let tp = TopicPartition::new(source_topic.get(&c.topic)?.clone(), c.partition);
+            downstream.insert(tp.clone(), c.downstream_offset);
+            Some((
+                tp,
+                CommittedOffset {
+                    offset: c.upstream_offset,
+                    leader_epoch: -1,
+                    metadata: Some(c.metadata.clone()),
+                },
+            ))
+        })
+        .collect();
+    let mut translated = translate_offsets(flow, map, positions);
+    for t in &mut translated {
+        let Translation::Compacted {
+            target,
+            reread_at_most,
+        } = t.translation
+        else {
+            continue;
+        };
+        let Some(&written) = downstream.get(&t.source_partition()) else {
+            continue;
+        };
+        if written > target {
+            t.translation = Translation::Compacted {
+                target: written,
+                reread_at_most: (target + reread_at_most - written).max(0),
+            };
+        }
+    }
+    translated
 }
 
 /// One translated partition; `on_target` is the group's committed offset on the remote
@@ -342,5 +379,83 @@ fn unmirrored(flow: &FlowConfig, tp: TopicPartition, c: CommittedOffset) -> Part
         metadata: c.metadata,
         blocker: Some(Blocker::TopicNotMirrored),
         note: String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strait_wire::mm2::Checkpoint;
+    use strait_wire::offset_map::SourcePartition;
+
+    /// A transactional source: 2,000 segments of 5 records, each followed by a commit marker
+    /// (source offsets 6 apart, target offsets 5 apart, the target written without markers).
+    /// A group's last checkpoint is at upstream 9,000 (exact downstream 7,500); since, the
+    /// group moved on and the map was compacted below source offset 10,000. Planned from the
+    /// checkpoints, the group resumes at the checkpoint's own downstream offset, not at the
+    /// start of the remote partition.
+    #[test]
+    fn a_checkpoint_the_map_was_compacted_past_keeps_its_own_target_offset() {
+        let flow = crate::config::StraitConfig::parse(
+            "clusters = A, B\nA.bootstrap.servers = a:9092\nB.bootstrap.servers = b:9092\n\
+             A->B.enabled = true\n",
+            "test.properties",
+        )
+        .expect("valid")
+        .flows
+        .remove(0);
+        let sp = SourcePartition::new("orders", 0);
+        let mut map = OffsetMap::new();
+        for i in 0..2_000 {
+            map.record(&sp, i * 6, i * 5, 5).unwrap();
+        }
+        let exact = map.translate(&sp, 9_000);
+        assert_eq!(exact, Translation::Exact { target: 7_500 });
+        assert!(map.compact_below(&sp, 10_000).is_some());
+        let compacted = map.translate(&sp, 9_000);
+        assert!(
+            matches!(compacted, Translation::Compacted { target: 0, .. }),
+            "{compacted:?}"
+        );
+
+        let source_topic = BTreeMap::from([("A.orders".to_owned(), "orders".to_owned())]);
+        let checkpoint = Checkpoint {
+            group: "billing".into(),
+            topic: "A.orders".into(),
+            partition: 0,
+            upstream_offset: 9_000,
+            downstream_offset: 7_500,
+            metadata: String::new(),
+        };
+        let translated =
+            translate_checkpoints(&flow, &map, &source_topic, [&checkpoint].into_iter());
+        assert_eq!(translated.len(), 1);
+        let t = &translated[0];
+        assert_eq!(t.source_offset, 9_000);
+        let Translation::Compacted {
+            target,
+            reread_at_most,
+        } = t.translation
+        else {
+            panic!("{:?}", t.translation);
+        };
+        assert_eq!(target, 7_500, "the checkpoint's own target offset");
+        // At most up to the first segment the map kept.
+        let first_kept = map.partition(&sp).unwrap().segments()[0].dst_start;
+        assert!(first_kept > 7_500, "{first_kept}");
+        assert_eq!(reread_at_most, first_kept - 7_500);
+
+        // A checkpoint still inside the map is translated by the map, as before.
+        let inside = Checkpoint {
+            upstream_offset: 11_000,
+            downstream_offset: 1,
+            ..checkpoint
+        };
+        let translated = translate_checkpoints(&flow, &map, &source_topic, [&inside].into_iter());
+        assert!(
+            translated[0].translation.is_exact(),
+            "{:?}",
+            translated[0].translation
+        );
     }
 }
