@@ -548,6 +548,53 @@ async fn copies_in_aborted_or_open_transactions_are_not_taken_as_mirrored() {
     assert_mirrored(&rdk, &clusters.target.bootstrap, &remote, &all);
 }
 
+/// A source topic whose remote topic the target will not create (its name, with the source
+/// alias before it, is longer than the 249 characters Kafka allows: INVALID_TOPIC_EXCEPTION, as
+/// a create-topic policy or an ACL by prefix refuses a name) does not stop the flow: the flow
+/// starts, the other topic is mirrored, and the refused one waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_topic_the_target_refuses_does_not_stop_the_other_topics() {
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let ledger = names.topic("ledger");
+    let long = names.topic(&"x".repeat(230));
+    assert!(long.len() <= 249 && remote(&names, &long).len() > 249);
+    let rdk = Rdk::new();
+    let src = client(&clusters.source.bootstrap).await;
+    let dst = client(&clusters.target.bootstrap).await;
+    src.create_topic(NewTopic::new(&ledger, 1)).await.unwrap();
+    src.create_topic(NewTopic::new(&long, 1)).await.unwrap();
+    let first = records(1, 20, "a");
+    rdk.produce(&clusters.source.bootstrap, &ledger, &first, "none");
+    rdk.produce(
+        &clusters.source.bootstrap,
+        &long,
+        &records(1, 5, "l"),
+        "none",
+    );
+
+    let mut flow = start(&clusters, &names, "").await;
+    flow.run_until_caught_up().await.unwrap();
+    assert_mirrored(
+        &rdk,
+        &clusters.target.bootstrap,
+        &remote(&names, &ledger),
+        &first,
+    );
+    assert!(
+        flow.topics().iter().any(|t| t.source == long),
+        "still a mirrored topic"
+    );
+    let metadata = dst.refresh_metadata().await.unwrap();
+    assert!(!metadata.topics.contains_key(&remote(&names, &long)));
+    // Later refreshes try it again; the flow goes on.
+    flow.refresh_topics().await.unwrap();
+    let more = records(1, 10, "b");
+    rdk.produce(&clusters.source.bootstrap, &ledger, &more, "none");
+    flow.run_until_caught_up().await.unwrap();
+    assert_eq!(flow.stats().records, 30);
+}
+
 /// A crash left an unrecorded tail on the target (source 40..55), then the source deleted
 /// records past the map's end before the restart: on `ledger` up to 50 (inside the tail), on
 /// `journal` up to 60 (past it). Start-up neither dies on OFFSET_OUT_OF_RANGE nor skips quietly:

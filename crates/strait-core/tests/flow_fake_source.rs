@@ -786,3 +786,118 @@ async fn a_partition_that_cannot_be_placed_waits_while_the_others_flow() {
     }
     assert_eq!(flow.stats().duplicate_records, 0);
 }
+
+/// The target refuses one remote topic for good (POLICY_VIOLATION, as a create-topic policy
+/// answers) and the copied config of another (INVALID_CONFIG, as Kafka answers a key it does
+/// not know, such as `remote.storage.enable` without tiered storage): the first is left out and
+/// said, the second is created without the configs and then given them key by key (each
+/// refused one said), and neither fails the call that makes the flow's remote topics. (One
+/// fake broker is both clusters here.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_remote_topic_or_config_does_not_fail_the_others() {
+    use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+    use kafka_protocol::messages::describe_configs_response::DescribeConfigsResourceResult;
+    use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
+    use kafka_protocol::messages::{CreateTopicsResponse, IncrementalAlterConfigsResponse};
+    use strait_core::flow::topics;
+
+    let names = Names::new();
+    let (keeps, refused) = (names.topic("keeps"), names.topic("refused"));
+    let (a, b) = aliases(&names);
+    let refused_remote = format!("{a}.{refused}");
+    let fake = {
+        let refused_remote = refused_remote.clone();
+        FakeCluster::start(
+            &[1],
+            script(move |_, req| match (&req.body, req.api) {
+                (_, ApiKey::DescribeConfigs) => {
+                    // Every topic carries one config of its own on the source.
+                    let entry = DescribeConfigsResourceResult::default()
+                        .with_name(StrBytes::from_static_str("remote.storage.enable"))
+                        .with_value(Some(StrBytes::from_static_str("true")))
+                        .with_config_source(1)
+                        .with_read_only(false)
+                        .with_is_sensitive(false);
+                    req.reply(&DescribeConfigsResponse::default().with_results(vec![
+                        DescribeConfigsResult::default()
+                            .with_resource_type(2)
+                            .with_configs(vec![entry]),
+                    ]))
+                }
+                (Body::CreateTopics(c), _) => {
+                    let topics = c
+                        .topics
+                        .iter()
+                        .map(|t| {
+                            let code = if t.name.0.as_str() == refused_remote {
+                                ResponseError::PolicyViolation.code()
+                            } else if !t.configs.is_empty() {
+                                ResponseError::InvalidConfig.code()
+                            } else {
+                                0
+                            };
+                            CreatableTopicResult::default()
+                                .with_name(t.name.clone())
+                                .with_error_code(code)
+                        })
+                        .collect();
+                    req.reply(&CreateTopicsResponse::default().with_topics(topics))
+                }
+                // The config again, alone: refused again.
+                (_, ApiKey::IncrementalAlterConfigs) => req.reply(
+                    &IncrementalAlterConfigsResponse::default().with_responses(vec![
+                        AlterConfigsResourceResponse::default()
+                            .with_error_code(ResponseError::InvalidConfig.code())
+                            .with_resource_type(2),
+                    ]),
+                ),
+                _ => Action::Default,
+            }),
+        )
+        .await
+    };
+    fake.spec().api_versions.extend([
+        (ApiKey::DescribeConfigs, 0, 4),
+        (ApiKey::IncrementalAlterConfigs, 0, 1),
+    ]);
+    fake.set_topic(&keeps, &[1, 1]);
+    fake.set_topic(&refused, &[1]);
+    let flow = common::flow_config_between(
+        (&a, &b),
+        &fake.addr(1),
+        &fake.addr(1),
+        &format!(
+            "topics = {}\nheartbeats.replication.enabled = false",
+            names.pattern()
+        ),
+    );
+    let client = common::client(&fake.addr(1)).await;
+    let mirrored = topics::discover(&client, &flow).await.unwrap();
+    assert_eq!(mirrored.len(), 2, "{mirrored:?}");
+    let made = within(topics::ensure_remote_topics(
+        &client, &client, &flow, &mirrored,
+    ))
+    .await
+    .expect("a refused topic or config fails nothing");
+    let keeps_remote = format!("{a}.{keeps}");
+    assert_eq!(made.counts.get(&keeps_remote), Some(&2), "{made:?}");
+    assert!(!made.counts.contains_key(&refused_remote), "{made:?}");
+    let why = made.refused.get(&refused_remote).expect("said refused");
+    assert_eq!(why.code(), Some(ResponseError::PolicyViolation), "{why}");
+    // `keeps`: asked with its config, refused, asked again without.
+    let asked: Vec<usize> = fake
+        .requests(ApiKey::CreateTopics)
+        .iter()
+        .filter_map(|r| match &r.body {
+            Body::CreateTopics(c) => c
+                .topics
+                .iter()
+                .find(|t| t.name.0.as_str() == keeps_remote)
+                .map(|t| t.configs.len()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked, vec![1, 0]);
+    // Then its config alone, which the target refused again: said, and the topic stands.
+    assert_eq!(fake.requests(ApiKey::IncrementalAlterConfigs).len(), 1);
+}

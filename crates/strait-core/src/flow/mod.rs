@@ -206,6 +206,10 @@ impl WaitCause {
     }
 }
 
+/// How soon a remote topic the target refused to create is tried again, when the topic
+/// refresh (`refresh.topics.interval.seconds`) comes later.
+const REFUSED_TOPIC_RETRY: Duration = Duration::from_secs(30);
+
 /// The least a fetch asks per partition when it shares its bytes among them
 /// ([`FlowOptions::partition_bytes_from_budget`]), and at least twice the partition's largest
 /// batch: below a partition's next batch, the broker would send a cut batch that moves nothing
@@ -342,6 +346,8 @@ pub struct Flow {
     /// ([`Flow::forget_deleted_remotes`]), so that a source topic made again under the name is
     /// mirrored afresh here too.
     awaiting_remote: BTreeMap<String, (String, [u8; 16])>,
+    /// Remote topics the target refused to create, with why as last told.
+    refused_topics: BTreeMap<String, String>,
     /// Set when the target no longer knows our producer id: the reset takes a new one rather
     /// than bumping the epoch.
     fresh_producer: bool,
@@ -445,6 +451,7 @@ impl Flow {
             absent_topics: BTreeSet::new(),
             kept_gone: BTreeSet::new(),
             awaiting_remote: BTreeMap::new(),
+            refused_topics: BTreeMap::new(),
             events: Events::new(config_name),
             published,
             metrics,
@@ -681,8 +688,10 @@ impl Flow {
         let ids: BTreeMap<&str, [u8; 16]> =
             topics.iter().map(|t| (t.source.as_str(), t.id)).collect();
         self.sync_deletions(&found.present, &ids).await?;
-        let remote_counts =
+        let remote =
             topics::ensure_remote_topics(&self.source, &self.target, &self.config, &topics).await?;
+        self.tell_refused_topics(&remote.refused);
+        let remote_counts = remote.counts;
         let mut new = Vec::new();
         for t in &topics {
             let usable = remote_counts
@@ -728,12 +737,47 @@ impl Flow {
             }
         }
         self.topics = topics;
-        self.next_refresh = Instant::now()
-            + self
-                .config
-                .refresh_topics
-                .unwrap_or(Duration::from_secs(u64::from(u32::MAX)));
+        let mut every = self
+            .config
+            .refresh_topics
+            .unwrap_or(Duration::from_secs(u64::from(u32::MAX)));
+        if !self.refused_topics.is_empty() {
+            // A refused remote topic is tried again sooner than the next refresh would.
+            every = every.min(REFUSED_TOPIC_RETRY);
+        }
+        self.next_refresh = Instant::now() + every;
         Ok(())
+    }
+
+    /// Says which remote topics the target refuses to create (at warn when one is first
+    /// refused or refused otherwise, at debug when again the same) and which it took at last.
+    fn tell_refused_topics(&mut self, refused: &BTreeMap<String, strait_kafka::Error>) {
+        let flow = self.config.name();
+        for (topic, e) in refused {
+            let why = e.to_string();
+            if self.refused_topics.get(topic) == Some(&why) {
+                tracing::debug!(flow = %flow, remote_topic = %topic, error = %why,
+                    "the target still refuses to create this remote topic");
+                continue;
+            }
+            tracing::warn!(flow = %flow, remote_topic = %topic, error = %why,
+                "the target refuses to create this remote topic (a create-topic policy, an ACL \
+                 that does not cover the name, a name it does not accept): its source topic is \
+                 not mirrored and is tried again in {} s; the other topics go on",
+                REFUSED_TOPIC_RETRY.as_secs());
+            self.refused_topics.insert(topic.clone(), why);
+        }
+        let taken: Vec<String> = self
+            .refused_topics
+            .keys()
+            .filter(|t| !refused.contains_key(*t))
+            .cloned()
+            .collect();
+        for topic in taken {
+            self.refused_topics.remove(&topic);
+            tracing::info!(flow = %flow, remote_topic = %topic,
+                "the target no longer refuses this remote topic (or its source topic is gone)");
+        }
     }
 
     /// Source topics this flow mirrored that the source no longer has, at this refresh and the

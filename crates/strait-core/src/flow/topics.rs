@@ -187,16 +187,43 @@ pub async fn replicable_configs(
         .collect())
 }
 
-/// Makes sure each remote topic exists with at least the source's partitions. Returns the
-/// target partition count per remote topic.
+/// What [`ensure_remote_topics`] made of the remote topics.
+#[derive(Debug, Default)]
+pub struct RemoteTopics {
+    /// The target partition count per remote topic that exists.
+    pub counts: BTreeMap<String, i32>,
+    /// Remote topics the target refuses to create for good (a create-topic policy, an ACL that
+    /// does not cover the name, a name it does not accept), with why. Their source topics
+    /// wait and are tried again at the next refresh; the others flow (MM2 logs a warning per
+    /// topic and goes on, too).
+    pub refused: BTreeMap<String, strait_kafka::Error>,
+}
+
+/// Whether the target refuses a topic's configs (a key it does not know, such as
+/// `remote.storage.enable` on a broker without tiered storage or a `confluent.*` key from
+/// Confluent Server, or a value an alter-config policy forbids): the request may pass without
+/// them.
+fn refuses_configs(e: &strait_kafka::Error) -> bool {
+    use kafka_protocol::error::ResponseError;
+    matches!(
+        e.code(),
+        Some(ResponseError::InvalidConfig | ResponseError::PolicyViolation)
+    )
+}
+
+/// Makes sure each remote topic exists with at least the source's partitions. One the target
+/// refuses for good is left out (in [`RemoteTopics::refused`]); one whose copied configs the
+/// target refuses is created without them, and the config sync sets those it accepts, key by
+/// key. Only an error time can fix (the target out of reach) fails the call.
 pub async fn ensure_remote_topics(
     source: &Client,
     target: &Client,
     flow: &FlowConfig,
     topics: &[MirroredTopic],
-) -> Result<BTreeMap<String, i32>, FlowError> {
+) -> Result<RemoteTopics, FlowError> {
     let existing = target.refresh_metadata().await?;
     let mut counts = BTreeMap::new();
+    let mut refused = BTreeMap::new();
     for t in topics {
         match existing.topics.get(&t.remote) {
             Some(remote) => {
@@ -224,10 +251,31 @@ pub async fn ensure_remote_topics(
             None => {
                 let configs = replicable_configs(source, flow, &t.source).await?;
                 let first = t.partitions.min(MAX_NEW_PARTITIONS);
-                let mut new =
-                    NewTopic::new(&t.remote, first).replication_factor(flow.replication_factor);
-                new.configs = configs;
-                match target.create_topic(new).await {
+                let new = |configs: Vec<(String, String)>| {
+                    let mut new =
+                        NewTopic::new(&t.remote, first).replication_factor(flow.replication_factor);
+                    new.configs = configs;
+                    new
+                };
+                let mut created = target.create_topic(new(configs.clone())).await;
+                let mut later = Vec::new();
+                if let Err(e) = &created {
+                    if !configs.is_empty() && refuses_configs(e) {
+                        tracing::warn!(topic = %t.remote, error = %e,
+                            "the target refuses the source topic's configs; creating the remote \
+                             topic without them, then setting them key by key");
+                        created = target.create_topic(new(Vec::new())).await;
+                        later = configs;
+                    }
+                }
+                if created.is_ok() && !later.is_empty() {
+                    let ops: Vec<AlterConfigOp> = later
+                        .into_iter()
+                        .map(|(k, v)| AlterConfigOp::Set(k, v))
+                        .collect();
+                    set_key_by_key(target, &t.remote, ops).await?;
+                }
+                match created {
                     Ok(()) => {
                         tracing::info!(topic = %t.remote, partitions = first, "created remote topic");
                     }
@@ -240,11 +288,15 @@ pub async fn ensure_remote_topics(
                         counts.insert(t.remote.clone(), t.partitions);
                         continue;
                     }
-                    Err(e) => {
+                    Err(e) if e.is_retriable() => {
                         return Err(FlowError::Topic {
                             topic: t.remote.clone(),
                             source: e,
                         })
+                    }
+                    Err(e) => {
+                        refused.insert(t.remote.clone(), e);
+                        continue;
                     }
                 }
                 let mut now = first;
@@ -263,7 +315,7 @@ pub async fn ensure_remote_topics(
             }
         }
     }
-    Ok(counts)
+    Ok(RemoteTopics { counts, refused })
 }
 
 /// Brings each remote topic's configs in line with its source (mm2.md §1.8, MM2's
@@ -279,37 +331,84 @@ pub async fn sync_configs(
 ) -> Result<usize, FlowError> {
     let mut changed = 0;
     for t in topics {
-        let wanted: BTreeMap<String, String> = replicable_configs(source, flow, &t.source)
-            .await?
-            .into_iter()
-            .collect();
-        let resource = ConfigResource::Topic(t.remote.clone());
-        let have: BTreeMap<String, Option<String>> = target
-            .describe_configs(&resource)
-            .await?
-            .into_iter()
-            .filter(|e| matches!(e.source, ConfigSource::DynamicTopic) && !e.read_only)
-            .map(|e| (e.name, e.value))
-            .collect();
-        let mut ops = Vec::new();
-        for (key, value) in &wanted {
-            if have.get(key).and_then(Option::as_ref) != Some(value) {
-                ops.push(AlterConfigOp::Set(key.clone(), value.clone()));
-            }
+        // One topic whose configs cannot be read or set does not stop the others': said, and
+        // tried again at the next sync.
+        match sync_topic_configs(source, target, flow, t).await {
+            Ok(n) => changed += n,
+            Err(e) if e.is_retriable() => return Err(e),
+            Err(e) => tracing::warn!(topic = %t.remote, error = %e,
+                "cannot sync this remote topic's configs from the source; the others go on, and \
+                 the next sync tries again"),
         }
-        for key in have.keys() {
-            if !wanted.contains_key(key) && flow.should_replicate_config_property(key) {
-                ops.push(AlterConfigOp::Delete(key.clone()));
-            }
-        }
-        if ops.is_empty() {
-            continue;
-        }
-        tracing::info!(topic = %t.remote, changes = ops.len(), "syncing topic configs from the source");
-        changed += ops.len();
-        target.incremental_alter_configs(&resource, &ops).await?;
     }
     Ok(changed)
+}
+
+/// [`sync_configs`] for one topic. A request the target refuses for its configs is made
+/// again key by key, and each key refused is said (MM2 logs the whole request's failure).
+async fn sync_topic_configs(
+    source: &Client,
+    target: &Client,
+    flow: &FlowConfig,
+    t: &MirroredTopic,
+) -> Result<usize, FlowError> {
+    let wanted: BTreeMap<String, String> = replicable_configs(source, flow, &t.source)
+        .await?
+        .into_iter()
+        .collect();
+    let resource = ConfigResource::Topic(t.remote.clone());
+    let have: BTreeMap<String, Option<String>> = target
+        .describe_configs(&resource)
+        .await?
+        .into_iter()
+        .filter(|e| matches!(e.source, ConfigSource::DynamicTopic) && !e.read_only)
+        .map(|e| (e.name, e.value))
+        .collect();
+    let mut ops = Vec::new();
+    for (key, value) in &wanted {
+        if have.get(key).and_then(Option::as_ref) != Some(value) {
+            ops.push(AlterConfigOp::Set(key.clone(), value.clone()));
+        }
+    }
+    for key in have.keys() {
+        if !wanted.contains_key(key) && flow.should_replicate_config_property(key) {
+            ops.push(AlterConfigOp::Delete(key.clone()));
+        }
+    }
+    if ops.is_empty() {
+        return Ok(0);
+    }
+    tracing::info!(topic = %t.remote, changes = ops.len(), "syncing topic configs from the source");
+    match target.incremental_alter_configs(&resource, &ops).await {
+        Ok(()) => return Ok(ops.len()),
+        Err(e) if ops.len() > 1 && refuses_configs(&e) => {}
+        Err(e) => return Err(e.into()),
+    }
+    set_key_by_key(target, &t.remote, ops).await
+}
+
+/// Applies `ops` to `topic`'s configs one at a time: each the target refuses (INVALID_CONFIG,
+/// POLICY_VIOLATION) is said at warn, the others are set. Returns how many were.
+async fn set_key_by_key(
+    target: &Client,
+    topic: &str,
+    ops: Vec<AlterConfigOp>,
+) -> Result<usize, FlowError> {
+    let resource = ConfigResource::Topic(topic.to_owned());
+    let mut applied = 0;
+    for op in ops {
+        match target
+            .incremental_alter_configs(&resource, std::slice::from_ref(&op))
+            .await
+        {
+            Ok(()) => applied += 1,
+            Err(e) if refuses_configs(&e) => tracing::warn!(topic = %topic, change = ?op,
+                error = %e, "the target refuses this config of the remote topic; the others \
+                 are set (exclude the key with config.properties.exclude to stop trying)"),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(applied)
 }
 
 #[cfg(test)]
