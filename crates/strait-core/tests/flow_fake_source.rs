@@ -810,7 +810,7 @@ async fn a_refused_remote_topic_or_config_does_not_fail_the_others() {
         FakeCluster::start(
             &[1],
             script(move |_, req| match (&req.body, req.api) {
-                (_, ApiKey::DescribeConfigs) => {
+                (Body::DescribeConfigs(d), _) => {
                     // Every topic carries one config of its own on the source.
                     let entry = DescribeConfigsResourceResult::default()
                         .with_name(StrBytes::from_static_str("remote.storage.enable"))
@@ -818,11 +818,17 @@ async fn a_refused_remote_topic_or_config_does_not_fail_the_others() {
                         .with_config_source(1)
                         .with_read_only(false)
                         .with_is_sensitive(false);
-                    req.reply(&DescribeConfigsResponse::default().with_results(vec![
-                        DescribeConfigsResult::default()
-                            .with_resource_type(2)
-                            .with_configs(vec![entry]),
-                    ]))
+                    let results = d
+                        .resources
+                        .iter()
+                        .map(|r| {
+                            DescribeConfigsResult::default()
+                                .with_resource_type(2)
+                                .with_resource_name(r.resource_name.clone())
+                                .with_configs(vec![entry.clone()])
+                        })
+                        .collect();
+                    req.reply(&DescribeConfigsResponse::default().with_results(results))
                 }
                 (Body::CreateTopics(c), _) => {
                     let topics = c

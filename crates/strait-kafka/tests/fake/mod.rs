@@ -118,6 +118,7 @@ bodies!(
     SaslHandshake(kafka_protocol::messages::SaslHandshakeRequest),
     SaslAuthenticate(kafka_protocol::messages::SaslAuthenticateRequest),
     EndTxn(kafka_protocol::messages::EndTxnRequest),
+    DescribeConfigs(kafka_protocol::messages::DescribeConfigsRequest),
 );
 
 /// A request as a fake broker read it.
