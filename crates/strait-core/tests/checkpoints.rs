@@ -450,39 +450,38 @@ mod metadata {
         );
     }
 
-    /// Transactional group sync (a unit of exactly-once workers): the target refuses to
-    /// describe one group (GROUP_AUTHORIZATION_FAILED, as to a principal without DESCRIBE on
-    /// it). That group is skipped as failed, and the groups after it are still synced, each in
-    /// a transaction of its own. Before, the pass ended at the first group that failed, so no
-    /// group after it was ever synced.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn one_refused_group_does_not_stop_transactional_group_sync() {
-        use kafka_protocol::error::ResponseError;
+    /// A one-broker target holding `A.orders` for transactional group sync: DescribeGroups
+    /// answers each group as `describe` says (its error code and state, given the group and
+    /// how many DescribeGroups came before), nothing is committed yet, and the transactional
+    /// calls succeed. With a client of it, and a transactional producer on it.
+    async fn transactional_target(
+        describe: impl Fn(&str, usize) -> (i16, &'static str) + Send + Sync + 'static,
+    ) -> (
+        FakeCluster,
+        strait_kafka::Client,
+        strait_kafka::produce::RawProducer,
+    ) {
         use kafka_protocol::messages::{
             AddOffsetsToTxnResponse, EndTxnResponse, TxnOffsetCommitResponse,
         };
-        use strait_core::offsets::checkpoints::CheckpointStore;
-        use strait_core::offsets::group_sync::SkipReason;
+        use std::sync::atomic::{AtomicUsize, Ordering};
         use strait_kafka::produce::{ProducerConfig, RawProducer};
 
-        let remote = "A.orders";
+        let described = AtomicUsize::new(0);
         let fake = FakeCluster::start(
             &[1],
             script(move |_, req| match (&req.body, req.api) {
                 (Body::DescribeGroups(d), _) => {
+                    let before = described.fetch_add(1, Ordering::SeqCst);
                     let groups = d
                         .groups
                         .iter()
                         .map(|g| {
-                            let denied = g.0.as_str().starts_with("a-");
+                            let (code, state) = describe(g.0.as_str(), before);
                             DescribedGroup::default()
                                 .with_group_id(g.clone())
-                                .with_error_code(if denied {
-                                    ResponseError::GroupAuthorizationFailed.code()
-                                } else {
-                                    0
-                                })
-                                .with_group_state(s(if denied { "" } else { "Empty" }))
+                                .with_error_code(code)
+                                .with_group_state(s(state))
                                 .with_protocol_type(s("consumer"))
                         })
                         .collect();
@@ -503,7 +502,7 @@ mod metadata {
             (ApiKey::TxnOffsetCommit, 0, 3),
             (ApiKey::EndTxn, 0, 3),
         ]);
-        fake.set_topic(remote, &[1]);
+        fake.set_topic("A.orders", &[1]);
         let client = common::client(&fake.addr(1)).await;
         let producer = RawProducer::new(
             client.clone(),
@@ -514,6 +513,29 @@ mod metadata {
         )
         .await
         .expect("transactional producer");
+        (fake, client, producer)
+    }
+
+    /// Transactional group sync (a unit of exactly-once workers): the target refuses to
+    /// describe one group (GROUP_AUTHORIZATION_FAILED, as to a principal without DESCRIBE on
+    /// it). That group is skipped as failed, and the groups after it are still synced, each in
+    /// a transaction of its own. Before, the pass ended at the first group that failed, so no
+    /// group after it was ever synced.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_refused_group_does_not_stop_transactional_group_sync() {
+        use kafka_protocol::error::ResponseError;
+        use strait_core::offsets::checkpoints::CheckpointStore;
+        use strait_core::offsets::group_sync::SkipReason;
+
+        let remote = "A.orders";
+        let (fake, client, producer) = transactional_target(|group, _| {
+            if group.starts_with("a-") {
+                (ResponseError::GroupAuthorizationFailed.code(), "")
+            } else {
+                (0, "Empty")
+            }
+        })
+        .await;
         let mut store = CheckpointStore::new();
         for group in ["a-refused", "b-billing", "c-shipping"] {
             store.update(Checkpoint {
@@ -548,64 +570,14 @@ mod metadata {
     /// transaction; found active then, the transaction is aborted and the group skipped.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_group_that_becomes_active_mid_sync_is_not_written_by_a_transaction() {
-        use kafka_protocol::messages::{
-            AddOffsetsToTxnResponse, EndTxnResponse, TxnOffsetCommitResponse,
-        };
-        use std::sync::atomic::{AtomicUsize, Ordering};
         use strait_core::offsets::checkpoints::CheckpointStore;
         use strait_core::offsets::group_sync::SkipReason;
-        use strait_kafka::produce::{ProducerConfig, RawProducer};
 
         let remote = "A.orders";
-        let described = std::sync::Arc::new(AtomicUsize::new(0));
-        let count = std::sync::Arc::clone(&described);
-        let fake = FakeCluster::start(
-            &[1],
-            script(move |_, req| match (&req.body, req.api) {
-                (Body::DescribeGroups(d), _) => {
-                    // Empty at the first look, a member joined by the second.
-                    let state = if count.fetch_add(1, Ordering::SeqCst) == 0 {
-                        "Empty"
-                    } else {
-                        "Stable"
-                    };
-                    let groups = d
-                        .groups
-                        .iter()
-                        .map(|g| {
-                            DescribedGroup::default()
-                                .with_group_id(g.clone())
-                                .with_group_state(s(state))
-                                .with_protocol_type(s("consumer"))
-                        })
-                        .collect();
-                    req.reply(&DescribeGroupsResponse::default().with_groups(groups))
-                }
-                (Body::OffsetFetch(_), _) => req.reply(&OffsetFetchResponse::default()),
-                (_, ApiKey::AddOffsetsToTxn) => req.reply(&AddOffsetsToTxnResponse::default()),
-                (_, ApiKey::TxnOffsetCommit) => req.reply(&TxnOffsetCommitResponse::default()),
-                (_, ApiKey::EndTxn) => req.reply(&EndTxnResponse::default()),
-                _ => Action::Default,
-            }),
-        )
-        .await;
-        fake.spec().api_versions.extend([
-            (ApiKey::DescribeGroups, 0, 5),
-            (ApiKey::AddOffsetsToTxn, 0, 3),
-            (ApiKey::TxnOffsetCommit, 0, 3),
-            (ApiKey::EndTxn, 0, 3),
-        ]);
-        fake.set_topic(remote, &[1]);
-        let client = common::client(&fake.addr(1)).await;
-        let producer = RawProducer::new(
-            client.clone(),
-            ProducerConfig {
-                transactional_id: Some("strait-A-B-0-checkpoints".into()),
-                ..ProducerConfig::default()
-            },
-        )
-        .await
-        .expect("transactional producer");
+        // Empty at the first look, a member joined by the second.
+        let (fake, client, producer) =
+            transactional_target(|_, before| (0, if before == 0 { "Empty" } else { "Stable" }))
+                .await;
         let mut store = CheckpointStore::new();
         store.update(Checkpoint {
             group: "billing".into(),

@@ -149,6 +149,12 @@ fn fetch_answer(log: &SourceLog, req: &Received) -> Action {
 }
 
 fn list_offsets_answer(log: &SourceLog, req: &Received) -> Action {
+    list_offsets_answer_but(log, req, &[])
+}
+
+/// [`list_offsets_answer`], but the partitions in `offline` answer LEADER_NOT_AVAILABLE, as for
+/// a partition whose leader is offline.
+fn list_offsets_answer_but(log: &SourceLog, req: &Received, offline: &[i32]) -> Action {
     let Body::ListOffsets(l) = &req.body else {
         unreachable!()
     };
@@ -160,13 +166,17 @@ fn list_offsets_answer(log: &SourceLog, req: &Received) -> Action {
                 .partitions
                 .iter()
                 .map(|p| {
+                    let answer = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index);
+                    if offline.contains(&p.partition_index) {
+                        return answer.with_error_code(ResponseError::LeaderNotAvailable.code());
+                    }
                     let offset = if p.timestamp == -2 {
                         log.log_start
                     } else {
                         log.end
                     };
-                    ListOffsetsPartitionResponse::default()
-                        .with_partition_index(p.partition_index)
+                    answer
                         .with_offset(offset)
                         .with_timestamp(-1)
                         .with_leader_epoch(0)
@@ -687,39 +697,8 @@ async fn a_partition_that_cannot_be_placed_waits_while_the_others_flow() {
                 let log = log.lock().unwrap();
                 match (&req.body, req.api) {
                     (Body::Fetch(_), _) => fetch_answer(&log, req),
-                    (Body::ListOffsets(l), _) if offline.load(Ordering::SeqCst) => {
-                        let topics = l
-                            .topics
-                            .iter()
-                            .map(|t| {
-                                let partitions = t
-                                    .partitions
-                                    .iter()
-                                    .map(|p| {
-                                        let answer = ListOffsetsPartitionResponse::default()
-                                            .with_partition_index(p.partition_index);
-                                        if p.partition_index == 1 {
-                                            answer.with_error_code(
-                                                ResponseError::LeaderNotAvailable.code(),
-                                            )
-                                        } else {
-                                            answer
-                                                .with_offset(if p.timestamp == -2 {
-                                                    log.log_start
-                                                } else {
-                                                    log.end
-                                                })
-                                                .with_timestamp(-1)
-                                                .with_leader_epoch(0)
-                                        }
-                                    })
-                                    .collect();
-                                ListOffsetsTopicResponse::default()
-                                    .with_name(t.name.clone())
-                                    .with_partitions(partitions)
-                            })
-                            .collect();
-                        req.reply(&ListOffsetsResponse::default().with_topics(topics))
+                    (Body::ListOffsets(_), _) if offline.load(Ordering::SeqCst) => {
+                        list_offsets_answer_but(&log, req, &[1])
                     }
                     (Body::ListOffsets(_), _) => list_offsets_answer(&log, req),
                     (_, ApiKey::DescribeConfigs) => describe_configs_answer(req, &described),

@@ -842,11 +842,22 @@ impl Flow {
                     || self.config.remote_topic(&topic),
                     |(_, p)| p.remote.topic.clone(),
                 );
-            if self.config.sync_topic_deletions && !self.leads() {
-                // As unit 0 does before it deletes anything: the source must say the topic is
-                // unknown when asked by name.
+            if self.config.sync_topic_deletions {
+                // Missing from the listing twice; before anything is deleted, the source must
+                // say the topic is unknown when asked by name. A topic this principal may no
+                // longer describe (an ACL taken away) is missing from listings too, and its
+                // remote topic is the copy to keep.
                 let unknown = self.source.unknown_topics(&[topic.as_str()]).await?;
-                if unknown.contains(&topic) {
+                if !unknown.contains(&topic) {
+                    tracing::warn!(
+                        flow = %self.config.name(),
+                        source_topic = %topic,
+                        remote_topic = %remote,
+                        "source topic is missing from the source's topic list, but the source \
+                         does not answer that it is unknown (no Describe permission on it?); \
+                         its remote topic is kept and its partitions stop"
+                    );
+                } else if !self.leads() {
                     let id = self
                         .target
                         .refresh_metadata()
@@ -870,31 +881,6 @@ impl Flow {
                         self.forget_deleted_remotes().await?;
                         continue;
                     }
-                } else {
-                    tracing::warn!(
-                        flow = %self.config.name(),
-                        source_topic = %topic,
-                        remote_topic = %remote,
-                        "source topic is missing from the source's topic list, but the source \
-                         does not answer that it is unknown (no Describe permission on it?); \
-                         this unit's partitions of it stop"
-                    );
-                }
-            } else if self.config.sync_topic_deletions {
-                // Missing from the listing twice; before anything is deleted, the source must
-                // say the topic is unknown when asked by name. A topic this principal may no
-                // longer describe (an ACL taken away) is missing from listings too, and its
-                // remote topic is the copy to keep.
-                let unknown = self.source.unknown_topics(&[topic.as_str()]).await?;
-                if !unknown.contains(&topic) {
-                    tracing::warn!(
-                        flow = %self.config.name(),
-                        source_topic = %topic,
-                        remote_topic = %remote,
-                        "source topic is missing from the source's topic list, but the source \
-                         does not answer that it is unknown (no Describe permission on it?); \
-                         its remote topic is kept and its partitions stop"
-                    );
                 } else {
                     match topics::deletable_remote(&self.config, &topic, &remote) {
                         Ok(()) => {
