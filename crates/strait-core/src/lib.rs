@@ -1,7 +1,7 @@
 //! strait's replication logic, above the Kafka runtime: MM2 configuration, flows, the offset map,
 //! checkpoints and group sync (`docs/design.md` §3–§5).
 //!
-//! So far:
+//! Its modules:
 //! - [`config`]: an MM2 `.properties` file read into typed clusters and flows; [`policy`]: MM2's
 //!   remote-topic naming and cycle rules; [`filter`]: MM2's topic and group filters.
 //! - [`flow`]: one `A->B` flow: remote topics, the data path, the offset map.

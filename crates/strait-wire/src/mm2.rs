@@ -284,7 +284,7 @@ pub struct Checkpoint {
     /// The consumer group id.
     pub group: String,
     /// The **downstream** (remote) topic name, e.g. `us-west.orders`; un-prefixed when the
-    /// upstream topic itself came from the target (failback, `mm2.md` §1.3).
+    /// upstream topic itself came from the target (failback, `docs/mm2-behaviour.md` §1.3).
     pub topic: String,
     /// The partition, the same on both sides.
     pub partition: i32,

@@ -274,7 +274,7 @@ impl FlowConfig {
 /// As in MM2, there is one for every ordered pair of declared clusters whose
 /// `emit.heartbeats.enabled` resolves to true, **whether or not that pair's flow is enabled**:
 /// for a flow A->B, the pair B->A writes `heartbeats` into A, which A->B then mirrors to B as
-/// `A.heartbeats` (mm2.md §1.4, `MirrorMakerConfig.clusterPairs`).
+/// `A.heartbeats` (`docs/mm2-behaviour.md` §1.4, `MirrorMakerConfig.clusterPairs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeartbeatEmitter {
     /// The cluster written to.

@@ -144,17 +144,9 @@ impl<'a> Resolver<'a> {
 
     fn check_unsupported(&self) -> Result<(), ConfigError> {
         for found in self.by_line() {
+            // `config.providers*` keys never get here: `providers.rs` consumes them and resolves
+            // their references first.
             let key = found.key.as_str();
-            if key == "config.providers" || key.starts_with("config.providers.") {
-                return Err(self.fail(
-                    &found,
-                    Reason::Unsupported {
-                        what: "`config.providers` (values like `${file:path:key}`)",
-                        why: "the references would reach the brokers as literal text; write \
-                              the values into the file, or render it before starting strait",
-                    },
-                ));
-            }
             let name = match parse_flow_key(key, &self.aliases) {
                 Some(FlowKey::Valid { rest, .. }) => rest,
                 _ => key,

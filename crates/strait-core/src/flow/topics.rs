@@ -1,6 +1,6 @@
 //! Which source topics a flow mirrors, and their remote topics on the target: created with the
 //! source's partition count and its non-default configs (minus `config.properties.exclude`),
-//! grown when the source grows (mm2.md §1.8). Deleting a source topic deletes its remote topic
+//! grown when the source grows (`docs/mm2-behaviour.md` §1.8). Deleting a source topic deletes its remote topic
 //! only when the flow is told to (`strait.sync.topic.deletions.enabled`, off by default as MM2
 //! never does): [`confirm_deleted`] decides which source topics are gone, [`deletable_remote`]
 //! which remote topic may go with one (`docs/mirroring.md`, "Source topics deleted").
@@ -318,7 +318,7 @@ pub async fn ensure_remote_topics(
     Ok(RemoteTopics { counts, refused })
 }
 
-/// Brings each remote topic's configs in line with its source (mm2.md §1.8, MM2's
+/// Brings each remote topic's configs in line with its source (`docs/mm2-behaviour.md` §1.8, MM2's
 /// `syncTopicConfigs` with `use.defaults.from=target`): keys set on the source are set on the
 /// target; keys set on the target but not on the source are deleted, so the target's default
 /// applies. Excluded keys (`config.properties.exclude`) are left alone on both sides. Returns
