@@ -516,6 +516,22 @@ mod metadata {
         (fake, client, producer)
     }
 
+    /// One checkpoint per group, of `A.orders` partition 0 (upstream 10, downstream 7).
+    fn checkpoints_of(groups: &[&str]) -> strait_core::offsets::checkpoints::CheckpointStore {
+        let mut store = strait_core::offsets::checkpoints::CheckpointStore::new();
+        for group in groups {
+            store.update(Checkpoint {
+                group: (*group).into(),
+                topic: "A.orders".into(),
+                partition: 0,
+                upstream_offset: 10,
+                downstream_offset: 7,
+                metadata: String::new(),
+            });
+        }
+        store
+    }
+
     /// Transactional group sync (a unit of exactly-once workers): the target refuses to
     /// describe one group (GROUP_AUTHORIZATION_FAILED, as to a principal without DESCRIBE on
     /// it). That group is skipped as failed, and the groups after it are still synced, each in
@@ -524,10 +540,8 @@ mod metadata {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn one_refused_group_does_not_stop_transactional_group_sync() {
         use kafka_protocol::error::ResponseError;
-        use strait_core::offsets::checkpoints::CheckpointStore;
         use strait_core::offsets::group_sync::SkipReason;
 
-        let remote = "A.orders";
         let (fake, client, producer) = transactional_target(|group, _| {
             if group.starts_with("a-") {
                 (ResponseError::GroupAuthorizationFailed.code(), "")
@@ -536,17 +550,7 @@ mod metadata {
             }
         })
         .await;
-        let mut store = CheckpointStore::new();
-        for group in ["a-refused", "b-billing", "c-shipping"] {
-            store.update(Checkpoint {
-                group: group.into(),
-                topic: remote.into(),
-                partition: 0,
-                upstream_offset: 10,
-                downstream_offset: 7,
-                metadata: String::new(),
-            });
-        }
+        let store = checkpoints_of(&["a-refused", "b-billing", "c-shipping"]);
         let summary = GroupSync::new()
             .sync_once(&client, &store, Some(&producer))
             .await
@@ -570,23 +574,13 @@ mod metadata {
     /// transaction; found active then, the transaction is aborted and the group skipped.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_group_that_becomes_active_mid_sync_is_not_written_by_a_transaction() {
-        use strait_core::offsets::checkpoints::CheckpointStore;
         use strait_core::offsets::group_sync::SkipReason;
 
-        let remote = "A.orders";
         // Empty at the first look, a member joined by the second.
         let (fake, client, producer) =
             transactional_target(|_, before| (0, if before == 0 { "Empty" } else { "Stable" }))
                 .await;
-        let mut store = CheckpointStore::new();
-        store.update(Checkpoint {
-            group: "billing".into(),
-            topic: remote.into(),
-            partition: 0,
-            upstream_offset: 10,
-            downstream_offset: 7,
-            metadata: String::new(),
-        });
+        let store = checkpoints_of(&["billing"]);
         let summary = GroupSync::new()
             .sync_once(&client, &store, Some(&producer))
             .await

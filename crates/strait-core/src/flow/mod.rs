@@ -874,13 +874,13 @@ impl Flow {
                          once it is gone this unit forgets them, and a topic made again under the \
                          name is mirrored afresh"
                     );
-                    self.awaiting_remote
-                        .insert(topic.clone(), (remote.clone(), id.unwrap_or([0; 16])));
-                    if id.is_none() {
-                        // Unit 0 was quicker.
-                        self.forget_deleted_remotes().await?;
+                    let Some(id) = id else {
+                        // Unit 0 was quicker: the remote topic is gone already.
+                        self.forget_topic(&topic, false).await?;
                         continue;
-                    }
+                    };
+                    self.awaiting_remote
+                        .insert(topic.clone(), (remote.clone(), id));
                 } else {
                     match topics::deletable_remote(&self.config, &topic, &remote) {
                         Ok(()) => {
@@ -1405,18 +1405,17 @@ impl Flow {
                     }
                 }
                 Placement::Diverged(why) => self.halt(&tp, why),
-                Placement::Waiting(e) => match cause {
-                    WaitCause::Refused => {
-                        let resume = p.waiting.as_ref().and_then(|w| w.resume);
-                        p.wait(WaitCause::Refused, resume);
-                        tracing::debug!(flow = %self.config.name(), partition = %tp, error = %e,
-                            "a refused partition cannot be placed again now; it waits longer");
+                Placement::Waiting(e) => {
+                    let resume = p.waiting.as_ref().and_then(|w| w.resume);
+                    match cause {
+                        WaitCause::Refused => {
+                            p.wait(WaitCause::Refused, resume);
+                            tracing::debug!(flow = %self.config.name(), partition = %tp, error = %e,
+                                "a refused partition cannot be placed again now; it waits longer");
+                        }
+                        WaitCause::Unplaced => self.unplaced(&tp, resume, &e),
                     }
-                    WaitCause::Unplaced => {
-                        let resume = p.waiting.as_ref().and_then(|w| w.resume);
-                        self.unplaced(&tp, resume, &e);
-                    }
-                },
+                }
             }
         }
         Ok(())

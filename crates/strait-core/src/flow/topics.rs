@@ -213,8 +213,8 @@ fn refuses_configs(e: &strait_kafka::Error) -> bool {
 
 /// Makes sure each remote topic exists with at least the source's partitions. One the target
 /// refuses for good is left out (in [`RemoteTopics::refused`]); one whose copied configs the
-/// target refuses is created without them, and the config sync sets those it accepts, key by
-/// key. Only an error time can fix (the target out of reach) fails the call.
+/// target refuses is created without them, then given them key by key (each key refused is
+/// said). Only an error time can fix (the target out of reach) fails the call.
 pub async fn ensure_remote_topics(
     source: &Client,
     target: &Client,

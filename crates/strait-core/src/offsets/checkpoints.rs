@@ -333,12 +333,6 @@ impl CheckpointTask {
         tokio::select! {
             () = &mut stop => return,
             claimed = self.claim() => if let Err(e) = claimed {
-                if self.fenced {
-                    tracing::warn!(flow = %self.flow.name(), error = %e,
-                        "checkpoints fenced: another worker leads the flow now, and this one \
-                         writes no checkpoints and syncs no groups");
-                    return;
-                }
                 tracing::warn!(flow = %self.flow.name(), error = %e,
                     "cannot take the checkpoints' transactional id yet; tried again at the \
                      first pass");

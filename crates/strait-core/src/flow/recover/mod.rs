@@ -411,15 +411,6 @@ impl Flow {
         target_end: i64,
     ) -> Result<i64, FlowError> {
         let sp = source_partition(tp);
-        let options = FetchOptions {
-            max_wait: Duration::from_millis(10),
-            isolation: IsolationLevel::ReadUncommitted,
-            ..FetchOptions::default()
-        };
-        let committed = FetchOptions {
-            isolation: self.config.isolation_level,
-            ..options
-        };
         // Only committed records of the target are matched, up to its last stable offset: a
         // transactional flow's target holds markers, and aborted data where an owner was fenced
         // or failed; any target may hold an aborted or still open transaction of copies (an
@@ -427,7 +418,13 @@ impl Flow {
         // not a mirrored record: a read_committed consumer never sees it. The offsets between
         // committed records are gaps, neither matched nor extra copies.
         let options = FetchOptions {
+            max_wait: Duration::from_millis(10),
             isolation: IsolationLevel::ReadCommitted,
+            ..FetchOptions::default()
+        };
+        // The source is read as a round reads it.
+        let committed = FetchOptions {
+            isolation: self.config.isolation_level,
             ..options
         };
         let mut gaps = 0i64;
