@@ -312,10 +312,28 @@ async fn a_topic_created_again_is_mirrored_afresh_by_every_unit() {
             })
         })
     };
+    // Each partition's end once the last commit marker is in: Kafka writes the markers after
+    // EndTxn has returned to the producer, so the end is read when the last stable offset has
+    // reached the high watermark (read too early, it lies before a marker the flow then maps).
     let source_ends = |src: Client, t: String| async move {
         let mut ends = Vec::new();
         for p in 0..4 {
-            ends.push(log_range(&src, &t, p).await.1);
+            let tp = TopicPartition::new(&t, p);
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let end = log_range(&src, &t, p).await.1;
+                let stable = src
+                    .list_offset(&tp, OffsetSpec::Latest, IsolationLevel::ReadCommitted)
+                    .await
+                    .unwrap()
+                    .offset;
+                if stable == end {
+                    ends.push(end);
+                    break;
+                }
+                assert!(Instant::now() < deadline, "{tp}: markers not written");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
         }
         ends
     };
