@@ -774,6 +774,20 @@ async fn a_partition_that_cannot_be_placed_waits_while_the_others_flow() {
 /// fake broker is both clusters here.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_remote_topic_or_config_does_not_fail_the_others() {
+    refused_topic_or_config(ResponseError::InvalidConfig).await;
+}
+
+/// As above, but the target lets strait create the topic without its configs and then refuses
+/// it the right to set them at all (TOPIC_AUTHORIZATION_FAILED, an ACL that allows Create but
+/// not AlterConfigs): the topic stands without them, said, and nothing fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_created_topic_whose_configs_cannot_be_set_does_not_fail_the_others() {
+    refused_topic_or_config(ResponseError::TopicAuthorizationFailed).await;
+}
+
+/// The target refuses one topic's creation, and another's configs, first with the creation and
+/// then alone with `alter_error`.
+async fn refused_topic_or_config(alter_error: ResponseError) {
     use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
     use kafka_protocol::messages::describe_configs_response::DescribeConfigsResourceResult;
     use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
@@ -832,7 +846,7 @@ async fn a_refused_remote_topic_or_config_does_not_fail_the_others() {
                 (_, ApiKey::IncrementalAlterConfigs) => req.reply(
                     &IncrementalAlterConfigsResponse::default().with_responses(vec![
                         AlterConfigsResourceResponse::default()
-                            .with_error_code(ResponseError::InvalidConfig.code())
+                            .with_error_code(alter_error.code())
                             .with_resource_type(2),
                     ]),
                 ),
@@ -883,6 +897,6 @@ async fn a_refused_remote_topic_or_config_does_not_fail_the_others() {
         })
         .collect();
     assert_eq!(asked, vec![1, 0]);
-    // Then its config alone, which the target refused again: said, and the topic stands.
+    // Then its config alone, which the target refused: said, and the topic stands.
     assert_eq!(fake.requests(ApiKey::IncrementalAlterConfigs).len(), 1);
 }

@@ -792,6 +792,27 @@ impl Flow {
         ids: &BTreeMap<&str, [u8; 16]>,
     ) -> Result<(), FlowError> {
         self.forget_deleted_remotes().await?;
+        self.take_back(present, ids);
+        let mirrored: BTreeSet<String> = self
+            .partitions
+            .keys()
+            .map(|tp| tp.topic.clone())
+            .chain(self.topics.iter().map(|t| t.source.clone()))
+            .collect();
+        let deleted = topics::confirm_deleted(&mirrored, present, &mut self.absent_topics);
+        for topic in deleted {
+            if self.kept_gone.contains(&topic) || self.source_topic_deleted(&topic).await? {
+                continue;
+            }
+            self.kept_gone.insert(topic.clone());
+            self.set_gone(&topic, true);
+        }
+        Ok(())
+    }
+
+    /// Source topics kept as deleted that the source lists again (`present`, with their ids):
+    /// fetched again, unless made anew while their remote topic waits to be deleted by unit 0.
+    fn take_back(&mut self, present: &BTreeSet<String>, ids: &BTreeMap<&str, [u8; 16]>) {
         let back: Vec<String> = self
             .kept_gone
             .iter()
@@ -809,13 +830,7 @@ impl Flow {
                 self.awaiting_remote.remove(&topic);
             }
             self.kept_gone.remove(&topic);
-            for (_, p) in self
-                .partitions
-                .iter_mut()
-                .filter(|(tp, _)| tp.topic == topic)
-            {
-                p.gone = false;
-            }
+            self.set_gone(&topic, false);
             tracing::info!(
                 flow = %self.config.name(),
                 source_topic = %topic,
@@ -823,98 +838,72 @@ impl Flow {
                  it was made anew (then they are halted)"
             );
         }
-        let mirrored: BTreeSet<String> = self
+    }
+
+    /// Marks the partitions of source topic `topic` deleted on the source (not fetched), or no
+    /// longer.
+    fn set_gone(&mut self, topic: &str, gone: bool) {
+        for (_, p) in self
             .partitions
-            .keys()
-            .map(|tp| tp.topic.clone())
-            .chain(self.topics.iter().map(|t| t.source.clone()))
-            .collect();
-        let deleted = topics::confirm_deleted(&mirrored, present, &mut self.absent_topics);
-        for topic in deleted {
-            if self.kept_gone.contains(&topic) {
-                continue;
-            }
-            let remote = self
-                .partitions
-                .iter()
-                .find(|(tp, _)| tp.topic == topic)
-                .map_or_else(
-                    || self.config.remote_topic(&topic),
-                    |(_, p)| p.remote.topic.clone(),
-                );
-            if self.config.sync_topic_deletions {
-                // Missing from the listing twice; before anything is deleted, the source must
-                // say the topic is unknown when asked by name. A topic this principal may no
-                // longer describe (an ACL taken away) is missing from listings too, and its
-                // remote topic is the copy to keep.
-                let unknown = self.source.unknown_topics(&[topic.as_str()]).await?;
-                if !unknown.contains(&topic) {
-                    tracing::warn!(
-                        flow = %self.config.name(),
-                        source_topic = %topic,
-                        remote_topic = %remote,
-                        "source topic is missing from the source's topic list, but the source \
-                         does not answer that it is unknown (no Describe permission on it?); \
-                         its remote topic is kept and its partitions stop"
-                    );
-                } else if !self.leads() {
-                    let id = self
-                        .target
-                        .refresh_metadata()
-                        .await?
-                        .topics
-                        .get(&remote)
-                        .map(|t| t.id);
-                    tracing::info!(
-                        flow = %self.config.name(),
-                        source_topic = %topic,
-                        remote_topic = %remote,
-                        "source topic deleted; this unit's partitions of it stop, and unit 0 of \
-                         the flow deletes its remote topic (strait.sync.topic.deletions.enabled); \
-                         once it is gone this unit forgets them, and a topic made again under the \
-                         name is mirrored afresh"
-                    );
-                    let Some(id) = id else {
-                        // Unit 0 was quicker: the remote topic is gone already.
-                        self.forget_topic(&topic, false).await?;
-                        continue;
-                    };
-                    self.awaiting_remote
-                        .insert(topic.clone(), (remote.clone(), id));
-                } else {
-                    match topics::deletable_remote(&self.config, &topic, &remote) {
-                        Ok(()) => {
-                            if self.delete_remote(&topic, &remote).await? {
-                                continue;
-                            }
-                        }
-                        Err(why) => tracing::warn!(
-                            flow = %self.config.name(),
-                            source_topic = %topic,
-                            remote_topic = %remote,
-                            "source topic deleted; its remote topic is kept: {why}"
-                        ),
-                    }
-                }
-            } else {
-                tracing::info!(
-                    flow = %self.config.name(),
-                    source_topic = %topic,
-                    remote_topic = %remote,
-                    "source topic deleted; its partitions stop and its remote topic is kept, as \
-                     MM2 does (strait.sync.topic.deletions.enabled is false)"
-                );
-            }
-            self.kept_gone.insert(topic.clone());
-            for (_, p) in self
-                .partitions
-                .iter_mut()
-                .filter(|(tp, _)| tp.topic == topic)
-            {
-                p.gone = true;
-            }
+            .iter_mut()
+            .filter(|(tp, _)| tp.topic == topic)
+        {
+            p.gone = gone;
         }
-        Ok(())
+    }
+
+    /// What source topic `topic`, confirmed deleted from listings, does to its remote topic
+    /// ([`Flow::sync_deletions`]). Returns whether its partitions are forgotten (its remote topic
+    /// is gone); if not, they stop and are kept.
+    async fn source_topic_deleted(&mut self, topic: &str) -> Result<bool, FlowError> {
+        let remote = self
+            .partitions
+            .iter()
+            .find(|(tp, _)| tp.topic == topic)
+            .map_or_else(
+                || self.config.remote_topic(topic),
+                |(_, p)| p.remote.topic.clone(),
+            );
+        let flow = self.config.name();
+        if !self.config.sync_topic_deletions {
+            tracing::info!(%flow, source_topic = %topic, remote_topic = %remote,
+                "source topic deleted; its partitions stop and its remote topic is kept, as MM2 \
+                 does (strait.sync.topic.deletions.enabled is false)");
+            return Ok(false);
+        }
+        // Missing from the listing twice; before anything is deleted, the source must say the
+        // topic is unknown when asked by name. A topic this principal may no longer describe (an
+        // ACL taken away) is missing from listings too, and its remote topic is the copy to keep.
+        let unknown = self.source.unknown_topics(&[topic]).await?;
+        if !unknown.contains(topic) {
+            tracing::warn!(%flow, source_topic = %topic, remote_topic = %remote,
+                "source topic is missing from the source's topic list, but the source does not \
+                 answer that it is unknown (no Describe permission on it?); its remote topic is \
+                 kept and its partitions stop");
+            return Ok(false);
+        }
+        if self.leads() {
+            return match topics::deletable_remote(&self.config, topic, &remote) {
+                Ok(()) => self.delete_remote(topic, &remote).await,
+                Err(why) => {
+                    tracing::warn!(%flow, source_topic = %topic, remote_topic = %remote,
+                        "source topic deleted; its remote topic is kept: {why}");
+                    Ok(false)
+                }
+            };
+        }
+        tracing::info!(%flow, source_topic = %topic, remote_topic = %remote,
+            "source topic deleted; this unit's partitions of it stop, and unit 0 of the flow \
+             deletes its remote topic (strait.sync.topic.deletions.enabled); once it is gone \
+             this unit forgets them, and a topic made again under the name is mirrored afresh");
+        let metadata = self.target.refresh_metadata().await?;
+        let Some(id) = metadata.topics.get(&remote).map(|t| t.id) else {
+            // Unit 0 was quicker: the remote topic is gone already.
+            self.forget_topic(topic, false).await?;
+            return Ok(true);
+        };
+        self.awaiting_remote.insert(topic.to_owned(), (remote, id));
+        Ok(false)
     }
 
     /// Deletes `remote` on the target, the remote topic of `source`, deleted on the source, then

@@ -29,6 +29,7 @@
 //! What placing needs from the clusters is asked for all partitions at once (`placement.rs`);
 //! matching a tail reads one partition at a time.
 
+mod matcher;
 mod placement;
 mod tail;
 
@@ -41,12 +42,12 @@ use strait_kafka::{Client, TopicPartition};
 use strait_wire::offset_map::{MapEntry, OffsetMap, SourcePartition};
 use strait_wire::{BatchScanner, RawBatch};
 
-use super::classify::{AbortTracker, Action};
 use super::error::FlowError;
 use super::events::{Event, Matched};
 use super::{record_loss, source_partition, Flow};
 use crate::config::StartPosition;
 use crate::internal::map_store::MapStore;
+use matcher::{Matcher, Next, Side, SourceRead, Step, TargetRead};
 pub(super) use placement::PLACEMENT_PATIENCE;
 use placement::{Listed, Survey, ToPlace};
 
@@ -393,9 +394,9 @@ impl Flow {
 
     /// The target holds `dst..target_end` beyond the map. Matches those records, in order,
     /// against the source records from `src` that the flow would have written (aborted
-    /// transactions and markers skipped as in a round), record by record (`tail.rs`), and
-    /// records the matches. Returns where mirroring resumes, possibly inside a source batch (the
-    /// next round rebuilds the rest of it).
+    /// transactions and markers skipped as in a round), record by record (`matcher.rs` decides,
+    /// this reads what it asks for), and records the matches. Returns where mirroring resumes,
+    /// possibly inside a source batch (the next round rebuilds the rest of it).
     ///
     /// Source records deleted before they were matched (the source's log start passed `src`,
     /// OFFSET_OUT_OF_RANGE) are recorded and counted as lost, as in a round: strait cannot show
@@ -406,8 +407,8 @@ impl Flow {
         &mut self,
         tp: &TopicPartition,
         remote: &TopicPartition,
-        mut src: i64,
-        mut dst: i64,
+        src: i64,
+        dst: i64,
         target_end: i64,
     ) -> Result<i64, FlowError> {
         let sp = source_partition(tp);
@@ -415,315 +416,92 @@ impl Flow {
         // transactional flow's target holds markers, and aborted data where an owner was fenced
         // or failed; any target may hold an aborted or still open transaction of copies (an
         // exactly-once MirrorMaker 2 killed mid-transaction, or a fenced unit). Such a copy is
-        // not a mirrored record: a read_committed consumer never sees it. The offsets between
-        // committed records are gaps, neither matched nor extra copies.
-        let options = FetchOptions {
+        // not a mirrored record: a read_committed consumer never sees it. The source is read as
+        // a round reads it.
+        let target_options = FetchOptions {
             max_wait: Duration::from_millis(10),
             isolation: IsolationLevel::ReadCommitted,
             ..FetchOptions::default()
         };
-        // The source is read as a round reads it.
-        let committed = FetchOptions {
+        let source_options = FetchOptions {
             isolation: self.config.isolation_level,
-            ..options
+            ..target_options
         };
-        let mut gaps = 0i64;
         self.orphan_ends.remove(tp);
-        let mut matched = 0i64;
-        let mut lost = 0u64;
-        // Target records that are copies of source records deleted before they were recorded.
-        let mut orphans = 0i64;
-        // Whether the target records from `dst` may be copies of records the source deleted: the
-        // map (or this matching) has just recorded a loss that ends at `src`.
-        let mut after_loss = self
-            .map
-            .partition(&sp)
-            .is_some_and(|m| ends_in_loss_at(m, src));
-        let dst_start = dst;
-        // Matches and skips not yet in the map, in order: a rewind (below) can take back those
-        // from a source offset on. Put in the map before a loss is recorded, and at the end.
-        let mut pending = Pending::default();
-        // The create time of the last record matched.
-        let mut last_matched: Option<i64> = None;
+        let mapped = self.map.partition(&sp);
+        let after_loss = mapped.is_some_and(|m| ends_in_loss_at(m, src));
         // No map before this matching: the remote topic was filled by another mirror
         // (MirrorMaker 2), or the map topic was deleted.
-        let adopted = self.map.partition(&sp).is_none_or(|m| m.extent().is_none());
+        let adopted = mapped.is_none_or(|m| m.extent().is_none());
         let started = std::time::Instant::now();
-        let mut stopped_by: Option<String> = None;
-        'outer: while dst < target_end {
-            let progress = (src, dst);
-            // The target's committed records from `dst`, whichever batches hold them.
-            let target = match tail::mirrorable_records(&self.target, remote, dst, &options).await {
-                Ok((records, next)) => {
-                    let first = records.first().map_or(next, |r| r.offset);
-                    if first > dst {
-                        gaps += first - dst;
-                        dst = first;
-                    }
-                    if records.is_empty() {
-                        if next > progress.1 {
-                            continue 'outer;
-                        }
-                        stopped_by = Some(format!(
-                            "the target returned no committed records from offset {dst}"
-                        ));
-                        break;
-                    }
-                    records
+        let mut lost = 0u64;
+        let (mut matcher, mut next) = Matcher::start(src, dst, target_end, after_loss);
+        loop {
+            next = match next {
+                Next::ReadTarget(from) => {
+                    matcher.target(read_target(&self.target, remote, from, &target_options).await?)
                 }
-                Err(e) if tail::is_out_of_range(&e) => {
-                    stopped_by = Some(format!(
-                        "the target deleted its records at offset {dst} while they were matched"
-                    ));
-                    break;
+                Next::ReadSource(from) => {
+                    matcher.source(read_source(&self.source, tp, from, &source_options).await?)
                 }
-                Err(e) => return Err(e),
-            };
-            let mut target = target.into_iter();
-            let source_data = match fetch_data(&self.source, tp, src, &committed).await {
-                Ok(data) => data,
-                Err(e) if tail::is_out_of_range(&e) => {
-                    let earliest = self
-                        .source
-                        .list_offset(tp, OffsetSpec::Earliest, IsolationLevel::ReadUncommitted)
-                        .await?
-                        .offset;
-                    if earliest <= src {
-                        stopped_by =
-                            Some(format!("the source ends before offset {src} (truncated?)"));
-                        break;
-                    }
-                    matched += pending.apply(&mut self.map, &mut self.store, &sp)?;
-                    lost += record_loss(&mut self.map, &mut self.store, &sp, src, earliest)?;
-                    let metrics = self.metrics.partition(tp, remote);
-                    self.events.tell(
-                        tp,
-                        &metrics,
-                        Event::Lost {
-                            from: src,
-                            to: earliest,
-                        },
-                    );
-                    src = earliest;
-                    after_loss = true;
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            let mut tracker = AbortTracker::new(&source_data.aborted);
-            let from = src;
-            let source_batches = BatchScanner::new(source_data.records)
-                .filter_map(Result::ok)
-                .filter(move |b| b.header.next_offset() > from);
-            let mut target_ran_out = false;
-            'batches: for b in source_batches {
-                let b = match tracker.classify(b) {
-                    // Skipped over, as a round would.
-                    Action::Skip { from, to, .. } => {
-                        pending.skip(from.max(src), to);
-                        src = to;
-                        continue;
-                    }
-                    Action::Forward(b) | Action::Rebuild(b) => b,
-                };
-                let records = match tail::records_from(&b, src) {
-                    Ok(records) => records,
-                    Err(e) => {
-                        stopped_by = Some(format!(
-                            "the source batch at offset {} cannot be read: {e}",
-                            b.header.base_offset
-                        ));
-                        break 'outer;
-                    }
-                };
-                for s in records {
-                    let Some(t) = target.next() else {
-                        // This fetch of the target ends here: fetch both again from here.
-                        target_ran_out = true;
-                        break 'batches;
+                Next::FirstSource(from) => matcher.first(
+                    tail::mirrorable_records(&self.source, tp, from, &source_options)
+                        .await
+                        .ok()
+                        .and_then(|(records, _)| records.into_iter().next()),
+                ),
+                Next::Search(search) => {
+                    let (client, partition, options) = match search.side {
+                        Side::Source => (&self.source, tp, &source_options),
+                        Side::Target => (&self.target, remote, &target_options),
                     };
-                    if t.offset > dst {
-                        gaps += t.offset - dst;
-                        dst = t.offset;
-                    }
-                    if t.offset != dst {
-                        stopped_by = Some(format!(
-                            "the target's next record is at offset {}, not {dst}",
-                            t.offset
-                        ));
-                        break 'outer;
-                    }
-                    if !t.same_record(&s) && after_loss {
-                        // The target records from here are copies of records the source
-                        // deleted, up to the copy of `s` if the tail holds one.
-                        let copy = tail::find_record(
-                            &self.target,
-                            remote,
-                            &s,
-                            dst,
-                            target_end,
-                            usize::MAX,
-                            &options,
-                        )
-                        .await?;
-                        let to = copy.unwrap_or(target_end);
-                        orphans += to - dst;
-                        dst = to;
-                        after_loss = false;
-                        continue 'outer;
-                    }
-                    if !t.same_record(&s) {
-                        // The target may hold some records twice: MirrorMaker 2 is at least
-                        // once, and a task that restarts (a crash, a rebalance) copies again
-                        // what it had copied since its last offset commit. Then `t` is a second
-                        // copy of a source record already matched here: those records are
-                        // matched again, to their later copies, so that a consumer placed
-                        // through the map after the cutover does not read the second copies.
-                        // The first copies are kept, left out of the map and counted as
-                        // duplicates.
-                        if let Some(again) = tail::find_record(
-                            &self.source,
-                            tp,
-                            &t,
-                            pending.floor.unwrap_or(src),
-                            src,
-                            EXTRA_COPIES_SEARCH_FETCHES,
-                            &committed,
-                        )
-                        .await?
-                        {
-                            pending.take_back_from(again);
-                            src = again;
-                            continue 'outer;
-                        }
-                        // The second copies may start before the records matched here, at
-                        // records the source has deleted since: then the copy of the first record
-                        // matched here comes further on. Looked for only when `t` is older than
-                        // the last record matched (a copy made again), as this search reads ahead.
-                        let older = matches!(
-                            (t.timestamp, last_matched),
-                            (Some(t), Some(last)) if t < last
-                        );
-                        if let (true, Some(floor)) = (older, pending.floor) {
-                            let first =
-                                tail::mirrorable_records(&self.source, tp, floor, &committed)
-                                    .await
-                                    .ok()
-                                    .and_then(|(records, _)| records.into_iter().next());
-                            if let Some(first) = first {
-                                if let Some(copy) = tail::find_record(
-                                    &self.target,
-                                    remote,
-                                    &first,
-                                    dst + 1,
-                                    target_end,
-                                    RECOPY_SEARCH_FETCHES,
-                                    &options,
-                                )
-                                .await?
-                                {
-                                    pending.take_back_from(floor);
-                                    src = floor;
-                                    dst = copy;
-                                    continue 'outer;
-                                }
-                            }
-                        }
-                        // A compacted source may also have removed records whose copies the
-                        // target holds: the copy of `s` comes further on, and the target
-                        // records before it are not copies of `s` or of anything after it. They
-                        // are kept, left out of the map and counted as duplicates.
-                        if let Some(copy) = tail::find_record(
-                            &self.target,
-                            remote,
-                            &s,
-                            dst + 1,
-                            target_end,
-                            EXTRA_COPIES_SEARCH_FETCHES,
-                            &options,
-                        )
-                        .await?
-                        {
-                            dst = copy;
-                            continue 'outer;
-                        }
-                        // A compacted source may have removed the record the target holds a
-                        // copy of (superseded by a later record with its key) since it was
-                        // written; then it cannot be matched, and is written again by nobody.
-                        let gone = if s.offset > src {
-                            format!(
-                                "; source offsets {src}..{} are no longer on the source \
-                                 (compaction or retention), the target record may be a copy of \
-                                 one of them",
-                                s.offset
-                            )
-                        } else {
-                            String::new()
-                        };
-                        stopped_by = Some(format!(
-                            "target offset {} is not a copy of source offset {} ({} differ; \
-                             target vs source){gone}",
-                            t.offset,
-                            s.offset,
-                            t.differences(&s)
-                        ));
-                        break 'outer;
-                    }
-                    after_loss = false;
-                    last_matched = s.timestamp;
-                    pending.matched(s.offset, dst, src);
-                    src = s.offset + 1;
-                    dst += 1;
+                    let found = tail::find_record(
+                        client,
+                        partition,
+                        &search.wanted,
+                        search.from,
+                        search.until,
+                        search.fetches,
+                        options,
+                    );
+                    matcher.found(found.await?)
                 }
-                // All of the batch matched, trailing compaction holes included.
-                src = b.header.next_offset();
-            }
-            if (src, dst) == progress {
-                if after_loss && !target_ran_out {
-                    // The source has nothing left to match: the rest of the tail is copies of
-                    // what it deleted.
-                    orphans += target_end - dst;
-                    dst = target_end;
-                    break;
+                Next::Lose { steps, from, to } => {
+                    record_steps(&mut self.map, &mut self.store, &sp, steps)?;
+                    lost += record_loss(&mut self.map, &mut self.store, &sp, from, to)?;
+                    let metrics = self.metrics.partition(tp, remote);
+                    self.events.tell(tp, &metrics, Event::Lost { from, to });
+                    matcher.lost()
                 }
-                stopped_by.get_or_insert_with(|| {
-                    if target_ran_out {
-                        format!("the target returned no records from offset {dst}")
-                    } else {
-                        format!("the source has no records from offset {src} to match")
-                    }
-                });
-                break;
-            }
+                Next::Done => break,
+            };
         }
-        matched += pending.apply(&mut self.map, &mut self.store, &sp)?;
-        // Every target offset from `dst_start` to `dst` is matched, a copy of a record the source
-        // lost, or an extra copy (left out of the map).
-        let extra = dst - dst_start - matched - orphans - gaps;
-        if orphans > 0 && self.map.partition(&sp).and_then(|m| m.dst_end()) < Some(dst) {
+        let outcome = matcher.finish();
+        record_steps(&mut self.map, &mut self.store, &sp, outcome.steps)?;
+        let dst = outcome.dst;
+        if outcome.orphans > 0 && self.map.partition(&sp).and_then(|m| m.dst_end()) < Some(dst) {
             // Written at `dst` next: the target records before it are not duplicates.
             self.orphan_ends.insert(tp.clone(), dst);
         }
-        let unmatched = (target_end - dst).max(0);
         let metrics = self.metrics.partition(tp, remote);
         self.events.tell(
             tp,
             &metrics,
             Event::Matched(Matched {
                 remote,
-                matched,
-                extra,
-                unmatched,
+                matched: outcome.matched,
+                extra: outcome.extra,
+                unmatched: (target_end - dst).max(0),
                 lost,
-                orphans,
+                orphans: outcome.orphans,
                 adopted,
-                resumes_at: src,
+                resumes_at: outcome.src,
                 elapsed_ms: started.elapsed().as_millis() as u64,
-                stopped_by: stopped_by.as_deref(),
+                stopped_by: outcome.stopped_by.as_deref(),
             }),
         );
         self.persist_map().await?;
-        Ok(src)
+        Ok(outcome.src)
     }
 
     /// After a produce failure the producer's sequences have a hole: start a new epoch of the
@@ -833,96 +611,61 @@ impl Flow {
     }
 }
 
-/// Matches and skips that [`Flow::recover_tail`] has found and not yet put in the map.
-#[derive(Debug, Default)]
-struct Pending {
-    /// The source offset the first of them starts at.
-    floor: Option<i64>,
-    steps: Vec<PendingStep>,
+/// Puts `steps` in `map`, in order, noting the changes in `store`.
+fn record_steps(
+    map: &mut OffsetMap,
+    store: &mut MapStore,
+    sp: &SourcePartition,
+    steps: Vec<Step>,
+) -> Result<(), FlowError> {
+    for step in steps {
+        let entry = match step {
+            Step::Match { src, dst, n } => {
+                MapEntry::Segment(map.record(sp, src, dst, n).map_err(FlowError::map(sp))?)
+            }
+            Step::Skip { from, to } => MapEntry::Extent(
+                map.record_skipped(sp, from, to)
+                    .map_err(FlowError::map(sp))?,
+            ),
+        };
+        store.note(sp, entry);
+    }
+    Ok(())
 }
 
-#[derive(Debug, Clone, Copy)]
-enum PendingStep {
-    /// Source offsets `src..src + n` are at target offsets `dst..dst + n`.
-    Match { src: i64, dst: i64, n: i64 },
-    /// Source offsets `from..to` are not mirrored (markers, aborted transactions).
-    Skip { from: i64, to: i64 },
-}
-
-impl Pending {
-    /// Source offset `src` matched target offset `dst`; `position` is where matching stood
-    /// (`src` or before it, at compaction holes).
-    fn matched(&mut self, src: i64, dst: i64, position: i64) {
-        self.floor.get_or_insert(position);
-        if let Some(PendingStep::Match { src: s, dst: d, n }) = self.steps.last_mut() {
-            if *s + *n == src && *d + *n == dst {
-                *n += 1;
-                return;
-            }
-        }
-        self.steps.push(PendingStep::Match { src, dst, n: 1 });
-    }
-
-    fn skip(&mut self, from: i64, to: i64) {
-        self.floor.get_or_insert(from);
-        self.steps.push(PendingStep::Skip { from, to });
-    }
-
-    /// Takes back every match and skip at source offset `from` and later.
-    fn take_back_from(&mut self, from: i64) {
-        while let Some(step) = self.steps.last_mut() {
-            match step {
-                PendingStep::Match { src, n, .. } if *src < from => {
-                    *n = (*n).min(from - *src);
-                    break;
-                }
-                PendingStep::Skip { from: f, to } if *f < from => {
-                    *to = (*to).min(from);
-                    break;
-                }
-                _ => {
-                    self.steps.pop();
-                }
-            }
-        }
-    }
-
-    /// Puts every step in `map` (noting the changes in `store`), in order; the number of
-    /// records matched.
-    fn apply(
-        &mut self,
-        map: &mut OffsetMap,
-        store: &mut MapStore,
-        sp: &SourcePartition,
-    ) -> Result<i64, FlowError> {
-        let mut matched = 0;
-        for step in self.steps.drain(..) {
-            match step {
-                PendingStep::Match { src, dst, n } => {
-                    let segment = map.record(sp, src, dst, n).map_err(FlowError::map(sp))?;
-                    store.note(sp, MapEntry::Segment(segment));
-                    matched += n;
-                }
-                PendingStep::Skip { from, to } => {
-                    let extent = map
-                        .record_skipped(sp, from, to)
-                        .map_err(FlowError::map(sp))?;
-                    store.note(sp, MapEntry::Extent(extent));
-                }
-            }
-        }
-        self.floor = None;
-        Ok(matched)
+/// The target's committed records from `from`, for the matcher.
+async fn read_target(
+    client: &Client,
+    tp: &TopicPartition,
+    from: i64,
+    options: &FetchOptions,
+) -> Result<TargetRead, FlowError> {
+    match tail::mirrorable_records(client, tp, from, options).await {
+        Ok((records, next)) => Ok(TargetRead::Records { records, next }),
+        Err(e) if tail::is_out_of_range(&e) => Ok(TargetRead::Deleted),
+        Err(e) => Err(e),
     }
 }
 
-/// Fetches of the target read to find the copy of a source record further on, past records
-/// that are not copies of it (an earlier mirror's extra copies): at least 1 MiB each.
-const EXTRA_COPIES_SEARCH_FETCHES: usize = 64;
-
-/// Fetches of the target read to find a second copy of the first record matched, past copies of
-/// records the source has deleted.
-const RECOPY_SEARCH_FETCHES: usize = 16;
+/// The source from `from`, as a round reads it, for the matcher; where it starts now if it
+/// deleted its records there.
+async fn read_source(
+    client: &Client,
+    tp: &TopicPartition,
+    from: i64,
+    options: &FetchOptions,
+) -> Result<SourceRead, FlowError> {
+    match tail::read_items(client, tp, from, options).await {
+        Ok(items) => Ok(SourceRead::Items(items)),
+        Err(e) if tail::is_out_of_range(&e) => {
+            let earliest = client
+                .list_offset(tp, OffsetSpec::Earliest, IsolationLevel::ReadUncommitted)
+                .await?;
+            Ok(SourceRead::StartsAt(earliest.offset))
+        }
+        Err(e) => Err(e),
+    }
+}
 
 /// Whether the last thing `map` recorded is a lost range that ends at `src`, with nothing
 /// mirrored after it: target records beyond the map may be copies of the records it lost.

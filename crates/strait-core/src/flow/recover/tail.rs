@@ -19,13 +19,15 @@
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use strait_kafka::admin::{IsolationLevel, OffsetSpec};
-use strait_kafka::fetch::{FetchOptions, FetchPosition};
+use strait_kafka::fetch::{AbortedTransaction, FetchOptions, FetchPosition};
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::records::{batch_records, RecordsError};
 use strait_wire::{BatchScanner, RawBatch};
 
 use crate::flow::classify::{AbortTracker, Action};
 use crate::flow::error::FlowError;
+
+use super::matcher::SourceItem;
 
 /// A record as a consumer sees it, with its absolute offset.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,9 +101,64 @@ pub(super) fn is_out_of_range(e: &FlowError) -> bool {
     matches!(e, FlowError::Kafka(e) if e.code() == Some(ResponseError::OffsetOutOfRange))
 }
 
-/// The records of `tp` that a flow would mirror, from offset `from`, as far as one fetch reaches:
-/// control batches left out, and under read_committed (`options.isolation`) aborted
-/// transactions too. Also returns the offset after the last batch looked at (`from` when the
+/// What a flow would mirror of fetched `records` (with the fetch's `aborted` transactions) from
+/// offset `from`, batch by batch: markers and aborted transactions (under read_committed) as
+/// skips, the records of the others in order, each followed by its batch's end. A batch that
+/// cannot be decoded ends the list; one that cannot even be scanned ends it unsaid, as the
+/// fetch may end in a partial batch.
+pub(super) fn source_items(
+    records: Bytes,
+    aborted: &[AbortedTransaction],
+    from: i64,
+) -> Vec<SourceItem> {
+    let mut tracker = AbortTracker::new(aborted);
+    let mut items = Vec::new();
+    for batch in BatchScanner::new(records) {
+        let Ok(batch) = batch else { break };
+        if batch.header.next_offset() <= from {
+            continue;
+        }
+        let end = batch.header.next_offset();
+        match tracker.classify(batch) {
+            Action::Skip { from, to, .. } => items.push(SourceItem::Skip { from, to }),
+            Action::Forward(b) | Action::Rebuild(b) => match records_from(&b, from) {
+                Ok(records) => {
+                    items.extend(records.into_iter().map(SourceItem::Record));
+                    items.push(SourceItem::BatchEnd(end));
+                }
+                Err(e) => {
+                    items.push(SourceItem::Unreadable {
+                        base_offset: b.header.base_offset,
+                        why: e.to_string(),
+                    });
+                    break;
+                }
+            },
+        }
+    }
+    items
+}
+
+/// What `tp` holds from offset `from` that a flow would mirror, as far as one fetch reaches
+/// ([`source_items`]; under read_committed, `options.isolation`, aborted transactions are
+/// skipped).
+pub(super) async fn read_items(
+    client: &Client,
+    tp: &TopicPartition,
+    from: i64,
+    options: &FetchOptions,
+) -> Result<Vec<SourceItem>, FlowError> {
+    let mut results = client
+        .fetch(&[FetchPosition::new(tp.clone(), from)], options)
+        .await;
+    let data = results
+        .remove(tp)
+        .unwrap_or(Err(strait_kafka::Error::Closed))?;
+    Ok(source_items(data.records, &data.aborted, from))
+}
+
+/// The records of `tp` that a flow would mirror, from offset `from`, as far as one fetch reaches
+/// ([`read_items`]). Also returns the offset after the last batch looked at (`from` when the
 /// fetch returned none). A batch that cannot be read ends the list.
 pub(super) async fn mirrorable_records(
     client: &Client,
@@ -109,29 +166,14 @@ pub(super) async fn mirrorable_records(
     from: i64,
     options: &FetchOptions,
 ) -> Result<(Vec<TailRecord>, i64), FlowError> {
-    let mut results = client
-        .fetch(&[FetchPosition::new(tp.clone(), from)], options)
-        .await;
-    let data = results
-        .remove(tp)
-        .unwrap_or(Err(strait_kafka::Error::Closed))?;
-    let mut tracker = AbortTracker::new(&data.aborted);
     let mut records = Vec::new();
     let mut next = from;
-    for batch in BatchScanner::new(data.records) {
-        let Ok(batch) = batch else { break };
-        if batch.header.next_offset() <= from {
-            continue;
+    for item in read_items(client, tp, from, options).await? {
+        match item {
+            SourceItem::Record(r) => records.push(r),
+            SourceItem::Skip { to: end, .. } | SourceItem::BatchEnd(end) => next = end,
+            SourceItem::Unreadable { .. } => break,
         }
-        let end = batch.header.next_offset();
-        match tracker.classify(batch) {
-            Action::Skip { .. } => {}
-            Action::Forward(b) | Action::Rebuild(b) => match records_from(&b, from) {
-                Ok(r) => records.extend(r),
-                Err(_) => break,
-            },
-        }
-        next = end;
     }
     Ok((records, next))
 }
