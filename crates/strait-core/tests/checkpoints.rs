@@ -304,6 +304,55 @@ async fn the_task_runs_on_its_intervals_until_stopped() {
     assert_eq!(task.store().len(), 2);
 }
 
+/// Waits until the checkpoints topic holds `want`, in order.
+async fn wait_for_checkpoints(m: &Mirror, want: &[(Bytes, Bytes)], deadline: tokio::time::Instant) {
+    loop {
+        let have = read_topic(&m.target, &m.checkpoints).await;
+        if have == want {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "checkpoints not written: {have:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A group's new position is checkpointed at the next read of the source groups
+/// (`strait.checkpoints.capture.interval.ms`, 1 s by default), not at the next
+/// `emit.checkpoints.interval.seconds`: with an MM2 file asking for 10 minutes, two commits of
+/// the source group each reach the checkpoints topic within the test's 30 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_position_is_checkpointed_without_waiting_for_the_interval() {
+    let m = mirror("emit.checkpoints.interval.seconds = 600").await;
+    let billing = m.group("billing-app");
+    let remote = m.remote.as_str();
+    m.commit_source(&billing, &[(0, 12), (1, 15)]);
+    let mut task = m.task();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(async move {
+        task.run(async {
+            let _ = stopped.await;
+        })
+        .await;
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut want = vec![
+        (key(&billing, remote, 0), value(12, 17, "")),
+        (key(&billing, remote, 1), value(15, 18, "")),
+    ];
+    wait_for_checkpoints(&m, &want, deadline).await;
+    m.commit_source(&billing, &[(0, 14)]);
+    want.push((key(&billing, remote, 0), value(14, 19, "")));
+    wait_for_checkpoints(&m, &want, deadline).await;
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), running)
+        .await
+        .expect("the loop stops when told")
+        .unwrap();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Commit metadata: a fake source serves it, a fake target records the commit strait sends.
 

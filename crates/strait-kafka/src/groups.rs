@@ -17,10 +17,12 @@ use kafka_protocol::messages::describe_groups_response::DescribedGroup as Descri
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
-use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
+};
 use kafka_protocol::messages::{
-    FindCoordinatorRequest, GroupId, ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest,
-    TopicName,
+    ApiKey, FindCoordinatorRequest, GroupId, ListGroupsRequest, OffsetCommitRequest,
+    OffsetFetchRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -106,6 +108,39 @@ fn group_id(group: &str) -> GroupId {
 fn topic_name(topic: &str) -> TopicName {
     TopicName(StrBytes::from_string(topic.to_owned()))
 }
+
+/// A committed offset as OffsetFetch answers it; `None` where the group committed none (-1).
+fn committed(
+    offset: i64,
+    leader_epoch: i32,
+    metadata: Option<StrBytes>,
+) -> Option<CommittedOffset> {
+    (offset >= 0).then(|| CommittedOffset {
+        offset,
+        leader_epoch,
+        metadata: metadata.map(|m| m.to_string()),
+    })
+}
+
+/// `partitions`' indexes by topic.
+fn by_topic(partitions: &[TopicPartition]) -> BTreeMap<&str, Vec<i32>> {
+    let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for tp in partitions {
+        by_topic.entry(&tp.topic).or_default().push(tp.partition);
+    }
+    by_topic
+}
+
+/// Groups named in one OffsetFetch request (v8).
+const GROUPS_PER_OFFSET_FETCH: usize = 200;
+
+/// Partitions named in one OffsetFetch request (v8), over all its groups: fewer groups a
+/// request where each names many.
+const PARTITIONS_PER_OFFSET_FETCH: usize = 100_000;
+
+/// OffsetFetch's first version that asks for several groups at once (KIP-709). strait's
+/// highest otherwise stays at 7 (`strait_wire::frame`), so one group's fetch keeps its shape.
+const OFFSET_FETCH_MANY: i16 = 8;
 
 /// Groups whose coordinators are looked up (or that are described alone) at once.
 const GROUPS_LOCATED_AT_ONCE: usize = 64;
@@ -272,30 +307,14 @@ impl Client {
         groups: &[String],
     ) -> BTreeMap<String, Result<GroupDescription>> {
         use futures::StreamExt;
-        let located: Vec<(String, Result<BrokerId>)> = futures::stream::iter(groups)
-            .map(|g| async move { (g.clone(), self.coordinator(g).await) })
-            .buffer_unordered(GROUPS_LOCATED_AT_ONCE)
-            .collect()
+        let (requests, mut again) = self.by_coordinator(groups, GROUPS_PER_DESCRIBE).await;
+        let asked =
+            futures::future::join_all(requests.into_iter().map(|(coordinator, ids)| async move {
+                let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+                let answers = self.describe_at(coordinator, &refs).await;
+                (ids, answers)
+            }))
             .await;
-        let mut by_coordinator: BTreeMap<BrokerId, Vec<String>> = BTreeMap::new();
-        let mut again: Vec<String> = Vec::new();
-        for (g, coordinator) in located {
-            match coordinator {
-                Ok(c) => by_coordinator.entry(c).or_default().push(g),
-                Err(_) => again.push(g),
-            }
-        }
-        let requests = by_coordinator.into_iter().flat_map(|(coordinator, ids)| {
-            ids.chunks(GROUPS_PER_DESCRIBE)
-                .map(|c| (coordinator, c.to_vec()))
-                .collect::<Vec<_>>()
-        });
-        let asked = futures::future::join_all(requests.map(|(coordinator, ids)| async move {
-            let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-            let answers = self.describe_at(coordinator, &refs).await;
-            (ids, answers)
-        }))
-        .await;
         let mut out = BTreeMap::new();
         for (ids, answers) in asked {
             match answers {
@@ -322,6 +341,45 @@ impl Client {
             .await;
         out.extend(alone);
         out
+    }
+
+    /// `groups` by coordinator, in requests of at most `per_request` groups; and the groups
+    /// whose coordinator cannot be found now (asked alone later, with retries).
+    async fn by_coordinator(
+        &self,
+        groups: &[String],
+        per_request: usize,
+    ) -> (Vec<(BrokerId, Vec<String>)>, Vec<String>) {
+        use futures::StreamExt;
+        let mut locating = Vec::new();
+        for g in groups {
+            let g = g.clone();
+            locating.push(async move {
+                let coordinator = self.coordinator(&g).await;
+                (g, coordinator)
+            });
+        }
+        let located: Vec<(String, Result<BrokerId>)> = futures::stream::iter(locating)
+            .buffer_unordered(GROUPS_LOCATED_AT_ONCE)
+            .collect()
+            .await;
+        let mut by_coordinator: BTreeMap<BrokerId, Vec<String>> = BTreeMap::new();
+        let mut again: Vec<String> = Vec::new();
+        for (g, coordinator) in located {
+            match coordinator {
+                Ok(c) => by_coordinator.entry(c).or_default().push(g),
+                Err(_) => again.push(g),
+            }
+        }
+        let requests = by_coordinator
+            .into_iter()
+            .flat_map(|(coordinator, ids)| {
+                ids.chunks(per_request)
+                    .map(|c| (coordinator, c.to_vec()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        (requests, again)
     }
 
     /// Asks `coordinator` to describe `groups`: both questions at once (pipelined on the
@@ -376,11 +434,7 @@ impl Client {
         topics: Option<&[TopicPartition]>,
     ) -> Result<BTreeMap<TopicPartition, CommittedOffset>> {
         let topics = topics.map(|tps| {
-            let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
-            for tp in tps {
-                by_topic.entry(&tp.topic).or_default().push(tp.partition);
-            }
-            by_topic
+            by_topic(tps)
                 .into_iter()
                 .map(|(t, ps)| {
                     OffsetFetchRequestTopic::default()
@@ -408,22 +462,148 @@ impl Client {
                 for p in t.partitions {
                     let tp = TopicPartition::new(t.name.0.to_string(), p.partition_index);
                     check(p.error_code, None, || tp.context())?;
-                    if p.committed_offset < 0 {
-                        continue;
+                    if let Some(committed) =
+                        committed(p.committed_offset, p.committed_leader_epoch, p.metadata)
+                    {
+                        out.insert(tp, committed);
                     }
-                    out.insert(
-                        tp,
-                        CommittedOffset {
-                            offset: p.committed_offset,
-                            leader_epoch: p.committed_leader_epoch,
-                            metadata: p.metadata.map(|m| m.to_string()),
-                        },
-                    );
                 }
             }
             Ok(out)
         })
         .await
+    }
+
+    /// The committed offsets of many groups on `partitions` (with `None`, every partition each
+    /// committed to), with few
+    /// requests: each coordinator that offers OffsetFetch v8 (KIP-709, Kafka 3.0 and later) is
+    /// asked once for up to [`GROUPS_PER_OFFSET_FETCH`] of its groups. A group whose coordinator
+    /// cannot be found or asked, or whose answer is an error, and every group of a coordinator
+    /// without v8, is then asked alone with [`Client::offset_fetch`]'s retries: every group
+    /// gets the answer `offset_fetch` would give. The checkpoint task reads a thousand groups
+    /// every second this way.
+    pub async fn offset_fetch_groups(
+        &self,
+        groups: &[String],
+        partitions: Option<&[TopicPartition]>,
+    ) -> BTreeMap<String, Result<BTreeMap<TopicPartition, CommittedOffset>>> {
+        use futures::StreamExt;
+        // A request names each group's partitions: at most about 100,000 in all.
+        let named = partitions.map_or(1, <[TopicPartition]>::len).max(1);
+        let per_request = (PARTITIONS_PER_OFFSET_FETCH / named).clamp(1, GROUPS_PER_OFFSET_FETCH);
+        let (requests, mut again) = self.by_coordinator(groups, per_request).await;
+        let topics = partitions.map(|tps| {
+            by_topic(tps)
+                .into_iter()
+                .map(|(t, ps)| {
+                    OffsetFetchRequestTopics::default()
+                        .with_name(topic_name(t))
+                        .with_partition_indexes(ps)
+                })
+                .collect::<Vec<_>>()
+        });
+        // Futures made in a loop, each owning what it reads: a closure that lends them makes
+        // the caller's future lose `Send` (rust-lang/rust#102211).
+        let mut asking = Vec::new();
+        for (coordinator, ids) in requests {
+            let topics = topics.clone();
+            asking.push(async move {
+                let answers = self.offset_fetch_at(coordinator, &ids, topics).await;
+                (ids, answers)
+            });
+        }
+        let asked = futures::future::join_all(asking).await;
+        let mut out = BTreeMap::new();
+        for (ids, answers) in asked {
+            match answers {
+                Ok(Some(mut answers)) => {
+                    for g in ids {
+                        match answers.remove(&g) {
+                            Some(offsets) => {
+                                out.insert(g, Ok(offsets));
+                            }
+                            None => again.push(g),
+                        }
+                    }
+                }
+                Ok(None) | Err(_) => again.extend(ids),
+            }
+        }
+        let mut alone = Vec::new();
+        for g in again {
+            let partitions = partitions.map(<[TopicPartition]>::to_vec);
+            alone.push(async move {
+                let offsets = self.offset_fetch(&g, partitions.as_deref()).await;
+                (g, offsets)
+            });
+        }
+        let alone: Vec<_> = futures::stream::iter(alone)
+            .buffer_unordered(GROUPS_LOCATED_AT_ONCE)
+            .collect()
+            .await;
+        out.extend(alone);
+        out
+    }
+
+    /// Asks `coordinator` for the committed offsets of `groups` in one OffsetFetch v8; `None`
+    /// if it does not offer v8. Groups whose answer is an error (or holds one) are left out.
+    async fn offset_fetch_at(
+        &self,
+        coordinator: BrokerId,
+        groups: &[String],
+        topics: Option<Vec<OffsetFetchRequestTopics>>,
+    ) -> Result<Option<BTreeMap<String, BTreeMap<TopicPartition, CommittedOffset>>>> {
+        let conn = self.connection(coordinator).await?;
+        let offers = conn
+            .versions()
+            .broker_range(ApiKey::OffsetFetch)
+            .is_some_and(|(lo, hi)| (lo..=hi).contains(&OFFSET_FETCH_MANY));
+        if !offers {
+            return Ok(None);
+        }
+        let request = OffsetFetchRequest::default()
+            .with_groups(
+                groups
+                    .iter()
+                    .map(|g| {
+                        // With no topics named: every topic the group committed to.
+                        OffsetFetchRequestGroup::default()
+                            .with_group_id(group_id(g))
+                            .with_topics(topics.clone())
+                    })
+                    .collect(),
+            )
+            .with_require_stable(true);
+        let resp = conn.send_at(&request, OFFSET_FETCH_MANY).await?;
+        let mut out = BTreeMap::new();
+        'groups: for g in resp.groups {
+            let group = g.group_id.0.to_string();
+            let mut offsets = BTreeMap::new();
+            match ResponseError::try_from_code(g.error_code) {
+                None => {}
+                // No such group: no offsets, as `offset_fetch` answers.
+                Some(ResponseError::GroupIdNotFound) => {
+                    out.insert(group, offsets);
+                    continue;
+                }
+                Some(_) => continue,
+            }
+            for t in g.topics {
+                for p in t.partitions {
+                    if p.error_code != 0 {
+                        continue 'groups;
+                    }
+                    let tp = TopicPartition::new(t.name.0.to_string(), p.partition_index);
+                    if let Some(committed) =
+                        committed(p.committed_offset, p.committed_leader_epoch, p.metadata)
+                    {
+                        offsets.insert(tp, committed);
+                    }
+                }
+            }
+            out.insert(group, offsets);
+        }
+        Ok(Some(out))
     }
 
     /// Commits offsets for a group that has no active members (generation -1, empty member

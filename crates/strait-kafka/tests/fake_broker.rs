@@ -1517,6 +1517,115 @@ async fn many_groups_are_described_in_one_request_and_an_erring_one_alone() {
     .await;
 }
 
+/// The committed offset the scripted coordinator gives group `g` on partition 0 of `t`.
+fn committed_of(group: &str) -> i64 {
+    group.bytes().map(i64::from).sum::<i64>() * 7
+}
+
+/// A coordinator that answers OffsetFetch for any group, one at a time (v1-7) or many (v8):
+/// every group committed `committed_of(group)` on `t`-0, but `g-missing`, which does not
+/// exist, and `g-loading`, whose first answer in a many-group request is
+/// COORDINATOR_LOAD_IN_PROGRESS.
+async fn offsets_coordinator(max_version: i16) -> FakeCluster {
+    use kafka_protocol::messages::offset_fetch_response::{
+        OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+        OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+    };
+    use kafka_protocol::messages::OffsetFetchResponse;
+    let fake = FakeCluster::start(
+        &[1],
+        script(move |_, req| match &req.body {
+            Body::OffsetFetch(f) if req.version() >= 8 => {
+                let groups = f
+                    .groups
+                    .iter()
+                    .map(|g| {
+                        let id = g.group_id.0.as_str();
+                        let group =
+                            OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
+                        match id {
+                            "g-missing" => {
+                                group.with_error_code(ResponseError::GroupIdNotFound.code())
+                            }
+                            "g-loading" => group
+                                .with_error_code(ResponseError::CoordinatorLoadInProgress.code()),
+                            _ => group.with_topics(vec![OffsetFetchResponseTopics::default()
+                                .with_name(TopicName(str_bytes("t")))
+                                .with_partitions(vec![OffsetFetchResponsePartitions::default()
+                                    .with_partition_index(0)
+                                    .with_committed_offset(committed_of(id))])]),
+                        }
+                    })
+                    .collect();
+                req.reply(&OffsetFetchResponse::default().with_groups(groups))
+            }
+            Body::OffsetFetch(f) => {
+                let id = f.group_id.0.as_str();
+                let topics = if id == "g-missing" {
+                    Vec::new()
+                } else {
+                    vec![OffsetFetchResponseTopic::default()
+                        .with_name(TopicName(str_bytes("t")))
+                        .with_partitions(vec![OffsetFetchResponsePartition::default()
+                            .with_partition_index(0)
+                            .with_committed_offset(committed_of(id))])]
+                };
+                req.reply(&OffsetFetchResponse::default().with_topics(topics))
+            }
+            _ => Action::Default,
+        }),
+    )
+    .await;
+    fake.spec()
+        .api_versions
+        .retain(|(api, _, _)| *api != ApiKey::OffsetFetch);
+    fake.spec()
+        .api_versions
+        .push((ApiKey::OffsetFetch, 1, max_version));
+    fake
+}
+
+/// Many groups' committed offsets are read with one OffsetFetch v8 per coordinator for up to
+/// 200 groups (KIP-709), not one request per group: 450 groups, 3 requests, plus one alone for
+/// a group whose part of the answer was an error. A coordinator without v8 is asked group by
+/// group, and both give the same answers, a group that does not exist having no offsets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_groups_offsets_are_read_with_one_request_per_coordinator() {
+    let mut groups: Vec<String> = (0..448).map(|i| format!("g-{i}")).collect();
+    groups.extend(["g-missing".to_owned(), "g-loading".to_owned()]);
+    let mut answers = Vec::new();
+    for (max_version, requests) in [(8, 4), (7, groups.len())] {
+        let fake = offsets_coordinator(max_version).await;
+        let read = within(async {
+            let client = client(&fake).await;
+            client.offset_fetch_groups(&groups, None).await
+        })
+        .await;
+        assert_eq!(read.len(), groups.len());
+        for (g, offsets) in &read {
+            let offsets = offsets.as_ref().unwrap_or_else(|e| panic!("{g}: {e}"));
+            let want: Vec<i64> = if g == "g-missing" {
+                Vec::new()
+            } else {
+                vec![committed_of(g)]
+            };
+            let got: Vec<i64> = offsets.values().map(|c| c.offset).collect();
+            assert_eq!(got, want, "group {g} at v{max_version}");
+        }
+        assert_eq!(
+            fake.requests(ApiKey::OffsetFetch).len(),
+            requests,
+            "OffsetFetch requests with a coordinator of v{max_version} at most"
+        );
+        answers.push(
+            read.into_iter()
+                .map(|(g, o)| (g, o.unwrap()))
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(answers[0], answers[1]);
+}
+
 /// A fetch over partitions led by three brokers stays within its byte limit as a whole: each
 /// leader's request asks for its share (by partitions), not the whole limit, so a flow's
 /// budget holds however many leaders its partitions have.

@@ -139,6 +139,9 @@ struct FlowSettings {
     sync_topic_configs_secs: Option<u64>,
     sync_topic_acls_secs: Option<u64>,
     emit_checkpoints_secs: Option<u64>,
+    /// `strait.checkpoints.capture.interval.ms`: how often positions are read (`None`: only
+    /// every `emit_checkpoints_secs`).
+    checkpoints_capture_ms: Option<u64>,
     sync_group_offsets_secs: Option<u64>,
     checkpoints_topic: String,
     offset_syncs_topic: Option<String>,
@@ -432,6 +435,9 @@ fn settings(flow: &FlowConfig) -> FlowSettings {
         sync_topic_configs_secs: secs(flow.sync_topic_configs),
         sync_topic_acls_secs: secs(flow.sync_topic_acls),
         emit_checkpoints_secs: secs(flow.emit_checkpoints),
+        checkpoints_capture_ms: flow
+            .checkpoints_capture
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         sync_group_offsets_secs: secs(flow.sync_group_offsets),
         checkpoints_topic: flow.checkpoints_topic(),
         offset_syncs_topic: flow.emit_offset_syncs.then(|| {
@@ -779,9 +785,12 @@ fn render(report: &Report) -> String {
         line("topic ACLs", secs(s.sync_topic_acls_secs));
         line(
             "checkpoints",
-            match s.emit_checkpoints_secs {
-                Some(n) => format!("every {n} s into {}", s.checkpoints_topic),
-                None => "off".to_owned(),
+            match (s.emit_checkpoints_secs, s.checkpoints_capture_ms) {
+                (Some(n), Some(ms)) if ms < n.saturating_mul(1000) => {
+                    format!("each change within {ms} ms into {}", s.checkpoints_topic)
+                }
+                (Some(n), _) => format!("every {n} s into {}", s.checkpoints_topic),
+                (None, _) => "off".to_owned(),
             },
         );
         line("group offsets", secs(s.sync_group_offsets_secs));

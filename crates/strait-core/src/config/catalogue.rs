@@ -667,6 +667,20 @@ pub static KEYS: &[KeyDef] = &[
          topics deleted\". MM2 never deletes a remote topic.",
     ),
     used(
+        STRAIT_CHECKPOINTS_CAPTURE_INTERVAL_MS,
+        Section::Strait,
+        Value::Whole { min: 0 },
+        "1000",
+        "How often the checkpoint task reads the source groups' committed offsets and writes a \
+         checkpoint for each position that changed, so a failover made from the checkpoints \
+         alone (the source lost) re-reads about this much of each group's consumption, not up \
+         to `emit.checkpoints.interval.seconds`. One ListGroups per source broker and one \
+         OffsetFetch per group coordinator for up to 200 groups (v8, Kafka 3.0 and later; one \
+         per group on older brokers) each time (the cost at 1,000 and 10,000 groups: `configuration.md`, below this table). \
+         `emit.checkpoints.interval.seconds` stays the longest a changed position waits; 0 \
+         reads only at that interval, as MM2.",
+    ),
+    used(
         STRAIT_WORKERS_ENABLED,
         Section::Strait,
         BOOL,
@@ -1190,6 +1204,8 @@ pub static KEYS: &[KeyDef] = &[
 pub const STRAIT_MAX_BYTES_IN_FLIGHT: &str = "strait.max.bytes.in.flight";
 /// `strait.isolation.level`.
 pub const STRAIT_ISOLATION_LEVEL: &str = "strait.isolation.level";
+/// How often the checkpoint task reads the source groups' positions.
+pub const STRAIT_CHECKPOINTS_CAPTURE_INTERVAL_MS: &str = "strait.checkpoints.capture.interval.ms";
 /// `strait.sync.topic.deletions.enabled`.
 pub const STRAIT_SYNC_TOPIC_DELETIONS: &str = "strait.sync.topic.deletions.enabled";
 /// Run the flow as a group of workers with transactional units.

@@ -135,6 +135,11 @@ pub struct FlowConfig {
     pub sync_topic_acls: Option<Duration>,
     /// `emit.checkpoints.enabled` / `.interval.seconds` (true / 60 s).
     pub emit_checkpoints: Option<Duration>,
+    /// `strait.checkpoints.capture.interval.ms` (strait only; default 1 000 ms, `None` when
+    /// 0): how often the checkpoint task reads the source groups' positions and writes the
+    /// checkpoints that changed; `emit_checkpoints` stays the longest a change waits. MM2
+    /// reads them only at `emit.checkpoints.interval.seconds`.
+    pub checkpoints_capture: Option<Duration>,
     /// `sync.group.offsets.enabled` / `.interval.seconds` (**false** / 60 s).
     pub sync_group_offsets: Option<Duration>,
     /// `heartbeats.replication.enabled` (default true): mirror heartbeats topics even when

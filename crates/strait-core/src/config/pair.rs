@@ -88,6 +88,10 @@ pub(super) fn pair(
         sync_topic_configs: s.periodic("sync.topic.configs")?,
         sync_topic_acls: s.periodic("sync.topic.acls")?,
         emit_checkpoints: s.periodic("emit.checkpoints")?,
+        checkpoints_capture: Some(Duration::from_millis(
+            s.whole(keys::STRAIT_CHECKPOINTS_CAPTURE_INTERVAL_MS)?,
+        ))
+        .filter(|d| !d.is_zero()),
         sync_group_offsets: s.periodic("sync.group.offsets")?,
         heartbeats_replication: s.bool("heartbeats.replication.enabled")?,
         config_properties_exclude,

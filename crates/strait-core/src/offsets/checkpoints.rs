@@ -11,11 +11,14 @@
 //! partition:INT32`, where the topic is the **remote** (downstream) name; value
 //! `version:INT16=0 upstreamOffset:INT64 offset:INT64 metadata:STRING` ([`Checkpoint`]).
 //!
-//! # One pass, every `emit.checkpoints.interval.seconds`
+//! # One pass, every `strait.checkpoints.capture.interval.ms`
 //!
-//! For every consumer group on the source that passes `groups` / `groups.exclude`, its committed
-//! offsets on the partitions the flow's offset map covers are translated through the map
-//! ([`translate_group`](super::translate_group)). Partitions of topics the flow no longer
+//! Every second by default (MM2 waits `emit.checkpoints.interval.seconds`, 60 s, which stays the
+//! longest a changed position waits), for every consumer group on the source that passes
+//! `groups` / `groups.exclude`, its committed offsets on the partitions the flow's offset map
+//! covers are read (one OffsetFetch per coordinator for up to 200 groups,
+//! `Client::offset_fetch_groups`) and translated through the map
+//! ([`translate_offsets`](super::translate_offsets)). Partitions of topics the flow no longer
 //! mirrors and partitions without a target position are left out; a group left with nothing is
 //! not checkpointed at all (KAFKA-14837).
 //!
@@ -117,6 +120,9 @@ pub struct CheckpointTask {
     metrics: GroupMetrics,
     /// When each group's offsets were last read on the source (checkpoint latency).
     read_at: HashMap<String, Instant>,
+    /// When written checkpoints were last said at info, and how many were written since.
+    said_at: Option<Instant>,
+    written_unsaid: usize,
 }
 
 impl CheckpointTask {
@@ -146,6 +152,8 @@ impl CheckpointTask {
             group_sync: GroupSync::with_metrics(metrics.clone()),
             metrics,
             read_at: HashMap::new(),
+            said_at: None,
+            written_unsaid: 0,
         }
     }
 
@@ -316,7 +324,13 @@ impl CheckpointTask {
     /// and the store is read back at the next start.
     pub async fn run(&mut self, stop: impl Future<Output = ()>) {
         tokio::pin!(stop);
-        let emit_every = self.flow.emit_checkpoints.map(|d| d.max(MIN_INTERVAL));
+        // A pass every `strait.checkpoints.capture.interval.ms`: checkpoints are written only
+        // where a position changed, so a steady group costs nothing but the read.
+        let capture = self.flow.checkpoints_capture;
+        let emit_every = match (self.flow.emit_checkpoints, capture) {
+            (Some(every), Some(capture)) => Some(every.min(capture).max(MIN_INTERVAL)),
+            (every, _) => every.map(|d| d.max(MIN_INTERVAL)),
+        };
         let sync_every = self.flow.sync_group_offsets.map(|d| d.max(MIN_INTERVAL));
         if emit_every.is_none() && sync_every.is_none() {
             return;
@@ -375,18 +389,29 @@ impl CheckpointTask {
         }
     }
 
-    fn log_emit(&self, result: Result<CheckpointSummary, CheckpointError>) {
+    /// Says what a pass did: checkpoints written at info, but at most once per
+    /// `emit.checkpoints.interval.seconds` (passes come every second), with how many were
+    /// written since it was last said.
+    fn log_emit(&mut self, result: Result<CheckpointSummary, CheckpointError>) {
+        let quiet = self.flow.emit_checkpoints.unwrap_or_default();
         match result {
-            Ok(s) if !s.emitted.is_empty() => tracing::info!(
-                flow = %self.flow.name(),
-                topic = %self.topic,
-                groups = s.groups.len(),
-                written = s.emitted.len(),
-                unchanged = s.unchanged,
-                held_back = s.held_back.len(),
-                failed = s.failures.len(),
-                "checkpoints written"
-            ),
+            Ok(s) if !s.emitted.is_empty() => {
+                self.written_unsaid += s.emitted.len();
+                if self.said_at.is_some_and(|at| at.elapsed() < quiet) {
+                    return;
+                }
+                self.said_at = Some(Instant::now());
+                tracing::info!(
+                    flow = %self.flow.name(),
+                    topic = %self.topic,
+                    groups = s.groups.len(),
+                    written = std::mem::take(&mut self.written_unsaid),
+                    unchanged = s.unchanged,
+                    held_back = s.held_back.len(),
+                    failed = s.failures.len(),
+                    "checkpoints written (since this was last said)"
+                );
+            }
             Ok(s) => tracing::debug!(
                 flow = %self.flow.name(),
                 groups = s.groups.len(),
@@ -468,27 +493,37 @@ impl CheckpointTask {
                 "listing the source's consumer groups",
             ))?;
         let mut summary = CheckpointSummary::default();
+        let partitions = super::mapped_partitions(&map, None);
+        if partitions.is_empty() {
+            return Ok(summary);
+        }
+        // Every group's offsets with one request per coordinator (for up to 200 groups).
+        let read = Instant::now();
+        let mut committed = self
+            .source
+            .offset_fetch_groups(&groups, Some(&partitions))
+            .await;
         for group in groups {
-            self.read_at.insert(group.clone(), Instant::now());
-            let translated =
-                match super::translate_group(&self.source, &self.flow, &map, &group, None).await {
-                    Ok(t) => t,
-                    Err(e) => {
-                        tracing::warn!(
-                            flow = %self.flow.name(),
-                            group = %group,
-                            error = %e,
-                            "cannot read the group's committed offsets on the source; \
-                             trying again at the next interval"
-                        );
-                        summary.failures.push(GroupFailure {
-                            group,
-                            partition: None,
-                            error: e.to_string(),
-                        });
-                        continue;
-                    }
-                };
+            self.read_at.insert(group.clone(), read);
+            let translated = match committed.remove(&group) {
+                Some(Ok(offsets)) => super::translate_offsets(&self.flow, &map, offsets),
+                None => continue,
+                Some(Err(e)) => {
+                    tracing::warn!(
+                        flow = %self.flow.name(),
+                        group = %group,
+                        error = %e,
+                        "cannot read the group's committed offsets on the source; \
+                         trying again at the next interval"
+                    );
+                    summary.failures.push(GroupFailure {
+                        group,
+                        partition: None,
+                        error: e.to_string(),
+                    });
+                    continue;
+                }
+            };
             for t in translated
                 .iter()
                 .filter(|t| self.flow.should_replicate_topic(&t.topic))
