@@ -44,6 +44,9 @@ pub const REPLICATION_LATENCY: &str = "strait_replication_latency_ms";
 /// Per checkpoint acknowledged by the target: now minus when its group's offsets were read on
 /// the source (MM2 `checkpoint-latency-ms`); per group.
 pub const CHECKPOINT_LATENCY: &str = "strait_checkpoint_latency_ms";
+/// When a checkpoint pass last found every checkpoint of a group at its position on the source
+/// (seconds since the epoch); per group.
+pub const POSITION_CAPTURED: &str = "strait_group_position_captured_timestamp_seconds";
 /// Source end at the last fetch minus the next offset to mirror; per partition.
 pub const LAG_RECORDS: &str = "strait_lag_records";
 /// How far behind in time (`status` module docs), 0 when caught up; per partition.
@@ -141,6 +144,11 @@ pub fn describe() {
         CHECKPOINT_LATENCY,
         Unit::Milliseconds,
         "Per checkpoint acknowledged by the target: now minus when its group's offsets were read on the source (MM2 checkpoint-latency-ms)."
+    );
+    describe_gauge!(
+        POSITION_CAPTURED,
+        Unit::Seconds,
+        "When the group's position on the source was last found carried by its checkpoints (seconds since the epoch): a failover made from the checkpoints re-reads what it consumed since."
     );
     describe_gauge!(
         LAG_RECORDS,
@@ -613,6 +621,14 @@ impl GroupMetrics {
     pub(crate) fn checkpoint_written(&self, group: &str, latency: Duration) {
         ::metrics::histogram!(CHECKPOINT_LATENCY, &self.group_labels(group))
             .record(latency.as_secs_f64() * 1000.0);
+    }
+
+    /// `group`'s position on the source, read at `at`, is what its checkpoints carry.
+    pub(crate) fn position_captured(&self, group: &str, at: std::time::SystemTime) {
+        let seconds = at
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        ::metrics::gauge!(POSITION_CAPTURED, &self.group_labels(group)).set(seconds);
     }
 
     /// A checkpoint pass succeeded: `groups` checkpointed, `written` checkpoints written.

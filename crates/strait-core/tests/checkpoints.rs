@@ -353,6 +353,105 @@ async fn a_changed_position_is_checkpointed_without_waiting_for_the_interval() {
         .unwrap();
 }
 
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// "Is it safe to fail over now?" on real clusters: exact right after a checkpoint pass; then a
+/// group that consumed past its last checkpoint (2 records to read again, its position as old
+/// as that checkpoint), a flow that stopped mirroring while the source took 6 more records (at
+/// risk, with their age), and a source that does not answer (nothing known of it; the groups
+/// as the checkpoints have them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_says_what_a_failover_now_would_leave_behind() {
+    use strait_core::offsets::readiness::assess;
+    let m = mirror("").await;
+    let (billing, reporting) = (m.group("billing-app"), m.group("reporting"));
+    m.commit_source(&billing, &[(0, 12), (1, 15)]);
+    m.commit_source(&reporting, &[(0, 20)]);
+    let mut task = m.task();
+    task.emit_once().await.expect("checkpoint pass");
+    let map = m.flow.map().clone();
+    let ready = assess(Ok(&m.source), &m.target, &m.config, &map, now_ms())
+        .await
+        .unwrap();
+    assert_eq!(ready.source_error, None);
+    assert_eq!(
+        (ready.records_at_risk, ready.seconds_at_risk),
+        (Some(0), Some(0.0))
+    );
+    assert!(ready.partitions.is_empty(), "{ready:?}");
+    let names: Vec<&str> = ready.groups.iter().map(|g| g.group.as_str()).collect();
+    assert_eq!(names, [billing.as_str(), reporting.as_str()]);
+    assert!(ready.groups.iter().all(|g| g.exact()), "{ready:?}");
+    assert!(
+        ready.exact && ready.ready_within(Duration::ZERO),
+        "{ready:?}"
+    );
+
+    // The group consumes past its checkpoint; nothing is checkpointed meanwhile.
+    m.commit_source(&billing, &[(0, 14), (1, 15)]);
+    let lagging = assess(Ok(&m.source), &m.target, &m.config, &map, now_ms() + 3_000)
+        .await
+        .unwrap();
+    let b = &lagging.groups[0];
+    assert_eq!(
+        (b.records_since_checkpoint, b.exact()),
+        (Some(2), false),
+        "{b:?}"
+    );
+    let age = b.position_age_seconds.expect("an age");
+    assert!(age >= 3.0, "as old as the checkpoint behind it: {age}");
+    assert!(lagging.groups[1].exact(), "the other group is carried");
+    assert!(!lagging.exact && !lagging.ready_within(Duration::from_secs(1)));
+    assert!(lagging.ready_within(Duration::from_secs(3600)));
+
+    // The flow stops; the source takes 6 more records, 3 per partition.
+    m.rdk.produce(
+        &m.clusters.source.bootstrap,
+        &m.topic,
+        &mirror::records(2, 6, "unmirrored"),
+        "none",
+    );
+    let stalled = assess(Ok(&m.source), &m.target, &m.config, &map, now_ms() + 2_000)
+        .await
+        .unwrap();
+    assert_eq!(stalled.records_at_risk, Some(6), "{stalled:?}");
+    let at_risk: Vec<(i32, i64)> = stalled
+        .partitions
+        .iter()
+        .map(|p| (p.partition, p.records))
+        .collect();
+    assert_eq!(at_risk, [(0, 3), (1, 3)]);
+    assert!(stalled
+        .partitions
+        .iter()
+        .all(|p| p.seconds.is_some_and(|s| s >= 2.0)));
+    assert!(!stalled.ready_within(Duration::from_secs(1)));
+
+    // The source does not answer: the groups are the checkpoints' alone.
+    let silent = assess(
+        Err("no answer".to_owned()),
+        &m.target,
+        &m.config,
+        &map,
+        now_ms(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(silent.source_error.as_deref(), Some("no answer"));
+    assert_eq!((silent.records_at_risk, silent.exact), (None, false));
+    assert_eq!(silent.groups.len(), 2);
+    assert!(silent
+        .groups
+        .iter()
+        .all(|g| g.records_since_checkpoint.is_none() && g.last_checkpoint_seconds.is_some()));
+    assert!(!silent.ready_within(Duration::from_secs(3600)));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Commit metadata: a fake source serves it, a fake target records the commit strait sends.
 

@@ -54,6 +54,24 @@ pub(crate) enum FailoverCommand {
     /// within 5 s (lost), that is said and the groups go ahead. Exits non-zero if any group was
     /// refused.
     Apply(ApplyArgs),
+    /// Is it safe to fail over now? What a failover of each flow at this moment would leave
+    /// behind if its source were lost:
+    ///
+    ///   data          records on A not yet on B, per partition, and how long the oldest has
+    ///                 waited (the mirror's lag): lost with A
+    ///   POSITION AGE  0 while the group's last checkpoint carries its position on A; else how
+    ///                 old the oldest checkpoint behind it is (`N uncaught`: partitions it
+    ///                 committed on with no checkpoint yet)
+    ///   READ AGAIN    offsets it moved past on A since its last checkpoint: a plan made from
+    ///                 the checkpoints (A lost) has it read them again
+    ///   EXACT         yes: a failover now places it exactly where it is on A
+    ///
+    /// Exit status: 0 ready (nothing waits longer than --within, every position at most that
+    /// old), 3 not ready, 4 a source did not answer (the check cannot tell what it holds; the
+    /// positions shown are the checkpoints'), 1 an error (the target or config). With A
+    /// answering, `failover plan` is exact whatever this says; this is for the day A stops.
+    #[command(verbatim_doc_comment)]
+    Check(crate::readiness::CheckArgs),
 }
 
 /// `strait failback ...`.
@@ -127,6 +145,7 @@ pub(crate) async fn failover(command: FailoverCommand) -> anyhow::Result<()> {
     match command {
         FailoverCommand::Plan(args) => plan(Direction::Failover, args).await,
         FailoverCommand::Apply(args) => apply(Direction::Failover, args).await,
+        FailoverCommand::Check(args) => crate::readiness::check(args).await,
     }
 }
 
@@ -337,7 +356,10 @@ pub(crate) async fn connect_both(
 const SOURCE_PATIENCE: Duration = Duration::from_secs(5);
 
 /// A client; with `quick`, giving up after that long.
-async fn connect(mut config: ClientConfig, quick: Option<Duration>) -> anyhow::Result<Client> {
+pub(crate) async fn connect(
+    mut config: ClientConfig,
+    quick: Option<Duration>,
+) -> anyhow::Result<Client> {
     let Some(limit) = quick else {
         return Ok(Client::connect(config).await?);
     };

@@ -12,6 +12,11 @@
 //! - `GET /v1/status`: per flow, topic and partition, where mirroring stands: source end,
 //!   position, lag, throughput, lost records, last error, groups checkpointed and synced
 //!   ([`strait_core::status`]; what `strait status` shows).
+//! - `GET /v1/readiness[?flow=A->B][&within=SECONDS]`: is it safe to fail over now? Per flow,
+//!   what a failover at this moment would leave behind if the source were lost (records not yet
+//!   mirrored and how long they have waited; per group, what it consumed after its last
+//!   checkpoint and how old that is), as `strait failover check` shows it; `200` when every
+//!   flow is ready within `within` (default 5 s), else `503`.
 //! - `GET /metrics`: every metric of `docs/metrics.md` in Prometheus text format, rendered here
 //!   by the recorder [`metrics_handle`] installs (the exporter has no listener of its own).
 //!
@@ -45,6 +50,8 @@ pub(crate) struct ApiFlow {
     pub(crate) config: FlowConfig,
     /// A client of its source cluster, for group offsets.
     pub(crate) source: Client,
+    /// A client of its target cluster, for checkpoints (`/v1/readiness`).
+    pub(crate) target: Client,
     /// The flow's map as last persisted.
     pub(crate) map: watch::Receiver<Arc<OffsetMap>>,
 }
@@ -167,6 +174,7 @@ pub(crate) fn router(api: Arc<Api>) -> Router {
         .route("/v1/status", get(status))
         .route("/v1/translate", get(translate))
         .route("/v1/groups/{group}", get(group))
+        .route("/v1/readiness", get(readiness))
         .route("/v1/flows/{flow}/pause", post(pause))
         .route("/v1/flows/{flow}/resume", post(resume))
         .route("/v1/reload", post(reload))
@@ -415,6 +423,52 @@ async fn group(
         out.push(json!({ "flow": flow.config.name(), "partitions": partitions }));
     }
     Ok(Json(json!({ "group": group, "flows": out })))
+}
+
+#[derive(Debug, Deserialize)]
+struct ReadinessQuery {
+    flow: Option<String>,
+    within: Option<f64>,
+}
+
+/// `GET /v1/readiness`: [`offsets::readiness::assess`] of each flow asked for.
+async fn readiness(
+    State(flows): State<Flows>,
+    Query(q): Query<ReadinessQuery>,
+) -> Result<Response, ApiError> {
+    let within = Duration::from_secs_f64(q.within.unwrap_or(5.0).max(0.0));
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let mut out = Vec::new();
+    let mut ready = true;
+    for flow in flows.pick(q.flow.as_deref())? {
+        let map = flow.map();
+        let answer =
+            offsets::readiness::assess(Ok(&flow.source), &flow.target, &flow.config, &map, now_ms)
+                .await
+                .map_err(|e| {
+                    ApiError(
+                        StatusCode::BAD_GATEWAY,
+                        format!(
+                            "flow {}: cannot read its checkpoints on the target: {e}",
+                            flow.config.name()
+                        ),
+                    )
+                })?;
+        let flow_ready = answer.ready_within(within);
+        ready &= flow_ready;
+        let mut value = serde_json::to_value(&answer).unwrap_or_default();
+        value["ready"] = flow_ready.into();
+        out.push(value);
+    }
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = json!({ "ready": ready, "within_seconds": within.as_secs_f64(), "flows": out });
+    Ok((status, Json(body)).into_response())
 }
 
 /// `POST /v1/flows/{flow}/pause`.

@@ -20,6 +20,7 @@ mod mirror;
 mod offsets;
 mod probe;
 mod progress;
+mod readiness;
 mod rows;
 mod run;
 mod status;

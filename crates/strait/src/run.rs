@@ -381,6 +381,7 @@ pub(crate) async fn connect_flow(
     let live = beside.then(|| crate::http::ApiFlow {
         config: flow.clone(),
         source: source.clone(),
+        target: target.clone(),
         map: map.clone(),
     });
     let acls = (beside && AclSyncTask::is_enabled(flow))

@@ -754,12 +754,13 @@ async fn serve_api_as_worker(
     let every = flow
         .emit_checkpoints
         .map_or(API_MAP_EVERY, |d| d.min(API_MAP_EVERY));
-    let map = MapStore::follow(target, alias, Arc::new(initial), every);
+    let map = MapStore::follow(target.clone(), alias, Arc::new(initial), every);
     api.set(
         &flow,
         Some(crate::http::ApiFlow {
             config: flow.clone(),
             source,
+            target,
             map,
         }),
     );

@@ -605,6 +605,63 @@ fn failover_apply_goes_ahead_when_the_source_cluster_is_lost() {
     );
 }
 
+/// `strait failover check` as a script uses it: exit 0 when everything on the source is on the
+/// target (no groups to carry); 3 once the source holds records the flow has not mirrored (the
+/// partition and its count named, in the table and in JSON); 4 when the source does not answer
+/// (the config pointed at a port nothing listens on), saying it cannot tell.
+#[test]
+fn failover_check_exits_by_what_a_failover_now_would_leave_behind() {
+    let s = Setup::mirrored(Clusters::shared());
+    let out = s.strait(&[
+        "failover",
+        "check",
+        "--config",
+        s.config(),
+        "--flow",
+        &s.flow,
+    ]);
+    assert_eq!(out.code(), Some(0), "{}", out.both());
+    assert!(
+        out.stdout
+            .contains("every record on the source is on the target"),
+        "{}",
+        out.both()
+    );
+
+    s.produce_source(1, SIZES[1], 5);
+    let args = [
+        "failover",
+        "check",
+        "--config",
+        s.config(),
+        "--flow",
+        &s.flow,
+    ];
+    let out = s.strait(&[&args[..], &["--within", "0"]].concat());
+    assert_eq!(out.code(), Some(3), "{}", out.both());
+    assert!(out.stdout.contains("NOT READY"), "{}", out.both());
+    assert!(
+        out.stdout
+            .contains("5 records on the source not yet on the target"),
+        "{}",
+        out.both()
+    );
+    let out = s.strait(&[&args[..], &["--within", "0", "--json"]].concat());
+    assert_eq!(out.code(), Some(3), "{}", out.both());
+    let answer: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    assert_eq!(answer[0]["records_at_risk"], 5, "{answer}");
+    assert_eq!(answer[0]["partitions"][0]["partition"], 1, "{answer}");
+    assert_eq!(answer[0]["ready"], false, "{answer}");
+
+    let text = std::fs::read_to_string(s.config()).unwrap();
+    let silent = s.dir().join("silent-source.properties");
+    std::fs::write(&silent, text.replace(s.source(), "127.0.0.1:1")).unwrap();
+    let silent = silent.to_str().unwrap();
+    let out = s.strait(&["failover", "check", "--config", silent, "--flow", &s.flow]);
+    assert_eq!(out.code(), Some(4), "{}", out.both());
+    assert!(out.stdout.contains("CANNOT TELL"), "{}", out.both());
+}
+
 #[test]
 fn offsets_exported_to_csv_import_to_the_same_offsets() {
     let s = Setup::mirrored(Clusters::shared());

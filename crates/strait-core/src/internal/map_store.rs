@@ -141,7 +141,7 @@ impl MapStore {
 
     async fn load(target: &Client, topic: &str) -> Result<OffsetMap, InternalError> {
         let mut loader = MapLoader::new();
-        super::read_whole_topic(target, topic, |_, key, value| {
+        super::read_whole_topic(target, topic, |_, _, key, value| {
             loader
                 .apply(&key.unwrap_or_default(), value.as_deref())
                 .map_err(Into::into)

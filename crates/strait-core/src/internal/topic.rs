@@ -49,8 +49,9 @@ pub async fn ensure_compacted_topic(
 }
 
 /// Reads partition 0 of `topic` (one of the single-partition compacted topics: the offset map,
-/// checkpoints) from its start to the end it has now, calling `each(offset, key, value)` for
-/// every record in order. It reads committed records only (read_committed, up to the last
+/// checkpoints) from its start to the end it has now, calling `each(offset, timestamp, key,
+/// value)` for every record in order (the timestamp in ms: its create time, or the broker's
+/// append time where the topic sets it). It reads committed records only (read_committed, up to the last
 /// stable offset): control batches and the batches of aborted transactions are skipped, so a
 /// map written in transactions (`docs/design.md` §7.3) never loads what was aborted. Returns
 /// `false`, reading nothing, when
@@ -60,6 +61,7 @@ pub async fn read_whole_topic(
     client: &Client,
     topic: &str,
     mut each: impl FnMut(
+        i64,
         i64,
         Option<bytes::Bytes>,
         Option<bytes::Bytes>,
@@ -112,7 +114,15 @@ pub async fn read_whole_topic(
                 for record in records {
                     let offset = batch.header.base_offset + i64::from(record.offset_delta);
                     if offset >= position {
-                        each(offset, record.key, record.value).map_err(|source| {
+                        let timestamp = if batch.header.attributes.timestamp_type_log_append() {
+                            batch.header.max_timestamp
+                        } else {
+                            batch
+                                .header
+                                .base_timestamp
+                                .saturating_add(record.timestamp_delta)
+                        };
+                        each(offset, timestamp, record.key, record.value).map_err(|source| {
                             InternalError::Record {
                                 topic: topic.to_owned(),
                                 offset,

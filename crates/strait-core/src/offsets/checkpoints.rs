@@ -212,9 +212,25 @@ impl CheckpointTask {
     async fn emit_pass(&mut self) -> Result<CheckpointSummary, CheckpointError> {
         self.claim().await?;
         self.prepare(true).await?;
+        let read_at = std::time::SystemTime::now();
         let mut summary = self.translate_groups().await?;
         let pending = std::mem::take(&mut summary.emitted);
         self.write(pending, &mut summary).await?;
+        // Every checkpoint of these groups is written or was already there: their positions
+        // as read are carried.
+        let behind: HashSet<&str> = summary
+            .held_back
+            .iter()
+            .map(|c| c.group.as_str())
+            .chain(summary.failures.iter().map(|f| f.group.as_str()))
+            .collect();
+        for group in summary
+            .groups
+            .iter()
+            .filter(|g| !behind.contains(g.as_str()))
+        {
+            self.metrics.position_captured(group, read_at);
+        }
         Ok(summary)
     }
 
@@ -668,18 +684,40 @@ pub async fn read_checkpoints(
     target: &Client,
     flow: &FlowConfig,
 ) -> Result<CheckpointStore, CheckpointError> {
+    Ok(read_checkpoints_timed(target, flow).await?.0)
+}
+
+/// When each checkpoint of a store was written (its record's timestamp, ms since the epoch), by
+/// group and remote partition.
+pub type WrittenAt = HashMap<(String, TopicPartition), i64>;
+
+/// [`read_checkpoints`], with when each checkpoint was written.
+pub async fn read_checkpoints_timed(
+    target: &Client,
+    flow: &FlowConfig,
+) -> Result<(CheckpointStore, WrittenAt), CheckpointError> {
     let topic = flow.checkpoints_topic();
     let mut store = CheckpointStore::new();
-    crate::internal::read_whole_topic(target, &topic, |offset, key, value| {
-        read_record(&topic, flow, &mut store, offset, key, value);
+    let mut written = WrittenAt::new();
+    crate::internal::read_whole_topic(target, &topic, |offset, timestamp, key, value| {
+        let read = read_record(&topic, flow, &mut store, offset, key, value);
+        if let Some((c, kept)) = read {
+            let at = (c.group, TopicPartition::new(c.topic, c.partition));
+            if kept {
+                written.insert(at, timestamp);
+            } else {
+                written.remove(&at);
+            }
+        }
         Ok(())
     })
     .await
     .map_err(CheckpointError::Internal)?;
-    Ok(store)
+    Ok((store, written))
 }
 
-/// Applies one record of the checkpoints topic to `store`.
+/// Applies one record of the checkpoints topic to `store`: the checkpoint it names, and
+/// whether it is kept (`false`: a tombstone took it away).
 fn read_record(
     topic: &str,
     flow: &FlowConfig,
@@ -687,29 +725,30 @@ fn read_record(
     offset: i64,
     key: Option<bytes::Bytes>,
     value: Option<bytes::Bytes>,
-) {
+) -> Option<(Checkpoint, bool)> {
     let Some(key) = key else {
         tracing::warn!(topic, offset, "checkpoint record without a key; skipped");
-        return;
+        return None;
     };
     let Some(value) = value else {
         // A tombstone: the key's checkpoint is gone. `Checkpoint::decode` reads key and
         // value together, so the key is paired with an all-zero v0 value (20 bytes: version,
         // two offsets, empty metadata) to read it alone.
-        if let Ok(c) = Checkpoint::decode(&key, &[0u8; 20]) {
-            store.remove(&c.group, &c.topic, c.partition);
-        }
-        return;
+        let c = Checkpoint::decode(&key, &[0u8; 20]).ok()?;
+        store.remove(&c.group, &c.topic, c.partition);
+        return Some((c, false));
     };
     match Checkpoint::decode(&key, &value) {
-        Ok(c) if flow.should_replicate_group(&c.group) => store.update(c),
-        Ok(_) => {}
-        Err(e) => tracing::warn!(
-            topic,
-            offset,
-            error = %e,
-            "record is not an MM2 v0 checkpoint; skipped"
-        ),
+        Ok(c) if flow.should_replicate_group(&c.group) => {
+            store.update(c.clone());
+            Some((c, true))
+        }
+        Ok(_) => None,
+        Err(e) => {
+            tracing::warn!(topic, offset, error = %e,
+                "record is not an MM2 v0 checkpoint; skipped");
+            None
+        }
     }
 }
 

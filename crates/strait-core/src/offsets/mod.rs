@@ -9,6 +9,7 @@
 pub mod checkpoints;
 pub mod group_sync;
 pub mod plan;
+pub mod readiness;
 
 use std::collections::BTreeMap;
 

@@ -254,10 +254,13 @@ pub async fn plan_failover_from_checkpoints(
             partitions,
         });
     }
-    let interval = flow.emit_checkpoints.map_or_else(
-        || "never: emit.checkpoints.enabled=false".to_owned(),
-        |d| format!("every {} s", d.as_secs()),
-    );
+    let interval = match (flow.emit_checkpoints, flow.checkpoints_capture) {
+        (None, _) => "never: emit.checkpoints.enabled=false".to_owned(),
+        (Some(every), Some(capture)) if capture < every => {
+            format!("within {} ms of each change", capture.as_millis())
+        }
+        (Some(every), _) => format!("every {} s", every.as_secs()),
+    };
     Ok(FailoverPlan::assemble(
         Direction::Failover,
         flow,

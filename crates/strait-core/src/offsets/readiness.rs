@@ -1,0 +1,295 @@
+//! "Is it safe to fail over now?" (`strait failover check`, `GET /v1/readiness`): what a
+//! failover of a flow `A->B` at this moment would leave behind, on the two recovery points a
+//! failover has (`docs/failover.md`, "Before the day"):
+//!
+//! - **Data**: records written on A and not yet on B, per partition, and how long the oldest of
+//!   them has waited (the mirror's lag). If A is lost now, they are lost with it.
+//! - **Positions**: per group, what it consumed on A after its last checkpoint on B (a plan
+//!   made from the checkpoints alone, A lost, has it read that again), and how old that
+//!   checkpoint is when it no longer matches the group's position.
+//!
+//! A failover now is **exact** when nothing is at risk: every record on A is on B, and every
+//! group's position on A is the one its last checkpoint carries. With A answering, a plan is
+//! exact anyway (made from A's live positions, `strait failover plan`); this answers the
+//! question for the day A stops answering.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde::Serialize;
+use strait_kafka::admin::OffsetSpec;
+use strait_kafka::fetch::{FetchOptions, FetchPosition};
+use strait_kafka::{Client, TopicPartition};
+use strait_wire::offset_map::OffsetMap;
+use strait_wire::BatchScanner;
+
+use super::checkpoints::{read_checkpoints_timed, CheckpointError};
+use crate::config::FlowConfig;
+
+/// How long the source may take to answer before it counts as not answering.
+pub const SOURCE_PATIENCE: Duration = Duration::from_secs(5);
+
+/// What a failover of one flow now would leave behind.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FlowReadiness {
+    /// `A->B`.
+    pub flow: String,
+    /// Why the source did not answer within [`SOURCE_PATIENCE`]; `None` when it did. Without
+    /// it, the data at risk and the groups' live positions are unknown.
+    pub source_error: Option<String>,
+    /// Records on the source not yet on the target, over the flow's mirrored partitions.
+    pub records_at_risk: Option<i64>,
+    /// How long the oldest of them has waited: now − its create time, in seconds.
+    pub seconds_at_risk: Option<f64>,
+    /// The partitions with records at risk.
+    pub partitions: Vec<PartitionRisk>,
+    /// Every group the flow carries across that has a position on the source or a checkpoint.
+    pub groups: Vec<GroupReadiness>,
+    /// Whether a failover now, the source lost, would be exact: nothing at risk.
+    pub exact: bool,
+}
+
+/// Records of one source partition that are not on the target yet.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PartitionRisk {
+    pub topic: String,
+    pub partition: i32,
+    /// The source's end (its last stable offset under read_committed) − where the map ends.
+    pub records: i64,
+    /// now − the create time of the first of them, in seconds (`None` if it cannot be read).
+    pub seconds: Option<f64>,
+}
+
+/// One group's captured position.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupReadiness {
+    pub group: String,
+    /// Source offsets it moved past since its last checkpoint, over its partitions: read again
+    /// after a failover made from the checkpoints. `None` when the source did not answer.
+    pub records_since_checkpoint: Option<i64>,
+    /// Partitions where it has a position on the source and no checkpoint at all.
+    pub partitions_without_checkpoint: usize,
+    /// 0 while its last checkpoints carry its position; else now − when the oldest checkpoint
+    /// behind it was written, in seconds (what it consumed since is at most that old).
+    /// `None` when unknown (the source did not answer, or no checkpoint).
+    pub position_age_seconds: Option<f64>,
+    /// Seconds since its most recent checkpoint was written (`None`: it has none).
+    pub last_checkpoint_seconds: Option<f64>,
+}
+
+impl GroupReadiness {
+    /// Whether a failover now would place it exactly where it is on the source.
+    pub fn exact(&self) -> bool {
+        self.records_since_checkpoint == Some(0) && self.partitions_without_checkpoint == 0
+    }
+}
+
+impl FlowReadiness {
+    /// Whether the flow is ready within `within`: the source answered, no record has waited
+    /// longer than `within` to be mirrored, and every group's captured position is at most
+    /// that old.
+    pub fn ready_within(&self, within: Duration) -> bool {
+        let limit = within.as_secs_f64();
+        self.source_error.is_none()
+            && self.seconds_at_risk.is_none_or(|s| s <= limit)
+            && self.partitions.iter().all(|p| p.seconds.is_some())
+            && self.groups.iter().all(|g| {
+                g.partitions_without_checkpoint == 0
+                    && g.position_age_seconds.is_some_and(|s| s <= limit)
+            })
+    }
+}
+
+/// Assesses `flow` now: its map as persisted on the target (`map`), the checkpoints on the
+/// target, and the source's ends and group positions where the source answers within
+/// [`SOURCE_PATIENCE`] (`source`: a client of it, or why there is none). `now_ms`: the time to
+/// measure ages from (ms since the epoch).
+pub async fn assess(
+    source: Result<&Client, String>,
+    target: &Client,
+    flow: &FlowConfig,
+    map: &OffsetMap,
+    now_ms: i64,
+) -> Result<FlowReadiness, CheckpointError> {
+    let (checkpoints, written) = read_checkpoints_timed(target, flow).await?;
+    let live = match source {
+        Ok(source) => tokio::time::timeout(SOURCE_PATIENCE, read_source(source, flow, map))
+            .await
+            .map(|read| read.map_err(|e| e.to_string())),
+        Err(why) => Ok(Err(why)),
+    };
+    let (live, source_error) = match live {
+        Ok(Ok(live)) => (Some(live), None),
+        Ok(Err(e)) => (None, Some(e)),
+        Err(_) => (
+            None,
+            Some(format!(
+                "{} did not answer within {} s",
+                flow.source,
+                SOURCE_PATIENCE.as_secs()
+            )),
+        ),
+    };
+    let age = |ms: i64| (now_ms - ms).max(0) as f64 / 1000.0;
+    let partitions: Vec<PartitionRisk> = live.as_ref().map_or_else(Vec::new, |l| {
+        l.behind
+            .iter()
+            .map(|(tp, (records, first))| PartitionRisk {
+                topic: tp.topic.clone(),
+                partition: tp.partition,
+                records: *records,
+                seconds: first.map(age),
+            })
+            .collect()
+    });
+    let mut names: BTreeSet<String> = checkpoints.groups().map(|(g, _)| g.to_owned()).collect();
+    if let Some(l) = &live {
+        names.extend(l.positions.keys().cloned());
+    }
+    let mut groups = Vec::new();
+    for group in names {
+        let mut g = GroupReadiness {
+            group: group.clone(),
+            records_since_checkpoint: live.as_ref().map(|_| 0),
+            partitions_without_checkpoint: 0,
+            position_age_seconds: live.as_ref().map(|_| 0.0),
+            last_checkpoint_seconds: None,
+        };
+        let last = written
+            .iter()
+            .filter(|((g, _), _)| *g == group)
+            .map(|(_, at)| *at)
+            .max();
+        g.last_checkpoint_seconds = last.map(age);
+        let positions = live.as_ref().and_then(|l| l.positions.get(&group));
+        for (tp, offset) in positions.into_iter().flatten() {
+            let remote = TopicPartition::new(flow.remote_topic(&tp.topic), tp.partition);
+            let Some(c) = checkpoints.get(&group, &remote.topic, remote.partition) else {
+                g.partitions_without_checkpoint += 1;
+                g.position_age_seconds = None;
+                continue;
+            };
+            let since = (offset - c.upstream_offset).max(0);
+            if since > 0 {
+                *g.records_since_checkpoint.get_or_insert(0) += since;
+                let at = written.get(&(group.clone(), remote)).copied().map(age);
+                g.position_age_seconds = match (g.position_age_seconds, at) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    _ => None,
+                };
+            }
+        }
+        groups.push(g);
+    }
+    let records_at_risk = live
+        .as_ref()
+        .map(|_| partitions.iter().map(|p| p.records).sum());
+    let seconds_at_risk = live.as_ref().map(|_| {
+        partitions
+            .iter()
+            .filter_map(|p| p.seconds)
+            .fold(0.0, f64::max)
+    });
+    let exact = source_error.is_none()
+        && records_at_risk == Some(0)
+        && groups.iter().all(GroupReadiness::exact);
+    Ok(FlowReadiness {
+        flow: flow.name(),
+        source_error,
+        records_at_risk,
+        seconds_at_risk,
+        partitions,
+        groups,
+        exact,
+    })
+}
+
+/// What the source says now.
+struct Live {
+    /// Per mapped partition behind its source end: the records not mirrored, and the create
+    /// time of the first of them (ms) where it could be read.
+    behind: BTreeMap<TopicPartition, (i64, Option<i64>)>,
+    /// Per group the flow carries across: its committed offsets on the mapped partitions.
+    positions: BTreeMap<String, BTreeMap<TopicPartition, i64>>,
+}
+
+async fn read_source(
+    source: &Client,
+    flow: &FlowConfig,
+    map: &OffsetMap,
+) -> Result<Live, strait_kafka::Error> {
+    let mapped: Vec<(TopicPartition, i64)> = map
+        .iter()
+        .filter(|(p, _)| flow.should_replicate_topic(&p.topic))
+        .filter_map(|(p, m)| {
+            let end = m.extent()?.src_end;
+            Some((TopicPartition::new(p.topic.clone(), p.partition), end))
+        })
+        .collect();
+    let asked: Vec<(TopicPartition, OffsetSpec)> = mapped
+        .iter()
+        .map(|(tp, _)| (tp.clone(), OffsetSpec::Latest))
+        .collect();
+    let ends = source.list_offsets(&asked, flow.isolation_level).await?;
+    let mut behind = BTreeMap::new();
+    for (tp, mapped_end) in &mapped {
+        let end = match ends.get(tp) {
+            Some(Ok(listed)) => listed.offset,
+            Some(Err(e)) => return Err(e.clone()),
+            None => continue,
+        };
+        if end > *mapped_end {
+            behind.insert(tp.clone(), (end - mapped_end, None));
+        }
+    }
+    first_times(source, flow, &mapped, &mut behind).await;
+    let groups = super::consumer_groups(source, flow).await?;
+    let partitions: Vec<TopicPartition> = mapped.into_iter().map(|(tp, _)| tp).collect();
+    let mut positions = BTreeMap::new();
+    if !partitions.is_empty() {
+        for (group, offsets) in source.offset_fetch_groups(&groups, Some(&partitions)).await {
+            let offsets = offsets?;
+            if !offsets.is_empty() {
+                let at = offsets.into_iter().map(|(tp, c)| (tp, c.offset)).collect();
+                positions.insert(group, at);
+            }
+        }
+    }
+    Ok(Live { behind, positions })
+}
+
+/// The create time of the first record not yet mirrored, for each partition `behind`: one
+/// fetch over all of them, a little of each. A partition whose fetch fails keeps `None`.
+async fn first_times(
+    source: &Client,
+    flow: &FlowConfig,
+    mapped: &[(TopicPartition, i64)],
+    behind: &mut BTreeMap<TopicPartition, (i64, Option<i64>)>,
+) {
+    let positions: Vec<FetchPosition> = mapped
+        .iter()
+        .filter(|(tp, _)| behind.contains_key(tp))
+        .map(|(tp, end)| {
+            let mut p = FetchPosition::new(tp.clone(), *end);
+            p.max_bytes = 16 * 1024;
+            p
+        })
+        .collect();
+    if positions.is_empty() {
+        return;
+    }
+    let options = FetchOptions {
+        max_wait: Duration::from_millis(10),
+        isolation: flow.isolation_level,
+        ..FetchOptions::default()
+    };
+    for (tp, data) in source.fetch(&positions, &options).await {
+        let Ok(data) = data else { continue };
+        let first = BatchScanner::new(data.records)
+            .filter_map(Result::ok)
+            .find(|b| !b.header.attributes.is_control());
+        if let (Some(b), Some(entry)) = (first, behind.get_mut(&tp)) {
+            entry.1 = Some(b.header.base_timestamp);
+        }
+    }
+}
