@@ -1,7 +1,8 @@
 //! `strait run --listen`: the HTTP API answers from the live map while it mirrors between two
 //! real clusters: `/healthz`, `/readyz` (ready while the flow runs, not once its source is
 //! gone), `/v1/translate` both ways, `/v1/groups/{group}` for a group committed with
-//! librdkafka, and clear errors for bad queries.
+//! librdkafka, `/v1/readiness` (safe to fail over once the checkpoints carry the group; not once
+//! the source is gone), and clear errors for bad queries.
 
 mod running;
 
@@ -114,6 +115,39 @@ fn the_http_api_translates_offsets_and_groups_from_the_live_map() {
         get("/v1/translate?topic=orders&partition=0&offset=1&flow=B-%3EA").expect("unknown flow");
     assert_eq!(status, 404);
 
+    // Safe to fail over once the checkpoints carry billing's position (read every second):
+    // nothing at risk, the group exact.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let safe = loop {
+        match get("/v1/readiness") {
+            Ok((200, body)) if body["flows"][0]["exact"] == true => break body,
+            other => {
+                assert!(
+                    Instant::now() < deadline,
+                    "not ready to fail over within 60 s: {other:?}; log:\n{}",
+                    strait.log_text()
+                );
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        }
+    };
+    assert_eq!(safe["ready"], true, "{safe}");
+    let flow = &safe["flows"][0];
+    assert_eq!(
+        (&flow["records_at_risk"], &flow["source_error"]),
+        (&0.into(), &Value::Null)
+    );
+    assert_eq!(flow["groups"][0]["group"], "billing", "{safe}");
+    assert_eq!(flow["groups"][0]["records_since_checkpoint"], 0, "{safe}");
+    // The metric says the same: billing's position was captured.
+    let m = strait.metrics();
+    assert!(
+        m.text
+            .contains("strait_group_position_captured_timestamp_seconds{source=\"A\",target=\"B\",group=\"billing\"}"),
+        "{}",
+        m.text
+    );
+
     // Ready while the flow runs; not ready once its source cluster is gone (the process lives:
     // /healthz still answers).
     let (status, ready) = get("/readyz").expect("readyz");
@@ -139,6 +173,15 @@ fn the_http_api_translates_offsets_and_groups_from_the_live_map() {
     assert_eq!(unready["ready"], false);
     let state = unready["flows"][0]["state"].as_str().unwrap_or_default();
     assert!(["waiting", "stalled"].contains(&state), "{unready}");
+    // Nor safe to fail over: the source does not answer, so nothing is known of it.
+    let (status, silent) = get("/v1/readiness").expect("readiness");
+    assert_eq!(status, 503, "{silent}");
+    assert!(silent["flows"][0]["source_error"].is_string(), "{silent}");
+    assert_eq!(
+        silent["flows"][0]["records_at_risk"],
+        Value::Null,
+        "{silent}"
+    );
     let (status, _) = get("/healthz").expect("healthz");
     assert_eq!(status, 200);
 }
