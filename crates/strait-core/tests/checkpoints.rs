@@ -353,6 +353,40 @@ async fn a_changed_position_is_checkpointed_without_waiting_for_the_interval() {
         .unwrap();
 }
 
+/// With group sync on, a target group follows its source group at the next read of the groups,
+/// not at the next `sync.group.offsets.interval.seconds`: with an MM2 file asking for 10
+/// minutes for both checkpoints and sync, two commits of the source group each reach the idle
+/// target group within the test's 30 s (fails with only the interval's full pass).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_group_follows_its_source_group_without_waiting_for_the_interval() {
+    let m = mirror(
+        "emit.checkpoints.interval.seconds = 600\n\
+         sync.group.offsets.enabled = true\n\
+         sync.group.offsets.interval.seconds = 600",
+    )
+    .await;
+    let billing = m.group("billing-app");
+    let remote = m.remote.as_str();
+    m.commit_source(&billing, &[(0, 12), (1, 15)]);
+    let mut task = m.task();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(async move {
+        task.run(async {
+            let _ = stopped.await;
+        })
+        .await;
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    wait_for_target_group(&m.target, (&billing, remote), deadline, &[(0, 17), (1, 18)]).await;
+    m.commit_source(&billing, &[(0, 14)]);
+    wait_for_target_group(&m.target, (&billing, remote), deadline, &[(0, 19), (1, 18)]).await;
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), running)
+        .await
+        .expect("the loop stops when told")
+        .unwrap();
+}
+
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

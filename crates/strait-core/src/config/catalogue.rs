@@ -672,7 +672,8 @@ pub static KEYS: &[KeyDef] = &[
         Value::Whole { min: 0 },
         "1000",
         "How often the checkpoint task reads the source groups' committed offsets and writes a \
-         checkpoint for each position that changed, so a failover made from the checkpoints \
+         checkpoint for each position that changed (with `sync.group.offsets.enabled`, also \
+         committed into the idle target group then), so a failover made from the checkpoints \
          alone (the source lost) re-reads about this much of each group's consumption, not up \
          to `emit.checkpoints.interval.seconds`. One ListGroups per source broker and one \
          OffsetFetch per group coordinator for up to 200 groups (v8, Kafka 3.0 and later; one \

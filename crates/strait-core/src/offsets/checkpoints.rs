@@ -239,7 +239,7 @@ impl CheckpointTask {
     /// checkpoint emission disabled, the groups are translated first (nothing is written to
     /// the checkpoints topic).
     pub async fn sync_once(&mut self) -> Result<GroupSyncSummary, CheckpointError> {
-        let result = self.sync_pass().await;
+        let result = self.sync_pass(None).await;
         match &result {
             Ok(s) => {
                 let skipped: HashSet<&str> = s.skipped.iter().map(|k| k.group.as_str()).collect();
@@ -254,7 +254,20 @@ impl CheckpointTask {
         result
     }
 
-    async fn sync_pass(&mut self) -> Result<GroupSyncSummary, CheckpointError> {
+    /// Group sync for the groups whose checkpoints a pass just wrote (`changed`), so that a
+    /// target group follows its source group within a capture interval rather than a sync
+    /// interval. The pass at `sync.group.offsets.interval.seconds` still looks at every group.
+    async fn sync_changed(
+        &mut self,
+        changed: &HashSet<String>,
+    ) -> Result<GroupSyncSummary, CheckpointError> {
+        self.sync_pass(Some(changed)).await
+    }
+
+    async fn sync_pass(
+        &mut self,
+        only: Option<&HashSet<String>>,
+    ) -> Result<GroupSyncSummary, CheckpointError> {
         self.claim().await?;
         if self.flow.emit_checkpoints.is_none() {
             self.prepare(false).await?;
@@ -268,13 +281,13 @@ impl CheckpointTask {
         if self.producer_config.transactional_id.is_none() {
             return self
                 .group_sync
-                .sync_once(&self.target, &self.store, None)
+                .sync_groups(&self.target, &self.store, only, None)
                 .await;
         }
         let producer = self.ready_producer().await?;
         let synced = self
             .group_sync
-            .sync_once(&self.target, &self.store, Some(&producer))
+            .sync_groups(&self.target, &self.store, only, Some(&producer))
             .await;
         if let Err(e) = &synced {
             self.failed_in_transaction(e);
@@ -380,12 +393,31 @@ impl CheckpointTask {
             }
             if let (Some(at), Some(every)) = (next_emit, emit_every) {
                 if Instant::now() >= at {
-                    tokio::select! {
+                    let changed: HashSet<String> = tokio::select! {
                         () = &mut stop => return,
-                        result = self.emit_once() => self.log_emit(result),
-                    }
+                        result = self.emit_once() => {
+                            let changed = result.as_ref().map_or_else(|_| HashSet::new(), |s| {
+                                s.emitted.iter().map(|c| c.group.clone()).collect()
+                            });
+                            self.log_emit(result);
+                            changed
+                        }
+                    };
                     if self.fenced {
                         return;
+                    }
+                    // Where positions are captured every second, their target groups follow.
+                    if sync_every.is_some()
+                        && !changed.is_empty()
+                        && self.flow.checkpoints_capture.is_some()
+                    {
+                        tokio::select! {
+                            () = &mut stop => return,
+                            result = self.sync_changed(&changed) => self.log_sync(result),
+                        }
+                        if self.fenced {
+                            return;
+                        }
                     }
                     next_emit = Some(Instant::now() + every);
                 }

@@ -209,9 +209,59 @@ impl GroupSync {
         store: &CheckpointStore,
         producer: Option<&RawProducer>,
     ) -> Result<GroupSyncSummary, CheckpointError> {
+        self.sync_groups(target, store, None, producer).await
+    }
+
+    /// [`sync_once`](Self::sync_once) for the groups in `only` (those whose checkpoints just
+    /// changed), or for every group of `store`. The groups are described, and their offsets on
+    /// the target read, with one request per coordinator for many groups
+    /// (`Client::describe_groups`, `Client::offset_fetch_groups`); only the commits are one
+    /// per group, for the groups that need one.
+    pub async fn sync_groups(
+        &mut self,
+        target: &Client,
+        store: &CheckpointStore,
+        only: Option<&HashSet<String>>,
+        producer: Option<&RawProducer>,
+    ) -> Result<GroupSyncSummary, CheckpointError> {
+        let groups: Vec<(&str, &BTreeMap<TopicPartition, Checkpoint>)> = store
+            .groups()
+            .filter(|(g, _)| only.is_none_or(|o| o.contains(*g)))
+            .collect();
+        let names: Vec<String> = groups.iter().map(|(g, _)| (*g).to_owned()).collect();
+        let mut described = target.describe_groups(&names).await;
+        let idle: Vec<String> = names
+            .iter()
+            .filter(|g| matches!(described.get(*g), Some(Ok(d)) if !d.is_active()))
+            .cloned()
+            .collect();
+        let partitions: Vec<TopicPartition> = groups
+            .iter()
+            .flat_map(|(_, c)| c.keys().cloned())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mut committed = if idle.is_empty() {
+            BTreeMap::new()
+        } else {
+            target.offset_fetch_groups(&idle, Some(&partitions)).await
+        };
         let mut summary = GroupSyncSummary::default();
-        for (group, checkpoints) in store.groups() {
-            match sync_group(target, group, checkpoints, producer).await {
+        for (group, checkpoints) in groups {
+            let answer = match described.remove(group) {
+                Some(Ok(d)) if d.is_active() => Ok(skip_active(group, d.state)),
+                Some(Ok(_)) => match committed.remove(group) {
+                    Some(Ok(on_target)) => {
+                        let plan = plan_group(group, checkpoints, &on_target);
+                        commit_plan(target, group, plan, producer).await
+                    }
+                    Some(Err(e)) => Err(e),
+                    None => Err(no_answer(group, "its offsets")),
+                },
+                Some(Err(e)) => Err(e),
+                None => Err(no_answer(group, "its description")),
+            };
+            match answer {
                 Ok(plan) => {
                     if !plan.writes.is_empty() {
                         if let Some(m) = &self.metrics {
@@ -274,7 +324,9 @@ impl GroupSync {
             self.report(skip);
             seen.insert((skip.group.clone(), skip.partition.clone()));
         }
-        self.reported.retain(|key, _| seen.contains(key));
+        // What this pass did not look at stays reported as it was.
+        self.reported
+            .retain(|key, _| seen.contains(key) || only.is_some_and(|o| !o.contains(&key.0)));
         Ok(summary)
     }
 
@@ -302,28 +354,35 @@ impl GroupSync {
     }
 }
 
-/// Syncs one group: skipped whole when active, else planned and committed.
-async fn sync_group(
-    target: &Client,
-    group: &str,
-    checkpoints: &BTreeMap<TopicPartition, Checkpoint>,
-    producer: Option<&RawProducer>,
-) -> Result<GroupPlan, strait_kafka::Error> {
-    let skip_active = |state: String| GroupPlan {
+/// A group the target's answers left out (never expected: each batched call answers every
+/// group it is given).
+fn no_answer(group: &str, what: &str) -> strait_kafka::Error {
+    strait_kafka::Error::Unexpected {
+        broker: String::new(),
+        what: format!("no answer with {what} for group {group}"),
+    }
+}
+
+/// The plan of `group`, left alone whole: it has members on the target (`state`).
+fn skip_active(group: &str, state: String) -> GroupPlan {
+    GroupPlan {
         skipped: vec![SkippedSync {
             group: group.to_owned(),
             partition: None,
             reason: SkipReason::GroupActive { state },
         }],
         ..GroupPlan::default()
-    };
-    let description = target.describe_group(group).await?;
-    if description.is_active() {
-        return Ok(skip_active(description.state));
     }
-    let partitions: Vec<TopicPartition> = checkpoints.keys().cloned().collect();
-    let committed = super::committed(target, group, &partitions).await?;
-    let plan = plan_group(group, checkpoints, &committed);
+}
+
+/// Commits `plan`'s writes into idle target group `group`; the plan, or a skip if members
+/// joined meanwhile.
+async fn commit_plan(
+    target: &Client,
+    group: &str,
+    plan: GroupPlan,
+    producer: Option<&RawProducer>,
+) -> Result<GroupPlan, strait_kafka::Error> {
     if plan.writes.is_empty() {
         return Ok(plan);
     }
@@ -347,10 +406,10 @@ async fn sync_group(
         let again = target.describe_group(group).await?;
         if again.is_active() {
             producer.abort().await?;
-            return Ok(skip_active(format!(
-                "{} (joined during the sync)",
-                again.state
-            )));
+            return Ok(skip_active(
+                group,
+                format!("{} (joined during the sync)", again.state),
+            ));
         }
         producer.commit().await?;
         return Ok(plan);
@@ -359,7 +418,7 @@ async fn sync_group(
         Ok(()) => Ok(plan),
         // Members joined after the describe: nothing was written.
         Err(strait_kafka::Error::GroupActive { .. }) => {
-            Ok(skip_active("joined during the sync".to_owned()))
+            Ok(skip_active(group, "joined during the sync".to_owned()))
         }
         Err(e) => Err(e),
     }
