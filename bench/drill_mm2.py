@@ -153,10 +153,10 @@ def read_string(buf, at):
     return buf[at:at + n].decode(), at + n
 
 
-def read_checkpoints(bootstrap, alias):
-    """The newest checkpoint per (group, partition) in `<alias>.checkpoints.internal`, decoded
-    from MM2's format: key (group STRING, topic STRING, partition INT32), value (version INT16,
-    upstream INT64, downstream INT64, metadata STRING)."""
+def read_checkpoints(bootstrap, alias, prefix="drill-lag-"):
+    """The newest checkpoint per (group, partition) in `<alias>.checkpoints.internal` for the
+    groups named `prefix...`, decoded from MM2's format: key (group STRING, topic STRING,
+    partition INT32), value (version INT16, upstream INT64, downstream INT64, metadata STRING)."""
     topic = f"{alias}.checkpoints.internal"
     c = Consumer({
         "bootstrap.servers": bootstrap,
@@ -185,7 +185,7 @@ def read_checkpoints(bootstrap, alias):
             remote, at = read_string(key, at)
             (partition,) = struct.unpack_from(">i", key, at)
             _version, upstream, downstream = struct.unpack_from(">hqq", value, 0)
-            if group.startswith("drill-lag-"):
+            if group.startswith(prefix):
                 out[(group, partition)] = {"topic": remote, "upstream": upstream, "downstream": downstream}
         if eof:
             break

@@ -38,6 +38,7 @@ KEPT_SECTIONS = [
     "CPU per GB against the machine's floor",
     "Offset map size",
     "Failover drill with MM2's checkpoints",
+    "The day the source dies",
 ]
 DISTANCE_TITLE = "Across a distance"
 # The 10,000-partition run with MM2 in it, kept for MM2's row when a later run leaves MM2 out.
