@@ -1,5 +1,5 @@
 //! `strait config`: configuration tools (`from-strimzi`: a Strimzi `KafkaMirrorMaker2` resource
-//! into the MM2 file strait runs, converted by `strimzi.rs`).
+//! into the MM2 file strait runs, converted by `strimzi/`).
 
 use anyhow::Context as _;
 
@@ -8,11 +8,13 @@ use crate::strimzi;
 /// `strait config` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub(crate) enum ConfigCommand {
-    /// Turn a Strimzi KafkaMirrorMaker2 resource (YAML, kafka.strimzi.io/v1beta2) into the MM2
-    /// properties file strait runs: clusters, TLS and authentication, mirrors with their topic
-    /// and group patterns, tasksMax, the connectors' settings and rack awareness. Secrets are
-    /// never copied: the file reads them at run time from the Kubernetes Secrets mounted under
-    /// --secrets-dir. What is not carried over is listed on stderr (docs/strimzi.md).
+    /// Turn a Strimzi KafkaMirrorMaker2 resource (YAML, kafka.strimzi.io/v1 with spec.target
+    /// and each mirror's source, or v1beta2 in either layout) into the MM2 properties file
+    /// strait runs: clusters, TLS (trusted certificates by file or pattern) and
+    /// authentication, mirrors with their topic and group patterns, tasksMax, the connectors'
+    /// settings and rack awareness. Secrets are never copied: the file reads them at run time
+    /// from the Kubernetes Secrets mounted under --secrets-dir. What is not carried over is
+    /// listed on stderr (docs/strimzi.md).
     FromStrimzi {
         /// The resource (a YAML file holding one KafkaMirrorMaker2).
         #[arg(value_name = "FILE")]

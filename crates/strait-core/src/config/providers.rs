@@ -14,7 +14,10 @@
 //! - `FileConfigProvider`: `${file:/etc/kafka/secrets.properties:password}` is the key
 //!   `password` of that properties file (read as Java reads properties).
 //! - `DirectoryConfigProvider`: `${dir:/run/secrets:password}` is the content of the file
-//!   `/run/secrets/password` (a mounted Kubernetes secret, say), as is.
+//!   `/run/secrets/password` (a mounted Kubernetes secret, say), as is. strait's addition: a
+//!   name with `*` or `?` is a pattern, `${dir:/run/secrets/ca:*.crt}` the text of every
+//!   matching file one after the other (PEM certificates, as Strimzi's `trustedCertificates`
+//!   `pattern` takes them), read again at each load.
 //! - `EnvVarConfigProvider`: `${env:KAFKA_PASSWORD}` is that environment variable.
 //!
 //! Kafka's parameters are honoured: `config.providers.<name>.param.allowed.paths` (file and
@@ -277,8 +280,49 @@ fn from_directory(
             dir.display()
         ));
     }
-    let path = dir.join(file);
-    let bytes = std::fs::read(&path)
+    if file.contains(['*', '?']) {
+        return from_matching_files(name, &dir, file);
+    }
+    read_text(name, &dir.join(file))
+}
+
+/// `${directory:<dir>:<pattern>}` (strait's, for the `pattern` of Strimzi's trusted
+/// certificates, `docs/strimzi.md`): the text of every file of `dir` whose name matches, in
+/// name order, each starting on a line of its own. Read at every load, so a reload takes the
+/// files there now. Directories (a mounted Secret's `..data`) are not files; no file
+/// matching is an error, as Kafka's provider fails on a missing file.
+fn from_matching_files(name: &str, dir: &Path, pattern: &str) -> Result<String, String> {
+    let cannot_list =
+        |e: std::io::Error| format!("cannot list {} (provider `{name}`): {e}", dir.display());
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(cannot_list)? {
+        let entry = entry.map_err(cannot_list)?;
+        let Ok(file) = entry.file_name().into_string() else {
+            continue;
+        };
+        if glob_matches(pattern, &file) && entry.path().is_file() {
+            files.push(file);
+        }
+    }
+    if files.is_empty() {
+        return Err(format!(
+            "no file in {} matches `{pattern}` (provider `{name}`)",
+            dir.display()
+        ));
+    }
+    files.sort();
+    let mut text = String::new();
+    for file in files {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(&read_text(name, &dir.join(file))?);
+    }
+    Ok(text)
+}
+
+fn read_text(name: &str, path: &Path) -> Result<String, String> {
+    let bytes = std::fs::read(path)
         .map_err(|e| format!("cannot read {} (provider `{name}`): {e}", path.display()))?;
     String::from_utf8(bytes)
         .map_err(|_| format!("{} (provider `{name}`) is not UTF-8 text", path.display()))
@@ -301,6 +345,40 @@ fn allowed(name: &str, provider: &Provider, path: &str) -> Result<PathBuf, Strin
         ));
     }
     Ok(path)
+}
+
+/// Whether `name` matches `pattern`, where `*` stands for any characters and `?` for one.
+/// These two are all Strimzi's `pattern` needs on a Secret's file names (its examples use
+/// `*.crt`; Kubernetes keys are letters, digits, `-`, `_` and `.`, and `strait config
+/// from-strimzi` refuses other glob syntax), so a few lines do rather than a glob crate.
+fn glob_matches(pattern: &str, name: &str) -> bool {
+    let pattern: Vec<char> = pattern.chars().collect();
+    let name: Vec<char> = name.chars().collect();
+    let (mut p, mut n) = (0, 0);
+    // The last `*` seen and how far into the name it reaches: where to go back to.
+    let mut star: Option<(usize, usize)> = None;
+    while n < name.len() {
+        match pattern.get(p) {
+            Some('*') => {
+                star = Some((p, n));
+                p += 1;
+            }
+            Some(&c) if c == '?' || c == name[n] => {
+                p += 1;
+                n += 1;
+            }
+            _ => match star {
+                // The `*` takes one more character.
+                Some((at, reach)) => {
+                    star = Some((at, reach + 1));
+                    p = at + 1;
+                    n = reach + 1;
+                }
+                None => return false,
+            },
+        }
+    }
+    pattern[p..].iter().all(|&c| c == '*')
 }
 
 /// `path` with `.` and `..` resolved lexically (as Kafka's `allowed.paths` check does).
@@ -459,6 +537,76 @@ mod tests {
         assert!(e.to_string().contains("has no key `pasword`"), "{e}");
         assert!(!e.to_string().contains("hunter2"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_pattern_reads_every_matching_file_of_the_directory() {
+        // A Kubernetes Secret as mounted: the files in a `..data` directory, each key a link
+        // to its file.
+        let dir = temp_dir("pattern");
+        let _ = std::fs::remove_dir_all(&dir);
+        let data = dir.join("..data");
+        std::fs::create_dir_all(&data).unwrap();
+        for (key, content) in [
+            ("ca.crt", &b"NEW CA\n"[..]),
+            ("ca-2025.crt", b"OLD CA"),
+            ("ca.p12", &[0xff, 0x00, 0xfe]),
+            ("ca.password", b"not a certificate"),
+        ] {
+            std::fs::write(data.join(key), content).unwrap();
+            std::os::unix::fs::symlink(Path::new("..data").join(key), dir.join(key)).unwrap();
+        }
+        let d = dir.display();
+        let p = run(&format!(
+            "all = ${{directory:{d}:*.crt}}\nold = ${{directory:{d}:ca-????.crt}}\n"
+        ))
+        .unwrap();
+        // In name order, one after the other, each on its own lines.
+        assert_eq!(value(&p, "all"), "OLD CA\nNEW CA\n");
+        assert_eq!(value(&p, "old"), "OLD CA");
+        // Read again (a reload), the pattern takes the files there now.
+        std::fs::write(dir.join("ca-2026.crt"), "NEXT CA\n").unwrap();
+        let p = run(&format!("all = ${{directory:{d}:*.crt}}\n")).unwrap();
+        assert_eq!(value(&p, "all"), "OLD CA\nNEXT CA\nNEW CA\n");
+        // `*` takes files only, not the volume's directory.
+        let text = temp_dir("pattern-text");
+        let _ = std::fs::remove_dir_all(text.join("..data"));
+        std::fs::create_dir_all(text.join("..data")).unwrap();
+        std::fs::write(text.join("only"), "one").unwrap();
+        let p = run(&format!("k = ${{directory:{}:*}}\n", text.display())).unwrap();
+        assert_eq!(value(&p, "k"), "one");
+        std::fs::remove_dir_all(&text).unwrap();
+        let e = run(&format!("a = 1\nk = ${{directory:{d}:*.pem}}\n")).unwrap_err();
+        assert_eq!((e.line, e.key.as_deref()), (Some(2), Some("k")));
+        assert!(
+            e.to_string()
+                .contains(&format!("no file in {d} matches `*.pem`")),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn glob_star_and_question_mark() {
+        for (pattern, name) in [
+            ("*.crt", "ca.crt"),
+            ("*.crt", ".crt"),
+            ("*", "anything"),
+            ("ca-?.crt", "ca-1.crt"),
+            ("a*b*c", "abxbbc"),
+            ("ca.crt", "ca.crt"),
+        ] {
+            assert!(glob_matches(pattern, name), "{pattern} {name}");
+        }
+        for (pattern, name) in [
+            ("*.crt", "ca.crt.bak"),
+            ("*.crt", "ca.pem"),
+            ("ca-?.crt", "ca-12.crt"),
+            ("a*b*c", "abxbbd"),
+            ("?", ""),
+        ] {
+            assert!(!glob_matches(pattern, name), "{pattern} {name}");
+        }
     }
 
     #[test]
