@@ -116,131 +116,252 @@ pub const LATENCY_BUCKETS_MS: &[f64] = &[
     3_600_000.0,
 ];
 
-/// Registers the help text and unit of every metric with the installed recorder. Call once,
-/// after installing it.
+/// How a metric is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricKind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+impl MetricKind {
+    /// Its name in `docs/metrics.md` and in Prometheus's `# TYPE` line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetricKind::Counter => "counter",
+            MetricKind::Gauge => "gauge",
+            MetricKind::Histogram => "histogram",
+        }
+    }
+}
+
+/// One metric of strait: the one place its name, kind, unit, labels and help are written.
+/// [`describe`] registers every one with the recorder, and a test holds `docs/metrics.md` to
+/// this table (every row there is one here, with the same kind and labels, and the other way
+/// round), as the key catalogue holds `docs/configuration.md`.
+#[derive(Debug, Clone, Copy)]
+pub struct MetricDef {
+    pub name: &'static str,
+    pub kind: MetricKind,
+    pub unit: Unit,
+    /// Its labels, in order.
+    pub labels: &'static [&'static str],
+    /// The `# HELP` text.
+    pub help: &'static str,
+}
+
+const FLOW: &[&str] = &["source", "target"];
+const TOPIC: &[&str] = &["source", "target", "topic"];
+const TOPIC_REASON: &[&str] = &["source", "target", "topic", "reason"];
+const PARTITION: &[&str] = &["source", "target", "topic", "partition"];
+const GROUP: &[&str] = &["source", "target", "group"];
+const GROUP_REASON: &[&str] = &["source", "target", "group", "reason"];
+const GROUP_PARTITION: &[&str] = &["source", "target", "group", "topic", "partition"];
+
+/// Every metric strait emits: those of this crate, and the Kafka runtime's
+/// (`strait_kafka::error`).
+pub const METRICS: &[MetricDef] = &[
+    MetricDef {
+        name: RECORD_COUNT,
+        kind: MetricKind::Counter,
+        unit: Unit::Count,
+        labels: PARTITION,
+        help: "Records written to the target (MM2 record-count).",
+    },
+    MetricDef {
+        name: BYTE_COUNT,
+        kind: MetricKind::Counter,
+        unit: Unit::Bytes,
+        labels: PARTITION,
+        help: "Bytes of record batches written to the target, as on the wire (MM2 byte-count counts value bytes).",
+    },
+    MetricDef {
+        name: RECORD_AGE,
+        kind: MetricKind::Histogram,
+        unit: Unit::Milliseconds,
+        labels: TOPIC,
+        help: "Per batch read from the source: now minus its newest record's timestamp (MM2 record-age-ms).",
+    },
+    MetricDef {
+        name: REPLICATION_LATENCY,
+        kind: MetricKind::Histogram,
+        unit: Unit::Milliseconds,
+        labels: TOPIC,
+        help: "Per batch acknowledged by the target: now minus its newest record's timestamp (MM2 replication-latency-ms).",
+    },
+    MetricDef {
+        name: CHECKPOINT_LATENCY,
+        kind: MetricKind::Histogram,
+        unit: Unit::Milliseconds,
+        labels: GROUP,
+        help: "Per checkpoint acknowledged by the target: now minus when its group's offsets were read on the source (MM2 checkpoint-latency-ms).",
+    },
+    MetricDef {
+        name: POSITION_CAPTURED,
+        kind: MetricKind::Gauge,
+        unit: Unit::Seconds,
+        labels: GROUP,
+        help: "When the group's position on the source was last found carried by its checkpoints (seconds since the epoch): a failover made from the checkpoints re-reads what it consumed since.",
+    },
+    MetricDef {
+        name: LAG_RECORDS,
+        kind: MetricKind::Gauge,
+        unit: Unit::Count,
+        labels: PARTITION,
+        help: "Source end at the last fetch minus the next source offset to mirror.",
+    },
+    MetricDef {
+        name: LAG_SECONDS,
+        kind: MetricKind::Gauge,
+        unit: Unit::Seconds,
+        labels: PARTITION,
+        help: "0 when caught up, else now minus the later of the last mirrored record's timestamp and the last time the partition was caught up.",
+    },
+    MetricDef {
+        name: BYTES_IN_FLIGHT,
+        kind: MetricKind::Gauge,
+        unit: Unit::Bytes,
+        labels: FLOW,
+        help: "Bytes of batches sent to the target and not yet acknowledged.",
+    },
+    MetricDef {
+        name: BATCHES_FORWARDED,
+        kind: MetricKind::Counter,
+        unit: Unit::Count,
+        labels: TOPIC,
+        help: "Batches forwarded unopened.",
+    },
+    MetricDef {
+        name: BATCHES_REBUILT,
+        kind: MetricKind::Counter,
+        unit: Unit::Count,
+        labels: TOPIC,
+        help: "Batches decoded and re-encoded (compaction holes, a batch cut by a position).",
+    },
+    MetricDef {
+        name: BATCHES_DROPPED,
+        kind: MetricKind::Counter,
+        unit: Unit::Count,
+        labels: TOPIC_REASON,
+        help: "Batches not mirrored: transaction markers (reason=control) and aborted transactions (reason=aborted).",
+    },
+    MetricDef {
+        name: MAP_SEGMENTS,
+        kind: MetricKind::Gauge,
+        unit: Unit::Count,
+        labels: PARTITION,
+        help: "Segments of the partition's offset map.",
+    },
+    MetricDef {
+        name: LOST_RECORDS,
+        kind: MetricKind::Counter,
+        unit: Unit::Count,
+        labels: PARTITION,
+        help: "Source records deleted before they were mirrored; each range is in the offset map and the log.",
+    },
+    MetricDef {
+        name: DUPLICATE_RECORDS,
+        kind: MetricKind::Counter,
+        unit: Unit::Count,
+        labels: PARTITION,
+        help: "Records written to the target twice (a crash left them unrecorded and unmatchable).",
+    },
+    MetricDef {
+        name: RECOVERED_RECORDS,
+        kind: MetricKind::Counter,
+        unit: Unit::Count,
+        labels: PARTITION,
+        help: "Records found on the target after a restart and matched, so not written again.",
+    },
+    MetricDef {
+        name: TRANSLATION_ERROR,
+        kind: MetricKind::Gauge,
+        unit: Unit::Count,
+        labels: GROUP_PARTITION,
+        help: "How many records a group's translated offset could be off: 0 when exact, else unreplicated, skipped or lost records.",
+    },
+    MetricDef {
+        name: GROUP_SYNC_WRITTEN,
+        kind: MetricKind::Counter,
+        unit: Unit::Count,
+        labels: GROUP,
+        help: "Offsets committed into target groups by group sync.",
+    },
+    MetricDef {
+        name: GROUP_SYNC_SKIPPED,
+        kind: MetricKind::Counter,
+        unit: Unit::Count,
+        labels: GROUP_REASON,
+        help: "Groups or partitions group sync left alone, by reason (group_active, target_ahead, failed).",
+    },
+    MetricDef {
+        name: FLOW_STALLED,
+        kind: MetricKind::Gauge,
+        unit: Unit::Count,
+        labels: FLOW,
+        help: "1 while the flow is stalled (a cluster unreachable, retrying), else 0.",
+    },
+    MetricDef {
+        name: FLOW_STALLS,
+        kind: MetricKind::Counter,
+        unit: Unit::Count,
+        labels: FLOW,
+        help: "Times the flow stalled.",
+    },
+    MetricDef {
+        name: REMOTE_TOPICS_DELETED,
+        kind: MetricKind::Counter,
+        unit: Unit::Count,
+        labels: FLOW,
+        help: "Remote topics deleted on the target because their source topic was deleted (strait.sync.topic.deletions.enabled).",
+    },
+    MetricDef {
+        name: PARTITION_BLOCKED,
+        kind: MetricKind::Gauge,
+        unit: Unit::Count,
+        labels: PARTITION,
+        help: "1 while the partition is not mirrored: the target refuses its batches for good (too large, invalid, a policy, an ACL; retried with backoff) or it no longer matches its offset map (a source or remote topic deleted and created again, truncated; needs a person). Its last error says which; the other partitions go on.",
+    },
+    MetricDef {
+        name: FLOW_LAST_ROUND,
+        kind: MetricKind::Gauge,
+        unit: Unit::Seconds,
+        labels: FLOW,
+        help: "When the flow's last round finished, in seconds since the Unix epoch.",
+    },
+    MetricDef {
+        name: WORKERS_DISAGREE,
+        kind: MetricKind::Gauge,
+        unit: Unit::Count,
+        labels: FLOW,
+        help: "1 while the flow's workers disagree on tasks.max or its settings, so that no unit is handed out; else 0.",
+    },
+    MetricDef {
+        name: strait_kafka::error::REQUEST_ERRORS,
+        kind: MetricKind::Counter,
+        unit: Unit::Count,
+        labels: &["broker", "api", "error"],
+        help: "Requests that failed: by broker, Kafka API and kind when no readable answer came (io, timeout, closed, ...), by the error code's name (broker and api empty) when the answer was an error.",
+    },
+    MetricDef {
+        name: strait_kafka::error::RECONNECTS,
+        kind: MetricKind::Counter,
+        unit: Unit::Count,
+        labels: &["broker"],
+        help: "Connections to a broker made again after one was lost or refused.",
+    },
+];
+
+/// Registers the help text and unit of every metric of [`METRICS`] with the installed
+/// recorder. Call once, after installing it.
 pub fn describe() {
-    use ::metrics::{describe_counter, describe_gauge, describe_histogram};
-    describe_counter!(
-        RECORD_COUNT,
-        Unit::Count,
-        "Records written to the target (MM2 record-count)."
-    );
-    describe_counter!(
-        BYTE_COUNT,
-        Unit::Bytes,
-        "Bytes of record batches written to the target, as on the wire (MM2 byte-count counts value bytes)."
-    );
-    describe_histogram!(
-        RECORD_AGE,
-        Unit::Milliseconds,
-        "Per batch read from the source: now minus its newest record's timestamp (MM2 record-age-ms)."
-    );
-    describe_histogram!(
-        REPLICATION_LATENCY,
-        Unit::Milliseconds,
-        "Per batch acknowledged by the target: now minus its newest record's timestamp (MM2 replication-latency-ms)."
-    );
-    describe_histogram!(
-        CHECKPOINT_LATENCY,
-        Unit::Milliseconds,
-        "Per checkpoint acknowledged by the target: now minus when its group's offsets were read on the source (MM2 checkpoint-latency-ms)."
-    );
-    describe_gauge!(
-        POSITION_CAPTURED,
-        Unit::Seconds,
-        "When the group's position on the source was last found carried by its checkpoints (seconds since the epoch): a failover made from the checkpoints re-reads what it consumed since."
-    );
-    describe_gauge!(
-        LAG_RECORDS,
-        Unit::Count,
-        "Source end at the last fetch minus the next source offset to mirror."
-    );
-    describe_gauge!(
-        LAG_SECONDS,
-        Unit::Seconds,
-        "0 when caught up, else now minus the later of the last mirrored record's timestamp and the last time the partition was caught up."
-    );
-    describe_gauge!(
-        BYTES_IN_FLIGHT,
-        Unit::Bytes,
-        "Bytes of batches sent to the target and not yet acknowledged."
-    );
-    describe_counter!(
-        BATCHES_FORWARDED,
-        Unit::Count,
-        "Batches forwarded unopened."
-    );
-    describe_counter!(
-        BATCHES_REBUILT,
-        Unit::Count,
-        "Batches decoded and re-encoded (compaction holes, a batch cut by a position)."
-    );
-    describe_counter!(
-        BATCHES_DROPPED,
-        Unit::Count,
-        "Batches not mirrored: transaction markers (reason=control) and aborted transactions (reason=aborted)."
-    );
-    describe_gauge!(
-        MAP_SEGMENTS,
-        Unit::Count,
-        "Segments of the partition's offset map."
-    );
-    describe_counter!(
-        LOST_RECORDS,
-        Unit::Count,
-        "Source records deleted before they were mirrored; each range is in the offset map and the log."
-    );
-    describe_counter!(
-        DUPLICATE_RECORDS,
-        Unit::Count,
-        "Records written to the target twice (a crash left them unrecorded and unmatchable)."
-    );
-    describe_counter!(
-        RECOVERED_RECORDS,
-        Unit::Count,
-        "Records found on the target after a restart and matched, so not written again."
-    );
-    describe_gauge!(
-        TRANSLATION_ERROR,
-        Unit::Count,
-        "How many records a group's translated offset could be off: 0 when exact, else unreplicated, skipped or lost records."
-    );
-    describe_counter!(
-        GROUP_SYNC_WRITTEN,
-        Unit::Count,
-        "Offsets committed into target groups by group sync."
-    );
-    describe_counter!(
-        GROUP_SYNC_SKIPPED,
-        Unit::Count,
-        "Groups or partitions group sync left alone, by reason (group_active, target_ahead, failed)."
-    );
-    describe_gauge!(
-        FLOW_STALLED,
-        Unit::Count,
-        "1 while the flow is stalled (a cluster unreachable, retrying), else 0."
-    );
-    describe_counter!(FLOW_STALLS, Unit::Count, "Times the flow stalled.");
-    describe_counter!(
-        REMOTE_TOPICS_DELETED,
-        Unit::Count,
-        "Remote topics deleted on the target because their source topic was deleted (strait.sync.topic.deletions.enabled)."
-    );
-    describe_gauge!(
-        PARTITION_BLOCKED,
-        Unit::Count,
-        "1 while the partition is not mirrored: the target refuses its batches for good (too large, invalid, a policy, an ACL; retried with backoff) or it no longer matches its offset map (a source or remote topic deleted and created again, truncated; needs a person). Its last error says which; the other partitions go on."
-    );
-    describe_gauge!(
-        FLOW_LAST_ROUND,
-        Unit::Seconds,
-        "When the flow's last round finished, in seconds since the Unix epoch."
-    );
-    describe_gauge!(
-        WORKERS_DISAGREE,
-        Unit::Count,
-        "1 while the flow's workers disagree on tasks.max or its settings, so that no unit is handed out; else 0."
-    );
+    for m in METRICS {
+        match m.kind {
+            MetricKind::Counter => ::metrics::describe_counter!(m.name, m.unit, m.help),
+            MetricKind::Gauge => ::metrics::describe_gauge!(m.name, m.unit, m.help),
+            MetricKind::Histogram => ::metrics::describe_histogram!(m.name, m.unit, m.help),
+        }
+    }
 }
 
 /// Whether the workers of `flow` disagree ([`WORKERS_DISAGREE`]).
@@ -656,5 +777,85 @@ impl GroupMetrics {
     /// A checkpoint or sync pass failed.
     pub(crate) fn pass_failed(&self, error: &dyn std::fmt::Display) {
         self.entry.groups_error(error.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `(name, kind, labels)` of every metric row of `docs/metrics.md`'s tables.
+    fn documented() -> Vec<(String, String, Vec<String>)> {
+        include_str!("../../../docs/metrics.md")
+            .lines()
+            .filter(|l| l.starts_with("| `strait_"))
+            .map(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                let labels = cells[3].split(',').map(|s| s.trim().to_owned()).collect();
+                (
+                    cells[1].trim_matches('`').to_owned(),
+                    cells[2].to_owned(),
+                    labels,
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_metric_is_documented_as_it_is_defined() {
+        let docs = documented();
+        for m in METRICS {
+            let row = docs.iter().find(|(name, ..)| name == m.name);
+            let Some((_, kind, labels)) = row else {
+                panic!("{} has no row in docs/metrics.md", m.name);
+            };
+            assert_eq!(
+                kind,
+                m.kind.as_str(),
+                "{}: its type in docs/metrics.md",
+                m.name
+            );
+            assert_eq!(
+                labels, m.labels,
+                "{}: its labels in docs/metrics.md",
+                m.name
+            );
+        }
+        for (name, ..) in &docs {
+            assert!(
+                METRICS.iter().any(|m| m.name == name),
+                "docs/metrics.md documents {name}, which strait does not define (metrics::METRICS)"
+            );
+        }
+        let mut names: Vec<&str> = METRICS.iter().map(|m| m.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), METRICS.len(), "a metric defined twice");
+    }
+
+    /// A metric name written as a constant anywhere it is recorded is in the catalogue, so a
+    /// new one cannot be emitted without its help, registration and documentation.
+    #[test]
+    fn every_metric_name_constant_is_in_the_catalogue() {
+        let sources = [
+            include_str!("metrics.rs"),
+            include_str!("../../strait-kafka/src/error.rs"),
+        ];
+        for source in sources {
+            for line in source.lines() {
+                let Some(rest) = line.trim().strip_prefix("pub const ") else {
+                    continue;
+                };
+                let Some(name) = rest.split('"').nth(1) else {
+                    continue;
+                };
+                if name.starts_with("strait_") {
+                    assert!(
+                        METRICS.iter().any(|m| m.name == name),
+                        "{name} is not in metrics::METRICS"
+                    );
+                }
+            }
+        }
     }
 }
