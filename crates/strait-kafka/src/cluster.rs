@@ -23,47 +23,7 @@ use crate::connection::{BrokerConnection, ConnectionConfig, Security};
 use crate::error::{check, Context, Error, Result};
 use crate::throttle::ThrottleTime;
 
-/// A broker id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct BrokerId(pub i32);
-
-impl std::fmt::Display for BrokerId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "broker {}", self.0)
-    }
-}
-
-/// A topic and partition.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TopicPartition {
-    /// Topic name.
-    pub topic: String,
-    /// Partition index.
-    pub partition: i32,
-}
-
-impl TopicPartition {
-    /// Makes one.
-    pub fn new(topic: impl Into<String>, partition: i32) -> Self {
-        Self {
-            topic: topic.into(),
-            partition,
-        }
-    }
-
-    pub(crate) fn context(&self) -> Context {
-        Context::Partition {
-            topic: self.topic.clone(),
-            partition: self.partition,
-        }
-    }
-}
-
-impl std::fmt::Display for TopicPartition {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}-{}", self.topic, self.partition)
-    }
-}
+pub use crate::ids::{BrokerId, TopicPartition};
 
 /// Settings of a cluster client.
 #[derive(Debug, Clone)]
@@ -214,7 +174,7 @@ struct Inner {
     /// Coordinators by FindCoordinator's key type (0 group, 1 transaction) and key.
     coordinators: StdMutex<HashMap<(i8, String), BrokerId>>,
     /// Fetch sessions and read replicas (`fetch.rs`).
-    fetch: crate::fetch::FetchState,
+    fetch: crate::fetch::session::FetchState,
 }
 
 /// A client for one cluster. Cheap to clone.
@@ -246,7 +206,7 @@ impl Client {
                 refresh_lock: Mutex::new(()),
                 slots: Mutex::new(HashMap::new()),
                 coordinators: StdMutex::new(HashMap::new()),
-                fetch: crate::fetch::FetchState::default(),
+                fetch: crate::fetch::session::FetchState::default(),
             }),
         };
         let patience = patience.min(client.inner.config.operation_timeout);
@@ -278,7 +238,7 @@ impl Client {
         &self.inner.config
     }
 
-    pub(crate) fn fetch_state(&self) -> &crate::fetch::FetchState {
+    pub(crate) fn fetch_state(&self) -> &crate::fetch::session::FetchState {
         &self.inner.fetch
     }
 

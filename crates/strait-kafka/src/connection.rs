@@ -17,14 +17,16 @@ use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse, ProduceRequest};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, ProduceRequest, SaslAuthenticateRequest,
+    SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+};
 use kafka_protocol::protocol::{Message, Request, StrBytes};
 use strait_wire::frame::{self, Frame, ProduceBody, Versions};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -41,32 +43,38 @@ use crate::tls::{self, TlsConfig};
 /// broker may add partitions to a transaction implicitly).
 const LAST_PRODUCE_OF_FIRST_TRANSACTIONS: i16 = 11;
 
-/// A byte stream to a broker: TCP, or TLS over TCP.
-pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Stream for T {}
+pub use crate::transport::{BoxFuture, Stream, TcpTransport, Transport};
 
-/// A boxed future, for the [`Transport`] seam.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+impl sasl::SaslChannel for BrokerConnection {
+    fn addr(&self) -> &str {
+        &self.addr
+    }
 
-/// How to open a byte stream to a broker address (TCP by default; tests may put something else
-/// here). TLS, when [`Security::tls`] is set, runs on the stream this opens; SASL, which speaks
-/// Kafka frames, goes after the ApiVersions exchange in [`BrokerConnection::connect`].
-pub trait Transport: Send + Sync + fmt::Debug + 'static {
-    /// Opens a stream to `addr` (`host:port`).
-    fn connect<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, std::io::Result<Box<dyn Stream>>>;
-}
+    fn authentication_error(&self, mechanism: &'static str, message: String) -> Error {
+        BrokerConnection::authentication_error(self, mechanism, message)
+    }
 
-/// Plain TCP, `security.protocol=PLAINTEXT`.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct TcpTransport;
+    fn sasl_versions(&self) -> (Option<i16>, Option<i16>) {
+        (
+            self.version_of::<SaslHandshakeRequest>().ok(),
+            self.version_of::<SaslAuthenticateRequest>().ok(),
+        )
+    }
 
-impl Transport for TcpTransport {
-    fn connect<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, std::io::Result<Box<dyn Stream>>> {
-        Box::pin(async move {
-            let stream = tokio::net::TcpStream::connect(addr).await?;
-            stream.set_nodelay(true)?;
-            Ok(Box::new(stream) as Box<dyn Stream>)
-        })
+    fn handshake(
+        &self,
+        request: &SaslHandshakeRequest,
+        version: i16,
+    ) -> impl Future<Output = Result<SaslHandshakeResponse>> + Send {
+        self.send_during_authentication(request, version)
+    }
+
+    fn exchange(
+        &self,
+        request: &SaslAuthenticateRequest,
+        version: i16,
+    ) -> impl Future<Output = Result<SaslAuthenticateResponse>> + Send {
+        self.send_during_authentication(request, version)
     }
 }
 

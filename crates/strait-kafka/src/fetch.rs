@@ -28,7 +28,7 @@
 //! the error, the metadata is refreshed, and the new id is there to compare.
 
 mod aborted;
-mod session;
+pub(crate) mod session;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
@@ -42,7 +42,6 @@ use kafka_protocol::messages::{BrokerId as WireBrokerId, FetchRequest, TopicName
 use kafka_protocol::protocol::StrBytes;
 
 pub use aborted::AbortedBatches;
-pub(crate) use session::FetchState;
 use session::{Absent, Known, Plan, Sent};
 
 use crate::admin::IsolationLevel;

@@ -22,6 +22,7 @@ pub mod connection;
 pub mod error;
 pub mod fetch;
 pub mod groups;
+mod ids;
 pub mod lease;
 pub mod membership;
 pub mod produce;
@@ -29,6 +30,7 @@ pub mod sasl;
 pub mod secret;
 pub mod throttle;
 pub mod tls;
+mod transport;
 
 pub use cluster::{BrokerId, Client, ClientConfig, Metadata, TopicPartition};
 pub use connection::Security;

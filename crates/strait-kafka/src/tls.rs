@@ -23,8 +23,8 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
 use rustls::{AlertDescription, CertificateError, DigitallySignedStruct, SignatureScheme};
 
-use crate::connection::Stream;
 use crate::secret::Secret;
+use crate::transport::Stream;
 
 mod jks;
 

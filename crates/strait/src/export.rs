@@ -9,9 +9,8 @@ use clap::{Args, ValueEnum};
 use strait_core::config::StraitConfig;
 use strait_core::offsets::plan::{self, ClusterRef, FailoverPlan, OffsetRow};
 
-use crate::failover::{
-    apply_with, bootstrap, client_config, connect_both, count, find_flow, finish, narrowing,
-};
+use crate::clusters::{bootstrap, client_config, connect_both, find_flow, narrowing};
+use crate::failover::{apply_with, count, finish};
 
 /// The columns of the CSV form, in order: the fields of [`OffsetRow`].
 const CSV_HEADER: [&str; 16] = [

@@ -7,12 +7,13 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use clap::{Args, Subcommand};
-use strait_core::config::{FlowConfig, StraitConfig};
-use strait_core::filter::PatternList;
+use strait_core::config::StraitConfig;
 use strait_core::offsets::plan::{
     self, ApplyOptions, ApplyReport, Direction, FailoverPlan, Outcome,
 };
-use strait_kafka::{Client, ClientConfig};
+use strait_kafka::ClientConfig;
+
+use crate::clusters::{client_config, connect, connect_both, find_flow, narrowing};
 
 /// How long the origin cluster of an apply may take to answer before it counts as lost.
 const ORIGIN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -296,80 +297,8 @@ pub(crate) fn finish(report: &ApplyReport, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The flow called `name` (`A->B`), or an error listing the config's flows.
-pub(crate) fn find_flow<'a>(
-    config: &'a StraitConfig,
-    name: &str,
-) -> anyhow::Result<&'a FlowConfig> {
-    let wanted = name.replace(' ', "");
-    config
-        .flows
-        .iter()
-        .find(|f| f.name() == wanted)
-        .with_context(|| {
-            let names: Vec<String> = config.flows.iter().map(FlowConfig::name).collect();
-            format!(
-                "{} has no enabled flow {name}; its flows are: {}",
-                config.path.display(),
-                names.join(", ")
-            )
-        })
-}
-
-/// `--groups`, parsed as the config's `groups` list.
-pub(crate) fn narrowing(groups: Option<&str>) -> anyhow::Result<Option<PatternList>> {
-    groups
-        .map(|g| PatternList::parse(g).context("--groups"))
-        .transpose()
-}
-
-/// The bootstrap servers of cluster `alias`.
-pub(crate) fn bootstrap(config: &StraitConfig, alias: &str) -> anyhow::Result<Vec<String>> {
-    Ok(config
-        .cluster(alias)
-        .with_context(|| format!("cluster {alias} is not declared"))?
-        .bootstrap_servers
-        .clone())
-}
-
-/// A client config for cluster `alias`: its bootstrap servers, TLS and SASL (`A.admin.*` over
-/// `A.*`), as MM2 resolves them.
-pub(crate) fn client_config(config: &StraitConfig, alias: &str) -> anyhow::Result<ClientConfig> {
-    Ok(config.cluster_client_config(alias, strait_core::config::Role::Admin)?)
-}
-
-/// Clients of both clusters of `flow`.
-pub(crate) async fn connect_both(
-    config: &StraitConfig,
-    flow: &FlowConfig,
-) -> anyhow::Result<(Client, Client)> {
-    let source = connect(client_config(config, flow.source.as_str())?, None)
-        .await
-        .with_context(|| format!("cannot reach source {}", flow.source))?;
-    let target = connect(client_config(config, flow.target.as_str())?, None)
-        .await
-        .with_context(|| format!("cannot reach target {}", flow.target))?;
-    Ok((source, target))
-}
-
 /// How long `failover plan` waits for the source before planning from checkpoints.
 const SOURCE_PATIENCE: Duration = Duration::from_secs(5);
-
-/// A client; with `quick`, giving up after that long.
-pub(crate) async fn connect(
-    mut config: ClientConfig,
-    quick: Option<Duration>,
-) -> anyhow::Result<Client> {
-    let Some(limit) = quick else {
-        return Ok(Client::connect(config).await?);
-    };
-    config.connection.connect_timeout = limit;
-    config.operation_timeout = limit * 2;
-    match tokio::time::timeout(limit, Client::connect(config)).await {
-        Ok(client) => Ok(client?),
-        Err(_) => bail!("no answer within {limit:?}"),
-    }
-}
 
 fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
     std::fs::write(path, format!("{text}\n"))

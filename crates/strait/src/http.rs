@@ -40,7 +40,7 @@ use serde_json::{json, Value};
 use strait_core::config::FlowConfig;
 use strait_core::offsets;
 use strait_kafka::Client;
-use strait_wire::offset_map::{OffsetMap, ReverseTranslation, SourcePartition, Translation};
+use strait_wire::offset_map::{OffsetMap, SourcePartition};
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// What the API needs of one running flow.
@@ -361,14 +361,14 @@ async fn translate(
             answer["target_offset"] = json!(offset);
             answer["source_offset"] = json!(t.source());
             answer["exact"] = json!(t.is_exact());
-            answer["result"] = reverse_json(&t);
+            answer["result"] = crate::rows::reverse_json(&t);
             answer["note"] = json!(offsets::describe_back(&t));
         } else {
             let t = map.translate(&sp, offset);
             answer["source_offset"] = json!(offset);
             answer["target_offset"] = json!(t.target());
             answer["exact"] = json!(t.is_exact());
-            answer["result"] = translation_json(&t);
+            answer["result"] = crate::rows::translation_json(&t);
             answer["note"] = json!(offsets::describe(&t));
         }
         answers.push(answer);
@@ -515,45 +515,5 @@ async fn control(
         Ok(value) => Ok(Json(value)),
         Err(message) if message.starts_with("no flow ") => Err(not_found(message)),
         Err(message) => Err(bad_request(message)),
-    }
-}
-
-/// A translation as JSON: `{"kind": ..., and its numbers}`.
-pub(crate) fn translation_json(t: &Translation) -> Value {
-    match *t {
-        Translation::Exact { target } => json!({ "kind": "exact", "target": target }),
-        Translation::PastMappedEnd {
-            target,
-            unreplicated,
-        } => json!({ "kind": "past_mapped_end", "target": target, "unreplicated": unreplicated }),
-        Translation::BeforeMappedStart { target, skipped } => {
-            json!({ "kind": "before_mapped_start", "target": target, "skipped": skipped })
-        }
-        Translation::InLostRange { target, lost } => {
-            json!({ "kind": "in_lost_range", "target": target, "lost": lost })
-        }
-        Translation::Compacted {
-            target,
-            reread_at_most,
-        } => json!({ "kind": "compacted", "target": target, "reread_at_most": reread_at_most }),
-        Translation::Unmapped => json!({ "kind": "unmapped" }),
-    }
-}
-
-/// A reverse translation as JSON.
-pub(crate) fn reverse_json(t: &ReverseTranslation) -> Value {
-    match *t {
-        ReverseTranslation::Exact { source } => json!({ "kind": "exact", "source": source }),
-        ReverseTranslation::InTargetGap { source, foreign } => {
-            json!({ "kind": "in_target_gap", "source": source, "foreign": foreign })
-        }
-        ReverseTranslation::PastMappedEnd { source, unmapped } => {
-            json!({ "kind": "past_mapped_end", "source": source, "unmapped": unmapped })
-        }
-        ReverseTranslation::Compacted {
-            source,
-            reread_at_most,
-        } => json!({ "kind": "compacted", "source": source, "reread_at_most": reread_at_most }),
-        ReverseTranslation::Unmapped => json!({ "kind": "unmapped" }),
     }
 }

@@ -1,11 +1,15 @@
 //! The `strait` command. Each subcommand lives in its own file with its arguments and its
 //! `run` (`run.rs`, `mirror.rs`, `status.rs`, `control.rs`, ...); what they share is in
 //! `common.rs` (arguments), `format.rs` (numbers for people), `endpoint.rs` (the HTTP API of a
-//! running instance) and `rows.rs` (JSON rows shared with the HTTP API).
+//! running instance), `rows.rs` (JSON rows shared with the HTTP API) and `clusters.rs` (clients
+//! of a config's clusters for the commands that run once). `runtime.rs` runs the flows for `strait
+//! run` (under `supervisor.rs`) and `strait mirror`; `http.rs` serves the API. No two files
+//! import each other (`scripts/module-cycles`).
 
 use clap::{Parser, Subcommand};
 
 mod check;
+mod clusters;
 mod common;
 mod config_tools;
 mod control;
@@ -23,6 +27,7 @@ mod progress;
 mod readiness;
 mod rows;
 mod run;
+mod runtime;
 mod status;
 mod strimzi;
 mod supervisor;

@@ -4,7 +4,7 @@
 //! flow caught up and nothing was lost, non-zero when records were lost on the source, a flow
 //! failed, or the copy was interrupted.
 //!
-//! The flows are started and run by the code `strait run` uses (`run.rs`); this adds the
+//! The flows are started and run by the code `strait run` uses (`runtime.rs`); this adds the
 //! progress display (`progress.rs`) and the summary.
 
 use std::io::IsTerminal as _;
@@ -19,7 +19,7 @@ use strait_kafka::TopicPartition;
 use strait_wire::offset_map::SourcePartition;
 
 use crate::progress::{self, End, Goal, Tracked, View};
-use crate::run::{self, FlowOutcome, StartedFlow};
+use crate::runtime::{self, FlowOutcome, StartedFlow};
 
 /// `strait mirror`.
 #[derive(Debug, clap::Args)]
@@ -68,7 +68,7 @@ pub(crate) async fn mirror(args: MirrorArgs) -> anyhow::Result<()> {
     // The only value for now: a new one must be handled here (this stops compiling).
     let Until::CaughtUp = args.until;
     let began = Instant::now();
-    let mirroring = run::start(&args.config, args.listen.0).await?;
+    let mirroring = runtime::start(&args.config, args.listen.0).await?;
     let mut tracked = Vec::new();
     for started in mirroring.flows() {
         let goal = goal(started).await.with_context(|| {

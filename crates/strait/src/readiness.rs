@@ -11,7 +11,7 @@ use strait_core::config::{FlowConfig, StraitConfig};
 use strait_core::internal::map_store::MapStore;
 use strait_core::offsets::readiness::{self, FlowReadiness};
 
-use crate::failover::{client_config, connect, find_flow};
+use crate::clusters::{client_config, connect, find_flow};
 use crate::format;
 
 /// The exit code when a flow is not ready within `--within`.

@@ -2,8 +2,9 @@
 //! never drift apart (`docs/http-api.md`).
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 use strait_core::offsets::TranslatedOffset;
+use strait_wire::offset_map::{ReverseTranslation, Translation};
 
 /// One partition of a consumer group's committed source offsets, translated through a flow's
 /// map: a row of `strait offsets translate --json` and of `GET /v1/groups/{group}`.
@@ -25,7 +26,7 @@ pub(crate) struct GroupOffsetRow {
     pub(crate) target_offset: Option<i64>,
     /// Whether that is exact.
     pub(crate) exact: bool,
-    /// The translation's kind and numbers (`crate::http::translation_json`).
+    /// The translation's kind and numbers ([`translation_json`]).
     pub(crate) result: Value,
     /// The commit's metadata string.
     pub(crate) metadata: Option<String>,
@@ -44,9 +45,49 @@ impl GroupOffsetRow {
             source_offset: t.source_offset,
             target_offset: t.target_offset(),
             exact: t.is_exact(),
-            result: crate::http::translation_json(&t.translation),
+            result: translation_json(&t.translation),
             metadata: t.metadata.clone(),
             note: t.note(),
         }
+    }
+}
+
+/// A translation as JSON: `{"kind": ..., and its numbers}`.
+pub(crate) fn translation_json(t: &Translation) -> Value {
+    match *t {
+        Translation::Exact { target } => json!({ "kind": "exact", "target": target }),
+        Translation::PastMappedEnd {
+            target,
+            unreplicated,
+        } => json!({ "kind": "past_mapped_end", "target": target, "unreplicated": unreplicated }),
+        Translation::BeforeMappedStart { target, skipped } => {
+            json!({ "kind": "before_mapped_start", "target": target, "skipped": skipped })
+        }
+        Translation::InLostRange { target, lost } => {
+            json!({ "kind": "in_lost_range", "target": target, "lost": lost })
+        }
+        Translation::Compacted {
+            target,
+            reread_at_most,
+        } => json!({ "kind": "compacted", "target": target, "reread_at_most": reread_at_most }),
+        Translation::Unmapped => json!({ "kind": "unmapped" }),
+    }
+}
+
+/// A reverse translation as JSON.
+pub(crate) fn reverse_json(t: &ReverseTranslation) -> Value {
+    match *t {
+        ReverseTranslation::Exact { source } => json!({ "kind": "exact", "source": source }),
+        ReverseTranslation::InTargetGap { source, foreign } => {
+            json!({ "kind": "in_target_gap", "source": source, "foreign": foreign })
+        }
+        ReverseTranslation::PastMappedEnd { source, unmapped } => {
+            json!({ "kind": "past_mapped_end", "source": source, "unmapped": unmapped })
+        }
+        ReverseTranslation::Compacted {
+            source,
+            reread_at_most,
+        } => json!({ "kind": "compacted", "source": source, "reread_at_most": reread_at_most }),
+        ReverseTranslation::Unmapped => json!({ "kind": "unmapped" }),
     }
 }

@@ -37,7 +37,7 @@ use strait_wire::offset_map::OffsetMap;
 use tokio::sync::{mpsc, watch};
 
 use crate::http::{Api, ControlRequest};
-use crate::run::{Stop, Until};
+use crate::runtime::{Stop, Until};
 
 /// How often the config file is compared with what was last loaded.
 const WATCH_EVERY: Duration = Duration::from_secs(5);
@@ -118,7 +118,7 @@ pub(crate) async fn run(options: RunOptions) -> anyhow::Result<()> {
         None => None,
     };
     let stop: Stop = async {
-        crate::run::shutdown_signal().await;
+        crate::runtime::shutdown_signal().await;
         tracing::info!("stopping: every flow finishes its current round and writes its offset map");
     }
     .boxed()
@@ -812,18 +812,18 @@ async fn keep_running(
         status::set_flow_state(&flow, FlowState::Starting, None, None);
         let interrupt = not_running(&desired);
         let connected = tokio::select! {
-            connected = crate::run::connect_flow(&config, &flow, unit, lease.clone(), FIRST_ANSWER) => connected,
+            connected = crate::runtime::connect_flow(&config, &flow, unit, lease.clone(), FIRST_ANSWER) => connected,
             () = interrupt.clone() => continue,
         };
         let (started, live, acls) = match connected {
             Ok(c) => c,
-            Err(crate::run::StartError::Config(e)) => {
+            Err(crate::runtime::StartError::Config(e)) => {
                 tracing::error!(flow = %name, error = %format!("{e:#}"), "flow cannot start: fix the config (a reload picks it up)");
                 status::set_flow_state(&flow, FlowState::Failed, Some(format!("{e:#}")), None);
                 let _ = interrupt.await;
                 continue;
             }
-            Err(crate::run::StartError::Cluster(e)) => {
+            Err(crate::runtime::StartError::Cluster(e)) => {
                 let wait = backoff.next_wait();
                 tracing::warn!(
                     flow = %name,
@@ -849,7 +849,7 @@ async fn keep_running(
             let stop = interrupt.clone();
             tokio::spawn(async move { task.run(stop).await })
         });
-        let outcome = crate::run::run_flow(started, Until::Stopped, interrupt.clone()).await;
+        let outcome = crate::runtime::run_flow(started, Until::Stopped, interrupt.clone()).await;
         if let Some(task) = acl_task {
             task.abort();
         }

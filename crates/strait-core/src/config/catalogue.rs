@@ -6,7 +6,6 @@
 //! ([`super::keys`]), and the key tables of `docs/configuration.md` are rendered from here and
 //! compared by a test (`STRAIT_BLESS_DOCS=1 cargo test -p strait-core catalogue` rewrites them).
 
-use super::client::Role;
 use crate::filter::{
     CONFIG_PROPERTIES_EXCLUDE_DEFAULT, GROUPS_DEFAULT, GROUPS_EXCLUDE_DEFAULT, TOPICS_DEFAULT,
     TOPICS_EXCLUDE_DEFAULT,
@@ -308,6 +307,31 @@ const NO_PRODUCER_BATCHING: &str =
 const ALWAYS_IDEMPOTENT: &str = "strait always produces with acks=all and idempotence on";
 
 use Section::{Naming, Offsets, RemoteTopics, TopicsAndGroups};
+
+/// Which client of a cluster a setting is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Role {
+    /// Reads records and group offsets (`A.consumer.*`).
+    Consumer,
+    /// Writes records, offset syncs, checkpoints, heartbeats (`A.producer.*`).
+    Producer,
+    /// Topics, configs, ACLs, group offsets (`A.admin.*`).
+    Admin,
+}
+
+impl Role {
+    /// Every role.
+    pub const ALL: [Role; 3] = [Role::Consumer, Role::Producer, Role::Admin];
+
+    /// The key prefix naming the role, with its dot: `consumer.`.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Role::Consumer => "consumer.",
+            Role::Producer => "producer.",
+            Role::Admin => "admin.",
+        }
+    }
+}
 
 /// Every key.
 pub static KEYS: &[KeyDef] = &[

@@ -14,32 +14,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub use super::catalogue::Role;
 use super::secret::ClientValue;
-
-/// Which client of a cluster a setting is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Role {
-    /// Reads records and group offsets (`A.consumer.*`).
-    Consumer,
-    /// Writes records, offset syncs, checkpoints, heartbeats (`A.producer.*`).
-    Producer,
-    /// Topics, configs, ACLs, group offsets (`A.admin.*`).
-    Admin,
-}
-
-impl Role {
-    /// Every role.
-    pub const ALL: [Role; 3] = [Role::Consumer, Role::Producer, Role::Admin];
-
-    /// The key prefix naming the role, with its dot: `consumer.`.
-    pub fn prefix(self) -> &'static str {
-        match self {
-            Role::Consumer => "consumer.",
-            Role::Producer => "producer.",
-            Role::Admin => "admin.",
-        }
-    }
-}
 
 /// Which end of a flow a client talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -93,7 +93,7 @@ impl StraitConfig {
     ) -> Result<Self, ConfigError> {
         // `${provider:path:key}` references first, as MM2 transforms its raw properties.
         let props = providers::resolve(props, path)?;
-        resolve::resolve(&props, path)
+        resolve(&props, path)
     }
 
     /// The warning `key` earns in a file whose `clusters` are `aliases`, as
@@ -140,4 +140,38 @@ impl StraitConfig {
             None => ClientProps::default(),
         }
     }
+}
+
+/// Resolves `props`, read from `path`, into a config.
+fn resolve(props: &properties::Properties, path: &Path) -> Result<StraitConfig, ConfigError> {
+    let mut r = resolve::Resolver::new(props, path);
+    r.read_clusters()?;
+    r.check_unsupported()?;
+    r.check_flow_keys()?;
+    r.check_strait_keys()?;
+    let clusters = r
+        .aliases()
+        .iter()
+        .map(|alias| r.cluster(alias))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut flows = Vec::new();
+    let mut heartbeats = Vec::new();
+    for source in r.aliases() {
+        for target in r.aliases().iter().filter(|t| *t != source) {
+            let (flow, heartbeat) = pair::pair(&r, source, target)?;
+            flows.extend(flow);
+            heartbeats.extend(heartbeat);
+        }
+    }
+    if flows.is_empty() {
+        return Err(r.error(None, None, ConfigErrorReason::NoFlowEnabled));
+    }
+    r.check_workers_groups(&flows)?;
+    Ok(StraitConfig {
+        path: path.to_owned(),
+        clusters,
+        flows,
+        heartbeats,
+        warnings: r.warnings(),
+    })
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use strait_kafka::admin::IsolationLevel;
 
-use super::catalogue::{self, Expected, Value};
+use super::catalogue::{self, Value};
 use super::client::Role;
 use super::error::{ConfigError, ConfigErrorReason as Reason};
 use super::keys;
@@ -13,7 +13,7 @@ use super::model::{
     ClusterAlias, FlowConfig, HeartbeatEmitter, OffsetSyncsLocation, StartPosition,
     UseDefaultsFrom, WorkersConfig,
 };
-use super::resolve::{is_topic_char, Found, Resolver};
+use super::resolve::{is_topic_char, reason, Found, Resolver};
 use crate::filter::{java_trim, FilterError, GroupFilter, PatternList, TopicFilter};
 use crate::policy::{ReplicationPolicy, DEFAULT_POLICY_CLASS, IDENTITY_POLICY_CLASS};
 
@@ -380,25 +380,5 @@ impl<'a> Scope<'_, 'a> {
         catalogue::check_value(kind, found.value)
             .map_err(|expected| self.r.fail(&found, reason(expected, kind, found.value)))?;
         Ok(found.value.trim())
-    }
-}
-
-/// The error for `value`, which is not what `kind` expects.
-pub(super) fn reason(expected: Expected, kind: Value, value: &str) -> Reason {
-    let value_owned = value.to_owned();
-    match expected {
-        Expected::Boolean => Reason::InvalidBoolean { value: value_owned },
-        Expected::Choice(choices) => Reason::InvalidChoice {
-            value: value_owned,
-            choices,
-        },
-        Expected::Number(expected) => match (kind, java_trim(value).parse::<i64>()) {
-            (Value::Seconds, Ok(n)) if n < 0 => Reason::NegativeInterval { value: value_owned },
-            (Value::Seconds, Ok(0)) => Reason::ZeroInterval { value: value_owned },
-            _ => Reason::InvalidNumber {
-                value: value_owned,
-                expected,
-            },
-        },
     }
 }

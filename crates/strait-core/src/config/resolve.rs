@@ -6,15 +6,13 @@
 
 use std::path::Path;
 
-use super::catalogue;
+use super::catalogue::{self, Expected, Value};
 use super::client::{is_connection_key, ClientSettings, Role, SecurityProtocol};
 use super::error::{ConfigError, ConfigErrorReason as Reason, ConfigWarning};
 use super::flowkey::{parse_flow_key, FlowKey};
 use super::keys::{classify, is_flow_client_key};
 use super::model::{ClusterAlias, ClusterConfig};
-use super::pair::{pair, reason};
 use super::properties::Properties;
-use super::StraitConfig;
 use crate::filter::{java_trim, split_list};
 
 /// A key found in the file.
@@ -32,46 +30,22 @@ pub(super) struct Resolver<'a> {
     clusters_line: Option<usize>,
 }
 
-/// Resolves `props`, read from `path`, into a config.
-pub(crate) fn resolve(props: &Properties, path: &Path) -> Result<StraitConfig, ConfigError> {
-    let mut r = Resolver {
-        props,
-        path,
-        aliases: Vec::new(),
-        clusters_line: None,
-    };
-    r.read_clusters()?;
-    r.check_unsupported()?;
-    r.check_flow_keys()?;
-    r.check_strait_keys()?;
-    let clusters = r
-        .aliases
-        .iter()
-        .map(|alias| r.cluster(alias))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut flows = Vec::new();
-    let mut heartbeats = Vec::new();
-    for source in &r.aliases {
-        for target in r.aliases.iter().filter(|t| *t != source) {
-            let (flow, heartbeat) = pair(&r, source, target)?;
-            flows.extend(flow);
-            heartbeats.extend(heartbeat);
+impl<'a> Resolver<'a> {
+    /// A resolver of `props`, read from `path`; [`Resolver::read_clusters`] first.
+    pub(super) fn new(props: &'a Properties, path: &'a Path) -> Self {
+        Resolver {
+            props,
+            path,
+            aliases: Vec::new(),
+            clusters_line: None,
         }
     }
-    if flows.is_empty() {
-        return Err(r.error(None, None, Reason::NoFlowEnabled));
-    }
-    r.check_workers_groups(&flows)?;
-    Ok(StraitConfig {
-        path: path.to_owned(),
-        clusters,
-        flows,
-        heartbeats,
-        warnings: r.warnings(),
-    })
-}
 
-impl<'a> Resolver<'a> {
+    /// The cluster aliases of `clusters`, in order.
+    pub(super) fn aliases(&self) -> &[String] {
+        &self.aliases
+    }
+
     pub(super) fn error(
         &self,
         line: Option<usize>,
@@ -88,7 +62,10 @@ impl<'a> Resolver<'a> {
 
     /// Two flows into one target cluster under one workers' group would share its members and
     /// its transactional ids (`<group id>-<unit>`): each flow's units would fence the other's.
-    fn check_workers_groups(&self, flows: &[super::FlowConfig]) -> Result<(), ConfigError> {
+    pub(super) fn check_workers_groups(
+        &self,
+        flows: &[super::FlowConfig],
+    ) -> Result<(), ConfigError> {
         for (i, a) in flows.iter().enumerate() {
             for b in &flows[i + 1..] {
                 let (Some(wa), Some(wb)) = (&a.workers, &b.workers) else {
@@ -142,7 +119,7 @@ impl<'a> Resolver<'a> {
         all
     }
 
-    fn check_unsupported(&self) -> Result<(), ConfigError> {
+    pub(super) fn check_unsupported(&self) -> Result<(), ConfigError> {
         for found in self.by_line() {
             // `config.providers*` keys never get here: `providers.rs` consumes them and resolves
             // their references first.
@@ -166,7 +143,7 @@ impl<'a> Resolver<'a> {
         Ok(())
     }
 
-    fn read_clusters(&mut self) -> Result<(), ConfigError> {
+    pub(super) fn read_clusters(&mut self) -> Result<(), ConfigError> {
         let Some(found) = self.top("clusters") else {
             return Err(self.error(None, Some("clusters"), Reason::MissingClusters));
         };
@@ -198,7 +175,7 @@ impl<'a> Resolver<'a> {
         Ok(())
     }
 
-    fn check_flow_keys(&self) -> Result<(), ConfigError> {
+    pub(super) fn check_flow_keys(&self) -> Result<(), ConfigError> {
         for found in self.by_line() {
             let undeclared = match parse_flow_key(&found.key, &self.aliases) {
                 Some(FlowKey::UndeclaredSource(alias) | FlowKey::UndeclaredTarget(alias)) => alias,
@@ -219,7 +196,7 @@ impl<'a> Resolver<'a> {
         Ok(())
     }
 
-    fn check_strait_keys(&self) -> Result<(), ConfigError> {
+    pub(super) fn check_strait_keys(&self) -> Result<(), ConfigError> {
         for found in self.by_line() {
             let name = match parse_flow_key(&found.key, &self.aliases) {
                 Some(FlowKey::Valid { rest, .. }) => rest,
@@ -235,7 +212,7 @@ impl<'a> Resolver<'a> {
         Ok(())
     }
 
-    fn cluster(&self, alias: &str) -> Result<ClusterConfig, ConfigError> {
+    pub(super) fn cluster(&self, alias: &str) -> Result<ClusterConfig, ConfigError> {
         let key = format!("{alias}.bootstrap.servers");
         let Some(found) = self.top(&key).or_else(|| self.top("bootstrap.servers")) else {
             let reason = Reason::MissingBootstrap {
@@ -354,7 +331,7 @@ impl<'a> Resolver<'a> {
         Ok(())
     }
 
-    fn warnings(&self) -> Vec<ConfigWarning> {
+    pub(super) fn warnings(&self) -> Vec<ConfigWarning> {
         let mut warnings = Vec::new();
         for (key, prop) in self.props.iter() {
             if let Some(earlier_line) = prop.replaced_line {
@@ -393,6 +370,26 @@ fn parse_bootstrap(entry: &str) -> Option<String> {
         return None;
     }
     Some(entry.to_owned())
+}
+
+/// The error for `value`, which is not what `kind` expects.
+pub(super) fn reason(expected: Expected, kind: Value, value: &str) -> Reason {
+    let value_owned = value.to_owned();
+    match expected {
+        Expected::Boolean => Reason::InvalidBoolean { value: value_owned },
+        Expected::Choice(choices) => Reason::InvalidChoice {
+            value: value_owned,
+            choices,
+        },
+        Expected::Number(expected) => match (kind, java_trim(value).parse::<i64>()) {
+            (Value::Seconds, Ok(n)) if n < 0 => Reason::NegativeInterval { value: value_owned },
+            (Value::Seconds, Ok(0)) => Reason::ZeroInterval { value: value_owned },
+            _ => Reason::InvalidNumber {
+                value: value_owned,
+                expected,
+            },
+        },
+    }
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::cluster::{BrokerId, TopicPartition};
+use crate::ids::{BrokerId, TopicPartition};
 
 /// What a request told the broker of one partition; a change of any of these means the
 /// partition is sent again in the next incremental request. The log start offset a consumer

@@ -21,7 +21,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
-    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -31,7 +31,7 @@ pub use oauthbearer::{check_extension, Claim, TokenSource, UnsecuredToken};
 pub use scram::{ScramError, ScramHash};
 pub use token_endpoint::{ClientCredentials, RefreshWindow, TokenEndpoint};
 
-use crate::connection::BrokerConnection;
+use crate::error::Error;
 use crate::error::Result;
 use crate::secret::Secret;
 
@@ -239,15 +239,40 @@ impl Exchange {
 /// The most SaslAuthenticate messages one authentication may take.
 const MAX_MESSAGES: usize = 8;
 
+/// What an authentication needs of a broker connection (`connection.rs` gives it): a trait
+/// here, so that this module needs nothing of the connection's.
+pub(crate) trait SaslChannel: Sync {
+    /// The broker's `host:port` as dialled.
+    fn addr(&self) -> &str;
+    /// An authentication error of this connection: `message` about `mechanism`.
+    fn authentication_error(&self, mechanism: &'static str, message: String) -> Error;
+    /// The SaslHandshake and SaslAuthenticate versions the broker and strait agree on, where
+    /// the broker offers them.
+    fn sasl_versions(&self) -> (Option<i16>, Option<i16>);
+    /// Sends a SaslHandshake at `version` and waits for its answer.
+    fn handshake(
+        &self,
+        request: &SaslHandshakeRequest,
+        version: i16,
+    ) -> impl std::future::Future<Output = Result<SaslHandshakeResponse>> + Send;
+    /// Sends a SaslAuthenticate at `version` and waits for its answer.
+    fn exchange(
+        &self,
+        request: &SaslAuthenticateRequest,
+        version: i16,
+    ) -> impl std::future::Future<Output = Result<SaslAuthenticateResponse>> + Send;
+}
+
 /// Authenticates `conn` (ApiVersions done, nothing else sent since). Returns how long the
 /// session lasts when the broker limits it.
 pub(crate) async fn authenticate(
-    conn: &BrokerConnection,
+    conn: &impl SaslChannel,
     sasl: &SaslConfig,
 ) -> Result<Option<Duration>> {
     let mechanism = sasl.mechanism();
     let fail = |message: String| conn.authentication_error(mechanism, message);
-    let handshake_version = conn.version_of::<SaslHandshakeRequest>().map_err(|_| {
+    let (handshake_version, auth_version) = conn.sasl_versions();
+    let handshake_version = handshake_version.ok_or_else(|| {
         fail(
             "the broker does not offer SASL (no SaslHandshake in its ApiVersions): is this a SASL \
              listener? (security.protocol SASL_PLAINTEXT and SASL_SSL need one)"
@@ -261,9 +286,7 @@ pub(crate) async fn authenticate(
     }
     let request =
         SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism));
-    let response = conn
-        .send_during_authentication(&request, handshake_version)
-        .await?;
+    let response = conn.handshake(&request, handshake_version).await?;
     match ResponseError::try_from_code(response.error_code) {
         None => {}
         Some(ResponseError::UnsupportedSaslMechanism) => {
@@ -290,9 +313,8 @@ pub(crate) async fn authenticate(
             )));
         }
     }
-    let auth_version = conn
-        .version_of::<SaslAuthenticateRequest>()
-        .map_err(|_| fail("the broker does not offer SaslAuthenticate".into()))?;
+    let auth_version =
+        auth_version.ok_or_else(|| fail("the broker does not offer SaslAuthenticate".into()))?;
     // Whose AWS credentials, for a refusal's message.
     let mut who = None;
     let (mut exchange, mut message) = match sasl {
@@ -314,9 +336,7 @@ pub(crate) async fn authenticate(
     // wants many more is not speaking the mechanism.
     for _ in 0..MAX_MESSAGES {
         let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(message));
-        let response: SaslAuthenticateResponse = conn
-            .send_during_authentication(&request, auth_version)
-            .await?;
+        let response = conn.exchange(&request, auth_version).await?;
         if let Some(code) = ResponseError::try_from_code(response.error_code) {
             let said = response
                 .error_message

@@ -41,9 +41,9 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 
-use crate::connection::Stream;
 use crate::secret::Secret;
 use crate::tls::TlsConfig;
+use crate::transport::Stream;
 
 /// The most of a token endpoint's answer that is read.
 const MAX_ANSWER_BYTES: usize = 1 << 20;

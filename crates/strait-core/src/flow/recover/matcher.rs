@@ -24,7 +24,7 @@
 use std::collections::VecDeque;
 use std::mem;
 
-use super::tail::TailRecord;
+use super::tail::{SourceItem, TailRecord};
 
 /// Searches of the target for the copy of a source record further on, past records that are
 /// not copies of it (an earlier mirror's extra copies): fetches of at least 1 MiB each.
@@ -33,21 +33,6 @@ pub(super) const EXTRA_COPIES_SEARCH_FETCHES: usize = 64;
 /// Searches of the target for a second copy of the first record matched, past copies of
 /// records the source has deleted: fetches.
 pub(super) const RECOPY_SEARCH_FETCHES: usize = 16;
-
-/// One piece of what a source fetch holds from a position, as a round would mirror it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum SourceItem {
-    /// Source offsets `from..to` are not mirrored: a marker, or a batch of an aborted
-    /// transaction.
-    Skip { from: i64, to: i64 },
-    /// A record the flow would write.
-    Record(TailRecord),
-    /// The batch whose records came before ends at this offset (its trailing compaction holes
-    /// included).
-    BatchEnd(i64),
-    /// The batch at `base_offset` cannot be read.
-    Unreadable { base_offset: i64, why: String },
-}
 
 /// What a read of the target's committed records from a position found.
 #[derive(Debug, Clone)]

@@ -27,8 +27,6 @@ use strait_wire::{BatchScanner, RawBatch};
 use crate::flow::classify::{AbortTracker, Action};
 use crate::flow::error::FlowError;
 
-use super::matcher::SourceItem;
-
 /// A record as a consumer sees it, with its absolute offset.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct TailRecord {
@@ -75,6 +73,21 @@ impl TailRecord {
         }
         what.join(", ")
     }
+}
+
+/// One piece of what a source fetch holds from a position, as a round would mirror it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum SourceItem {
+    /// Source offsets `from..to` are not mirrored: a marker, or a batch of an aborted
+    /// transaction.
+    Skip { from: i64, to: i64 },
+    /// A record the flow would write.
+    Record(TailRecord),
+    /// The batch whose records came before ends at this offset (its trailing compaction holes
+    /// included).
+    BatchEnd(i64),
+    /// The batch at `base_offset` cannot be read.
+    Unreadable { base_offset: i64, why: String },
 }
 
 /// The records of `batch` at offsets `from` and later, decompressed, in order.
