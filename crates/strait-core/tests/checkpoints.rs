@@ -263,6 +263,35 @@ async fn wait_for_target_group(
     }
 }
 
+/// A checkpoint task running its loop ([`CheckpointTask::run`]) until [`Running::stop`].
+struct Running {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<CheckpointTask>,
+}
+
+impl Running {
+    fn start(mut task: CheckpointTask) -> Running {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            task.run(async {
+                let _ = stopped.await;
+            })
+            .await;
+            task
+        });
+        Running { stop, task }
+    }
+
+    /// Stops the loop, which must end within 5 s; the task.
+    async fn stop(self) -> CheckpointTask {
+        self.stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), self.task)
+            .await
+            .expect("the loop stops when told")
+            .unwrap()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_task_runs_on_its_intervals_until_stopped() {
     let m = mirror(
@@ -274,15 +303,7 @@ async fn the_task_runs_on_its_intervals_until_stopped() {
     let billing = m.group("billing-app");
     let remote = m.remote.as_str();
     m.commit_source(&billing, &[(0, 12), (1, 15)]);
-    let mut task = m.task();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(async move {
-        task.run(async {
-            let _ = stopped.await;
-        })
-        .await;
-        task
-    });
+    let running = Running::start(m.task());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     wait_for_target_group(&m.target, (&billing, remote), deadline, &[(0, 17), (1, 18)]).await;
     // The group moves on the source; the loop carries it over.
@@ -296,11 +317,7 @@ async fn the_task_runs_on_its_intervals_until_stopped() {
             (key(&billing, remote, 0), value(14, 19, "")),
         ]
     );
-    stop.send(()).unwrap();
-    let task = tokio::time::timeout(Duration::from_secs(5), running)
-        .await
-        .expect("the loop stops when told")
-        .unwrap();
+    let task = running.stop().await;
     assert_eq!(task.store().len(), 2);
 }
 
@@ -329,14 +346,7 @@ async fn a_changed_position_is_checkpointed_without_waiting_for_the_interval() {
     let billing = m.group("billing-app");
     let remote = m.remote.as_str();
     m.commit_source(&billing, &[(0, 12), (1, 15)]);
-    let mut task = m.task();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(async move {
-        task.run(async {
-            let _ = stopped.await;
-        })
-        .await;
-    });
+    let running = Running::start(m.task());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let mut want = vec![
         (key(&billing, remote, 0), value(12, 17, "")),
@@ -346,11 +356,7 @@ async fn a_changed_position_is_checkpointed_without_waiting_for_the_interval() {
     m.commit_source(&billing, &[(0, 14)]);
     want.push((key(&billing, remote, 0), value(14, 19, "")));
     wait_for_checkpoints(&m, &want, deadline).await;
-    stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(5), running)
-        .await
-        .expect("the loop stops when told")
-        .unwrap();
+    running.stop().await;
 }
 
 /// With group sync on, a target group follows its source group at the next read of the groups,
@@ -368,23 +374,12 @@ async fn a_target_group_follows_its_source_group_without_waiting_for_the_interva
     let billing = m.group("billing-app");
     let remote = m.remote.as_str();
     m.commit_source(&billing, &[(0, 12), (1, 15)]);
-    let mut task = m.task();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(async move {
-        task.run(async {
-            let _ = stopped.await;
-        })
-        .await;
-    });
+    let running = Running::start(m.task());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     wait_for_target_group(&m.target, (&billing, remote), deadline, &[(0, 17), (1, 18)]).await;
     m.commit_source(&billing, &[(0, 14)]);
     wait_for_target_group(&m.target, (&billing, remote), deadline, &[(0, 19), (1, 18)]).await;
-    stop.send(()).unwrap();
-    tokio::time::timeout(Duration::from_secs(5), running)
-        .await
-        .expect("the loop stops when told")
-        .unwrap();
+    running.stop().await;
 }
 
 fn now_ms() -> i64 {

@@ -261,53 +261,8 @@ impl GroupSync {
                 Some(Err(e)) => Err(e),
                 None => Err(no_answer(group, "its description")),
             };
-            match answer {
-                Ok(plan) => {
-                    if !plan.writes.is_empty() {
-                        if let Some(m) = &self.metrics {
-                            m.sync_written(group, plan.writes.len());
-                        }
-                        summary.synced_groups.push(group.to_owned());
-                        tracing::info!(
-                            group = %group,
-                            partitions = plan.writes.len(),
-                            "group offsets written to the target"
-                        );
-                    }
-                    summary.written.extend(plan.writes);
-                    summary.up_to_date += plan.up_to_date;
-                    summary.skipped.extend(plan.skipped);
-                }
-                // The cluster is gone, or a newer owner took the task: the pass ends.
-                Err(e) if unreachable(&e) || e.is_fenced() => {
-                    return Err(CheckpointError::Kafka {
-                        what: format!("syncing group {group} on the target"),
-                        source: e,
-                    })
-                }
-                // One group's failure (an ACL, a coordinator moving) is that group's alone. In a
-                // transaction, what it added is aborted first, so the next group's transaction
-                // starts clean; an abort that fails ends the pass (the task mends its producer).
-                Err(e) => {
-                    if let Some(producer) = producer {
-                        if let Err(abort) = producer.abort().await {
-                            return Err(CheckpointError::Kafka {
-                                what: format!(
-                                    "aborting group {group}'s offsets after its sync failed ({e})"
-                                ),
-                                source: abort,
-                            });
-                        }
-                    }
-                    summary.skipped.push(SkippedSync {
-                        group: group.to_owned(),
-                        partition: None,
-                        reason: SkipReason::Failed {
-                            error: e.to_string(),
-                        },
-                    });
-                }
-            }
+            self.take_answer(&mut summary, group, answer, producer)
+                .await?;
         }
         for w in &summary.written {
             tracing::debug!(
@@ -328,6 +283,66 @@ impl GroupSync {
         self.reported
             .retain(|key, _| seen.contains(key) || only.is_some_and(|o| !o.contains(&key.0)));
         Ok(summary)
+    }
+
+    /// Adds one group's answer to `summary`: its writes and skips, or its failure (after
+    /// aborting what its transaction added). A failure that ends the pass (the target gone, a
+    /// newer owner) is returned.
+    async fn take_answer(
+        &self,
+        summary: &mut GroupSyncSummary,
+        group: &str,
+        answer: Result<GroupPlan, strait_kafka::Error>,
+        producer: Option<&RawProducer>,
+    ) -> Result<(), CheckpointError> {
+        match answer {
+            Ok(plan) => {
+                if !plan.writes.is_empty() {
+                    if let Some(m) = &self.metrics {
+                        m.sync_written(group, plan.writes.len());
+                    }
+                    summary.synced_groups.push(group.to_owned());
+                    tracing::info!(
+                        group = %group,
+                        partitions = plan.writes.len(),
+                        "group offsets written to the target"
+                    );
+                }
+                summary.written.extend(plan.writes);
+                summary.up_to_date += plan.up_to_date;
+                summary.skipped.extend(plan.skipped);
+            }
+            // The cluster is gone, or a newer owner took the task: the pass ends.
+            Err(e) if unreachable(&e) || e.is_fenced() => {
+                return Err(CheckpointError::Kafka {
+                    what: format!("syncing group {group} on the target"),
+                    source: e,
+                })
+            }
+            // One group's failure (an ACL, a coordinator moving) is that group's alone. In a
+            // transaction, what it added is aborted first, so the next group's transaction
+            // starts clean; an abort that fails ends the pass (the task mends its producer).
+            Err(e) => {
+                if let Some(producer) = producer {
+                    if let Err(abort) = producer.abort().await {
+                        return Err(CheckpointError::Kafka {
+                            what: format!(
+                                "aborting group {group}'s offsets after its sync failed ({e})"
+                            ),
+                            source: abort,
+                        });
+                    }
+                }
+                summary.skipped.push(SkippedSync {
+                    group: group.to_owned(),
+                    partition: None,
+                    reason: SkipReason::Failed {
+                        error: e.to_string(),
+                    },
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Logs a skip: at info (warn for a failure) when its reason is new, at debug when it is the
