@@ -254,16 +254,6 @@ impl CheckpointTask {
         result
     }
 
-    /// Group sync for the groups whose checkpoints a pass just wrote (`changed`), so that a
-    /// target group follows its source group within a capture interval rather than a sync
-    /// interval. The pass at `sync.group.offsets.interval.seconds` still looks at every group.
-    async fn sync_changed(
-        &mut self,
-        changed: &HashSet<String>,
-    ) -> Result<GroupSyncSummary, CheckpointError> {
-        self.sync_pass(Some(changed)).await
-    }
-
     async fn sync_pass(
         &mut self,
         only: Option<&HashSet<String>>,
@@ -406,14 +396,16 @@ impl CheckpointTask {
                     if self.fenced {
                         return;
                     }
-                    // Where positions are captured every second, their target groups follow.
+                    // Where positions are captured every second, their target groups follow:
+                    // group sync for just the groups this pass wrote (the pass at
+                    // `sync.group.offsets.interval.seconds` still looks at every group).
                     if sync_every.is_some()
                         && !changed.is_empty()
                         && self.flow.checkpoints_capture.is_some()
                     {
                         tokio::select! {
                             () = &mut stop => return,
-                            result = self.sync_changed(&changed) => self.log_sync(result),
+                            result = self.sync_pass(Some(&changed)) => self.log_sync(result),
                         }
                         if self.fenced {
                             return;

@@ -146,6 +146,12 @@ pub async fn assess(
     if let Some(l) = &live {
         names.extend(l.positions.keys().cloned());
     }
+    // When each group's most recent checkpoint was written: one pass over them all.
+    let mut latest: BTreeMap<&str, i64> = BTreeMap::new();
+    for ((group, _), at) in &written {
+        let entry = latest.entry(group.as_str()).or_insert(*at);
+        *entry = (*entry).max(*at);
+    }
     let mut groups = Vec::new();
     for group in names {
         let mut g = GroupReadiness {
@@ -155,12 +161,7 @@ pub async fn assess(
             position_age_seconds: live.as_ref().map(|_| 0.0),
             last_checkpoint_seconds: None,
         };
-        let last = written
-            .iter()
-            .filter(|((g, _), _)| *g == group)
-            .map(|(_, at)| *at)
-            .max();
-        g.last_checkpoint_seconds = last.map(age);
+        g.last_checkpoint_seconds = latest.get(group.as_str()).copied().map(age);
         let positions = live.as_ref().and_then(|l| l.positions.get(&group));
         for (tp, offset) in positions.into_iter().flatten() {
             let remote = TopicPartition::new(flow.remote_topic(&tp.topic), tp.partition);

@@ -19,7 +19,7 @@
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use strait_kafka::admin::{IsolationLevel, OffsetSpec};
-use strait_kafka::fetch::{AbortedTransaction, FetchOptions, FetchPosition};
+use strait_kafka::fetch::{AbortedTransaction, FetchOptions};
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::records::{batch_records, RecordsError};
 use strait_wire::{BatchScanner, RawBatch};
@@ -161,12 +161,7 @@ pub(super) async fn read_items(
     from: i64,
     options: &FetchOptions,
 ) -> Result<Vec<SourceItem>, FlowError> {
-    let mut results = client
-        .fetch(&[FetchPosition::new(tp.clone(), from)], options)
-        .await;
-    let data = results
-        .remove(tp)
-        .unwrap_or(Err(strait_kafka::Error::Closed))?;
+    let data = super::fetch_data(client, tp, from, options).await?;
     Ok(source_items(data.records, &data.aborted, from))
 }
 
