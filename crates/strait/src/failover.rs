@@ -55,8 +55,10 @@ pub(crate) enum FailoverCommand {
     /// within 5 s (lost), that is said and the groups go ahead. Exits non-zero if any group was
     /// refused.
     Apply(ApplyArgs),
-    /// Is it safe to fail over now? What a failover of each flow at this moment would leave
-    /// behind if its source were lost:
+    /// Is it safe to fail over now? What a failover of each flow would leave behind if its
+    /// source were lost at this moment.
+    ///
+    /// Per flow and group:
     ///
     ///   data          records on A not yet on B, per partition, and how long the oldest has
     ///                 waited (the mirror's lag): lost with A

@@ -90,7 +90,8 @@ enum Command {
     },
     /// Move consumer groups from a flow's source cluster to its target (after A is lost, or
     /// for a planned switch): `plan` shows, per group and partition, where each continues on
-    /// the target, exactly, and what stands in the way; `apply` commits that plan.
+    /// the target, exactly, and what stands in the way; `apply` commits that plan; `check`
+    /// says whether a failover now would lose records or have groups read any again.
     Failover {
         #[command(subcommand)]
         command: failover::FailoverCommand,
