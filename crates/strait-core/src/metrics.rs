@@ -57,6 +57,9 @@ pub const BYTES_IN_FLIGHT: &str = "strait_bytes_in_flight";
 pub const BATCHES_FORWARDED: &str = "strait_batches_forwarded_total";
 /// Batches decoded and re-encoded (compaction holes, a batch cut by a position); per topic.
 pub const BATCHES_REBUILT: &str = "strait_batches_rebuilt_total";
+/// Source batches written merged with others of their partition into one (`strait.batch.merge`);
+/// per topic.
+pub const BATCHES_MERGED: &str = "strait_batches_merged_total";
 /// Batches not mirrored, `reason` `control` (transaction markers) or `aborted`; per topic.
 pub const BATCHES_DROPPED: &str = "strait_batches_dropped_total";
 /// Segments of the offset map; per partition.
@@ -237,6 +240,14 @@ pub const METRICS: &[MetricDef] = &[
         unit: Unit::Count,
         labels: TOPIC,
         help: "Batches decoded and re-encoded (compaction holes, a batch cut by a position).",
+    },
+    MetricDef {
+        name: BATCHES_MERGED,
+        kind: MetricKind::Counter,
+        unit: Unit::Count,
+        labels: TOPIC,
+        help: "Source batches written merged with others of their partition into one target \
+               batch (`strait.batch.merge`); each is counted as forwarded or rebuilt too.",
     },
     MetricDef {
         name: BATCHES_DROPPED,
@@ -537,6 +548,7 @@ struct PartitionHandles {
     map_segments: Gauge,
     forwarded: Counter,
     rebuilt: Counter,
+    merged: Counter,
     dropped_control: Counter,
     dropped_aborted: Counter,
     lost: Counter,
@@ -581,6 +593,7 @@ impl PartitionMetrics {
             map_segments: ::metrics::gauge!(MAP_SEGMENTS, &partition),
             forwarded: ::metrics::counter!(BATCHES_FORWARDED, &topic),
             rebuilt: ::metrics::counter!(BATCHES_REBUILT, &topic),
+            merged: ::metrics::counter!(BATCHES_MERGED, &topic),
             dropped_control: dropped("control"),
             dropped_aborted: dropped("aborted"),
             lost: ::metrics::counter!(LOST_RECORDS, &partition),
@@ -616,6 +629,11 @@ impl PartitionMetrics {
     /// A batch is rebuilt.
     pub(crate) fn rebuilt(&self) {
         self.0.rebuilt.increment(1);
+    }
+
+    /// A batch went merged with others.
+    pub(crate) fn merged(&self) {
+        self.0.merged.increment(1);
     }
 
     /// A control batch (`aborted: false`) or a batch of an aborted transaction is dropped.

@@ -86,6 +86,54 @@ pub struct ProducerConfig {
     /// AddOffsetsToTxn, TxnOffsetCommit, EndTxn) is sent only while the lease holds, else it
     /// fails with [`Error::LeaseLapsed`] unsent.
     pub lease: Option<crate::lease::Lease>,
+    /// Whether consecutive batches of a partition are merged into one before they are sent
+    /// ([`Merge`]); [`Merge::never`] by default.
+    pub merge: Merge,
+}
+
+/// When the producer merges a partition's consecutive batches into one (`strait_wire::merge`):
+/// a Produce request carries one batch per partition and at most five are in flight per
+/// partition, so across a long round trip small batches bound a partition's rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Merge {
+    /// When to merge.
+    pub mode: MergeMode,
+    /// The merged batch's size at most, counting the batches that go into it (at least two
+    /// always merge if they follow each other and the first is smaller than this).
+    pub max_bytes: usize,
+}
+
+/// When to merge batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MergeMode {
+    /// Never: every batch goes as it came.
+    #[default]
+    Never,
+    /// When it pays: the partition's leader is far (its quickest produce round trip lately,
+    /// [`FAR_ROUND_TRIP`] or more) and the partition has more batches waiting than free slots
+    /// in its window.
+    Auto,
+    /// Whenever a partition has more than one batch waiting.
+    Always,
+}
+
+/// A leader whose quickest produce round trip over the last [`ROUND_TRIP_WINDOW`] (and the one
+/// before) is at least this far away: the window of five requests, not the source, bounds a
+/// partition's rate with small batches. A loaded broker nearby answers slower than this
+/// sometimes, but not every time for 10 s.
+pub const FAR_ROUND_TRIP: Duration = Duration::from_millis(10);
+
+/// How long a quickest round trip is remembered.
+const ROUND_TRIP_WINDOW: Duration = Duration::from_secs(10);
+
+impl Merge {
+    /// No merging.
+    pub fn never() -> Self {
+        Self {
+            mode: MergeMode::Never,
+            max_bytes: 0,
+        }
+    }
 }
 
 impl Default for ProducerConfig {
@@ -98,6 +146,7 @@ impl Default for ProducerConfig {
             transactional_id: None,
             transaction_timeout: Duration::from_secs(60),
             lease: None,
+            merge: Merge::never(),
         }
     }
 }
@@ -170,6 +219,8 @@ pub struct ProduceAck {
     pub log_append_time: i64,
     /// The partition's log start offset, -1 if not reported.
     pub log_start_offset: i64,
+    /// Whether the batch went merged with others of its partition into one (`Merge`).
+    pub merged: bool,
 }
 
 /// The next sequence after `n` records from `base`. Kafka sequences wrap from `i32::MAX` to 0.
@@ -203,13 +254,81 @@ struct PartitionState {
 /// A batch on its way.
 #[derive(Debug)]
 struct Pending {
-    index: usize,
+    /// Which of the call's batches it carries: one, or several merged.
+    carries: Carries,
     tp: TopicPartition,
     bytes: ForwardedBatch,
     sequence: i32,
     record_count: i32,
     state: Arc<PartitionState>,
     _permit: OwnedSemaphorePermit,
+}
+
+/// The call's batches a sent batch carries.
+#[derive(Debug)]
+enum Carries {
+    One(usize),
+    /// Merged: each batch's index in the call and its record count, in order.
+    Merged(Vec<(usize, i32)>),
+}
+
+impl Carries {
+    /// Each carried batch's result: an acknowledgement split at the batches' record counts,
+    /// or the error for each.
+    fn results(&self, result: Result<ProduceAck>) -> Vec<(usize, Result<ProduceAck>)> {
+        match (self, result) {
+            (Carries::One(index), result) => vec![(*index, result)],
+            (Carries::Merged(members), Ok(ack)) => {
+                let mut base = ack.base_offset;
+                members
+                    .iter()
+                    .map(|&(index, count)| {
+                        let one = ProduceAck {
+                            base_offset: base,
+                            record_count: count,
+                            merged: true,
+                            ..ack
+                        };
+                        base += i64::from(count);
+                        (index, Ok(one))
+                    })
+                    .collect()
+            }
+            (Carries::Merged(members), Err(e)) => members
+                .iter()
+                .map(|&(index, _)| (index, Err(e.clone())))
+                .collect(),
+        }
+    }
+
+    fn is_merged(&self) -> bool {
+        matches!(self, Carries::Merged(_))
+    }
+}
+
+/// The quickest produce round trip to a broker lately: the least of this window's and the last
+/// one's, so queueing at a loaded broker does not read as distance.
+#[derive(Debug, Clone, Copy)]
+struct QuickestRoundTrip {
+    since: Instant,
+    now: Duration,
+    before: Option<Duration>,
+}
+
+impl QuickestRoundTrip {
+    fn observe(&mut self, at: Instant, rtt: Duration) {
+        if at.duration_since(self.since) >= ROUND_TRIP_WINDOW {
+            self.before = Some(self.now);
+            self.now = rtt;
+            self.since = at;
+        } else {
+            self.now = self.now.min(rtt);
+        }
+    }
+
+    fn quickest(&self) -> Duration {
+        self.before.map_or(self.now, |b| b.min(self.now))
+    }
 }
 
 enum Outcome {
@@ -230,6 +349,11 @@ pub struct RawProducer {
     in_transaction: StdMutex<BTreeSet<TopicPartition>>,
     /// The groups whose offsets are in its open transaction.
     groups_in_transaction: StdMutex<BTreeSet<String>>,
+    /// Per broker, the quickest produce round trip lately (for [`MergeMode::Auto`]).
+    round_trips: StdMutex<HashMap<BrokerId, QuickestRoundTrip>>,
+    /// Partitions whose target refused a merged batch as too large: their batches go as they
+    /// came from then on (kept across epochs).
+    unmerged: StdMutex<BTreeSet<TopicPartition>>,
 }
 
 impl RawProducer {
@@ -289,6 +413,8 @@ impl RawProducer {
             partitions: StdMutex::new(HashMap::new()),
             in_transaction: StdMutex::new(BTreeSet::new()),
             groups_in_transaction: StdMutex::new(BTreeSet::new()),
+            round_trips: StdMutex::new(HashMap::new()),
+            unmerged: StdMutex::new(BTreeSet::new()),
         }
     }
 
@@ -520,22 +646,26 @@ impl RawProducer {
         }
     }
 
-    /// Gives the batch its sequence and rewrites its header.
+    /// Gives the batch its sequence and rewrites its header; on failure, the error and what
+    /// the batch carried.
     fn prepare(
         &self,
-        index: usize,
+        carries: Carries,
         tp: &TopicPartition,
         batch: &RawBatch,
         state: &Arc<PartitionState>,
         permit: OwnedSemaphorePermit,
-    ) -> Result<Pending> {
+    ) -> std::result::Result<Pending, (Carries, Error)> {
         let record_count = batch.header.record_count;
-        let mut seq = state.seq.lock().map_err(|_| Error::Closed)?;
+        let Ok(mut seq) = state.seq.lock() else {
+            return Err((carries, Error::Closed));
+        };
         if let Some(e) = &seq.broken {
-            return Err(Error::Invalid(format!(
+            let e = Error::Invalid(format!(
                 "{tp}: an earlier batch failed ({e}), so its sequence has a hole; \
                  make a new producer and resume from the last written offset"
-            )));
+            ));
+            return Err((carries, e));
         }
         let sequence = seq.next;
         let header = ForwardHeader {
@@ -544,13 +674,18 @@ impl RawProducer {
             base_sequence: sequence,
             transactional: self.config.transactional_id.is_some(),
         };
-        let bytes = strait_wire::forward(batch, &header)
-            .map_err(|e| Error::Invalid(format!("{tp}: cannot forward batch: {e}")))?;
+        let bytes = match strait_wire::forward(batch, &header) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                let e = Error::Invalid(format!("{tp}: cannot forward batch: {e}"));
+                return Err((carries, e));
+            }
+        };
         seq.next = increment_sequence(sequence, record_count);
         seq.unresolved.push_back(sequence);
         drop(seq);
         Ok(Pending {
-            index,
+            carries,
             tp: tp.clone(),
             bytes,
             sequence,
@@ -558,6 +693,49 @@ impl RawProducer {
             state: Arc::clone(state),
             _permit: permit,
         })
+    }
+
+    /// The most bytes to merge into `tp`'s next batch, if its batches are to be merged now:
+    /// `waiting` batches wait (the next one included) and its window has `free` slots.
+    fn merge_limit(
+        &self,
+        tp: &TopicPartition,
+        leader: BrokerId,
+        waiting: usize,
+        free: usize,
+    ) -> Option<usize> {
+        let merge = self.config.merge;
+        let wanted = match merge.mode {
+            MergeMode::Never => false,
+            MergeMode::Always => waiting > 1,
+            MergeMode::Auto => waiting > free.max(1) && self.is_far(leader),
+        };
+        let refused = || self.unmerged.lock().map_or(true, |u| u.contains(tp));
+        (wanted && !refused()).then_some(merge.max_bytes)
+    }
+
+    /// Whether `leader`'s quickest produce round trip lately is [`FAR_ROUND_TRIP`] or more.
+    fn is_far(&self, leader: BrokerId) -> bool {
+        self.round_trips.lock().is_ok_and(|r| {
+            r.get(&leader)
+                .is_some_and(|q| q.quickest() >= FAR_ROUND_TRIP)
+        })
+    }
+
+    fn observe_round_trip(&self, leader: BrokerId, rtt: Duration) {
+        if self.config.merge.mode != MergeMode::Auto {
+            return;
+        }
+        let now = Instant::now();
+        if let Ok(mut r) = self.round_trips.lock() {
+            r.entry(leader)
+                .or_insert(QuickestRoundTrip {
+                    since: now,
+                    now: rtt,
+                    before: None,
+                })
+                .observe(now, rtt);
+        }
     }
 
     /// One Produce request: one batch per partition, its bytes shared with the parts.
@@ -594,6 +772,7 @@ fn classify_answer(
             record_count: p.record_count,
             log_append_time: answer.log_append_time_ms,
             log_start_offset: answer.log_start_offset,
+            merged: false,
         });
     };
     let message = answer.error_message.map(|m| m.to_string());
@@ -633,6 +812,19 @@ fn classify_request_error(e: Error) -> Outcome {
     }
 }
 
+/// Gives each batch `carries` its result.
+fn deliver(
+    results: &mut [Option<Result<ProduceAck>>],
+    carries: &Carries,
+    result: Result<ProduceAck>,
+) {
+    for (index, result) in carries.results(result) {
+        if let Some(r) = results.get_mut(index) {
+            *r = Some(result);
+        }
+    }
+}
+
 /// Marks a batch resolved; `broken` poisons its partition's sequence.
 fn resolve(p: &Pending, broken: Option<Error>) {
     if let Ok(mut seq) = p.state.seq.lock() {
@@ -653,8 +845,13 @@ struct Part {
 }
 
 /// What came back for a request: the broker it went to, the batches it carried (lane and
-/// sequence), and the answer.
-type Answer = (BrokerId, Vec<(usize, i32)>, Result<ProduceResponse>);
+/// sequence), the answer, and how long it took from the request's being written.
+type Answer = (
+    BrokerId,
+    Vec<(usize, i32)>,
+    Result<ProduceResponse>,
+    Option<Duration>,
+);
 
 /// A prepared batch: its sequence given and its header rewritten, until it is answered for
 /// good. Its rewritten copy and its in-flight permit go with it.
@@ -697,6 +894,53 @@ struct Lane {
 impl Lane {
     fn is_done(&self) -> bool {
         self.queue.is_empty() && self.window.is_empty()
+    }
+
+    /// Takes the next batch from the queue, with the ones behind it that may follow it merged
+    /// into it while the merged batch stays within `merge` bytes (no merging without a limit).
+    /// Batches that cannot be merged after all (their records do not decode) go as they came.
+    fn take_next(&mut self, merge: Option<usize>) -> Option<(Carries, RawBatch)> {
+        let (first_index, first) = self.queue.pop_front()?;
+        let Some(max_bytes) = merge else {
+            return Some((Carries::One(first_index), first));
+        };
+        let mut size = first.bytes.len();
+        let mut members = vec![(first_index, first)];
+        while let Some((_, next)) = self.queue.front() {
+            let last = members.last().map(|(_, b)| &b.header);
+            if !last.is_some_and(|l| strait_wire::merge::may_follow(l, &next.header))
+                || size.saturating_add(next.bytes.len()) > max_bytes
+            {
+                break;
+            }
+            size += next.bytes.len();
+            members.extend(self.queue.pop_front());
+        }
+        if members.len() > 1 {
+            let batches: Vec<RawBatch> = members.iter().map(|(_, b)| b.clone()).collect();
+            let limit = strait_wire::records::DecompressLimit::default();
+            match strait_wire::merge::merge(&batches, &limit) {
+                Ok(merged) => {
+                    let carried = members
+                        .iter()
+                        .map(|(i, b)| (*i, b.header.record_count))
+                        .collect();
+                    return Some((Carries::Merged(carried), merged));
+                }
+                Err(e) => {
+                    tracing::debug!(
+                        partition = %self.tp,
+                        error = %e,
+                        "batches not merged; they go as they came"
+                    );
+                    for member in members.drain(1..).rev() {
+                        self.queue.push_front(member);
+                    }
+                }
+            }
+        }
+        let (index, batch) = members.pop()?;
+        Some((Carries::One(index), batch))
     }
 
     /// The error that left a hole in the partition's sequence, if one did.
@@ -953,7 +1197,7 @@ impl<'a> Dispatch<'a> {
         };
         let position = match resend {
             Some(position) => position,
-            None => self.prepare_next(index)?,
+            None => self.prepare_next(index, leader)?,
         };
         let lane = &mut self.lanes[index];
         let slot = &mut lane.window[position];
@@ -970,9 +1214,11 @@ impl<'a> Dispatch<'a> {
     }
 
     /// Prepares the partition's next batch into its window, if an in-flight permit is free;
-    /// returns its position there.
-    fn prepare_next(&mut self, index: usize) -> Option<usize> {
+    /// returns its position there. The batches waiting behind it are merged into it when the
+    /// producer merges now ([`RawProducer::merge_limit`]).
+    fn prepare_next(&mut self, index: usize, leader: BrokerId) -> Option<usize> {
         let producer = self.producer;
+        let window = producer.config.max_in_flight_per_partition;
         let lane = &mut self.lanes[index];
         loop {
             let free = lane
@@ -993,8 +1239,10 @@ impl<'a> Dispatch<'a> {
                 }
                 return None;
             };
-            let (batch_index, batch) = lane.queue.pop_front()?;
-            match producer.prepare(batch_index, &lane.tp, &batch, &lane.state, permit) {
+            let free = window.saturating_sub(lane.window.len());
+            let merge = producer.merge_limit(&lane.tp, leader, lane.queue.len(), free);
+            let (carries, batch) = lane.take_next(merge)?;
+            match producer.prepare(carries, &lane.tp, &batch, &lane.state, permit) {
                 Ok(pending) => {
                     lane.window.push_back(Slot {
                         pending,
@@ -1002,8 +1250,8 @@ impl<'a> Dispatch<'a> {
                     });
                     return Some(lane.window.len() - 1);
                 }
-                Err(e) => {
-                    self.results[batch_index] = Some(Err(e));
+                Err((carries, e)) => {
+                    deliver(&mut self.results, &carries, Err(e));
                     if lane.queue.is_empty() {
                         return None;
                     }
@@ -1070,17 +1318,24 @@ impl<'a> Dispatch<'a> {
             };
             drop(submitted);
             drop(request);
-            let answer = match queued {
-                Ok((conn, submitted)) => conn.answer(submitted).await,
-                Err(e) => Err(e),
+            let (answer, rtt) = match queued {
+                Ok((conn, submitted)) => {
+                    let written = Instant::now();
+                    let answer = conn.answer(submitted).await;
+                    (answer, Some(written.elapsed()))
+                }
+                Err(e) => (Err(e), None),
             };
-            (leader, carried, answer)
+            (leader, carried, answer, rtt)
         }));
     }
 
-    fn on_answer(&mut self, (leader, carried, answer): Answer) {
+    fn on_answer(&mut self, (leader, carried, answer, rtt): Answer) {
         match answer {
             Ok(mut response) => {
+                if let Some(rtt) = rtt {
+                    self.producer.observe_round_trip(leader, rtt);
+                }
                 // Keyed by names borrowed from the answer: no copy per partition.
                 let mut answers: HashMap<_, _, foldhash::fast::RandomState> = HashMap::default();
                 for t in &mut response.responses {
@@ -1154,7 +1409,7 @@ impl<'a> Dispatch<'a> {
             Outcome::Done(ack) => {
                 if let Some(slot) = lane.window.remove(position) {
                     resolve(&slot.pending, None);
-                    self.results[slot.pending.index] = Some(Ok(ack));
+                    deliver(&mut self.results, &slot.pending.carries, Ok(ack));
                 }
                 let client = self.producer.client.config();
                 lane.backoff = Backoff::new(client.retry_backoff, client.retry_backoff_max);
@@ -1183,9 +1438,25 @@ impl<'a> Dispatch<'a> {
         let Some(slot) = lane.window.remove(position) else {
             return;
         };
+        if slot.pending.carries.is_merged()
+            && matches!(
+                e.code(),
+                Some(ResponseError::MessageTooLarge | ResponseError::RecordListTooLarge)
+            )
+        {
+            tracing::warn!(
+                partition = %lane.tp,
+                bytes = slot.pending.bytes.len(),
+                "the target refused a merged batch as too large; this partition's batches go \
+                 as they came from now on"
+            );
+            if let Ok(mut unmerged) = self.producer.unmerged.lock() {
+                unmerged.insert(lane.tp.clone());
+            }
+        }
         let fatal = !matches!(e, Error::DuplicateSequence { .. });
         resolve(&slot.pending, fatal.then(|| e.clone()));
-        self.results[slot.pending.index] = Some(Err(e));
+        deliver(&mut self.results, &slot.pending.carries, Err(e));
         if fatal {
             self.fail_unsent(index);
         }
@@ -1212,7 +1483,7 @@ impl<'a> Dispatch<'a> {
             } else {
                 let e = why(&lane.tp);
                 resolve(&slot.pending, Some(e.clone()));
-                self.results[slot.pending.index] = Some(Err(e));
+                deliver(&mut self.results, &slot.pending.carries, Err(e));
             }
         }
         lane.window = sent;
@@ -1237,7 +1508,7 @@ impl<'a> Dispatch<'a> {
             }
             for slot in lane.window.drain(..) {
                 resolve(&slot.pending, Some(e.clone()));
-                self.results[slot.pending.index] = Some(Err(e.clone()));
+                deliver(&mut self.results, &slot.pending.carries, Err(e.clone()));
             }
             for (batch_index, _) in lane.queue.drain(..) {
                 self.results[batch_index] = Some(Err(e.clone()));

@@ -33,7 +33,7 @@ use strait_kafka::connection::{BrokerConnection, ConnectionConfig};
 use strait_kafka::error::Context;
 use strait_kafka::fetch::{FetchOptions, FetchPosition};
 use strait_kafka::groups::OffsetToCommit;
-use strait_kafka::produce::{ProducerConfig, RawProducer};
+use strait_kafka::produce::{Merge, MergeMode, ProducerConfig, RawProducer, FAR_ROUND_TRIP};
 use strait_kafka::{BrokerId, Client, ClientConfig, Error, TopicPartition};
 use strait_wire::{BatchHeader, BatchScanner, FrameError};
 
@@ -819,6 +819,12 @@ struct Log {
 /// does: OUT_OF_ORDER_SEQUENCE_NUMBER for a gap, but any sequence while it holds nothing of
 /// the producer (Kafka keeps no state for a producer that never wrote to the partition).
 async fn sequence_checking_leader(log: Arc<Mutex<Log>>) -> FakeCluster {
+    sequence_checking_leader_after(log, Duration::ZERO).await
+}
+
+/// [`sequence_checking_leader`], answering each Produce `delay` after it arrives (a leader that
+/// far away).
+async fn sequence_checking_leader_after(log: Arc<Mutex<Log>>, delay: Duration) -> FakeCluster {
     let leader_log = log;
     let fake = FakeCluster::start(
         &[1],
@@ -872,7 +878,12 @@ async fn sequence_checking_leader(log: Arc<Mutex<Log>>) -> FakeCluster {
                             .with_partition_responses(partitions)
                     })
                     .collect();
-                req.reply(&ProduceResponse::default().with_responses(topics))
+                let answer = req.reply(&ProduceResponse::default().with_responses(topics));
+                if delay.is_zero() {
+                    answer
+                } else {
+                    Action::After(delay, Box::new(answer))
+                }
             }
             _ => Action::Default,
         }),
@@ -880,6 +891,91 @@ async fn sequence_checking_leader(log: Arc<Mutex<Log>>) -> FakeCluster {
     .await;
     fake.set_topic("t", &[1]);
     fake
+}
+
+/// Batches of `counts` records for `t-0` that follow each other (each starts at the offset
+/// after the one before), as a partition's batches do at the source.
+fn consecutive_batches(counts: &[usize]) -> Vec<(TopicPartition, strait_wire::RawBatch)> {
+    let tp = TopicPartition::new("t", 0);
+    let mut base = 0;
+    counts
+        .iter()
+        .map(|n| {
+            let raw = BatchScanner::new(batch(base, *n, "p"))
+                .next()
+                .unwrap()
+                .unwrap();
+            base += *n as i64;
+            (tp.clone(), raw)
+        })
+        .collect()
+}
+
+/// Sends 60 consecutive batches of 2 records with merging `mode` to a leader answering after
+/// `delay`: the acknowledgements (each batch's own offset and count) and what the leader got.
+async fn send_merging(mode: MergeMode, delay: Duration) -> (Vec<(i64, i32)>, Log) {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let fake = sequence_checking_leader_after(Arc::clone(&log), delay).await;
+    let producer = RawProducer::new(
+        client(&fake).await,
+        ProducerConfig {
+            delivery_timeout: Duration::from_secs(5),
+            merge: Merge {
+                mode,
+                max_bytes: 1 << 20,
+            },
+            ..ProducerConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let acks = producer
+        .send_all(consecutive_batches(&[2; 60]))
+        .await
+        .into_iter()
+        .map(|a| {
+            let a = a.expect("batch written");
+            (a.base_offset, a.record_count)
+        })
+        .collect();
+    let log = std::mem::take(&mut *log.lock().unwrap());
+    (acks, log)
+}
+
+/// `auto` merges a partition's waiting batches only when its leader is far: against a leader
+/// answering after 15 ms (past `FAR_ROUND_TRIP`), the first batch goes alone (nothing is known
+/// of the leader yet) and the 59 behind it go merged; against one answering at once, all 60 go
+/// as they came. `always` merges near too, all 60 at once. Every batch is acknowledged at its own offsets either way, and the leader sees its
+/// sequences without a gap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_merge_when_the_leader_is_far_or_when_asked() {
+    within(async {
+        let expected: Vec<(i64, i32)> = (0..60).map(|i| (2 * i, 2)).collect();
+        let far = Duration::from_millis(15);
+        assert!(far > FAR_ROUND_TRIP);
+        let (acks, log) = send_merging(MergeMode::Auto, far).await;
+        assert_eq!(acks, expected);
+        assert_eq!(
+            log.received,
+            [0, 2],
+            "the first alone, then the rest merged"
+        );
+        assert_eq!(log.next_offset, 120);
+        assert_eq!(log.refused_out_of_order, 0);
+
+        let (acks, log) = send_merging(MergeMode::Auto, Duration::ZERO).await;
+        assert_eq!(acks, expected);
+        assert_eq!(log.received.len(), 60, "near: nothing merged");
+
+        let (acks, log) = send_merging(MergeMode::Always, Duration::ZERO).await;
+        assert_eq!(acks, expected);
+        assert_eq!(log.received, [0], "all 60 in one batch");
+
+        let (acks, log) = send_merging(MergeMode::Never, far).await;
+        assert_eq!(acks, expected);
+        assert_eq!(log.received.len(), 60);
+    })
+    .await;
 }
 
 /// Batches of `counts` records for `t-0`, one per count.

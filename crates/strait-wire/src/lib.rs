@@ -10,6 +10,7 @@
 //!   keys kept) and its compression codecs, bounded against bombs; the slow path that decodes a
 //!   batch the broker would refuse (offset holes) or that straddles a position, and re-encodes the
 //!   records kept as one dense batch (`docs/design.md` §3.2).
+//! - [`merge`]: consecutive batches of a partition merged into one, for a far target.
 //! - [`mm2`], [`offset_map`]: MM2's internal record formats byte for byte; the exact offset map
 //!   (`docs/design.md` §4), its persisted form, and a model of MM2's translation to compare with.
 //!
@@ -18,6 +19,7 @@
 pub mod batch;
 mod crc;
 pub mod frame;
+pub mod merge;
 pub mod mm2;
 pub mod offset_map;
 pub mod rebuild;

@@ -21,7 +21,9 @@ use crate::batch::{
     batch_crc, write, BatchHeader, RawBatch, BATCH_LENGTH_AT, CRC_AT, HEADER_SIZE, LOG_OVERHEAD,
     MAGIC_V2,
 };
-use crate::records::{compress, decode_records, encode_records, DecompressLimit, RecordsError};
+use crate::records::{
+    compress, decode_records, encode_records, DecompressLimit, RawRecord, RecordsError,
+};
 use crate::BatchScanner;
 
 /// A stretch of consecutive source offsets kept in a rebuilt batch.
@@ -260,16 +262,38 @@ pub fn rebuild_with_limit(
     for (delta, record) in (0i32..).zip(dense.iter_mut()) {
         record.offset_delta = delta;
     }
-    // `kept` is no longer than `recordCount`, an i32, so neither of these can fail.
-    let count = i32::try_from(dense.len()).unwrap_or(i32::MAX);
+    let batch = seal(&header, &dense, codec, max_timestamp, payload.len())?;
+    Ok(Some(Rebuilt { batch, runs }))
+}
 
-    let mut out = Vec::with_capacity(HEADER_SIZE.saturating_add(payload.len()));
-    out.extend_from_slice(&new_header(&header, count, max_timestamp));
+/// One new batch of `records` (offset deltas already dense from 0, timestamp deltas relative to
+/// `template.base_timestamp`), compressed with `codec`, under `template`'s attributes, base
+/// timestamp and producer fields, with `max_timestamp`; base offset 0, partition leader epoch
+/// -1, a fresh CRC. `size_hint` is the expected size of the records section. Errors name
+/// `template.base_offset`.
+pub(crate) fn seal(
+    template: &BatchHeader,
+    records: &[RawRecord],
+    codec: Compression,
+    max_timestamp: i64,
+    size_hint: usize,
+) -> Result<RawBatch, RebuildError> {
+    let base_offset = template.base_offset;
+    let records_error = |source| RebuildError::Records {
+        base_offset,
+        source,
+    };
+    let count = i32::try_from(records.len()).map_err(|_| RebuildError::TooLarge {
+        base_offset,
+        size: records.len(),
+    })?;
+    let mut out = Vec::with_capacity(HEADER_SIZE.saturating_add(size_hint));
+    out.extend_from_slice(&new_header(template, count, max_timestamp));
     if codec == Compression::None {
-        encode_records(&dense, &mut out).map_err(records_error)?;
+        encode_records(records, &mut out).map_err(records_error)?;
     } else {
-        let mut plain = Vec::new();
-        encode_records(&dense, &mut plain).map_err(records_error)?;
+        let mut plain = Vec::with_capacity(size_hint);
+        encode_records(records, &mut plain).map_err(records_error)?;
         compress(codec, &plain, &mut out).map_err(records_error)?;
     }
     let batch_length = out
@@ -290,12 +314,11 @@ pub fn rebuild_with_limit(
         .ok_or_else(|| internal("header shorter than expected".into()))?;
 
     let mut scanner = BatchScanner::new(Bytes::from(out));
-    let batch = match scanner.next() {
-        Some(Ok(batch)) => batch,
-        Some(Err(e)) => return Err(internal(e.to_string())),
-        None => return Err(internal("no complete batch".into())),
-    };
-    Ok(Some(Rebuilt { batch, runs }))
+    match scanner.next() {
+        Some(Ok(batch)) => Ok(batch),
+        Some(Err(e)) => Err(internal(e.to_string())),
+        None => Err(internal("no complete batch".into())),
+    }
 }
 
 /// Everything about the source batch's framing that must hold before its records are opened.

@@ -303,7 +303,8 @@ const KERBEROS_RENEWAL: &str = "it tunes the JVM's ticket renewal; strait authen
 const CONNECT_WORKER: &str =
     "it configures Kafka Connect's worker, and strait runs without Connect";
 const NO_PRODUCER_BATCHING: &str =
-    "strait sends the source's batches whole; there is no producer batching to tune";
+    "strait sends the source's batches whole, or merges them for a far target \
+     (`strait.batch.merge`, `strait.batch.merge.max.bytes`); there is no producer batching to tune";
 const ALWAYS_IDEMPOTENT: &str = "strait always produces with acks=all and idempotence on";
 
 use Section::{Naming, Offsets, RemoteTopics, TopicsAndGroups};
@@ -675,6 +676,40 @@ pub static KEYS: &[KeyDef] = &[
          everything, as MM2's consumer does by default. When unset, the source consumer's own \
          `isolation.level` is used, from `S.consumer.isolation.level` or \
          `S->T.consumer.isolation.level`.",
+    ),
+    used(
+        STRAIT_BATCH_MERGE,
+        Section::Strait,
+        Value::Choice {
+            choices: &["auto", "always", "never"],
+            ignore_case: true,
+            text: "`auto`, `always` or `never`",
+        },
+        "auto",
+        "Whether consecutive source batches of a partition are merged into one target batch \
+         (up to `strait.batch.merge.max.bytes`). A Produce request carries one batch per \
+         partition and five are in flight per partition, so with the target far away small \
+         batches bound a partition's rate (5 x 9 KiB per 80 ms round trip is 0.56 MB/s). \
+         `auto` merges only where that bound binds: the partition's leader answers no produce \
+         in under 10 ms (its quickest round trip over the last 10-20 s) and the partition has \
+         more batches waiting than free requests; near the target batches go unopened as they \
+         came. `always` merges whenever batches wait, `never` never. Merged batches keep every \
+         record's key, value, headers and timestamp, and the offset map stays exact; only \
+         batches that follow each other at the source merge (never across a transaction \
+         marker or aborted data, one transaction at a time); compressed batches are \
+         decompressed and compressed again with their codec at its default level (CPU: \
+         `docs/benchmarks.md`). A partition whose target refuses a merged batch as too large \
+         goes on unmerged. MM2's producer always builds its own batches (`batch.size`).",
+    ),
+    used(
+        STRAIT_BATCH_MERGE_MAX_BYTES,
+        Section::Strait,
+        Value::Whole { min: 1 },
+        "524288",
+        "Bytes: the most source batches merged into one target batch add up to (512 KiB by \
+         default, half of a broker's default `message.max.bytes`, so a merged batch is never \
+         refused where its parts were taken). Five of them in flight move 32 MB/s per \
+         partition across an 80 ms round trip.",
     ),
     used(
         STRAIT_SYNC_TOPIC_DELETIONS,
@@ -1231,6 +1266,10 @@ pub const STRAIT_MAX_BYTES_IN_FLIGHT: &str = "strait.max.bytes.in.flight";
 pub const STRAIT_ISOLATION_LEVEL: &str = "strait.isolation.level";
 /// How often the checkpoint task reads the source groups' positions.
 pub const STRAIT_CHECKPOINTS_CAPTURE_INTERVAL_MS: &str = "strait.checkpoints.capture.interval.ms";
+/// `strait.batch.merge`.
+pub const STRAIT_BATCH_MERGE: &str = "strait.batch.merge";
+/// `strait.batch.merge.max.bytes`.
+pub const STRAIT_BATCH_MERGE_MAX_BYTES: &str = "strait.batch.merge.max.bytes";
 /// `strait.sync.topic.deletions.enabled`.
 pub const STRAIT_SYNC_TOPIC_DELETIONS: &str = "strait.sync.topic.deletions.enabled";
 /// Run the flow as a group of workers with transactional units.

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use strait_kafka::admin::IsolationLevel;
+use strait_kafka::produce::{Merge, MergeMode};
 
 use super::catalogue::{self, Value};
 use super::client::Role;
@@ -105,6 +106,7 @@ pub(super) fn pair(
         admin_timeout: Duration::from_millis(s.whole("admin.timeout.ms")?),
         max_bytes_in_flight: s.whole(keys::STRAIT_MAX_BYTES_IN_FLIGHT)?,
         isolation_level: s.isolation_level(source, target)?,
+        batch_merge: s.batch_merge()?,
         sync_topic_deletions: s.bool(keys::STRAIT_SYNC_TOPIC_DELETIONS)?,
         auto_offset_reset: s.auto_offset_reset(source, target)?,
         tasks_max: u32::try_from(s.whole("tasks.max")?).unwrap_or(u32::MAX),
@@ -338,6 +340,23 @@ impl<'a> Scope<'_, 'a> {
 
     /// `strait.isolation.level`, else the source consumer's `isolation.level`, else
     /// read_committed.
+    /// `strait.batch.merge` and `strait.batch.merge.max.bytes`.
+    fn batch_merge(&self) -> Result<Merge, ConfigError> {
+        let mode = self.choice(
+            keys::STRAIT_BATCH_MERGE,
+            &[
+                ("auto", MergeMode::Auto),
+                ("always", MergeMode::Always),
+                ("never", MergeMode::Never),
+            ],
+        )?;
+        let max_bytes = self.whole(keys::STRAIT_BATCH_MERGE_MAX_BYTES)?;
+        Ok(Merge {
+            mode,
+            max_bytes: usize::try_from(max_bytes).unwrap_or(usize::MAX),
+        })
+    }
+
     fn isolation_level(&self, source: &str, target: &str) -> Result<IsolationLevel, ConfigError> {
         let value = match self.checked(keys::STRAIT_ISOLATION_LEVEL)? {
             Some(found) => found.value.trim(),

@@ -27,6 +27,9 @@ pub(super) enum Event<'a> {
         runs: &'a [(i64, i64)],
         holes: bool,
     },
+    /// A batch written as part of a merged batch ([`Event::Forwarded`] or [`Event::Rebuilt`]
+    /// is told of it too).
+    Merged,
     /// A control batch or a batch of an aborted transaction is recorded as not mirrored.
     Skipped(SkipReason),
     /// The target acknowledged a batch of `records` records and `bytes` bytes.
@@ -143,6 +146,10 @@ impl Events {
                 log_rebuild(flow, tp, source_base, runs, holes);
                 stats.batches_rebuilt += 1;
                 metrics.rebuilt();
+            }
+            Event::Merged => {
+                stats.batches_merged += 1;
+                metrics.merged();
             }
             Event::Skipped(SkipReason::ControlBatch) => {
                 stats.control_batches_skipped += 1;

@@ -73,6 +73,9 @@ pub struct FlowStats {
     pub batches_forwarded: u64,
     /// Batches decoded and re-encoded (compaction holes, a batch cut by a position).
     pub batches_rebuilt: u64,
+    /// Source batches written merged with others of their partition into one target batch
+    /// (each also counted as forwarded or rebuilt).
+    pub batches_merged: u64,
     /// Control batches (transaction markers) not mirrored.
     pub control_batches_skipped: u64,
     /// Batches of aborted transactions not mirrored.
@@ -290,6 +293,8 @@ pub(super) enum Recorded {
     },
     /// [`Event::Skipped`].
     Skipped(classify::SkipReason),
+    /// [`Event::Merged`].
+    Merged,
 }
 
 /// One written batch as offset syncs note it: source topic, partition, and its runs of
@@ -384,6 +389,8 @@ impl Flow {
         }
         // A transactional producer initialises its id first: that fences every earlier owner
         // of the unit and aborts what it left open, so the map loaded next is final.
+        let mut options = options;
+        options.producer.merge = config.batch_merge;
         let producer = RawProducer::new(target.clone(), options.producer.clone()).await?;
         let transactional = options.producer.transactional_id.is_some();
         if let (Some(id), Some(unit)) = (&options.producer.transactional_id, options.unit) {
@@ -564,6 +571,7 @@ impl Flow {
                 holes,
             },
             Recorded::Skipped(reason) => Event::Skipped(reason),
+            Recorded::Merged => Event::Merged,
         };
         self.events.tell(tp, &state.metrics, event);
     }

@@ -440,6 +440,9 @@ impl Flow {
                                     }
                                 };
                                 self.tell_recorded(tp, made);
+                                if ack.merged {
+                                    self.tell_recorded(tp, Recorded::Merged);
+                                }
                                 let written = Recorded::Written {
                                     records: ack.record_count as u64,
                                     bytes: *bytes,
