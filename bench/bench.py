@@ -213,11 +213,11 @@ def json_line(text):
 class Clusters:
     """The test-broker pair, started once: Apache Kafka 4.1.1, data on disk."""
 
-    def __init__(self, workdir, far=None, far_side="source", extra_props=""):
-        """With `far` (FAR_PORT, PROXY_PORT): the `far_side` broker (source or target) also
-        listens on FAR_PORT (listener FAR) and advertises PROXY_PORT there, so a client that
-        bootstraps at the proxy is sent back to the proxy by the metadata (a Link forwards
-        PROXY_PORT to FAR_PORT)."""
+    def __init__(self, workdir, far=None, extra_props=""):
+        """With `far` ({side: (FAR_PORT, PROXY_PORT)}): each far side's broker (source or
+        target) also listens on FAR_PORT (listener FAR) and advertises PROXY_PORT there, so a
+        client that bootstraps at the proxy is sent back to the proxy by the metadata (a Link
+        forwards PROXY_PORT to FAR_PORT)."""
         self.dir = Path(workdir)
         props = self.dir.parent / "bench-broker.properties"
         # Deleted topics leave the disk at once instead of a minute later, so one run's
@@ -227,8 +227,7 @@ class Clusters:
         env.setdefault("STRAIT_KAFKA_HEAP", BROKER_HEAP)
         self.heap = env["STRAIT_KAFKA_HEAP"]
         extra = []
-        if far:
-            far_port, proxy_port = far
+        for far_side, (far_port, proxy_port) in (far or {}).items():
             far_props = self.dir.parent / f"{far_side}-far.properties"
             # test-broker fills in the other listeners' ports; the keys replace broker.properties'.
             far_props.write_text(
@@ -238,7 +237,7 @@ class Clusters:
                 f"FAR://127.0.0.1:{proxy_port}\n"
                 "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,"
                 "FAR:PLAINTEXT\n")
-            extra = ["--props-for", f"{far_side}={far_props}"]
+            extra += ["--props-for", f"{far_side}={far_props}"]
         run([TEST_BROKER, "start", "--dir", self.dir, "--parent", str(os.getpid()), "--props", props, *extra],
             env=env)
         env = {}
@@ -290,11 +289,11 @@ class Link:
     and socket buffer sizes play no part here (the sockets are on loopback), and connection
     set-up costs no round trip."""
 
-    def __init__(self, server, workdir, far_port, proxy_port):
+    def __init__(self, server, workdir, far_port, proxy_port, name="toxiproxy"):
         api_port = free_ports(1)[0]
         self.api = f"http://127.0.0.1:{api_port}"
         self.address = f"127.0.0.1:{proxy_port}"
-        self.log = Path(workdir) / "toxiproxy.log"
+        self.log = Path(workdir) / f"{name}.log"
         with open(self.log, "w") as out:
             self.proc = subprocess.Popen(
                 [str(server), "-host", "127.0.0.1", "-port", str(api_port)], stdout=out, stderr=out,
@@ -876,10 +875,11 @@ def main():
                          "the mirrors and the source (a toxiproxy link; half the RTT each way), e.g. 0,20,80")
     ap.add_argument("--source-bandwidth-kbps", type=int, metavar="KBPS",
                     help="across a distance: also limit the link to this many KB/s each way (toxiproxy bandwidth)")
-    ap.add_argument("--far-side", choices=["source", "target"], default="source",
+    ap.add_argument("--far-side", choices=["source", "target", "both"], default="source",
                     help="across a distance: which cluster is behind the link (default source, the topology "
                          "MM2's docs advise; target puts the link between the mirrors and the target, where "
-                         "the producer's requests in flight matter)")
+                         "the producer's requests in flight matter; both puts a link of the round trip on "
+                         "each side)")
     ap.add_argument("--partition-sweep", action="store_true",
                     help="across a distance: 20 MB over 8, 64 and 128 partitions instead of the 100 MB workloads")
     ap.add_argument("--toxiproxy", help="across a distance: the toxiproxy-server binary (bench/toxiproxy installs it)")
@@ -955,18 +955,18 @@ def main():
     started = time.time()
     work = Path(tempfile.mkdtemp(prefix="strait-bench-"))
     log(f"work dir {work}")
-    link = None
+    links = {}
     if args.distance:
-        far_port, proxy_port = free_ports(2)
-        clusters = Clusters(work / "clusters", far=(far_port, proxy_port), far_side=args.far_side)
-        link = Link(args.toxiproxy, work, far_port, proxy_port)
-        if args.far_side == "source":
-            clusters.mirror_source = link.address
-        else:
-            clusters.mirror_target = link.address
-        clusters.extra_pids = [link.proc.pid]
-        log(f"{args.far_side} {getattr(clusters, args.far_side)} (loader, watcher); mirrors reach it at "
-            f"{link.address} (toxiproxy, to its FAR listener on {far_port})")
+        sides = ["source", "target"] if args.far_side == "both" else [args.far_side]
+        ports = free_ports(2 * len(sides))
+        far = {side: (ports[2 * i], ports[2 * i + 1]) for i, side in enumerate(sides)}
+        clusters = Clusters(work / "clusters", far=far)
+        for side, (far_port, proxy_port) in far.items():
+            links[side] = Link(args.toxiproxy, work, far_port, proxy_port, name=f"toxiproxy-{side}")
+            setattr(clusters, f"mirror_{side}", links[side].address)
+            log(f"{side} {getattr(clusters, side)} (loader, watcher); mirrors reach it at "
+                f"{links[side].address} (toxiproxy, to its FAR listener on {far_port})")
+        clusters.extra_pids = [link.proc.pid for link in links.values()]
     else:
         clusters = Clusters(work / "clusters", extra_props=P10K_BROKER_PROPS if args.partitions_10k else "")
     results = {
@@ -1027,9 +1027,10 @@ def main():
                              source_batches=size["batches"], runs={k: [] for k in runners},
                              mm2_tuning=[[k, v, why] for k, v, why in mm2_tuning(wl, args.distance)]
                              if not args.mm2_untuned else [])
-                if link:
+                if links:
                     entry.update(rtt_ms=rtt, bandwidth_kbps=args.source_bandwidth_kbps,
-                                 toxics=link.set(rtt, args.source_bandwidth_kbps))
+                                 toxics={side: link.set(rtt, args.source_bandwidth_kbps)
+                                         for side, link in links.items()})
                     log(f"  {args.far_side} round trip {rtt} ms"
                         + (f", {args.source_bandwidth_kbps} KB/s" if args.source_bandwidth_kbps else ""))
                 if len(topics) > 1:
@@ -1054,7 +1055,7 @@ def main():
             log("translation precision")
             results["precision"] = json_line(run([TOOLS / "bench-tool", "precision"]))
     finally:
-        if link:
+        for link in links.values():
             link.stop()
         clusters.stop()
     results["loadavg_at_end"] = os.getloadavg()

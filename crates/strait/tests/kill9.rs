@@ -1,7 +1,9 @@
 //! `strait run` killed with SIGKILL at several points while it mirrors, restarted each time,
 //! more data produced between some restarts, then `--until-caught-up` to the end: nothing is
 //! lost, every partition keeps the source order, and every record the target holds twice is one
-//! strait reported as a duplicate; with the crash-tail matching, that number is zero.
+//! strait reported as a duplicate; with the crash-tail matching, that number is zero. Once as
+//! the source's batches are forwarded, once with small source batches merged into larger ones
+//! (`strait.batch.merge = always`), killed mid-merge.
 
 mod running;
 
@@ -277,6 +279,18 @@ async fn known_end_offsets(client: &Client, topic: &str) -> Option<BTreeMap<i32,
 
 #[test]
 fn kill_minus_nine_at_several_points_loses_nothing() {
+    kill_minus_nine_at_several_points(false);
+}
+
+#[test]
+fn kill_minus_nine_while_merging_batches_loses_nothing() {
+    kill_minus_nine_at_several_points(true);
+}
+
+/// The scenario; with `merge`, the source is written in batches of 50 records and strait
+/// merges them (`strait.batch.merge = always`) within a 256 KiB round budget, so each round
+/// sends merged batches of several source batches.
+fn kill_minus_nine_at_several_points(merge: bool) {
     let started = Instant::now();
     let clusters = Clusters::shared();
     note!(started, "clusters up in {:?}", started.elapsed());
@@ -284,7 +298,11 @@ fn kill_minus_nine_at_several_points_loses_nothing() {
     let (source_alias, target_alias) = (names.alias("source"), names.alias("target"));
     let topic = names.topic("ledger");
     let remote = format!("{source_alias}.{topic}");
-    let rdk = Rdk::new();
+    let rdk = if merge {
+        Rdk::new().with_client_config(&[("batch.num.messages", "50")])
+    } else {
+        Rdk::new()
+    };
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     let target = runtime.block_on(connect(&clusters.target.bootstrap));
     let source_client = runtime.block_on(connect(&clusters.source.bootstrap));
@@ -317,7 +335,13 @@ fn kill_minus_nine_at_several_points_loses_nothing() {
     // 64 MiB makes some two hundred rounds of the initial data (a few hundred ms): more rounds,
     // each a produce then a map write, to be killed in the middle of. Only this test's groups,
     // and not heartbeats: the shared source's `heartbeats` topic holds other tests' heartbeats.
+    // Merging, a round of 256 KiB carries some dozens of source batches of 50 records.
     let flow = format!("{source_alias}->{target_alias}");
+    let budget = if merge {
+        "strait.max.bytes.in.flight = 262144\nstrait.batch.merge = always"
+    } else {
+        "strait.max.bytes.in.flight = 32768"
+    };
     let config = write_flow_config(
         &clusters,
         (&source_alias, &target_alias),
@@ -326,7 +350,7 @@ fn kill_minus_nine_at_several_points_loses_nothing() {
             "{flow}.topics = {topic}\n\
              {flow}.groups = {groups}\n\
              heartbeats.replication.enabled = false\n\
-             strait.max.bytes.in.flight = 32768",
+             {budget}",
             groups = names.pattern()
         ),
     );
@@ -541,4 +565,55 @@ fn kill_minus_nine_at_several_points_loses_nothing() {
         target_ends, source_ends,
         "target end offsets vs the source's"
     );
+    if merge {
+        let (source_batches, target_batches) = (
+            runtime.block_on(batch_count(&source_client, &topic)),
+            runtime.block_on(batch_count(&target, &remote)),
+        );
+        note!(
+            started,
+            "{source_batches} source batches, {target_batches} target batches"
+        );
+        assert!(
+            target_batches * 2 < source_batches,
+            "merged: {target_batches} target batches for {source_batches} source batches"
+        );
+    }
+}
+
+/// The batches `topic` holds, over its partitions.
+async fn batch_count(client: &Client, topic: &str) -> usize {
+    let options = strait_kafka::fetch::FetchOptions {
+        max_wait: Duration::from_millis(10),
+        isolation: IsolationLevel::ReadUncommitted,
+        ..strait_kafka::fetch::FetchOptions::default()
+    };
+    let ends = known_end_offsets(client, topic).await.expect("end offsets");
+    let mut count = 0;
+    for (p, end) in ends {
+        let tp = TopicPartition::new(topic, p);
+        let mut position = 0;
+        while position < end {
+            let data = client
+                .fetch(
+                    &[strait_kafka::fetch::FetchPosition::new(
+                        tp.clone(),
+                        position,
+                    )],
+                    &options,
+                )
+                .await
+                .remove(&tp)
+                .expect("fetched")
+                .expect("fetched");
+            for batch in strait_wire::BatchScanner::new(data.records) {
+                let batch = batch.expect("a whole batch");
+                if batch.header.base_offset >= position {
+                    position = batch.header.next_offset();
+                    count += 1;
+                }
+            }
+        }
+    }
+    count
 }
