@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::client;
+use common::{assert_mirrored, client};
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
@@ -72,23 +72,6 @@ fn records(partitions: i32, n: usize, tag: &str) -> Vec<TestRecord> {
             r
         })
         .collect()
-}
-
-/// Consumes `count` records of `topic` and checks they equal `expected` per partition in order.
-fn assert_mirrored(rdk: &Rdk, bootstrap: &str, topic: &str, expected: &[TestRecord]) {
-    let got = rdk.consume(bootstrap, topic, expected.len(), Duration::from_secs(30));
-    assert_eq!(got.len(), expected.len(), "{topic}: record count");
-    let partitions: std::collections::BTreeSet<i32> =
-        expected.iter().map(|r| r.partition).collect();
-    for p in partitions {
-        let want: Vec<_> = expected.iter().filter(|r| r.partition == p).collect();
-        let have: Vec<_> = got.iter().filter(|r| r.partition == p).collect();
-        assert_eq!(want.len(), have.len(), "{topic}-{p}: count");
-        for (w, h) in want.iter().zip(&have) {
-            assert!(w.same_payload(h), "{topic}-{p}: {w:?} vs {h:?}");
-            assert_eq!(w.timestamp_ms, h.timestamp_ms, "{topic}-{p}: timestamp");
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{batches_from, client};
+use common::{assert_mirrored, batches_from, client};
 use std::time::Duration;
 
 use strait_core::flow::Flow;
@@ -68,24 +68,6 @@ fn records(partitions: i32, n: usize, tag: &str) -> Vec<TestRecord> {
             r
         })
         .collect()
-}
-
-/// Reads `topic` on the target with librdkafka and checks it holds `expected`, per partition in
-/// order: key, value, headers and timestamp of every record.
-fn assert_mirrored(rdk: &Rdk, bootstrap: &str, topic: &str, expected: &[TestRecord]) {
-    let got = rdk.consume(bootstrap, topic, expected.len(), Duration::from_secs(30));
-    assert_eq!(got.len(), expected.len(), "{topic}: record count");
-    let partitions: std::collections::BTreeSet<i32> =
-        expected.iter().map(|r| r.partition).collect();
-    for p in partitions {
-        let want: Vec<_> = expected.iter().filter(|r| r.partition == p).collect();
-        let have: Vec<_> = got.iter().filter(|r| r.partition == p).collect();
-        assert_eq!(want.len(), have.len(), "{topic}-{p}: count");
-        for (w, h) in want.iter().zip(&have) {
-            assert!(w.same_payload(h), "{topic}-{p}: {w:?} vs {h:?}");
-            assert_eq!(w.timestamp_ms, h.timestamp_ms, "{topic}-{p}: timestamp");
-        }
-    }
 }
 
 /// The data batches of `tp` (no control batches), from its start.

@@ -118,8 +118,7 @@ pub fn merge(batches: &[RawBatch], limit: &DecompressLimit) -> Result<RawBatch, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::{batch_crc, BatchScanner, LOG_OVERHEAD};
-    use crate::records::{batch_records, compress, encode_records, RawRecord};
+    use crate::records::{batch_records, RawRecord};
     use bytes::Bytes;
     use proptest::prelude::*;
 
@@ -139,29 +138,22 @@ mod tests {
                 ],
             })
             .collect();
-        let mut out = Vec::new();
-        out.extend_from_slice(&base_offset.to_be_bytes());
-        out.extend_from_slice(&0i32.to_be_bytes());
-        out.extend_from_slice(&5i32.to_be_bytes());
-        out.push(2);
-        out.extend_from_slice(&0u32.to_be_bytes());
-        out.extend_from_slice(&attributes.to_be_bytes());
-        out.extend_from_slice(&(n as i32 - 1).to_be_bytes());
-        out.extend_from_slice(&base_ts.to_be_bytes());
-        out.extend_from_slice(&(base_ts + n as i64 * 13).to_be_bytes());
-        out.extend_from_slice(&pid.to_be_bytes());
-        out.extend_from_slice(&0i16.to_be_bytes());
-        out.extend_from_slice(&0i32.to_be_bytes());
-        out.extend_from_slice(&(n as i32).to_be_bytes());
-        let mut plain = Vec::new();
-        encode_records(&records, &mut plain).unwrap();
-        let codec = crate::Attributes(attributes).compression().unwrap();
-        compress(codec, &plain, &mut out).unwrap();
-        let len = (out.len() - LOG_OVERHEAD) as i32;
-        out[8..12].copy_from_slice(&len.to_be_bytes());
-        let crc = batch_crc(&out).unwrap();
-        out[17..21].copy_from_slice(&crc.to_be_bytes());
-        BatchScanner::new(Bytes::from(out)).next().unwrap().unwrap()
+        let header = BatchHeader {
+            base_offset,
+            batch_length: 0,
+            partition_leader_epoch: 5,
+            magic: 2,
+            crc: 0,
+            attributes: crate::Attributes(attributes),
+            last_offset_delta: n as i32 - 1,
+            base_timestamp: base_ts,
+            max_timestamp: base_ts + n as i64 * 13,
+            producer_id: pid,
+            producer_epoch: 0,
+            base_sequence: 0,
+            record_count: n as i32,
+        };
+        crate::rebuild::batch_for_test(&header, &records)
     }
 
     /// Every record of `batches` as (absolute timestamp, key, value, headers, attributes).

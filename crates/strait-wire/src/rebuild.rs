@@ -372,6 +372,25 @@ fn new_header(source: &BatchHeader, count: i32, max_timestamp: i64) -> Vec<u8> {
     h
 }
 
+/// A batch with `header`'s fields as given (base offset, leader epoch, last offset delta and
+/// all) around `records`, compressed with its codec, its length and CRC computed: for tests
+/// that need batches no producer writes.
+#[cfg(test)]
+pub(crate) fn batch_for_test(header: &BatchHeader, records: &[RawRecord]) -> RawBatch {
+    let mut out = new_header(header, header.record_count, header.max_timestamp);
+    out[0..8].copy_from_slice(&header.base_offset.to_be_bytes());
+    out[12..16].copy_from_slice(&header.partition_leader_epoch.to_be_bytes());
+    out[23..27].copy_from_slice(&header.last_offset_delta.to_be_bytes());
+    let mut plain = Vec::new();
+    encode_records(records, &mut plain).unwrap();
+    compress(header.attributes.compression().unwrap(), &plain, &mut out).unwrap();
+    let len = (out.len() - LOG_OVERHEAD) as i32;
+    out[8..12].copy_from_slice(&len.to_be_bytes());
+    let crc = batch_crc(&out).unwrap();
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    BatchScanner::new(Bytes::from(out)).next().unwrap().unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -414,19 +433,7 @@ mod tests {
             base_sequence: 5,
             record_count: deltas.len() as i32,
         };
-        let mut out = new_header(&source, deltas.len() as i32, source.max_timestamp);
-        // new_header wrote the dense lastOffsetDelta; put the source's back.
-        out[23..27].copy_from_slice(&last_offset_delta.to_be_bytes());
-        out[0..8].copy_from_slice(&base_offset.to_be_bytes());
-        let mut plain = Vec::new();
-        encode_records(&records, &mut plain).unwrap();
-        let codec = crate::Attributes(attributes).compression().unwrap();
-        compress(codec, &plain, &mut out).unwrap();
-        let len = (out.len() - LOG_OVERHEAD) as i32;
-        out[8..12].copy_from_slice(&len.to_be_bytes());
-        let crc = batch_crc(&out).unwrap();
-        out[17..21].copy_from_slice(&crc.to_be_bytes());
-        BatchScanner::new(Bytes::from(out)).next().unwrap().unwrap()
+        batch_for_test(&source, &records)
     }
 
     #[test]

@@ -11,6 +11,7 @@ use strait_core::flow::{Flow, FlowOptions};
 use strait_kafka::admin::{ConfigResource, IsolationLevel, OffsetSpec};
 use strait_kafka::fetch::{FetchOptions, FetchPosition};
 use strait_kafka::{Client, ClientConfig, TopicPartition};
+use strait_testkit::{Rdk, TestRecord};
 use strait_wire::{BatchScanner, RawBatch};
 
 /// A client with a 20 s operation timeout; logs to the test's output with `RUST_LOG`.
@@ -223,4 +224,21 @@ pub fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock after 1970")
         .as_millis() as i64
+}
+
+/// Consumes `count` records of `topic` and checks they equal `expected` per partition in order.
+pub fn assert_mirrored(rdk: &Rdk, bootstrap: &str, topic: &str, expected: &[TestRecord]) {
+    let got = rdk.consume(bootstrap, topic, expected.len(), Duration::from_secs(30));
+    assert_eq!(got.len(), expected.len(), "{topic}: record count");
+    let partitions: std::collections::BTreeSet<i32> =
+        expected.iter().map(|r| r.partition).collect();
+    for p in partitions {
+        let want: Vec<_> = expected.iter().filter(|r| r.partition == p).collect();
+        let have: Vec<_> = got.iter().filter(|r| r.partition == p).collect();
+        assert_eq!(want.len(), have.len(), "{topic}-{p}: count");
+        for (w, h) in want.iter().zip(&have) {
+            assert!(w.same_payload(h), "{topic}-{p}: {w:?} vs {h:?}");
+            assert_eq!(w.timestamp_ms, h.timestamp_ms, "{topic}-{p}: timestamp");
+        }
+    }
 }
