@@ -504,7 +504,8 @@ def last_log_error(work, who, wl, rep):
     return {"error": found, "times": count} if found else None
 
 
-def strait_config(path, clusters, topics, src, tgt):
+def strait_config(path, clusters, topics, src, tgt, extra=()):
+    """strait's MM2 file for one run, plus `extra` lines (`--strait-prop`)."""
     path.write_text(
         "\n".join(
             [
@@ -517,6 +518,7 @@ def strait_config(path, clusters, topics, src, tgt):
                 "checkpoints.topic.replication.factor = 1",
                 "heartbeats.topic.replication.factor = 1",
                 "offset-syncs.topic.replication.factor = 1",
+                *extra,
                 "",
             ]
         )
@@ -615,7 +617,7 @@ def run_strait(args, clusters, wl, topics, work, rep):
     n = RUN_IDS.next()
     src, tgt = f"src{n}", f"tgt{n}"
     cfg = work / f"strait-{run_label(wl)}-{rep}.properties"
-    strait_config(cfg, clusters, topics, src, tgt)
+    strait_config(cfg, clusters, topics, src, tgt, args.strait_prop)
     env = dict(os.environ, RUST_LOG="info", NO_COLOR="1")
     cmd = [args.strait, "run", "--config", str(cfg), "--until-caught-up", "--listen", "off"]
     return watched("strait", cmd, clusters, [f"{src}.{t}" for t in topics], wl["records"],
@@ -880,6 +882,8 @@ def main():
                          "MM2's docs advise; target puts the link between the mirrors and the target, where "
                          "the producer's requests in flight matter; both puts a link of the round trip on "
                          "each side)")
+    ap.add_argument("--strait-prop", action="append", default=[], metavar="KEY=VALUE",
+                    help="a line added to strait's config file for every run (e.g. strait.batch.merge=always)")
     ap.add_argument("--partition-sweep", action="store_true",
                     help="across a distance: 20 MB over 8, 64 and 128 partitions instead of the 100 MB workloads")
     ap.add_argument("--toxiproxy", help="across a distance: the toxiproxy-server binary (bench/toxiproxy installs it)")
@@ -973,6 +977,7 @@ def main():
         "mode": ("distance-partitions" if args.partition_sweep else "distance") if args.distance
         else "partitions-10k" if args.partitions_10k else "quick" if args.quick else "full",
         "command": args.command,
+        "strait_props": args.strait_prop,
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(clusters),
         "loadavg_at_start": os.getloadavg(),

@@ -98,8 +98,8 @@ pub struct ProducerConfig {
 pub struct Merge {
     /// When to merge.
     pub mode: MergeMode,
-    /// The merged batch's size at most, counting the batches that go into it (at least two
-    /// always merge if they follow each other and the first is smaller than this).
+    /// The merged batch's size at most, in bytes (batches that would merge into a larger one
+    /// go in two or more merged batches).
     pub max_bytes: usize,
 }
 
@@ -109,9 +109,11 @@ pub enum MergeMode {
     /// Never: every batch goes as it came.
     #[default]
     Never,
-    /// When it pays: the partition's leader is far (its quickest produce round trip lately,
-    /// [`FAR_ROUND_TRIP`] or more) and the partition has more batches waiting than free slots
-    /// in its window.
+    /// When it pays: the partition has more batches waiting than free slots in its window, and
+    /// either its leader is far (its quickest produce round trip lately, [`FAR_ROUND_TRIP`] or
+    /// more) or the batches are uncompressed (merging them copies their records' bytes and
+    /// spares the target a request and an append per batch; compressed ones near the target go
+    /// unopened, as decompressing and compressing them again would cost more than it saves).
     Auto,
     /// Whenever a partition has more than one batch waiting.
     Always,
@@ -696,19 +698,20 @@ impl RawProducer {
     }
 
     /// The most bytes to merge into `tp`'s next batch, if its batches are to be merged now:
-    /// `waiting` batches wait (the next one included) and its window has `free` slots.
+    /// `waiting` batches wait (the next one included, `compressed` or not) and its window has
+    /// `free` slots.
     fn merge_limit(
         &self,
         tp: &TopicPartition,
         leader: BrokerId,
-        waiting: usize,
+        (waiting, compressed): (usize, bool),
         free: usize,
     ) -> Option<usize> {
         let merge = self.config.merge;
         let wanted = match merge.mode {
             MergeMode::Never => false,
             MergeMode::Always => waiting > 1,
-            MergeMode::Auto => waiting > free.max(1) && self.is_far(leader),
+            MergeMode::Auto => waiting > free.max(1) && (!compressed || self.is_far(leader)),
         };
         let refused = || self.unmerged.lock().map_or(true, |u| u.contains(tp));
         (wanted && !refused()).then_some(merge.max_bytes)
@@ -897,8 +900,10 @@ impl Lane {
     }
 
     /// Takes the next batch from the queue, with the ones behind it that may follow it merged
-    /// into it while the merged batch stays within `merge` bytes (no merging without a limit).
-    /// Batches that cannot be merged after all (their records do not decode) go as they came.
+    /// into it while the merged batch stays within `merge` bytes (no merging without a limit):
+    /// as many as their own sizes allow, then half as many until the merged batch (whose record
+    /// framing or compression may come out larger) fits. Batches that cannot be merged after
+    /// all (their records do not decode) go as they came.
     fn take_next(&mut self, merge: Option<usize>) -> Option<(Carries, RawBatch)> {
         let (first_index, first) = self.queue.pop_front()?;
         let Some(max_bytes) = merge else {
@@ -916,16 +921,22 @@ impl Lane {
             size += next.bytes.len();
             members.extend(self.queue.pop_front());
         }
-        if members.len() > 1 {
+        while members.len() > 1 {
             let batches: Vec<RawBatch> = members.iter().map(|(_, b)| b.clone()).collect();
             let limit = strait_wire::records::DecompressLimit::default();
             match strait_wire::merge::merge(&batches, &limit) {
-                Ok(merged) => {
+                Ok(merged) if merged.bytes.len() <= max_bytes => {
                     let carried = members
                         .iter()
                         .map(|(i, b)| (*i, b.header.record_count))
                         .collect();
                     return Some((Carries::Merged(carried), merged));
+                }
+                Ok(_) => {
+                    let keep = members.len() / 2;
+                    for member in members.drain(keep..).rev() {
+                        self.queue.push_front(member);
+                    }
                 }
                 Err(e) => {
                     tracing::debug!(
@@ -1240,7 +1251,12 @@ impl<'a> Dispatch<'a> {
                 return None;
             };
             let free = window.saturating_sub(lane.window.len());
-            let merge = producer.merge_limit(&lane.tp, leader, lane.queue.len(), free);
+            let compressed = lane
+                .queue
+                .front()
+                .is_some_and(|(_, b)| b.header.attributes.codec_id() != 0);
+            let waiting = (lane.queue.len(), compressed);
+            let merge = producer.merge_limit(&lane.tp, leader, waiting, free);
             let (carries, batch) = lane.take_next(merge)?;
             match producer.prepare(carries, &lane.tp, &batch, &lane.state, permit) {
                 Ok(pending) => {

@@ -93,6 +93,11 @@ fn asked_topic(req: &MetadataRequest) -> String {
 
 /// `n` records at offsets `base..base + n` in one uncompressed v2 batch.
 fn batch(base: i64, n: usize, tag: &str) -> Bytes {
+    batch_with(base, n, tag, Compression::None)
+}
+
+/// [`batch`], compressed with `compression`.
+fn batch_with(base: i64, n: usize, tag: &str, compression: Compression) -> Bytes {
     let records: Vec<Record> = (0..n)
         .map(|i| Record {
             transactional: false,
@@ -117,7 +122,7 @@ fn batch(base: i64, n: usize, tag: &str) -> Bytes {
         &records,
         &RecordEncodeOptions {
             version: 2,
-            compression: Compression::None,
+            compression,
         },
     )
     .expect("encode batch");
@@ -894,14 +899,17 @@ async fn sequence_checking_leader_after(log: Arc<Mutex<Log>>, delay: Duration) -
 }
 
 /// Batches of `counts` records for `t-0` that follow each other (each starts at the offset
-/// after the one before), as a partition's batches do at the source.
-fn consecutive_batches(counts: &[usize]) -> Vec<(TopicPartition, strait_wire::RawBatch)> {
+/// after the one before), as a partition's batches do at the source, compressed with `codec`.
+fn consecutive_batches(
+    counts: &[usize],
+    codec: Compression,
+) -> Vec<(TopicPartition, strait_wire::RawBatch)> {
     let tp = TopicPartition::new("t", 0);
     let mut base = 0;
     counts
         .iter()
         .map(|n| {
-            let raw = BatchScanner::new(batch(base, *n, "p"))
+            let raw = BatchScanner::new(batch_with(base, *n, "p", codec))
                 .next()
                 .unwrap()
                 .unwrap();
@@ -911,9 +919,13 @@ fn consecutive_batches(counts: &[usize]) -> Vec<(TopicPartition, strait_wire::Ra
         .collect()
 }
 
-/// Sends 60 consecutive batches of 2 records with merging `mode` to a leader answering after
+/// Sends 60 consecutive batches of 2 records (`codec`) with merging `mode` to a leader answering after
 /// `delay`: the acknowledgements (each batch's own offset and count) and what the leader got.
-async fn send_merging(mode: MergeMode, delay: Duration) -> (Vec<(i64, i32)>, Log) {
+async fn send_merging(
+    mode: MergeMode,
+    delay: Duration,
+    codec: Compression,
+) -> (Vec<(i64, i32)>, Log) {
     let log = Arc::new(Mutex::new(Log::default()));
     let fake = sequence_checking_leader_after(Arc::clone(&log), delay).await;
     let producer = RawProducer::new(
@@ -930,7 +942,7 @@ async fn send_merging(mode: MergeMode, delay: Duration) -> (Vec<(i64, i32)>, Log
     .await
     .unwrap();
     let acks = producer
-        .send_all(consecutive_batches(&[2; 60]))
+        .send_all(consecutive_batches(&[2; 60], codec))
         .await
         .into_iter()
         .map(|a| {
@@ -942,18 +954,19 @@ async fn send_merging(mode: MergeMode, delay: Duration) -> (Vec<(i64, i32)>, Log
     (acks, log)
 }
 
-/// `auto` merges a partition's waiting batches only when its leader is far: against a leader
-/// answering after 15 ms (past `FAR_ROUND_TRIP`), the first batch goes alone (nothing is known
-/// of the leader yet) and the 59 behind it go merged; against one answering at once, all 60 go
-/// as they came. `always` merges near too, all 60 at once. Every batch is acknowledged at its own offsets either way, and the leader sees its
-/// sequences without a gap.
+/// `auto` merges a partition's compressed batches only when its leader is far: against a
+/// leader answering after 15 ms (past `FAR_ROUND_TRIP`), the first batch goes alone (nothing is
+/// known of the leader yet) and the 59 behind it go merged; against one answering at once, all
+/// 60 go as they came. Uncompressed batches merge near too, as they do with `always`. Every
+/// batch is acknowledged at its own offsets either way, and the leader sees its sequences
+/// without a gap.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_merge_when_the_leader_is_far_or_when_asked() {
     within(async {
         let expected: Vec<(i64, i32)> = (0..60).map(|i| (2 * i, 2)).collect();
-        let far = Duration::from_millis(15);
+        let (far, near) = (Duration::from_millis(15), Duration::ZERO);
         assert!(far > FAR_ROUND_TRIP);
-        let (acks, log) = send_merging(MergeMode::Auto, far).await;
+        let (acks, log) = send_merging(MergeMode::Auto, far, Compression::Lz4).await;
         assert_eq!(acks, expected);
         assert_eq!(
             log.received,
@@ -963,17 +976,60 @@ async fn batches_merge_when_the_leader_is_far_or_when_asked() {
         assert_eq!(log.next_offset, 120);
         assert_eq!(log.refused_out_of_order, 0);
 
-        let (acks, log) = send_merging(MergeMode::Auto, Duration::ZERO).await;
+        let (acks, log) = send_merging(MergeMode::Auto, near, Compression::Lz4).await;
         assert_eq!(acks, expected);
-        assert_eq!(log.received.len(), 60, "near: nothing merged");
+        assert_eq!(log.received.len(), 60, "compressed, near: nothing merged");
 
-        let (acks, log) = send_merging(MergeMode::Always, Duration::ZERO).await;
+        let (acks, log) = send_merging(MergeMode::Auto, near, Compression::None).await;
+        assert_eq!(acks, expected);
+        assert_eq!(log.received, [0], "uncompressed: all 60 in one batch");
+
+        let (acks, log) = send_merging(MergeMode::Always, near, Compression::Lz4).await;
         assert_eq!(acks, expected);
         assert_eq!(log.received, [0], "all 60 in one batch");
 
-        let (acks, log) = send_merging(MergeMode::Never, far).await;
+        let (acks, log) = send_merging(MergeMode::Never, far, Compression::None).await;
         assert_eq!(acks, expected);
         assert_eq!(log.received.len(), 60);
+    })
+    .await;
+}
+
+/// Batches merged beyond `max_bytes` are split: 60 batches of 2 records merge into batches
+/// that each fit the limit, every batch acknowledged at its own offsets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merged_batch_stays_within_its_limit() {
+    within(async {
+        let log = Arc::new(Mutex::new(Log::default()));
+        let fake = sequence_checking_leader(Arc::clone(&log)).await;
+        let batches = consecutive_batches(&[2; 60], Compression::None);
+        let one = batches[0].1.bytes.len();
+        let producer = RawProducer::new(
+            client(&fake).await,
+            ProducerConfig {
+                merge: Merge {
+                    mode: MergeMode::Always,
+                    max_bytes: one * 10,
+                },
+                ..ProducerConfig::default()
+            },
+        )
+        .await
+        .unwrap();
+        let acks: Vec<(i64, i32)> = producer
+            .send_all(batches)
+            .await
+            .into_iter()
+            .map(|a| {
+                let a = a.expect("batch written");
+                (a.base_offset, a.record_count)
+            })
+            .collect();
+        assert_eq!(acks, (0..60).map(|i| (2 * i, 2)).collect::<Vec<_>>());
+        let log = log.lock().unwrap();
+        assert!(log.received.len() >= 6, "{:?}", log.received);
+        assert!(log.received.len() < 60, "{:?}", log.received);
+        assert_eq!(log.next_offset, 120);
     })
     .await;
 }

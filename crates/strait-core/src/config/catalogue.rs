@@ -688,28 +688,30 @@ pub static KEYS: &[KeyDef] = &[
         "auto",
         "Whether consecutive source batches of a partition are merged into one target batch \
          (up to `strait.batch.merge.max.bytes`). A Produce request carries one batch per \
-         partition and five are in flight per partition, so with the target far away small \
-         batches bound a partition's rate (5 x 9 KiB per 80 ms round trip is 0.56 MB/s). \
-         `auto` merges only where that bound binds: the partition's leader answers no produce \
-         in under 10 ms (its quickest round trip over the last 10-20 s) and the partition has \
-         more batches waiting than free requests; near the target batches go unopened as they \
-         came. `always` merges whenever batches wait, `never` never. Merged batches keep every \
-         record's key, value, headers and timestamp, and the offset map stays exact; only \
-         batches that follow each other at the source merge (never across a transaction \
-         marker or aborted data, one transaction at a time); compressed batches are \
-         decompressed and compressed again with their codec at its default level (CPU: \
-         `docs/benchmarks.md`). A partition whose target refuses a merged batch as too large \
-         goes on unmerged. MM2's producer always builds its own batches (`batch.size`).",
+         partition and five are in flight per partition, so small batches bound a partition's \
+         rate: across an 80 ms round trip, 5 x 9 KiB is 0.56 MB/s; near the target, the target \
+         broker's work per request and per batch. `auto` merges a partition's batches when more \
+         of them wait than its window has free requests, and either its leader is far (no \
+         produce answered in under 10 ms over the last 10-20 s) or the batches are uncompressed \
+         (merging copies their records' bytes, which costs less than the requests it saves); \
+         compressed batches near the target go unopened as they came. `always` merges whenever \
+         batches wait, `never` never. Merged batches keep every record's key, value, headers \
+         and timestamp, and the offset map stays exact; only batches that follow each other at \
+         the source merge (never across a transaction marker or aborted data, one transaction \
+         at a time); compressed batches are decompressed and compressed again with their codec \
+         at its default level (CPU: `docs/benchmarks.md`, \"A far target\"). A partition whose \
+         target refuses a merged batch as too large goes on unmerged. MM2's producer always \
+         builds its own batches (`batch.size`).",
     ),
     used(
         STRAIT_BATCH_MERGE_MAX_BYTES,
         Section::Strait,
         Value::Whole { min: 1 },
-        "524288",
-        "Bytes: the most source batches merged into one target batch add up to (512 KiB by \
-         default, half of a broker's default `message.max.bytes`, so a merged batch is never \
-         refused where its parts were taken). Five of them in flight move 32 MB/s per \
-         partition across an 80 ms round trip.",
+        "1000000",
+        "Bytes: the largest merged batch (1,000,000 by default, under the 1,048,588 of a \
+         broker's default `message.max.bytes`, so a merged batch is taken wherever its parts \
+         were). Five of them in flight move about 60 MB/s per partition across an 80 ms round \
+         trip.",
     ),
     used(
         STRAIT_SYNC_TOPIC_DELETIONS,

@@ -162,7 +162,7 @@ pub struct FlowConfig {
     /// `A.consumer.isolation.level`) is honoured. MM2 reads uncommitted unless told otherwise;
     /// strait does not mirror aborted transactions unless told to.
     pub isolation_level: IsolationLevel,
-    /// `strait.batch.merge` and `strait.batch.merge.max.bytes` (strait only; `auto`, 512 KiB):
+    /// `strait.batch.merge` and `strait.batch.merge.max.bytes` (strait only; `auto`, 1,000,000 bytes):
     /// when the target producer merges a partition's consecutive source batches into one
     /// (`docs/design.md` §3.2). MM2's producer always builds its own batches.
     pub batch_merge: strait_kafka::produce::Merge,
