@@ -392,7 +392,6 @@ def build(args):
     }
     manifest_descriptor = archive.add(canonical(manifest), OCI_MANIFEST, {
         "org.opencontainers.image.ref.name": args.tag,
-        "io.containerd.image.name": f"{args.name}:{args.tag}",
     })
     index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
              "manifests": [manifest_descriptor]}
