@@ -200,7 +200,16 @@ pub async fn read_records(client: &Client, topic: &str) -> Vec<RawRecord> {
 
 /// `topic` is made as MM2 makes its own topics: one partition, compacted.
 pub async fn assert_compacted_single_partition(client: &Client, topic: &str) {
-    let m = client.refresh_metadata().await.unwrap();
+    // A broker that has just made the topic may not list it yet (seen under load).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let m = loop {
+        let m = client.refresh_metadata().await.unwrap();
+        if m.topics.contains_key(topic) || tokio::time::Instant::now() > deadline {
+            break m;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(m.topics.contains_key(topic), "{topic} is not in the metadata");
     assert_eq!(
         m.topics[topic].partitions.len(),
         1,
