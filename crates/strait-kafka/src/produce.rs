@@ -109,11 +109,9 @@ pub enum MergeMode {
     /// Never: every batch goes as it came.
     #[default]
     Never,
-    /// When it pays: the partition has more batches waiting than free slots in its window, and
-    /// either its leader is far (its quickest produce round trip lately, [`FAR_ROUND_TRIP`] or
-    /// more) or the batches are uncompressed (merging them copies their records' bytes and
-    /// spares the target a request and an append per batch; compressed ones near the target go
-    /// unopened, as decompressing and compressing them again would cost more than it saves).
+    /// When the window bounds the partition: it has more batches waiting than free slots in
+    /// its window, and its leader is far (its quickest produce round trip lately,
+    /// [`FAR_ROUND_TRIP`] or more). Near the target batches go as they came, unopened.
     Auto,
     /// Whenever a partition has more than one batch waiting.
     Always,
@@ -698,20 +696,19 @@ impl RawProducer {
     }
 
     /// The most bytes to merge into `tp`'s next batch, if its batches are to be merged now:
-    /// `waiting` batches wait (the next one included, `compressed` or not) and its window has
-    /// `free` slots.
+    /// `waiting` batches wait (the next one included) and its window has `free` slots.
     fn merge_limit(
         &self,
         tp: &TopicPartition,
         leader: BrokerId,
-        (waiting, compressed): (usize, bool),
+        waiting: usize,
         free: usize,
     ) -> Option<usize> {
         let merge = self.config.merge;
         let wanted = match merge.mode {
             MergeMode::Never => false,
             MergeMode::Always => waiting > 1,
-            MergeMode::Auto => waiting > free.max(1) && (!compressed || self.is_far(leader)),
+            MergeMode::Auto => waiting > free.max(1) && self.is_far(leader),
         };
         let refused = || self.unmerged.lock().map_or(true, |u| u.contains(tp));
         (wanted && !refused()).then_some(merge.max_bytes)
@@ -1251,12 +1248,7 @@ impl<'a> Dispatch<'a> {
                 return None;
             };
             let free = window.saturating_sub(lane.window.len());
-            let compressed = lane
-                .queue
-                .front()
-                .is_some_and(|(_, b)| b.header.attributes.codec_id() != 0);
-            let waiting = (lane.queue.len(), compressed);
-            let merge = producer.merge_limit(&lane.tp, leader, waiting, free);
+            let merge = producer.merge_limit(&lane.tp, leader, lane.queue.len(), free);
             let (carries, batch) = lane.take_next(merge)?;
             match producer.prepare(carries, &lane.tp, &batch, &lane.state, permit) {
                 Ok(pending) => {

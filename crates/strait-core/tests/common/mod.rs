@@ -209,7 +209,10 @@ pub async fn assert_compacted_single_partition(client: &Client, topic: &str) {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert!(m.topics.contains_key(topic), "{topic} is not in the metadata");
+    assert!(
+        m.topics.contains_key(topic),
+        "{topic} is not in the metadata"
+    );
     assert_eq!(
         m.topics[topic].partitions.len(),
         1,
