@@ -1,10 +1,10 @@
 //! The `strait` command. Each subcommand lives in its own file with its arguments and its
 //! `run` (`run.rs`, `mirror.rs`, `status.rs`, `control.rs`, ...); what they share is in
 //! `common.rs` (arguments), `format.rs` (numbers for people), `endpoint.rs` (the HTTP API of a
-//! running instance), `rows.rs` (JSON rows shared with the HTTP API) and `clusters.rs` (clients
-//! of a config's clusters for the commands that run once). `runtime.rs` runs the flows for `strait
-//! run` (under `supervisor.rs`) and `strait mirror`; `http.rs` serves the API. No two files
-//! import each other (`scripts/module-cycles`).
+//! running instance), `signals.rs` (Ctrl-C, SIGTERM, SIGHUP) and `clusters.rs` (clients of a
+//! config's clusters for the commands that run once). The flows run in `strait_runtime`
+//! (`crates/strait-runtime`): `strait run` and `strait mirror` start it, turn signals into its
+//! calls, print and exit. No two files import each other (`scripts/module-cycles`).
 
 use clap::{Parser, Subcommand};
 
@@ -17,7 +17,6 @@ mod endpoint;
 mod export;
 mod failover;
 mod format;
-mod http;
 mod logs;
 mod map;
 mod mirror;
@@ -25,12 +24,10 @@ mod offsets;
 mod probe;
 mod progress;
 mod readiness;
-mod rows;
 mod run;
-mod runtime;
+mod signals;
 mod status;
 mod strimzi;
-mod supervisor;
 
 /// Mirror Kafka topics between clusters and carry consumer-group positions across, exactly.
 #[derive(Debug, Parser)]

@@ -4,8 +4,8 @@
 //! flow caught up and nothing was lost, non-zero when records were lost on the source, a flow
 //! failed, or the copy was interrupted.
 //!
-//! The flows are started and run by the code `strait run` uses (`runtime.rs`); this adds the
-//! progress display (`progress.rs`) and the summary.
+//! The flows are started and run by the runtime `strait run` uses (`strait_runtime`'s
+//! `OneShotCopy`); this adds the progress display (`progress.rs`) and the summary.
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
@@ -18,8 +18,9 @@ use strait_kafka::admin::{IsolationLevel, OffsetSpec};
 use strait_kafka::TopicPartition;
 use strait_wire::offset_map::SourcePartition;
 
+use strait_runtime::{FlowOutcome, OneShotCopy, StartedFlow};
+
 use crate::progress::{self, End, Goal, Tracked, View};
-use crate::runtime::{self, FlowOutcome, StartedFlow};
 
 /// `strait mirror`.
 #[derive(Debug, clap::Args)]
@@ -68,9 +69,9 @@ pub(crate) async fn mirror(args: MirrorArgs) -> anyhow::Result<()> {
     // The only value for now: a new one must be handled here (this stops compiling).
     let Until::CaughtUp = args.until;
     let began = Instant::now();
-    let mirroring = runtime::start(&args.config, args.listen.0).await?;
+    let copy = OneShotCopy::start(&args.config, args.listen.0).await?;
     let mut tracked = Vec::new();
-    for started in mirroring.flows() {
+    for started in copy.flows() {
         let goal = goal(started).await.with_context(|| {
             format!(
                 "flow {}: cannot read the source end offsets",
@@ -97,11 +98,11 @@ pub(crate) async fn mirror(args: MirrorArgs) -> anyhow::Result<()> {
     };
     let (ends, ends_rx) = tokio::sync::mpsc::unbounded_channel();
     let display = tokio::spawn(progress::report(tracked.clone(), view, ends_rx));
-    let outcomes = mirroring
-        .run(move |i, outcome| {
+    let outcomes = copy
+        .run(crate::signals::shutdown(), move |i, outcome| {
             let end = match &outcome.result {
                 Ok(()) => End::CaughtUp,
-                Err(e) => End::Failed(format!("{e:#}")),
+                Err(e) => End::Failed(e.report()),
             };
             let _ = ends.send((i, end));
         })
@@ -208,7 +209,7 @@ impl Summary {
                         } else {
                             "failed"
                         };
-                        (result, Some(format!("{e:#}")), snapshot.done)
+                        (result, Some(e.report()), snapshot.done)
                     }
                 };
                 Row {
@@ -343,7 +344,7 @@ mod tests {
         }
     }
 
-    fn outcome(name: &str, lost: u64, result: anyhow::Result<()>) -> FlowOutcome {
+    fn outcome(name: &str, lost: u64, result: Result<(), strait_runtime::Error>) -> FlowOutcome {
         FlowOutcome {
             name: name.to_owned(),
             stats: FlowStats {
@@ -379,7 +380,10 @@ mod tests {
                 outcome(
                     "B->A",
                     0,
-                    Err(anyhow::anyhow!("flow B->A failed: no leader")),
+                    Err(strait_runtime::Error::FlowFailed {
+                        flow: "B->A".into(),
+                        source: strait_core::flow::FlowError::Diverged("no leader".into()),
+                    }),
                 ),
             ],
             Duration::from_secs(1),

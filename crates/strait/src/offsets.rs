@@ -71,7 +71,11 @@ async fn translate(
             .with_context(|| format!("cannot reach target {}", flow.target))?;
         let map = MapStore::read(&target, flow.source_alias.as_str()).await?;
         for t in strait_core::offsets::translate_group(&source, flow, &map, group, topic).await? {
-            rows.push(crate::rows::GroupOffsetRow::new(&flow.name(), group, &t));
+            rows.push(strait_runtime::rows::GroupOffsetRow::new(
+                &flow.name(),
+                group,
+                &t,
+            ));
         }
     }
     if json {

@@ -1,16 +1,16 @@
-//! `strait run`: its arguments, and the entry that runs the flows until stopped under the
-//! supervisor (`supervisor.rs`) or copies once (`runtime.rs`).
+//! `strait run`: its arguments, and the runtime (`strait_runtime`) run until Ctrl-C or SIGTERM,
+//! reloaded on SIGHUP; or, with `--until-caught-up`, a one-shot copy.
 
-use std::path::Path;
+use strait_runtime::{OneShotCopy, Options, Runtime};
 
-use crate::runtime::start;
+use crate::signals;
 
 /// `strait run` arguments.
 #[derive(Debug, clap::Args)]
 pub(crate) struct RunArgs {
     /// The MM2 properties file (`connect-mirror-maker.properties` style).
     #[arg(long, value_name = "FILE")]
-    pub(crate) config: std::path::PathBuf,
+    config: std::path::PathBuf,
     /// Exit once every partition has reached the source end it had at start (a one-shot copy)
     /// instead of mirroring until stopped.
     #[arg(long)]
@@ -25,27 +25,37 @@ pub(crate) struct RunArgs {
     no_watch_config: bool,
 }
 
-/// Runs `strait run`: until stopped under the supervisor (`supervisor.rs`), or a one-shot copy.
+/// Runs `strait run`: until stopped (exit 0 once every flow has written its map), or a
+/// one-shot copy that fails with the first flow that failed.
 pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
     if args.until_caught_up {
-        return run_until_caught_up(&args.config, args.listen.0).await;
+        let copy = OneShotCopy::start(&args.config, args.listen.0).await?;
+        for outcome in copy.run(signals::shutdown(), |_, _| {}).await {
+            outcome.result?;
+        }
+        return Ok(());
     }
-    crate::supervisor::run(crate::supervisor::RunOptions {
-        path: args.config,
+    let options = Options {
         listen: args.listen.0,
         watch_config: !args.no_watch_config,
-    })
-    .await
-}
-
-/// `strait run --until-caught-up`: start, copy, and fail with the first flow that failed.
-async fn run_until_caught_up(
-    path: &Path,
-    listen: Option<std::net::SocketAddr>,
-) -> anyhow::Result<()> {
-    let mirroring = start(path, listen).await?;
-    for outcome in mirroring.run(|_, _| {}).await {
-        outcome.result?;
+    };
+    let runtime = Runtime::start(args.config.clone(), options).await?;
+    let mut hangup = signals::hangup();
+    let stop = signals::shutdown();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => break,
+            Some(()) = hangup.recv() => {
+                tracing::info!(config = %args.config.display(), "SIGHUP: reading the config again");
+                // The runtime logs what the reload did, or why the file does not load.
+                tokio::select! {
+                    () = &mut stop => break,
+                    _ = runtime.reload() => {}
+                }
+            }
+        }
     }
+    runtime.shutdown().await;
     Ok(())
 }

@@ -1,5 +1,7 @@
-//! The HTTP API of `strait run`: health and offset translation over the live, persisted map of
-//! every flow, for services that translate offsets on their own (`docs/design.md` §5–§6).
+//! The HTTP API of a [`Runtime`](crate::Runtime) (`strait run`) and of a one-shot copy: health
+//! and offset translation over the live, persisted map of every flow, for services that
+//! translate offsets on their own (`docs/design.md` §5–§6), and the runtime's control
+//! ([`crate::control`]).
 //!
 //! - `GET /healthz`: `200 {"status":"ok","flows":[...]}` while the process runs (liveness).
 //! - `GET /readyz`: `200` when every flow of this instance is running (its last round finished
@@ -19,10 +21,13 @@
 //!   flow is ready within `within` (default 5 s), else `503`.
 //! - `GET /metrics`: every metric of `docs/metrics.md` in Prometheus text format, rendered here
 //!   by the recorder [`metrics_handle`] installs (the exporter has no listener of its own).
+//! - `POST /v1/flows/{flow}/pause|resume`, `POST /v1/reload`: [`crate::control`]'s requests,
+//!   answered with its [`FlowRequested`] and [`Reloaded`]; `409` from a one-shot copy.
 //!
 //! Answers are JSON. The map read is the one last written to the map topic, so an answer never
 //! rests on a mapping a crash could take back. Errors are `{"error": "..."}` with 400 (bad
-//! query), 404 (unknown flow, partition not mirrored) or 502 (the source cluster did not answer).
+//! query, a config that does not load), 404 (unknown flow, partition not mirrored), 502 (the
+//! source cluster did not answer) or 503 (stopping).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -42,6 +47,9 @@ use strait_core::offsets;
 use strait_kafka::Client;
 use strait_wire::offset_map::{OffsetMap, SourcePartition};
 use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::control::{ask, ControlError, ControlRequest, FlowRequested, Reloaded};
+use crate::error::Error;
 
 /// What the API needs of one running flow.
 #[derive(Debug, Clone)]
@@ -116,6 +124,14 @@ impl Api {
         read(&self.flows).keys().cloned().collect()
     }
 
+    /// The status of the flows this API answers for ([`strait_core::status`]).
+    pub(crate) fn status(&self) -> strait_core::status::StatusReport {
+        let mut report = strait_core::status::snapshot();
+        let names = self.names();
+        report.flows.retain(|f| names.contains(&f.flow));
+        report
+    }
+
     /// The running flows a request is about: the one named by `flow=`, else every one running.
     fn pick(&self, name: Option<&str>) -> Result<Vec<ApiFlow>, ApiError> {
         let flows = read(&self.flows);
@@ -151,21 +167,10 @@ fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// A command for `strait run`'s supervisor, with where its answer goes.
-#[derive(Debug)]
-pub(crate) enum ControlRequest {
-    /// Pause the named flow after its current round.
-    Pause(String, oneshot::Sender<Result<Value, String>>),
-    /// Resume the named flow.
-    Resume(String, oneshot::Sender<Result<Value, String>>),
-    /// Read the config file again and restart the flows whose settings changed.
-    Reload(oneshot::Sender<Result<Value, String>>),
-}
-
 type Flows = Arc<Api>;
 
 /// The router, separate from the listener so tests can drive it directly.
-pub(crate) fn router(api: Arc<Api>) -> Router {
+fn router(api: Arc<Api>) -> Router {
     metrics_handle();
     Router::new()
         .route("/healthz", get(healthz))
@@ -181,16 +186,14 @@ pub(crate) fn router(api: Arc<Api>) -> Router {
         .with_state(api)
 }
 
-/// Binds `addr` (an error names it, e.g. when the port is taken) and serves until `stop`.
+/// Binds `addr` (an error names it, e.g. when the port is taken).
 ///
 /// Installs the metrics recorder too, so the flows started after it count from their start.
-pub(crate) async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+pub(crate) async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, Error> {
     metrics_handle();
-    tokio::net::TcpListener::bind(addr).await.map_err(|e| {
-        anyhow::anyhow!(
-            "cannot serve HTTP on {addr}: {e} (choose another with --listen, or --listen off)"
-        )
-    })
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|error| Error::Listen { addr, error })
 }
 
 /// Serves the API on `listener` until `stop` resolves.
@@ -256,10 +259,7 @@ async fn prometheus() -> Response {
 
 /// `GET /v1/status`: the status of this instance's flows ([`strait_core::status`]).
 async fn status(State(flows): State<Flows>) -> Json<strait_core::status::StatusReport> {
-    let mut report = strait_core::status::snapshot();
-    let names = flows.names();
-    report.flows.retain(|f| names.contains(&f.flow));
-    Json(report)
+    Json(flows.status())
 }
 
 /// An error answer.
@@ -269,6 +269,18 @@ struct ApiError(StatusCode, String);
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         (self.0, Json(json!({ "error": self.1 }))).into_response()
+    }
+}
+
+impl From<ControlError> for ApiError {
+    fn from(e: ControlError) -> Self {
+        let code = match e {
+            ControlError::NoFlow { .. } => StatusCode::NOT_FOUND,
+            ControlError::Stopping => StatusCode::SERVICE_UNAVAILABLE,
+            ControlError::OneShot => StatusCode::CONFLICT,
+            ControlError::Reload(_) => StatusCode::BAD_REQUEST,
+        };
+        ApiError(code, e.to_string())
     }
 }
 
@@ -475,7 +487,7 @@ async fn readiness(
 async fn pause(
     State(api): State<Flows>,
     Path(flow): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<FlowRequested>, ApiError> {
     control(&api, |reply| ControlRequest::Pause(flow, reply)).await
 }
 
@@ -483,37 +495,22 @@ async fn pause(
 async fn resume(
     State(api): State<Flows>,
     Path(flow): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<FlowRequested>, ApiError> {
     control(&api, |reply| ControlRequest::Resume(flow, reply)).await
 }
 
 /// `POST /v1/reload`.
-async fn reload(State(api): State<Flows>) -> Result<Json<Value>, ApiError> {
+async fn reload(State(api): State<Flows>) -> Result<Json<Reloaded>, ApiError> {
     control(&api, ControlRequest::Reload).await
 }
 
-/// Hands a command to the supervisor and waits for its answer.
-async fn control(
+/// Hands a request to the runtime's supervisor and waits for its answer.
+async fn control<T>(
     api: &Api,
-    request: impl FnOnce(oneshot::Sender<Result<Value, String>>) -> ControlRequest,
-) -> Result<Json<Value>, ApiError> {
+    request: impl FnOnce(oneshot::Sender<Result<T, ControlError>>) -> ControlRequest,
+) -> Result<Json<T>, ApiError> {
     let Some(control) = &api.control else {
-        return Err(ApiError(
-            StatusCode::CONFLICT,
-            "this is a one-shot copy: it takes no pause, resume or reload".into(),
-        ));
+        return Err(ControlError::OneShot.into());
     };
-    let (reply, answer) = oneshot::channel();
-    let stopping = || {
-        ApiError(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "strait is stopping".to_owned(),
-        )
-    };
-    control.send(request(reply)).await.map_err(|_| stopping())?;
-    match answer.await.map_err(|_| stopping())? {
-        Ok(value) => Ok(Json(value)),
-        Err(message) if message.starts_with("no flow ") => Err(not_found(message)),
-        Err(message) => Err(bad_request(message)),
-    }
+    Ok(Json(ask(control, request).await?))
 }

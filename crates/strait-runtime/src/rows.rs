@@ -9,33 +9,33 @@ use strait_wire::offset_map::{ReverseTranslation, Translation};
 /// One partition of a consumer group's committed source offsets, translated through a flow's
 /// map: a row of `strait offsets translate --json` and of `GET /v1/groups/{group}`.
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct GroupOffsetRow {
+pub struct GroupOffsetRow {
     /// `A->B`.
-    pub(crate) flow: String,
+    pub flow: String,
     /// The group.
-    pub(crate) group: String,
+    pub group: String,
     /// The source topic.
-    pub(crate) topic: String,
+    pub topic: String,
     /// The partition (the same on both clusters).
-    pub(crate) partition: i32,
+    pub partition: i32,
     /// The topic's name on the target.
-    pub(crate) remote_topic: String,
+    pub remote_topic: String,
     /// The group's committed offset on the source.
-    pub(crate) source_offset: i64,
+    pub source_offset: i64,
     /// Where it continues on the target; `null` when the map cannot say.
-    pub(crate) target_offset: Option<i64>,
+    pub target_offset: Option<i64>,
     /// Whether that is exact.
-    pub(crate) exact: bool,
+    pub exact: bool,
     /// The translation's kind and numbers ([`translation_json`]).
-    pub(crate) result: Value,
+    pub result: Value,
     /// The commit's metadata string.
-    pub(crate) metadata: Option<String>,
+    pub metadata: Option<String>,
     /// What the translation means, in words.
-    pub(crate) note: String,
+    pub note: String,
 }
 
 impl GroupOffsetRow {
-    pub(crate) fn new(flow: &str, group: &str, t: &TranslatedOffset) -> Self {
+    pub fn new(flow: &str, group: &str, t: &TranslatedOffset) -> Self {
         Self {
             flow: flow.to_owned(),
             group: group.to_owned(),
@@ -53,7 +53,7 @@ impl GroupOffsetRow {
 }
 
 /// A translation as JSON: `{"kind": ..., and its numbers}`.
-pub(crate) fn translation_json(t: &Translation) -> Value {
+pub fn translation_json(t: &Translation) -> Value {
     match *t {
         Translation::Exact { target } => json!({ "kind": "exact", "target": target }),
         Translation::PastMappedEnd {
@@ -75,7 +75,7 @@ pub(crate) fn translation_json(t: &Translation) -> Value {
 }
 
 /// A reverse translation as JSON.
-pub(crate) fn reverse_json(t: &ReverseTranslation) -> Value {
+pub fn reverse_json(t: &ReverseTranslation) -> Value {
     match *t {
         ReverseTranslation::Exact { source } => json!({ "kind": "exact", "source": source }),
         ReverseTranslation::InTargetGap { source, foreign } => {
