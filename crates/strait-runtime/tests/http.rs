@@ -1,14 +1,14 @@
-//! `strait run --listen`: the HTTP API answers from the live map while it mirrors between two
-//! real clusters: `/healthz`, `/readyz` (ready while the flow runs, not once its source is
-//! gone), `/v1/translate` both ways, `/v1/groups/{group}` for a group committed with
-//! librdkafka, `/v1/readiness` (safe to fail over once the checkpoints carry the group; not once
-//! the source is gone), and clear errors for bad queries.
+//! The runtime's HTTP API, started in this process on a free port, answers from the live map
+//! while it mirrors between two real clusters: `/healthz`, `/readyz` (ready while the flow
+//! runs, not once its source is gone), `/v1/translate` both ways, `/v1/groups/{group}` for a
+//! group committed with librdkafka, `/v1/readiness` (safe to fail over once the checkpoints
+//! carry the group; not once the source is gone), and clear errors for bad queries.
 
 mod running;
 
 use std::time::{Duration, Instant};
 
-use running::{write_config, Strait};
+use running::{write_config, Running};
 use serde_json::Value;
 use strait_testkit::{Clusters, Rdk, TestRecord, Which};
 
@@ -28,7 +28,7 @@ fn the_http_api_translates_offsets_and_groups_from_the_live_map() {
     rdk.commit(a, "billing", TOPIC, &[(0, 120), (1, 7)]);
 
     let config = write_config(&clusters, "http.properties", "");
-    let strait = Strait::run(&config, clusters.dir().join("strait.log"));
+    let strait = Running::start(&config, clusters.dir().join("strait.log"));
     let get = |path: &str| strait.get_json(path);
 
     // Until everything is mirrored: the end of partition 0 translates exactly.

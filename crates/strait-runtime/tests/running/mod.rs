@@ -1,0 +1,330 @@
+//! What the in-process tests of the runtime share: a [`Runtime`] started in this process on a
+//! Tokio runtime of its own, with its HTTP API on a free port, while the test itself stays
+//! synchronous (as the testkit's clients are); its log lines in a file; `GET` over plain HTTP;
+//! Prometheus text parsed into samples; MM2 config files for a flow between test clusters.
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use strait_core::status::{FlowStatus, StatusReport};
+use strait_runtime::{ControlError, FlowRequested, Options, Reloaded, Runtime};
+use strait_testkit::Clusters;
+
+/// A [`Runtime`] of this process on `config`, its HTTP API on 127.0.0.1 at a free port, the
+/// config file watched. Dropped, its tasks are abandoned where they are, as a killed process
+/// leaves them; [`Running::shutdown`] stops it cleanly.
+pub struct Running {
+    /// Always `Some` until dropped.
+    tokio: Option<tokio::runtime::Runtime>,
+    runtime: Option<Runtime>,
+    addr: SocketAddr,
+    pub log: PathBuf,
+}
+
+impl Running {
+    /// Starts the runtime on `config`; its log lines go to `log` from now on.
+    pub fn start(config: &Path, log: PathBuf) -> Running {
+        log_to(&log);
+        let tokio = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("a Tokio runtime");
+        let options = Options {
+            listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            watch_config: true,
+        };
+        let runtime = tokio
+            .block_on(Runtime::start(config, options))
+            .unwrap_or_else(|e| panic!("the runtime does not start: {}", e.report()));
+        let addr = runtime.http_addr().expect("the HTTP API listens");
+        Running {
+            tokio: Some(tokio),
+            runtime: Some(runtime),
+            addr,
+            log,
+        }
+    }
+
+    fn runtime(&self) -> &Runtime {
+        self.runtime.as_ref().expect("running")
+    }
+
+    fn block_on<T>(&self, future: impl std::future::Future<Output = T>) -> T {
+        self.tokio.as_ref().expect("running").block_on(future)
+    }
+
+    /// Where its HTTP API listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// [`Runtime::reload`].
+    pub fn reload(&self) -> Result<Reloaded, ControlError> {
+        self.block_on(self.runtime().reload())
+    }
+
+    /// [`Runtime::pause`].
+    pub fn pause(&self, flow: &str) -> Result<FlowRequested, ControlError> {
+        self.block_on(self.runtime().pause(flow))
+    }
+
+    /// [`Runtime::resume`].
+    pub fn resume(&self, flow: &str) -> Result<FlowRequested, ControlError> {
+        self.block_on(self.runtime().resume(flow))
+    }
+
+    /// [`Runtime::status`].
+    pub fn status(&self) -> StatusReport {
+        self.runtime().status()
+    }
+
+    /// The status of the flow `flow`; an assertion fails if it runs no such flow.
+    pub fn flow_status(&self, flow: &str) -> FlowStatus {
+        let report = self.status();
+        report
+            .flows
+            .iter()
+            .find(|f| f.flow == flow)
+            .cloned()
+            .unwrap_or_else(|| panic!("no flow {flow} in the status: {report:?}"))
+    }
+
+    /// [`Runtime::shutdown`]: returns once every flow has written its map.
+    pub fn shutdown(mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            self.block_on(runtime.shutdown());
+        }
+    }
+
+    /// Polls the log until it holds `text`, for at most `secs` seconds; the log then.
+    pub fn log_until(&self, secs: u64, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let log = self.log_text();
+            if log.contains(text) {
+                return log;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the log does not say {text:?} within {secs} s:\n{log}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `GET path`: status code and body.
+    pub fn get(&self, path: &str) -> std::io::Result<(u16, String)> {
+        get(self.addr, path)
+    }
+
+    /// `GET path`: status code and the body parsed as JSON.
+    pub fn get_json(&self, path: &str) -> std::io::Result<(u16, serde_json::Value)> {
+        let (status, body) = self.get(path)?;
+        let body = serde_json::from_str(&body)
+            .map_err(|e| std::io::Error::other(format!("{e}: {body:?}")))?;
+        Ok((status, body))
+    }
+
+    /// The current `/metrics` samples; empty while it does not answer yet.
+    pub fn metrics(&self) -> Metrics {
+        match self.get("/metrics") {
+            Ok((200, text)) => Metrics::parse(&text),
+            _ => Metrics::default(),
+        }
+    }
+
+    /// Polls `/metrics` until `done` holds, for at most `secs` seconds; the last samples.
+    pub fn metrics_until(&self, secs: u64, what: &str, done: impl Fn(&Metrics) -> bool) -> Metrics {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let m = self.metrics();
+            if done(&m) {
+                return m;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "not within {secs} s: {what}\nmetrics:\n{}\nlog:\n{}",
+                m.text,
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // The runtime's tasks are dropped mid-round, not asked to finish it: a test that ends
+        // with a cluster stopped would wait for rounds that cannot end.
+        drop(self.runtime.take());
+        if let Some(tokio) = self.tokio.take() {
+            tokio.shutdown_background();
+        }
+    }
+}
+
+/// Sends this process's log lines (`info` and up, or `RUST_LOG`) to `path` from now on.
+fn log_to(path: &Path) {
+    static FILE: OnceLock<Mutex<Option<File>>> = OnceLock::new();
+    let file = FILE.get_or_init(|| {
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(false)
+            .with_writer(|| LogFile)
+            .try_init();
+        Mutex::new(None)
+    });
+    *file.lock().unwrap_or_else(|e| e.into_inner()) = Some(File::create(path).expect("log file"));
+
+    /// Writes to the file chosen last.
+    struct LogFile;
+    impl Write for LogFile {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let mut file = FILE
+                .get()
+                .expect("set")
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            match file.as_mut() {
+                Some(f) => f.write(buf),
+                None => Ok(buf.len()),
+            }
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+}
+
+/// `GET path` on `addr`: status code and body.
+pub fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(20)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text)?;
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other(format!("no HTTP head in {text:?}")))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("no status in {head:?}")))?;
+    Ok((status, body.to_owned()))
+}
+
+/// An MM2 config with the flow `A->B` between the test clusters, plus `extra` lines.
+pub fn write_config(clusters: &Clusters, name: &str, extra: &str) -> PathBuf {
+    write_flow_config(clusters, ("A", "B"), name, extra)
+}
+
+/// An MM2 config with the flow `a->b` from the source test cluster (alias `a`) to the target
+/// one (alias `b`), plus `extra` lines.
+pub fn write_flow_config(
+    clusters: &Clusters,
+    (a, b): (&str, &str),
+    name: &str,
+    extra: &str,
+) -> PathBuf {
+    let text = format!(
+        "clusters = {a}, {b}\n\
+         {a}.bootstrap.servers = {}\n\
+         {b}.bootstrap.servers = {}\n\
+         {a}->{b}.enabled = true\n\
+         replication.factor = 1\n\
+         checkpoints.topic.replication.factor = 1\n\
+         offset-syncs.topic.replication.factor = 1\n\
+         heartbeats.topic.replication.factor = 1\n\
+         {extra}\n",
+        clusters.source.bootstrap, clusters.target.bootstrap
+    );
+    write_properties(clusters.dir(), name, &text)
+}
+
+/// Writes `text` to the file `name` in `dir`; its path.
+pub fn write_properties(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+/// Samples of a Prometheus text page.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub text: String,
+    samples: Vec<(String, BTreeMap<String, String>, f64)>,
+}
+
+impl Metrics {
+    pub fn parse(text: &str) -> Metrics {
+        let mut samples = Vec::new();
+        for line in text.lines() {
+            if line.starts_with('#') || line.trim().is_empty() {
+                continue;
+            }
+            let Some((series, value)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            let Ok(value) = value.parse::<f64>() else {
+                continue;
+            };
+            let (name, labels) = match series.split_once('{') {
+                Some((name, rest)) => (name, rest.trim_end_matches('}')),
+                None => (series, ""),
+            };
+            let labels = labels
+                .split(',')
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_owned(), v.trim_matches('"').to_owned()))
+                .collect();
+            samples.push((name.to_owned(), labels, value));
+        }
+        Metrics {
+            text: text.to_owned(),
+            samples,
+        }
+    }
+
+    /// Values of `name` whose labels include `labels`.
+    pub fn values(&self, name: &str, labels: &[(&str, &str)]) -> Vec<f64> {
+        self.samples
+            .iter()
+            .filter(|(n, l, _)| {
+                n == name
+                    && labels
+                        .iter()
+                        .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
+            })
+            .map(|(_, _, v)| *v)
+            .collect()
+    }
+
+    /// The one value of `name` with `labels`, if there is exactly one.
+    pub fn get(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        match self.values(name, labels).as_slice() {
+            [v] => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The sum over every series of `name` with `labels`.
+    pub fn sum(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.values(name, labels).iter().sum()
+    }
+}
