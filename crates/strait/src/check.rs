@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -23,13 +24,13 @@ use strait_kafka::admin::IsolationLevel;
 use strait_kafka::{Client, ClientConfig};
 
 /// Exit code: strait runs this file.
-pub(crate) const EXIT_RUNS: i32 = 0;
+pub(crate) const EXIT_RUNS: u8 = 0;
 /// Exit code: strait refuses this file (syntax or config errors).
-pub(crate) const EXIT_REFUSED: i32 = 1;
+pub(crate) const EXIT_REFUSED: u8 = 1;
 /// Exit code: `--strict`, and some key is ignored, unknown, deprecated or set twice.
-pub(crate) const EXIT_STRICT: i32 = 3;
+pub(crate) const EXIT_STRICT: u8 = 3;
 /// Exit code: `--connect`, and a cluster did not answer.
-pub(crate) const EXIT_UNREACHABLE: i32 = 4;
+pub(crate) const EXIT_UNREACHABLE: u8 = 4;
 
 /// How many refused keys are looked for before giving up.
 const MAX_REFUSALS: usize = 64;
@@ -77,7 +78,7 @@ struct Report {
     file: String,
     /// `runs` or `refused`.
     verdict: &'static str,
-    exit_code: i32,
+    exit_code: u8,
     /// Every ordered pair of clusters, enabled or not (empty when the file is refused).
     flows: Vec<FlowRow>,
     /// Heartbeat writers (MM2 runs them for every pair, enabled or not).
@@ -197,18 +198,13 @@ struct Note {
 }
 
 /// Runs `strait check`; exits with the code of the verdict.
-pub(crate) async fn run(args: CheckArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let report = check(&args).await?;
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         Format::Human => print!("{}", render(&report)),
     }
-    if report.exit_code != EXIT_RUNS {
-        use std::io::Write as _;
-        std::io::stdout().flush()?;
-        std::process::exit(report.exit_code);
-    }
-    Ok(())
+    Ok(ExitCode::from(report.exit_code))
 }
 
 async fn check(args: &CheckArgs) -> anyhow::Result<Report> {

@@ -1,8 +1,10 @@
 //! The HTTP API of a running `strait run`, as the commands that talk to it reach it
 //! (`strait status`, `strait flow pause|resume`, `strait reload`): one request per connection,
-//! HTTP/1.0, so an answer ends when the connection closes and is never chunked.
+//! HTTP/1.0, so an answer ends when the connection closes and is never chunked; an error
+//! answer's message ([`error_of`]).
 
 use anyhow::{anyhow, bail, Context as _};
+use serde_json::Value;
 use std::time::Duration;
 use strait_core::status::StatusReport;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -136,6 +138,14 @@ const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
 /// A flow's name as one path segment: `A->B` as `A-%3EB`.
 pub(crate) fn path_segment(name: &str) -> String {
     percent_encoding::utf8_percent_encode(name, SEGMENT).to_string()
+}
+
+/// The `{"error": ...}` of an answer, or the answer.
+pub(crate) fn error_of(code: u16, body: &str) -> String {
+    match serde_json::from_str::<Value>(body) {
+        Ok(v) if v["error"].is_string() => v["error"].as_str().unwrap_or_default().to_owned(),
+        _ => format!("answered {code}: {}", body.trim()),
+    }
 }
 
 /// A raw HTTP answer's status code and body.

@@ -1,33 +1,45 @@
-//! The `strait` command. Each subcommand lives in its own file with its arguments and its
-//! `run` (`run.rs`, `mirror.rs`, `status.rs`, `control.rs`, ...); what they share is in
-//! `common.rs` (arguments), `format.rs` (numbers for people), `endpoint.rs` (the HTTP API of a
-//! running instance), `signals.rs` (Ctrl-C, SIGTERM, SIGHUP) and `clusters.rs` (clients of a
-//! config's clusters for the commands that run once). The flows run in `strait_runtime`
-//! (`crates/strait-runtime`): `strait run` and `strait mirror` start it, turn signals into its
-//! calls, print and exit. No two files import each other (`scripts/module-cycles`).
+//! The `strait` command: arguments, output and exit codes. Each subcommand is a file named for
+//! it, with its arguments (`RunArgs`, `MirrorArgs`, ...) and the same entry, `run(args) ->
+//! Result<ExitCode>`: `run.rs`, `mirror.rs`, `map.rs`, `offsets/`, `failover.rs`,
+//! `failback.rs`, `status.rs`, `flow.rs`, `reload.rs`, `config_tools.rs`, `check.rs`,
+//! `probe.rs`. Steps that two subcommands share have files of their own, named for the step:
+//! `plan.rs` and `apply.rs` (a failover or failback plan made, applied), `readiness.rs`
+//! (`failover check`). What they all share: `common.rs` (arguments), `format.rs` and
+//! `table.rs` (numbers and tables for people), `endpoint.rs` (the HTTP API of a running
+//! instance), `signals.rs` (Ctrl-C, SIGTERM, SIGHUP), `clusters.rs` (clients of a config's
+//! clusters for the commands that run once), `logs.rs` and `progress.rs`. The flows run in
+//! `strait_runtime` (`crates/strait-runtime`): `strait run` and `strait mirror` start it, turn
+//! signals into its calls, print and exit. No two files import each other
+//! (`scripts/module-cycles`).
+
+use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod apply;
 mod check;
 mod clusters;
 mod common;
 mod config_tools;
-mod control;
 mod endpoint;
-mod export;
+mod failback;
 mod failover;
+mod flow;
 mod format;
 mod logs;
 mod map;
 mod mirror;
 mod offsets;
+mod plan;
 mod probe;
 mod progress;
 mod readiness;
+mod reload;
 mod run;
 mod signals;
 mod status;
 mod strimzi;
+mod table;
 
 /// Mirror Kafka topics between clusters and carry consumer-group positions across, exactly.
 #[derive(Debug, Parser)]
@@ -62,14 +74,11 @@ enum Command {
     /// flow finishes its round and writes its map.
     Run(run::RunArgs),
     /// Pause or resume one flow of a running `strait run`, through its HTTP API.
-    Flow {
-        #[command(subcommand)]
-        command: control::FlowCommand,
-    },
+    Flow(flow::FlowArgs),
     /// Make a running `strait run` read its config file again, as SIGHUP does: flows whose
     /// settings changed restart, new ones start, removed ones stop, the others keep flowing.
     /// A file that does not load changes nothing (the error is shown).
-    Reload(control::ReloadArgs),
+    Reload(reload::ReloadArgs),
     /// Copy once: mirror the enabled flows until every partition selected at start has
     /// reached the source end offset it had at start, then exit with a summary per flow
     /// (records, bytes, duration, lost, duplicates). Exits non-zero when records were lost on
@@ -81,33 +90,21 @@ enum Command {
     /// where mirroring stands.
     Map(map::MapArgs),
     /// Consumer-group offsets across clusters.
-    Offsets {
-        #[command(subcommand)]
-        command: offsets::OffsetsCommand,
-    },
+    Offsets(offsets::OffsetsArgs),
     /// Move consumer groups from a flow's source cluster to its target (after A is lost, or
     /// for a planned switch): `plan` shows, per group and partition, where each continues on
     /// the target, exactly, and what stands in the way; `apply` commits that plan; `check`
     /// says whether a failover now would lose records or have groups read any again.
-    Failover {
-        #[command(subcommand)]
-        command: failover::FailoverCommand,
-    },
+    Failover(failover::FailoverArgs),
     /// Move consumer groups back from a flow's target cluster to its source: `plan` reads the
     /// offset map backwards and reports records the source lacks; `apply` commits that plan.
-    Failback {
-        #[command(subcommand)]
-        command: failover::FailbackCommand,
-    },
+    Failback(failback::FailbackArgs),
     /// One screen on a running `strait run`, from its HTTP API: per flow and topic, the
     /// partitions, lag (records and seconds), throughput, lost records, the last error, and the
     /// consumer groups checkpointed and synced. Exits non-zero when no instance answers.
     Status(status::StatusArgs),
     /// Configuration tools: turn a Strimzi `KafkaMirrorMaker2` resource into an MM2 file.
-    Config {
-        #[command(subcommand)]
-        command: config_tools::ConfigCommand,
-    },
+    Config(config_tools::ConfigArgs),
     /// Say what an MM2 properties file does under strait, without mirroring: the flows and
     /// their settings, every key as used, ignored (and why) or refused, what changes from MM2,
     /// and with --connect the topics and groups each flow would take now. Exit codes: 0 runs,
@@ -119,7 +116,7 @@ enum Command {
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     // `run` logs what it does; the one-shot commands print their answer and log only what
     // went wrong, without the runtime's reconnect attempts (a lost cluster is expected there,
@@ -144,16 +141,16 @@ async fn main() -> anyhow::Result<()> {
     )?;
     match cli.command {
         Command::Run(args) => run::run(args).await,
-        Command::Flow { command } => control::flow(command).await,
-        Command::Reload(args) => control::reload(args).await,
-        Command::Mirror(args) => mirror::mirror(args).await,
-        Command::Map(args) => map::show(args).await,
-        Command::Offsets { command } => offsets::run(command).await,
-        Command::Failover { command } => failover::failover(command).await,
-        Command::Failback { command } => failover::failback(command).await,
-        Command::Status(args) => status::status(args).await,
+        Command::Flow(args) => flow::run(args).await,
+        Command::Reload(args) => reload::run(args).await,
+        Command::Mirror(args) => mirror::run(args).await,
+        Command::Map(args) => map::run(args).await,
+        Command::Offsets(args) => offsets::run(args).await,
+        Command::Failover(args) => failover::run(args).await,
+        Command::Failback(args) => failback::run(args).await,
+        Command::Status(args) => status::run(args).await,
         Command::Check(args) => check::run(args).await,
-        Command::Config { command } => config_tools::run(command),
+        Command::Config(args) => config_tools::run(args).await,
         Command::Probe(args) => probe::run(args).await,
     }
 }

@@ -9,6 +9,7 @@
 
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -65,7 +66,7 @@ fn parse_seconds(value: &str) -> Result<Duration, String> {
 
 /// Runs the copy, shows progress, prints the summary; an error when anything was lost, failed
 /// or interrupted (after the summary).
-pub(crate) async fn mirror(args: MirrorArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: MirrorArgs) -> anyhow::Result<ExitCode> {
     // The only value for now: a new one must be handled here (this stops compiling).
     let Until::CaughtUp = args.until;
     let began = Instant::now();
@@ -115,7 +116,8 @@ pub(crate) async fn mirror(args: MirrorArgs) -> anyhow::Result<()> {
     } else {
         print!("{}", summary.table());
     }
-    summary.verdict()
+    summary.verdict()?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The partitions a flow copies and how far: from where each resumes (its map's end, or the

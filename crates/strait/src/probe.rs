@@ -1,6 +1,7 @@
 //! `strait probe`: connect to a cluster and show its id, brokers, and the API versions strait
 //! would use with it, so a reachability or compatibility problem shows before a mirror starts.
 
+use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -43,7 +44,7 @@ const APIS: &[ApiKey] = &[
 ];
 
 /// Runs `strait probe`.
-pub(crate) async fn run(args: ProbeArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     let (bootstrap, timeout) = (&args.bootstrap, Duration::from_secs(args.timeout_secs));
     let servers: Vec<String> = bootstrap
         .split(',')
@@ -91,5 +92,5 @@ pub(crate) async fn run(args: ProbeArgs) -> anyhow::Result<()> {
             .unwrap_or_else(|e| format!("none ({e})"));
         println!("{:<26} {:>8} {:>10}", format!("{api:?}"), broker, ours);
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

@@ -3,6 +3,7 @@
 //! printed per flow, partition and group, with an exit code a script can use.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
@@ -15,9 +16,9 @@ use crate::clusters::{client_config, connect, find_flow};
 use crate::format;
 
 /// The exit code when a flow is not ready within `--within`.
-pub(crate) const AT_RISK: i32 = 3;
+pub(crate) const AT_RISK: u8 = 3;
 /// The exit code when a flow's source did not answer (the check cannot tell what it holds).
-pub(crate) const SOURCE_SILENT: i32 = 4;
+pub(crate) const SOURCE_SILENT: u8 = 4;
 
 /// Arguments of `failover check`.
 #[derive(Debug, Args)]
@@ -38,7 +39,7 @@ pub(crate) struct CheckArgs {
 }
 
 /// Checks the flows and exits with 0 (ready), 3 (at risk) or 4 (a source did not answer).
-pub(crate) async fn check(args: CheckArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let config = StraitConfig::load(&args.config)?;
     let flows: Vec<&FlowConfig> = match &args.flow {
         Some(name) => vec![find_flow(&config, name)?],
@@ -66,15 +67,11 @@ pub(crate) async fn check(args: CheckArgs) -> anyhow::Result<()> {
             print_flow(a, within);
         }
     }
-    let code = exit_code(&answers, within);
-    if code != 0 {
-        std::process::exit(code);
-    }
-    Ok(())
+    Ok(ExitCode::from(exit_code(&answers, within)))
 }
 
 /// 4 when a source did not answer, else 3 when a flow is not ready within `within`, else 0.
-fn exit_code(answers: &[FlowReadiness], within: Duration) -> i32 {
+fn exit_code(answers: &[FlowReadiness], within: Duration) -> u8 {
     if answers.iter().any(|a| a.source_error.is_some()) {
         SOURCE_SILENT
     } else if answers.iter().any(|a| !a.ready_within(within)) {

@@ -1,6 +1,8 @@
 //! `strait run`: its arguments, and the runtime (`strait_runtime`) run until Ctrl-C or SIGTERM,
 //! reloaded on SIGHUP; or, with `--until-caught-up`, a one-shot copy.
 
+use std::process::ExitCode;
+
 use strait_runtime::{OneShotCopy, Options, Runtime};
 
 use crate::signals;
@@ -27,13 +29,13 @@ pub(crate) struct RunArgs {
 
 /// Runs `strait run`: until stopped (exit 0 once every flow has written its map), or a
 /// one-shot copy that fails with the first flow that failed.
-pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if args.until_caught_up {
         let copy = OneShotCopy::start(&args.config, args.listen.0).await?;
         for outcome in copy.run(signals::shutdown(), |_, _| {}).await {
             outcome.result?;
         }
-        return Ok(());
+        return Ok(ExitCode::SUCCESS);
     }
     let options = Options {
         listen: args.listen.0,
@@ -57,5 +59,5 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     }
     runtime.shutdown().await;
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }

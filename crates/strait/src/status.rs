@@ -7,6 +7,7 @@
 //! When nothing answers at the address, it says so and exits non-zero.
 
 use std::fmt::Write as _;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::endpoint::Endpoint;
@@ -34,7 +35,7 @@ pub(crate) struct StatusArgs {
 }
 
 /// Runs `strait status`.
-pub(crate) async fn status(args: StatusArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let endpoint = Endpoint::parse(&args.url)?;
     // The first answer decides whether there is anything to show at all.
     let report = endpoint.status().await?;
@@ -44,7 +45,7 @@ pub(crate) async fn status(args: StatusArgs) -> anyhow::Result<()> {
         } else {
             print!("{}", render(&args.url, &report));
         }
-        return Ok(());
+        return Ok(ExitCode::SUCCESS);
     }
     let stop = tokio::signal::ctrl_c();
     tokio::pin!(stop);
@@ -65,7 +66,7 @@ pub(crate) async fn status(args: StatusArgs) -> anyhow::Result<()> {
             ),
         }
         tokio::select! {
-            _ = &mut stop => return Ok(()),
+            _ = &mut stop => return Ok(ExitCode::SUCCESS),
             () = tokio::time::sleep(WATCH_EVERY) => {}
         }
         answer = endpoint.status().await;

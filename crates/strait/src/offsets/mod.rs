@@ -1,66 +1,72 @@
 //! `strait offsets`: consumer-group offsets across clusters: `translate` through the exact
-//! offset map, `export` a plan to a file and `import` one (`export.rs`).
+//! offset map (here), `export` a plan to a file (`export.rs`) and `import` one (`import.rs`),
+//! as JSON or CSV (`csv.rs`).
 
-use std::path::Path;
+mod csv;
+mod export;
+mod import;
+
+use std::process::ExitCode;
 
 use anyhow::Context as _;
 use strait_core::config::{Role, Side, StraitConfig};
 use strait_core::internal::map_store::MapStore;
 use strait_kafka::Client;
+use strait_runtime::rows::GroupOffsetRow;
 
-use crate::export;
+/// `strait offsets` arguments.
+#[derive(Debug, clap::Args)]
+pub(crate) struct OffsetsArgs {
+    #[command(subcommand)]
+    command: OffsetsCommand,
+}
 
 /// `strait offsets` subcommands.
 #[derive(Debug, clap::Subcommand)]
-pub(crate) enum OffsetsCommand {
+enum OffsetsCommand {
     /// Translate a source group's committed offsets to the target through the exact offset
     /// map: per partition, the target offset a consumer of the remote topic continues from,
     /// whether it is exact, and any gap (records not mirrored yet, lost, or never mirrored).
-    Translate {
-        /// The MM2 properties file.
-        #[arg(long, value_name = "FILE")]
-        config: std::path::PathBuf,
-        /// The consumer group, as named on the source.
-        #[arg(long)]
-        group: String,
-        /// Only this source topic.
-        #[arg(long)]
-        topic: Option<String>,
-        /// JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
+    Translate(TranslateArgs),
     /// Export group offsets and their translations to the target (a failover plan): JSON in
     /// the plan format, or CSV with one row per group partition (group, topic, partition,
     /// remote topic, source offset, target offset, exact, unreplicated, metadata, ...).
     Export(export::ExportArgs),
     /// Apply an exported offsets file (JSON or CSV) to its destination, with the checks of
     /// `failover apply`: never into an active group, never moving a group back.
-    Import(export::ImportArgs),
+    Import(import::ImportArgs),
+}
+
+/// Arguments of `offsets translate`.
+#[derive(Debug, clap::Args)]
+struct TranslateArgs {
+    /// The MM2 properties file.
+    #[arg(long, value_name = "FILE")]
+    config: std::path::PathBuf,
+    /// The consumer group, as named on the source.
+    #[arg(long)]
+    group: String,
+    /// Only this source topic.
+    #[arg(long)]
+    topic: Option<String>,
+    /// JSON instead of a table.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Runs `strait offsets`.
-pub(crate) async fn run(command: OffsetsCommand) -> anyhow::Result<()> {
-    match command {
-        OffsetsCommand::Translate {
-            config,
-            group,
-            topic,
-            json,
-        } => translate(&config, &group, topic.as_deref(), json).await,
-        OffsetsCommand::Export(args) => export::export(args).await,
-        OffsetsCommand::Import(args) => export::import(args).await,
+pub(crate) async fn run(args: OffsetsArgs) -> anyhow::Result<ExitCode> {
+    match args.command {
+        OffsetsCommand::Translate(args) => translate(args).await,
+        OffsetsCommand::Export(args) => export::run(args).await,
+        OffsetsCommand::Import(args) => import::run(args).await,
     }
 }
 
 /// `strait offsets translate`: a source group's committed offsets, translated through the map.
-async fn translate(
-    path: &Path,
-    group: &str,
-    topic: Option<&str>,
-    json: bool,
-) -> anyhow::Result<()> {
-    let config = StraitConfig::load(path)?;
+async fn translate(args: TranslateArgs) -> anyhow::Result<ExitCode> {
+    let (group, topic) = (args.group.as_str(), args.topic.as_deref());
+    let config = StraitConfig::load(&args.config)?;
     let mut rows = Vec::new();
     for flow in &config.flows {
         let source = Client::connect(config.client_config(flow, Side::Source, Role::Admin)?)
@@ -71,16 +77,12 @@ async fn translate(
             .with_context(|| format!("cannot reach target {}", flow.target))?;
         let map = MapStore::read(&target, flow.source_alias.as_str()).await?;
         for t in strait_core::offsets::translate_group(&source, flow, &map, group, topic).await? {
-            rows.push(strait_runtime::rows::GroupOffsetRow::new(
-                &flow.name(),
-                group,
-                &t,
-            ));
+            rows.push(GroupOffsetRow::new(&flow.name(), group, &t));
         }
     }
-    if json {
+    if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
-        return Ok(());
+        return Ok(ExitCode::SUCCESS);
     }
     println!(
         "{:<14} {:<24} {:>13} {:<28} {:>13} {:<6} NOTE",
@@ -102,5 +104,5 @@ async fn translate(
     if rows.is_empty() {
         println!("(group {group} has no committed offsets on mirrored partitions)");
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
