@@ -169,7 +169,7 @@ fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 
 type Flows = Arc<Api>;
 
-/// The router, separate from the listener so tests can drive it directly.
+/// Every route of the API over `api`.
 fn router(api: Arc<Api>) -> Router {
     metrics_handle();
     Router::new()
