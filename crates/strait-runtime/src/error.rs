@@ -131,8 +131,10 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether the same start or run may succeed later without a change to the file: a cluster
-    /// that did not answer may, a wrong setting will not.
+    /// Whether trying again later with the same file may get further: `true` for what depends
+    /// on the clusters (one did not answer, a flow could not start or failed there), which the
+    /// supervisor retries with a backoff; `false` for what only a changed file or command line
+    /// fixes (the file, a setting, the listen address, a copy refused).
     pub fn can_retry(&self) -> bool {
         match self {
             Error::Unreachable { .. }

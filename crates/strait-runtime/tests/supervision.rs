@@ -10,11 +10,11 @@
 //!    flow keeps its run (and its longest pause across the reload is printed).
 //! 4. A file that does not load changes nothing and says why; a flow taken out of the file
 //!    stops.
-//! 5. `shutdown()` in the middle of a burst returns once the map is written; the next run
-//!    mirrors the rest, and B holds every record of A exactly once.
 //!
-//! What the process adds (signals, exit codes, the `strait flow` and `strait reload` commands)
-//! is tested on the binary (`crates/strait/tests/runtime.rs`).
+//! What the process adds is tested on the binary (`crates/strait/tests/runtime.rs`): signals,
+//! exit codes, the `strait flow` and `strait reload` commands, and a stop in the middle of a
+//! burst (SIGTERM, which the binary turns into `Runtime::shutdown`) after which the next run
+//! holds every record once.
 
 mod running;
 
@@ -328,39 +328,7 @@ fn flows_wait_pause_reload_and_stop_on_their_own() {
     let (_, health) = strait.get_json("/healthz").expect("/healthz");
     assert_eq!(health["flows"], serde_json::json!(["A->B", "C->B"]));
 
-    // 5. Shut down in the middle of a burst, then a new run: every order on B exactly once.
+    // What the producer wrote reaches B, then the runtime stops when asked.
     wait_end(&strait, &b, "A.orders", produced as i64, 120);
-    let total = produced + 20_000;
-    let burst = {
-        let (rdk, a) = (Rdk::new(), a.clone());
-        std::thread::spawn(move || {
-            for from in (produced..total).step_by(2_000) {
-                rdk.produce(&a, "orders", &records("o", from..from + 2_000, 2), "lz4");
-            }
-        })
-    };
-    // Shut down once the burst is flowing: the runtime is writing when it is asked.
-    let moving = end_offset(&b, "A.orders");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while end_offset(&b, "A.orders") == moving && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let asked = Instant::now();
-    strait.shutdown();
-    let took = asked.elapsed();
-    let stopped_at = end_offset(&b, "A.orders");
-    let source_then = end_offset(&a, "orders");
-    eprintln!(
-        "measured: the runtime stopped {} ms after it was asked, leaving {stopped_at} orders on \
-         B while A held {source_then} (of {total} by the burst's end)",
-        took.as_millis()
-    );
-    burst.join().expect("burst producer");
-    let strait = Running::start(&config, p1.dir().join("strait-2.log"));
-    wait_end(&strait, &b, "A.orders", total as i64, 180);
-    let orders = value_counts(&rdk, &b, "A.orders", total);
-    assert_eq!(orders.len(), total, "every order on B");
-    let doubled: Vec<_> = orders.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(doubled.is_empty(), "written twice: {doubled:?}");
     strait.shutdown();
 }

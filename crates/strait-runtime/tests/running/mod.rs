@@ -28,8 +28,13 @@ pub struct Running {
 }
 
 impl Running {
-    /// Starts the runtime on `config`; its log lines go to `log` from now on.
+    /// Starts the runtime on `config`, the file watched; its log lines go to `log` from now on.
     pub fn start(config: &Path, log: PathBuf) -> Running {
+        Running::start_with(config, log, true)
+    }
+
+    /// Starts the runtime on `config`, the file watched or not; its log lines go to `log`.
+    pub fn start_with(config: &Path, log: PathBuf, watch_config: bool) -> Running {
         log_to(&log);
         let tokio = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -37,7 +42,7 @@ impl Running {
             .expect("a Tokio runtime");
         let options = Options {
             listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
-            watch_config: true,
+            watch_config,
         };
         let runtime = tokio
             .block_on(Runtime::start(config, options))
@@ -127,6 +132,11 @@ impl Running {
         get(self.addr, path)
     }
 
+    /// `POST path` without a body: status code and body.
+    pub fn post(&self, path: &str) -> std::io::Result<(u16, String)> {
+        request(self.addr, "POST", path)
+    }
+
     /// `GET path`: status code and the body parsed as JSON.
     pub fn get_json(&self, path: &str) -> std::io::Result<(u16, serde_json::Value)> {
         let (status, body) = self.get(path)?;
@@ -210,11 +220,17 @@ fn log_to(path: &Path) {
 
 /// `GET path` on `addr`: status code and body.
 pub fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    request(addr, "GET", path)
+}
+
+/// `method path` on `addr`, without a body: status code and body.
+pub fn request(addr: SocketAddr, method: &str, path: &str) -> std::io::Result<(u16, String)> {
     let mut stream = TcpStream::connect(addr)?;
     stream.set_read_timeout(Some(Duration::from_secs(20)))?;
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\
+         Connection: close\r\n\r\n"
     )?;
     let mut text = String::new();
     stream.read_to_string(&mut text)?;
