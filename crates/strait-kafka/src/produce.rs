@@ -111,7 +111,10 @@ pub enum MergeMode {
     Never,
     /// When the window bounds the partition: it has more batches waiting than free slots in
     /// its window, and its leader is far (its quickest produce round trip lately,
-    /// [`FAR_ROUND_TRIP`] or more). Near the target batches go as they came, unopened.
+    /// [`FAR_ROUND_TRIP`] or more) or its requests carry the batches of
+    /// [`FEW_PARTITIONS`] partitions at most (then the leader's cost per request, not the
+    /// bytes, bounds them). Near a target that takes many partitions' batches in each request,
+    /// batches go as they came, unopened.
     Auto,
     /// Whenever a partition has more than one batch waiting.
     Always,
@@ -122,6 +125,15 @@ pub enum MergeMode {
 /// partition's rate with small batches. A loaded broker nearby answers slower than this
 /// sometimes, but not every time for 10 s.
 pub const FAR_ROUND_TRIP: Duration = Duration::from_millis(10);
+
+/// A leader to which one `send_all` call writes this many partitions or fewer: its requests
+/// carry so few batches that its cost per request bounds them, near or far. One partition of
+/// 16 KiB batches with the target beside the mirror moved 31.7 MB/s one batch per request (the
+/// target broker at 114% of a core) and 172.5 MB/s merged, at less CPU per GB on both sides
+/// (`docs/benchmarks.md`, "A far target: merged batches"). With more partitions a request
+/// carries a batch of each, the broker's cost per request is shared, and merging near would
+/// only add copies (64 partitions: 0.93 core-s/GB unmerged, 1.65 merged).
+pub const FEW_PARTITIONS: usize = 4;
 
 /// How long a quickest round trip is remembered.
 const ROUND_TRIP_WINDOW: Duration = Duration::from_secs(10);
@@ -696,19 +708,23 @@ impl RawProducer {
     }
 
     /// The most bytes to merge into `tp`'s next batch, if its batches are to be merged now:
-    /// `waiting` batches wait (the next one included) and its window has `free` slots.
+    /// `waiting` batches wait (the next one included), its window has `free` slots, and the
+    /// call writes `partitions` partitions to its leader.
     fn merge_limit(
         &self,
         tp: &TopicPartition,
         leader: BrokerId,
         waiting: usize,
         free: usize,
+        partitions: usize,
     ) -> Option<usize> {
         let merge = self.config.merge;
         let wanted = match merge.mode {
             MergeMode::Never => false,
             MergeMode::Always => waiting > 1,
-            MergeMode::Auto => waiting > free.max(1) && self.is_far(leader),
+            MergeMode::Auto => {
+                waiting > free.max(1) && (partitions <= FEW_PARTITIONS || self.is_far(leader))
+            }
         };
         let refused = || self.unmerged.lock().map_or(true, |u| u.contains(tp));
         (wanted && !refused()).then_some(merge.max_bytes)
@@ -1000,6 +1016,9 @@ struct Dispatch<'a> {
     refreshes_started: u64,
     refreshes_done: u64,
     refresh_wanted: bool,
+    /// Per leader, how many partitions of the call still write to it (`MergeMode::Auto`
+    /// only; counted at each pump).
+    partitions_per_leader: HashMap<BrokerId, usize>,
 }
 
 impl<'a> Dispatch<'a> {
@@ -1052,6 +1071,7 @@ impl<'a> Dispatch<'a> {
             refreshes_started: 0,
             refreshes_done: 0,
             refresh_wanted: false,
+            partitions_per_leader: HashMap::new(),
         }
     }
 
@@ -1135,6 +1155,7 @@ impl<'a> Dispatch<'a> {
             }
         }
         let metadata = self.producer.client.cached_metadata();
+        self.count_partitions_per_leader(&metadata);
         let limit = self.producer.config.max_request_size.max(1);
         loop {
             let mut round: BTreeMap<BrokerId, Vec<Part>> = BTreeMap::new();
@@ -1173,6 +1194,20 @@ impl<'a> Dispatch<'a> {
                     Err(_) => tracing::debug!("metadata refresh cut by the delivery timeout"),
                 }
             }));
+        }
+    }
+
+    /// Counts, per leader, the partitions that still have batches to write to it, for
+    /// [`MergeMode::Auto`] ([`FEW_PARTITIONS`]).
+    fn count_partitions_per_leader(&mut self, metadata: &Metadata) {
+        if self.producer.config.merge.mode != MergeMode::Auto {
+            return;
+        }
+        self.partitions_per_leader.clear();
+        for lane in self.lanes.iter().filter(|l| !l.is_done()) {
+            if let Some(leader) = metadata.leader(&lane.tp) {
+                *self.partitions_per_leader.entry(leader).or_default() += 1;
+            }
         }
     }
 
@@ -1227,6 +1262,11 @@ impl<'a> Dispatch<'a> {
     fn prepare_next(&mut self, index: usize, leader: BrokerId) -> Option<usize> {
         let producer = self.producer;
         let window = producer.config.max_in_flight_per_partition;
+        let partitions = self
+            .partitions_per_leader
+            .get(&leader)
+            .copied()
+            .unwrap_or(1);
         let lane = &mut self.lanes[index];
         loop {
             let free = lane
@@ -1248,7 +1288,7 @@ impl<'a> Dispatch<'a> {
                 return None;
             };
             let free = window.saturating_sub(lane.window.len());
-            let merge = producer.merge_limit(&lane.tp, leader, lane.queue.len(), free);
+            let merge = producer.merge_limit(&lane.tp, leader, lane.queue.len(), free, partitions);
             let (carries, batch) = lane.take_next(merge)?;
             match producer.prepare(carries, &lane.tp, &batch, &lane.state, permit) {
                 Ok(pending) => {

@@ -33,7 +33,9 @@ use strait_kafka::connection::{BrokerConnection, ConnectionConfig};
 use strait_kafka::error::Context;
 use strait_kafka::fetch::{FetchOptions, FetchPosition};
 use strait_kafka::groups::OffsetToCommit;
-use strait_kafka::produce::{Merge, MergeMode, ProducerConfig, RawProducer, FAR_ROUND_TRIP};
+use strait_kafka::produce::{
+    Merge, MergeMode, ProducerConfig, RawProducer, FAR_ROUND_TRIP, FEW_PARTITIONS,
+};
 use strait_kafka::{BrokerId, Client, ClientConfig, Error, TopicPartition};
 use strait_wire::{BatchHeader, BatchScanner, FrameError};
 
@@ -954,34 +956,28 @@ async fn send_merging(
     (acks, log)
 }
 
-/// `auto` merges a partition's waiting batches only when its leader is far: against a leader
-/// answering after 15 ms (past `FAR_ROUND_TRIP`), the first batch goes alone (nothing is known
-/// of the leader yet) and the 59 behind it go merged; against one answering at once, all 60 go
-/// as they came, compressed or not. `always` merges near too. Every batch is acknowledged at
-/// its own offsets either way, and the leader sees its sequences without a gap.
+/// A partition's waiting batches merge into one: with `auto` toward a leader answering at
+/// once when the partition is alone there (its requests would carry one batch each; when the
+/// leader is far, or many partitions share it:
+/// `batches_merge_when_the_leader_is_far_or_requests_carry_few_partitions`), compressed or not,
+/// and with `always`; never with `never`, however far the leader. Every batch is acknowledged
+/// at its own offsets either way, and the leader sees its sequences without a gap.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn batches_merge_when_the_leader_is_far_or_when_asked() {
+async fn batches_merge_when_asked_or_alone_on_their_leader() {
     within(async {
         let expected: Vec<(i64, i32)> = (0..60).map(|i| (2 * i, 2)).collect();
         let (far, near) = (Duration::from_millis(15), Duration::ZERO);
-        assert!(far > FAR_ROUND_TRIP);
-        let (acks, log) = send_merging(MergeMode::Auto, far, Compression::Lz4).await;
-        assert_eq!(acks, expected);
-        assert_eq!(
-            log.received,
-            [0, 2],
-            "the first alone, then the rest merged"
-        );
-        assert_eq!(log.next_offset, 120);
-        assert_eq!(log.refused_out_of_order, 0);
-
-        let (acks, log) = send_merging(MergeMode::Auto, near, Compression::Lz4).await;
-        assert_eq!(acks, expected);
-        assert_eq!(log.received.len(), 60, "compressed, near: nothing merged");
-
-        let (acks, log) = send_merging(MergeMode::Auto, near, Compression::None).await;
-        assert_eq!(acks, expected);
-        assert_eq!(log.received.len(), 60, "uncompressed, near: nothing merged");
+        for codec in [Compression::Lz4, Compression::None] {
+            let (acks, log) = send_merging(MergeMode::Auto, near, codec).await;
+            assert_eq!(acks, expected);
+            assert_eq!(
+                log.received,
+                [0],
+                "{codec:?}, alone near: all 60 in one batch"
+            );
+            assert_eq!(log.next_offset, 120);
+            assert_eq!(log.refused_out_of_order, 0);
+        }
 
         let (acks, log) = send_merging(MergeMode::Always, near, Compression::Lz4).await;
         assert_eq!(acks, expected);
@@ -990,6 +986,127 @@ async fn batches_merge_when_the_leader_is_far_or_when_asked() {
         let (acks, log) = send_merging(MergeMode::Never, far, Compression::None).await;
         assert_eq!(acks, expected);
         assert_eq!(log.received.len(), 60);
+    })
+    .await;
+}
+
+/// A leader of `partitions` partitions of `t` answering each Produce `delay` after it arrives,
+/// and per partition the record count of each batch it was sent (it appends whatever comes).
+async fn appending_leader(
+    partitions: usize,
+    delay: Duration,
+) -> (FakeCluster, Arc<Mutex<BTreeMap<i32, Vec<i32>>>>) {
+    let log: Arc<Mutex<BTreeMap<i32, Vec<i32>>>> = Arc::default();
+    let leader_log = Arc::clone(&log);
+    let fake = FakeCluster::start(
+        &[1],
+        script(move |_, req| match &req.body {
+            Body::Produce(p) => {
+                let mut log = leader_log.lock().unwrap();
+                let topics = p
+                    .topic_data
+                    .iter()
+                    .map(|t| {
+                        let answers = t
+                            .partition_data
+                            .iter()
+                            .map(|d| {
+                                let records = d.records.clone().unwrap_or_default();
+                                let Some(Ok(batch)) = BatchScanner::new(records).next() else {
+                                    return PartitionProduceResponse::default()
+                                        .with_index(d.index)
+                                        .with_error_code(ResponseError::CorruptMessage.code());
+                                };
+                                let counts = log.entry(d.index).or_default();
+                                let base: i32 = counts.iter().sum();
+                                counts.push(batch.header.record_count);
+                                PartitionProduceResponse::default()
+                                    .with_index(d.index)
+                                    .with_base_offset(i64::from(base))
+                            })
+                            .collect();
+                        TopicProduceResponse::default()
+                            .with_name(t.name.clone())
+                            .with_partition_responses(answers)
+                    })
+                    .collect();
+                let answer = req.reply(&ProduceResponse::default().with_responses(topics));
+                if delay.is_zero() {
+                    answer
+                } else {
+                    Action::After(delay, Box::new(answer))
+                }
+            }
+            _ => Action::Default,
+        }),
+    )
+    .await;
+    fake.set_topic("t", &vec![1; partitions]);
+    (fake, log)
+}
+
+/// `auto` merges where the window bounds a partition: when its leader is far, or when a
+/// request would carry the batches of a few partitions at most ([`FEW_PARTITIONS`]). With
+/// that many partitions of 30 small batches each on a leader answering at once, each
+/// partition's batches go merged; with one partition more they go as they came, unopened;
+/// with one more and a leader answering after 15 ms (past [`FAR_ROUND_TRIP`]), each
+/// partition's first batch goes alone (nothing is known of the leader yet) and the 29 behind
+/// it merged. Every batch is acknowledged at its own offsets either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_merge_when_the_leader_is_far_or_requests_carry_few_partitions() {
+    within(async {
+        let (far, near) = (Duration::from_millis(15), Duration::ZERO);
+        assert!(far > FAR_ROUND_TRIP);
+        let few: &[i32] = &[60];
+        let unmerged: &[i32] = &[2; 30];
+        let first_alone: &[i32] = &[2, 58];
+        for (partitions, delay, expected) in [
+            (FEW_PARTITIONS, near, few),
+            (FEW_PARTITIONS + 1, near, unmerged),
+            (FEW_PARTITIONS + 1, far, first_alone),
+        ] {
+            let (fake, log) = appending_leader(partitions, delay).await;
+            let producer = RawProducer::new(
+                client(&fake).await,
+                ProducerConfig {
+                    delivery_timeout: Duration::from_secs(5),
+                    merge: Merge {
+                        mode: MergeMode::Auto,
+                        max_bytes: 1 << 20,
+                    },
+                    ..ProducerConfig::default()
+                },
+            )
+            .await
+            .unwrap();
+            let batches: Vec<(TopicPartition, strait_wire::RawBatch)> = (0..partitions as i32)
+                .flat_map(|p| {
+                    consecutive_batches(&[2; 30], Compression::None)
+                        .into_iter()
+                        .map(move |(_, b)| (TopicPartition::new("t", p), b))
+                })
+                .collect();
+            let acks: Vec<(i64, i32)> = producer
+                .send_all(batches)
+                .await
+                .into_iter()
+                .map(|a| {
+                    let a = a.expect("batch written");
+                    (a.base_offset, a.record_count)
+                })
+                .collect();
+            let each: Vec<(i64, i32)> = (0..30).map(|i| (2 * i, 2)).collect();
+            assert_eq!(acks, each.repeat(partitions), "{partitions} partitions");
+            let log = log.lock().unwrap();
+            assert_eq!(log.len(), partitions);
+            for (p, counts) in log.iter() {
+                assert_eq!(
+                    counts.as_slice(),
+                    expected,
+                    "{partitions} partitions, {delay:?} away: partition {p}"
+                );
+            }
+        }
     })
     .await;
 }
