@@ -49,6 +49,7 @@ use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, ProduceResponse};
+use kafka_protocol::records::Compression;
 use strait_wire::frame::ProduceBody;
 use strait_wire::{ForwardHeader, ForwardedBatch, RawBatch};
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
@@ -113,7 +114,7 @@ pub enum MergeMode {
     /// its window, and its leader is far (its quickest produce round trip lately,
     /// [`FAR_ROUND_TRIP`] or more) or its requests carry the batches of
     /// [`FEW_PARTITIONS`] partitions at most (then the leader's cost per request, not the
-    /// bytes, bounds them). Near a target that takes many partitions' batches in each request,
+    /// bytes, bounds them; not for gzip, whose compression costs more). Near a target that takes many partitions' batches in each request,
     /// batches go as they came, unopened.
     Auto,
     /// Whenever a partition has more than one batch waiting.
@@ -707,12 +708,13 @@ impl RawProducer {
         })
     }
 
-    /// The most bytes to merge into `tp`'s next batch, if its batches are to be merged now:
-    /// `waiting` batches wait (the next one included), its window has `free` slots, and the
-    /// call writes `partitions` partitions to its leader.
+    /// The most bytes to merge into `tp`'s next batch, `next`, if its batches are to be merged
+    /// now: `waiting` batches wait (the next one included), its window has `free` slots, and
+    /// the call writes `partitions` partitions to its leader.
     fn merge_limit(
         &self,
         tp: &TopicPartition,
+        next: &RawBatch,
         leader: BrokerId,
         waiting: usize,
         free: usize,
@@ -723,7 +725,11 @@ impl RawProducer {
             MergeMode::Never => false,
             MergeMode::Always => waiting > 1,
             MergeMode::Auto => {
-                waiting > free.max(1) && (partitions <= FEW_PARTITIONS || self.is_far(leader))
+                // gzip compresses again at a tenth of lz4's speed: near the target that costs
+                // more than the requests it saves.
+                let gzip = next.header.attributes.compression() == Some(Compression::Gzip);
+                waiting > free.max(1)
+                    && ((partitions <= FEW_PARTITIONS && !gzip) || self.is_far(leader))
             }
         };
         let refused = || self.unmerged.lock().map_or(true, |u| u.contains(tp));
@@ -1288,7 +1294,9 @@ impl<'a> Dispatch<'a> {
                 return None;
             };
             let free = window.saturating_sub(lane.window.len());
-            let merge = producer.merge_limit(&lane.tp, leader, lane.queue.len(), free, partitions);
+            let (_, next) = lane.queue.front()?;
+            let merge =
+                producer.merge_limit(&lane.tp, next, leader, lane.queue.len(), free, partitions);
             let (carries, batch) = lane.take_next(merge)?;
             match producer.prepare(carries, &lane.tp, &batch, &lane.state, permit) {
                 Ok(pending) => {

@@ -959,8 +959,9 @@ async fn send_merging(
 /// A partition's waiting batches merge into one: with `auto` toward a leader answering at
 /// once when the partition is alone there (its requests would carry one batch each; when the
 /// leader is far, or many partitions share it:
-/// `batches_merge_when_the_leader_is_far_or_requests_carry_few_partitions`), compressed or not,
-/// and with `always`; never with `never`, however far the leader. Every batch is acknowledged
+/// `batches_merge_when_the_leader_is_far_or_requests_carry_few_partitions`), compressed or not
+/// (gzip only when the leader is far), and with `always`; never with `never`, however far the
+/// leader. Every batch is acknowledged
 /// at its own offsets either way, and the leader sees its sequences without a gap.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_merge_when_asked_or_alone_on_their_leader() {
@@ -978,6 +979,18 @@ async fn batches_merge_when_asked_or_alone_on_their_leader() {
             assert_eq!(log.next_offset, 120);
             assert_eq!(log.refused_out_of_order, 0);
         }
+
+        // gzip would be compressed again at a tenth of lz4's speed: only for a far leader.
+        let (acks, log) = send_merging(MergeMode::Auto, near, Compression::Gzip).await;
+        assert_eq!(acks, expected);
+        assert_eq!(log.received.len(), 60, "gzip, alone near: unmerged");
+        let (acks, log) = send_merging(MergeMode::Auto, far, Compression::Gzip).await;
+        assert_eq!(acks, expected);
+        assert_eq!(
+            log.received,
+            [0, 2],
+            "gzip, far: the first alone, then merged"
+        );
 
         let (acks, log) = send_merging(MergeMode::Always, near, Compression::Lz4).await;
         assert_eq!(acks, expected);
