@@ -241,6 +241,7 @@ pub(crate) async fn run_flow(started: StartedFlow, until: Until, stop: Stop) -> 
         byte_count = stats.bytes,
         batches_forwarded = stats.batches_forwarded,
         batches_rebuilt = stats.batches_rebuilt,
+        batches_merged = stats.batches_merged,
         batches_dropped_control = stats.control_batches_skipped,
         batches_dropped_aborted = stats.aborted_batches_skipped,
         lost_records = stats.lost_records,
