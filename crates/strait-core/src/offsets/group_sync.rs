@@ -25,7 +25,8 @@ use strait_wire::mm2::Checkpoint;
 
 use super::checkpoints::error::CheckpointError;
 use super::checkpoints::store::CheckpointStore;
-use crate::metrics::GroupMetrics;
+use super::events::{GroupEvent, GroupEvents};
+use crate::config::FlowConfig;
 
 /// Why a group, or one partition of it, was not written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,7 +54,7 @@ pub enum SkipReason {
 
 impl SkipReason {
     /// The reason's label in `strait_group_sync_skips_total`.
-    fn label(&self) -> &'static str {
+    pub(super) fn label(&self) -> &'static str {
         match self {
             SkipReason::GroupActive { .. } => "group_active",
             SkipReason::TargetAhead { .. } => "target_ahead",
@@ -179,8 +180,8 @@ fn unreachable(e: &strait_kafka::Error) -> bool {
 #[derive(Debug, Default)]
 pub struct GroupSync {
     reported: HashMap<(String, Option<TopicPartition>), SkipReason>,
-    /// Where writes and skips are counted, when run for a flow.
-    metrics: Option<GroupMetrics>,
+    /// Where writes and skips are told (`events.rs`): logged, and counted when run for a flow.
+    events: GroupEvents,
 }
 
 impl GroupSync {
@@ -189,10 +190,10 @@ impl GroupSync {
         Self::default()
     }
 
-    /// Counting writes and skips in `metrics`.
-    pub(crate) fn with_metrics(metrics: GroupMetrics) -> Self {
+    /// The group sync of `flow`: writes and skips are counted in its metrics.
+    pub(crate) fn for_flow(flow: &FlowConfig) -> Self {
         Self {
-            metrics: Some(metrics),
+            events: GroupEvents::of(flow),
             ..Self::default()
         }
     }
@@ -289,7 +290,7 @@ impl GroupSync {
     /// aborting what its transaction added). A failure that ends the pass (the target gone, a
     /// newer owner) is returned.
     async fn take_answer(
-        &self,
+        &mut self,
         summary: &mut GroupSyncSummary,
         group: &str,
         answer: Result<GroupPlan, strait_kafka::Error>,
@@ -298,15 +299,11 @@ impl GroupSync {
         match answer {
             Ok(plan) => {
                 if !plan.writes.is_empty() {
-                    if let Some(m) = &self.metrics {
-                        m.sync_written(group, plan.writes.len());
-                    }
                     summary.synced_groups.push(group.to_owned());
-                    tracing::info!(
-                        group = %group,
-                        partitions = plan.writes.len(),
-                        "group offsets written to the target"
-                    );
+                    self.events.tell(GroupEvent::SyncWritten {
+                        group,
+                        partitions: plan.writes.len(),
+                    });
                 }
                 summary.written.extend(plan.writes);
                 summary.up_to_date += plan.up_to_date;
@@ -345,26 +342,12 @@ impl GroupSync {
         Ok(())
     }
 
-    /// Logs a skip: at info (warn for a failure) when its reason is new, at debug when it is the
-    /// one reported last pass.
+    /// Tells a skip, and whether its reason is the one reported last pass (`events.rs` logs a
+    /// repeated one at debug).
     fn report(&mut self, skip: &SkippedSync) {
         let key = (skip.group.clone(), skip.partition.clone());
         let repeated = self.reported.get(&key) == Some(&skip.reason);
-        let (topic, partition) = match &skip.partition {
-            Some(tp) => (tp.topic.as_str(), Some(tp.partition)),
-            None => ("", None),
-        };
-        let reason = &skip.reason;
-        if let Some(m) = &self.metrics {
-            m.sync_skipped(&skip.group, reason.label());
-        }
-        if repeated {
-            tracing::debug!(group = %skip.group, topic, partition, %reason, "group offsets not synced");
-        } else if matches!(reason, SkipReason::Failed { .. }) {
-            tracing::warn!(group = %skip.group, topic, partition, %reason, "group offsets not synced");
-        } else {
-            tracing::info!(group = %skip.group, topic, partition, %reason, "group offsets not synced");
-        }
+        self.events.tell(GroupEvent::SyncSkipped { skip, repeated });
         self.reported.insert(key, skip.reason.clone());
     }
 }

@@ -7,6 +7,7 @@
 //! [`translate_offsets`], so they all agree on every number.
 
 pub mod checkpoints;
+mod events;
 pub mod group_sync;
 pub mod plan;
 pub mod readiness;
