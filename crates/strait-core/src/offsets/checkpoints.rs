@@ -57,7 +57,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::events::{Asked, GroupEvent, GroupEvents};
-use super::group_sync::{GroupSync, GroupSyncSummary};
+use super::group_sync::GroupSync;
+use super::passes::GroupSyncSummary;
+pub use super::passes::{CheckpointSummary, GroupFailure};
 use crate::config::FlowConfig;
 use crate::internal::InternalError;
 pub use error::CheckpointError;
@@ -67,34 +69,6 @@ use crate::internal::batch::MAX_BATCH_BYTES;
 
 /// Shortest interval the loop honours, so a zero from a hand-built config cannot spin.
 const MIN_INTERVAL: Duration = Duration::from_millis(10);
-
-/// A group, or one checkpoint of it, that a pass could not handle; tried again next pass.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupFailure {
-    /// The consumer group.
-    pub group: String,
-    /// The remote partition, when the failure is about one.
-    pub partition: Option<TopicPartition>,
-    /// What went wrong.
-    pub error: String,
-}
-
-/// What one checkpoint pass did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CheckpointSummary {
-    /// Groups with committed offsets on mirrored partitions, in order: the groups checkpointed.
-    pub groups: Vec<String>,
-    /// Checkpoints written to the topic this pass, in order (with checkpoint emission
-    /// disabled, recorded for group sync only).
-    pub emitted: Vec<Checkpoint>,
-    /// Checkpoints equal to the last one written: not written again.
-    pub unchanged: usize,
-    /// Checkpoints that would have moved backwards without a rewind of the source group: not
-    /// written, the last one stands.
-    pub held_back: Vec<Checkpoint>,
-    /// Groups or checkpoints that could not be handled this pass.
-    pub failures: Vec<GroupFailure>,
-}
 
 /// A flow's checkpoints and group sync, run beside the flow (module docs).
 #[derive(Debug)]

@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime};
 use strait_wire::mm2::Checkpoint;
 use tokio::time::Instant;
 
-use super::checkpoints::{CheckpointError, CheckpointSummary};
-use super::group_sync::{GroupSyncSummary, SkipReason, SkippedSync};
+use super::checkpoints::error::CheckpointError;
+use super::passes::{CheckpointSummary, GroupSyncSummary, SkipReason, SkippedSync};
 use crate::config::FlowConfig;
 use crate::metrics::GroupMetrics;
 

@@ -9,6 +9,7 @@
 pub mod checkpoints;
 mod events;
 pub mod group_sync;
+mod passes;
 pub mod plan;
 pub mod readiness;
 
