@@ -25,3 +25,5 @@ pub mod offsets;
 pub mod policy;
 pub mod scale;
 pub mod status;
+#[cfg(test)]
+mod told;

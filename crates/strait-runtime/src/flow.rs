@@ -206,7 +206,7 @@ pub(crate) async fn run_flow(started: StartedFlow, until: Until, stop: Stop) -> 
         (Until::CaughtUp, checkpoints) => {
             let result = flow.run_until_caught_up().await;
             if let (Ok(()), Some(task)) = (&result, checkpoints) {
-                final_checkpoint_passes(task, &flow.name()).await;
+                final_checkpoint_passes(task).await;
             }
             // Caught up everywhere it could: a halted partition was not copied, which a
             // one-shot copy must not report as success.
@@ -263,32 +263,14 @@ pub(crate) async fn run_flow(started: StartedFlow, until: Until, stop: Stop) -> 
 }
 
 /// After a one-shot copy: one checkpoint pass (and a group-sync pass when enabled), so the
-/// checkpoints match the data just mirrored. A failure is logged, not fatal: the data is
-/// mirrored, and the next run writes the checkpoints.
-async fn final_checkpoint_passes(task: &mut CheckpointTask, flow: &str) {
+/// checkpoints match the data just mirrored. Each pass tells what it did itself: logged at info
+/// (at error if it failed) and shown in `/v1/status` (`crates/strait-core/src/offsets/events.rs`).
+/// A failure is not fatal: the data is mirrored, and the next run writes the checkpoints.
+async fn final_checkpoint_passes(task: &mut CheckpointTask) {
     if task.emits_checkpoints() {
-        match task.emit_once().await {
-            Ok(summary) => tracing::info!(
-                flow = %flow,
-                topic = %task.topic(),
-                groups = summary.groups.len(),
-                written = summary.emitted.len(),
-                unchanged = summary.unchanged,
-                "checkpoints written"
-            ),
-            Err(e) => tracing::error!(flow = %flow, error = %e, "cannot write checkpoints"),
-        }
+        let _ = task.emit_once().await;
     }
     if task.syncs_groups() {
-        match task.sync_once().await {
-            Ok(summary) => tracing::info!(
-                flow = %flow,
-                synced_groups = summary.synced_groups.len(),
-                written = summary.written.len(),
-                skipped = summary.skipped.len(),
-                "group offsets synced"
-            ),
-            Err(e) => tracing::error!(flow = %flow, error = %e, "cannot sync group offsets"),
-        }
+        let _ = task.sync_once().await;
     }
 }

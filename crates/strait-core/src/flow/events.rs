@@ -1,14 +1,18 @@
-//! What a flow tells about itself. Each observable occurrence is one [`Event`], and telling it
-//! ([`Events::tell`]) does everything that occurrence owes its readers at once: a log line
-//! when it is worth one, the flow's counters ([`FlowStats`], what `strait mirror` sums up) and
-//! the partition's metrics and status (`/metrics`, `/v1/status`). So the log, the counters and
-//! the status cannot disagree about what happened, and a new occurrence is added in one place.
+//! What a flow tells about itself. Each observable occurrence is one [`Event`] (of one
+//! partition) or one [`FlowEvent`] (of the flow as a whole: a round done, a stall, a failure, a
+//! remote topic deleted), and telling it ([`Events::tell`], [`Events::tell_flow`]) does
+//! everything that occurrence owes its readers at once: a log line when it is worth one, the
+//! flow's counters ([`FlowStats`], what `strait mirror` sums up) and the metrics and status
+//! (`/metrics`, `/v1/status`). So the log, the counters and the status cannot disagree about
+//! what happened, and a new occurrence is added in one place.
+
+use std::time::Duration;
 
 use strait_kafka::TopicPartition;
 
 use super::classify::SkipReason;
 use super::FlowStats;
-use crate::metrics::PartitionMetrics;
+use crate::metrics::{FlowMetrics, PartitionMetrics};
 
 /// Something that happened to one partition of the flow.
 #[derive(Debug)]
@@ -79,6 +83,32 @@ pub(super) enum Event<'a> {
     Matched(Matched<'a>),
 }
 
+/// Something that happened to the flow as a whole.
+#[derive(Debug)]
+pub(super) enum FlowEvent<'a> {
+    /// A round finished.
+    RoundDone,
+    /// A round failed in a way time can fix (a cluster unreachable); the flow tries again in
+    /// `retry_in`, from the offset map.
+    Stalled {
+        error: &'a dyn std::error::Error,
+        retry_in: Duration,
+    },
+    /// After a stall, the producer and the partitions' positions were set up again.
+    ProducerReestablished,
+    /// The flow stopped on an error that needs a person.
+    Failed(&'a dyn std::error::Error),
+    /// Source topic `source_topic` was deleted, so its remote topic was deleted on the target
+    /// (`already_gone`: someone deleted it first) and its `partitions` forgotten
+    /// (`strait.sync.topic.deletions.enabled`).
+    RemoteTopicDeleted {
+        source_topic: &'a str,
+        remote_topic: &'a str,
+        partitions: usize,
+        already_gone: bool,
+    },
+}
+
 /// What matching a partition's target tail found (`recover/`).
 #[derive(Debug)]
 pub(super) struct Matched<'a> {
@@ -102,25 +132,67 @@ pub(super) struct Matched<'a> {
     pub stopped_by: Option<&'a str>,
 }
 
-/// The flow's counters, and where its events are told.
+/// The flow's counters and metrics, and where its events are told.
 #[derive(Debug)]
 pub(super) struct Events {
     flow: String,
     stats: FlowStats,
+    metrics: FlowMetrics,
 }
 
 impl Events {
-    /// The events of the flow named `flow` (`A->B`), counted from zero.
-    pub(super) fn new(flow: String) -> Self {
+    /// The events of the flow named `flow` (`A->B`), counted from zero, whose handles are
+    /// `metrics`.
+    pub(super) fn new(flow: String, metrics: FlowMetrics) -> Self {
         Self {
             flow,
             stats: FlowStats::default(),
+            metrics,
         }
     }
 
     /// The counters since start.
     pub(super) fn stats(&self) -> FlowStats {
         self.stats
+    }
+
+    /// The flow's metric handles, where its partitions' handles are made.
+    pub(super) fn metrics(&self) -> &FlowMetrics {
+        &self.metrics
+    }
+
+    /// Tells that `event` happened to the flow.
+    pub(super) fn tell_flow(&mut self, event: FlowEvent<'_>) {
+        let flow = self.flow.as_str();
+        match event {
+            FlowEvent::RoundDone => self.metrics.running(),
+            FlowEvent::Stalled { error, retry_in } => {
+                self.stats.stalls += 1;
+                self.metrics.stalled(&error);
+                tracing::warn!(flow = %flow, error = %error, retry_in = ?retry_in, "flow stalled; retrying");
+            }
+            FlowEvent::ProducerReestablished => {
+                tracing::info!(flow = %flow, "producer re-established; resuming from the offset map");
+            }
+            FlowEvent::Failed(error) => self.metrics.failed(&error),
+            FlowEvent::RemoteTopicDeleted {
+                source_topic,
+                remote_topic,
+                partitions,
+                already_gone,
+            } => {
+                self.metrics.remote_topic_deleted();
+                tracing::warn!(
+                    flow = %flow,
+                    source_topic = %source_topic,
+                    remote_topic = %remote_topic,
+                    partitions,
+                    "source topic deleted; deleted its remote topic on the target{} and forgot its \
+                     partitions (strait.sync.topic.deletions.enabled)",
+                    if already_gone { " (already gone)" } else { "" }
+                );
+            }
+        }
     }
 
     /// Tells that `event` happened to `tp`, whose handles are `metrics`.
@@ -318,5 +390,117 @@ fn log_matched(flow: &str, tp: &TopicPartition, m: &Matched<'_>) {
              of records the source deleted before they were recorded are kept, not written \
              again"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::FlowState;
+    use crate::told::{self, Told};
+
+    fn events(flow: &crate::config::FlowConfig) -> Events {
+        Events::new(flow.name(), FlowMetrics::start(flow, None))
+    }
+
+    #[test]
+    fn a_stall_is_logged_counted_and_shown_and_the_next_round_clears_it() {
+        let told = Told::new();
+        let flow = told::flow("stallsrc", "stalldst", "");
+        let mut events = told.run(|| events(&flow));
+        told.metrics();
+        told.run(|| {
+            events.tell_flow(FlowEvent::Stalled {
+                error: &std::io::Error::other("the target does not answer"),
+                retry_in: Duration::from_millis(400),
+            });
+        });
+        let metrics = told.metrics();
+        assert_eq!(metrics["strait_flow_stalled"], 1.0, "{metrics:?}");
+        assert_eq!(metrics["strait_flow_stalls_total"], 1.0, "{metrics:?}");
+        assert_eq!(events.stats().stalls, 1);
+        let log = told.log();
+        assert!(log.contains("WARN"), "{log}");
+        assert!(log.contains("flow stalled; retrying"), "{log}");
+        assert!(log.contains("error=the target does not answer"), "{log}");
+        assert!(log.contains("retry_in=400ms"), "{log}");
+        let status = told::status(&flow);
+        assert_eq!(status.state, FlowState::Stalled);
+        assert_eq!(
+            status.last_error.map(|e| e.message).as_deref(),
+            Some("the target does not answer")
+        );
+
+        told.run(|| events.tell_flow(FlowEvent::RoundDone));
+        let metrics = told.metrics();
+        assert_eq!(metrics["strait_flow_stalled"], 0.0, "{metrics:?}");
+        assert_eq!(metrics["strait_flow_stalls_total"], 0.0, "no new stall");
+        assert!(metrics["strait_flow_last_round_timestamp_seconds"] > 0.0);
+        assert_eq!(events.stats().stalls, 1);
+        assert_eq!(told::status(&flow).state, FlowState::Running);
+        assert_eq!(told.log(), "", "a round done is not logged");
+    }
+
+    #[test]
+    fn a_failure_is_shown_with_its_error() {
+        let told = Told::new();
+        let flow = told::flow("failsrc", "faildst", "");
+        let mut events = told.run(|| events(&flow));
+        told.run(|| {
+            events.tell_flow(FlowEvent::Failed(&std::io::Error::other(
+                "the map is unreadable",
+            )))
+        });
+        let status = told::status(&flow);
+        assert_eq!(status.state, FlowState::Failed);
+        assert_eq!(
+            status.last_error.map(|e| e.message).as_deref(),
+            Some("the map is unreadable")
+        );
+        assert_eq!(events.stats().stalls, 0);
+    }
+
+    #[test]
+    fn a_producer_set_up_again_is_logged() {
+        let told = Told::new();
+        let flow = told::flow("resetsrc", "resetdst", "");
+        let mut events = told.run(|| events(&flow));
+        told.run(|| events.tell_flow(FlowEvent::ProducerReestablished));
+        let log = told.log();
+        assert!(log.contains("INFO"), "{log}");
+        assert!(
+            log.contains("producer re-established; resuming from the offset map"),
+            "{log}"
+        );
+        assert!(log.contains("flow=resetsrc->resetdst"), "{log}");
+    }
+
+    #[test]
+    fn a_remote_topic_deleted_is_logged_and_counted_together() {
+        let told = Told::new();
+        let flow = told::flow("delsrc", "deldst", "");
+        let mut events = told.run(|| events(&flow));
+        told.metrics();
+        told.run(|| {
+            events.tell_flow(FlowEvent::RemoteTopicDeleted {
+                source_topic: "orders",
+                remote_topic: "delsrc.orders",
+                partitions: 3,
+                already_gone: true,
+            });
+        });
+        let metrics = told.metrics();
+        assert_eq!(metrics["strait_remote_topics_deleted_total"], 1.0);
+        let log = told.log();
+        assert!(log.contains("WARN"), "{log}");
+        assert!(
+            log.contains(
+                "source topic deleted; deleted its remote topic on the target (already gone) and \
+                 forgot its partitions (strait.sync.topic.deletions.enabled)"
+            ),
+            "{log}"
+        );
+        assert!(log.contains("remote_topic=delsrc.orders"), "{log}");
+        assert!(log.contains("partitions=3"), "{log}");
     }
 }

@@ -56,7 +56,7 @@ use crate::internal::map_store::MapStore;
 use crate::internal::offset_syncs::{OffsetSyncWriter, DELAYED_SYNC_INTERVAL};
 use crate::metrics::{FlowMetrics, PartitionMetrics};
 use crate::scale::UnitFilter;
-use events::{Event, Events};
+use events::{Event, Events, FlowEvent};
 use recover::Placement;
 use topics::MirroredTopic;
 
@@ -87,6 +87,8 @@ pub struct FlowStats {
     /// Records on the target twice: written again because a crash left them unrecorded and
     /// unmatchable, or found there twice when taking over (an earlier mirror's extra copies).
     pub duplicate_records: u64,
+    /// Times the flow stalled: a round failed in a way time can fix, and was tried again.
+    pub stalls: u64,
 }
 
 /// What one round did.
@@ -356,12 +358,10 @@ pub struct Flow {
     /// Set when the target no longer knows our producer id: the reset takes a new one rather
     /// than bumping the epoch.
     fresh_producer: bool,
-    /// The flow's counters, and where its events are told (`events.rs`).
+    /// The flow's counters and metric handles, and where its events are told (`events.rs`).
     events: Events,
     /// The map as last persisted, for readers beside the flow (checkpoints, the HTTP API).
     published: tokio::sync::watch::Sender<std::sync::Arc<OffsetMap>>,
-    /// Where the flow's events are counted (`/metrics`, `/v1/status`).
-    metrics: FlowMetrics,
     /// The counters as of the last map flush, for readers beside the flow (progress).
     published_stats: tokio::sync::watch::Sender<FlowStats>,
 }
@@ -459,9 +459,8 @@ impl Flow {
             kept_gone: BTreeSet::new(),
             awaiting_remote: BTreeMap::new(),
             refused_topics: BTreeMap::new(),
-            events: Events::new(config_name),
+            events: Events::new(config_name, metrics),
             published,
-            metrics,
             published_stats: tokio::sync::watch::Sender::new(FlowStats::default()),
         };
         flow.refresh_topics().await?;
@@ -723,7 +722,7 @@ impl Flow {
                     .and_then(|m| m.src_end())
                     .unwrap_or(0),
             };
-            let metrics = self.metrics.partition(&tp, &remote);
+            let metrics = self.events.metrics().partition(&tp, &remote);
             metrics.placed(position);
             self.partitions.insert(
                 tp.clone(),
@@ -961,16 +960,12 @@ impl Flow {
             }
         }
         let parts = self.forget_topic(source, true).await?;
-        self.metrics.remote_topic_deleted();
-        tracing::warn!(
-            flow = %flow,
-            source_topic = %source,
-            remote_topic = %remote,
-            partitions = parts.len(),
-            "source topic deleted; deleted its remote topic on the target{} and forgot its \
-             partitions (strait.sync.topic.deletions.enabled)",
-            if already_gone { " (already gone)" } else { "" }
-        );
+        self.events.tell_flow(FlowEvent::RemoteTopicDeleted {
+            source_topic: source,
+            remote_topic: remote,
+            partitions: parts.len(),
+            already_gone,
+        });
         Ok(true)
     }
 
@@ -995,7 +990,7 @@ impl Flow {
         for tp in &parts {
             self.partitions.remove(tp);
             self.orphan_ends.remove(tp);
-            self.metrics.forget_partition(tp);
+            self.events.metrics().forget_partition(tp);
         }
         let mapped: Vec<SourcePartition> = self
             .map
@@ -1205,14 +1200,14 @@ impl Flow {
             if self.needs_reset {
                 self.reset_after_failure().await?;
                 self.needs_reset = false;
-                tracing::info!(flow = %self.name(), "producer re-established; resuming from the offset map");
+                self.events.tell_flow(FlowEvent::ProducerReestablished);
             }
             self.round().await
         }
         .await;
         match result {
             Ok(stats) => {
-                self.metrics.running();
+                self.events.tell_flow(FlowEvent::RoundDone);
                 *backoff = strait_kafka::backoff::Backoff::new(
                     Duration::from_millis(200),
                     Duration::from_secs(10),
@@ -1220,15 +1215,17 @@ impl Flow {
                 Ok(Some(stats))
             }
             Err(e) if e.is_retriable() => {
-                self.metrics.stalled(&e);
                 let wait = backoff.next_wait();
-                tracing::warn!(flow = %self.name(), error = %e, retry_in = ?wait, "flow stalled; retrying");
+                self.events.tell_flow(FlowEvent::Stalled {
+                    error: &e,
+                    retry_in: wait,
+                });
                 self.needs_reset = true;
                 tokio::time::sleep(wait).await;
                 Ok(None)
             }
             Err(e) => {
-                self.metrics.failed(&e);
+                self.events.tell_flow(FlowEvent::Failed(&e));
                 Err(e)
             }
         }

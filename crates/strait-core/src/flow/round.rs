@@ -369,7 +369,8 @@ impl Flow {
     /// The batches go to the producer (`plan.sends` is left empty): the steps say what each
     /// carried.
     async fn write(&mut self, plan: &mut Plan) -> Vec<Ack> {
-        self.metrics
+        self.events
+            .metrics()
             .in_flight(plan.sends.iter().map(|(_, b)| b.bytes.len() as u64).sum());
         let more = self
             .partitions
@@ -393,7 +394,7 @@ impl Flow {
             prefetch
         );
         self.prefetched = prefetched.map(|results| (next_positions, results));
-        self.metrics.in_flight(0);
+        self.events.metrics().in_flight(0);
         acks.into_iter().map(Some).collect()
     }
 

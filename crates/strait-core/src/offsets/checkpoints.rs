@@ -56,10 +56,12 @@ use strait_wire::offset_map::{OffsetMap, Translation};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::group_sync::{GroupSync, GroupSyncSummary};
+use super::events::{Asked, GroupEvent, GroupEvents};
+use super::group_sync::GroupSync;
+use super::passes::GroupSyncSummary;
+pub use super::passes::{CheckpointSummary, GroupFailure};
 use crate::config::FlowConfig;
 use crate::internal::InternalError;
-use crate::metrics::GroupMetrics;
 pub use error::CheckpointError;
 pub use store::{checkpoint_for, CheckpointStore, Decision};
 
@@ -67,34 +69,6 @@ use crate::internal::batch::MAX_BATCH_BYTES;
 
 /// Shortest interval the loop honours, so a zero from a hand-built config cannot spin.
 const MIN_INTERVAL: Duration = Duration::from_millis(10);
-
-/// A group, or one checkpoint of it, that a pass could not handle; tried again next pass.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupFailure {
-    /// The consumer group.
-    pub group: String,
-    /// The remote partition, when the failure is about one.
-    pub partition: Option<TopicPartition>,
-    /// What went wrong.
-    pub error: String,
-}
-
-/// What one checkpoint pass did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CheckpointSummary {
-    /// Groups with committed offsets on mirrored partitions, in order: the groups checkpointed.
-    pub groups: Vec<String>,
-    /// Checkpoints written to the topic this pass, in order (with checkpoint emission
-    /// disabled, recorded for group sync only).
-    pub emitted: Vec<Checkpoint>,
-    /// Checkpoints equal to the last one written: not written again.
-    pub unchanged: usize,
-    /// Checkpoints that would have moved backwards without a rewind of the source group: not
-    /// written, the last one stands.
-    pub held_back: Vec<Checkpoint>,
-    /// Groups or checkpoints that could not be handled this pass.
-    pub failures: Vec<GroupFailure>,
-}
 
 /// A flow's checkpoints and group sync, run beside the flow (module docs).
 #[derive(Debug)]
@@ -116,13 +90,10 @@ pub struct CheckpointTask {
     topic_ready: bool,
     loaded: bool,
     group_sync: GroupSync,
-    /// Where checkpoint latency, translation errors and passes are counted.
-    metrics: GroupMetrics,
+    /// Where checkpoints written, translation errors and passes are told (`events.rs`).
+    events: GroupEvents,
     /// When each group's offsets were last read on the source (checkpoint latency).
     read_at: HashMap<String, Instant>,
-    /// When written checkpoints were last said at info, and how many were written since.
-    said_at: Option<Instant>,
-    written_unsaid: usize,
 }
 
 impl CheckpointTask {
@@ -135,7 +106,7 @@ impl CheckpointTask {
         target: Client,
         map: watch::Receiver<Arc<OffsetMap>>,
     ) -> Self {
-        let metrics = GroupMetrics::new(&flow);
+        let (group_sync, events) = (GroupSync::for_flow(&flow), GroupEvents::of(&flow));
         Self {
             topic: flow.checkpoints_topic(),
             flow,
@@ -149,11 +120,9 @@ impl CheckpointTask {
             store: CheckpointStore::new(),
             topic_ready: false,
             loaded: false,
-            group_sync: GroupSync::with_metrics(metrics.clone()),
-            metrics,
+            group_sync,
+            events,
             read_at: HashMap::new(),
-            said_at: None,
-            written_unsaid: 0,
         }
     }
 
@@ -195,17 +164,23 @@ impl CheckpointTask {
 
     /// One checkpoint pass: translates every group's committed offsets through the current
     /// map and writes the checkpoints that changed (module docs). Creates the topic and reads
-    /// its last checkpoints first, once.
+    /// its last checkpoints first, once. What it did is logged at info (at error if it failed)
+    /// and shown in `/v1/status`.
     pub async fn emit_once(&mut self) -> Result<CheckpointSummary, CheckpointError> {
+        self.checkpoint_pass(Asked::Once).await
+    }
+
+    /// A checkpoint pass, told as `asked` says.
+    async fn checkpoint_pass(
+        &mut self,
+        asked: Asked,
+    ) -> Result<CheckpointSummary, CheckpointError> {
         let result = self.emit_pass().await;
-        match &result {
-            Ok(s) => self
-                .metrics
-                .checkpoint_pass(s.groups.len(), s.emitted.len()),
-            Err(e) => self
-                .metrics
-                .pass_failed(&format_args!("checkpoint pass: {e}")),
-        }
+        self.events.tell(GroupEvent::CheckpointPass {
+            result: result.as_ref(),
+            asked,
+            fenced: self.fenced,
+        });
         result
     }
 
@@ -229,7 +204,8 @@ impl CheckpointTask {
             .iter()
             .filter(|g| !behind.contains(g.as_str()))
         {
-            self.metrics.position_captured(group, read_at);
+            self.events
+                .tell(GroupEvent::PositionCaptured { group, at: read_at });
         }
         Ok(summary)
     }
@@ -237,20 +213,25 @@ impl CheckpointTask {
     /// One group-sync pass ([`group_sync`](super::group_sync)): commits the last checkpoints
     /// into target groups that have no active members, never moving a group backwards. With
     /// checkpoint emission disabled, the groups are translated first (nothing is written to
-    /// the checkpoints topic).
+    /// the checkpoints topic). What it did is logged at info (at error if it failed) and shown
+    /// in `/v1/status`.
     pub async fn sync_once(&mut self) -> Result<GroupSyncSummary, CheckpointError> {
-        let result = self.sync_pass(None).await;
-        match &result {
-            Ok(s) => {
-                let skipped: HashSet<&str> = s.skipped.iter().map(|k| k.group.as_str()).collect();
-                let groups = self.store.groups().count();
-                self.metrics
-                    .sync_pass(groups.saturating_sub(skipped.len()), skipped.len());
-            }
-            Err(e) => self
-                .metrics
-                .pass_failed(&format_args!("group sync pass: {e}")),
-        }
+        self.group_sync_pass(None, Asked::Once).await
+    }
+
+    /// A group-sync pass over the groups in `only`, or over every group, told as `asked` says.
+    async fn group_sync_pass(
+        &mut self,
+        only: Option<&HashSet<String>>,
+        asked: Asked,
+    ) -> Result<GroupSyncSummary, CheckpointError> {
+        let result = self.sync_pass(only).await;
+        self.events.tell(GroupEvent::SyncPass {
+            result: result.as_ref(),
+            groups: only.is_none().then(|| self.store.groups().count()),
+            asked,
+            fenced: self.fenced,
+        });
         result
     }
 
@@ -385,12 +366,10 @@ impl CheckpointTask {
                 if Instant::now() >= at {
                     let changed: HashSet<String> = tokio::select! {
                         () = &mut stop => return,
-                        result = self.emit_once() => {
-                            let changed = result.as_ref().map_or_else(|_| HashSet::new(), |s| {
+                        result = self.checkpoint_pass(Asked::ByLoop) => {
+                            result.map_or_else(|_| HashSet::new(), |s| {
                                 s.emitted.iter().map(|c| c.group.clone()).collect()
-                            });
-                            self.log_emit(result);
-                            changed
+                            })
                         }
                     };
                     if self.fenced {
@@ -405,7 +384,7 @@ impl CheckpointTask {
                     {
                         tokio::select! {
                             () = &mut stop => return,
-                            result = self.sync_pass(Some(&changed)) => self.log_sync(result),
+                            _ = self.group_sync_pass(Some(&changed), Asked::ByLoop) => {}
                         }
                         if self.fenced {
                             return;
@@ -418,7 +397,7 @@ impl CheckpointTask {
                 if Instant::now() >= at {
                     tokio::select! {
                         () = &mut stop => return,
-                        result = self.sync_once() => self.log_sync(result),
+                        _ = self.group_sync_pass(None, Asked::ByLoop) => {}
                     }
                     if self.fenced {
                         return;
@@ -426,76 +405,6 @@ impl CheckpointTask {
                     next_sync = Some(Instant::now() + every);
                 }
             }
-        }
-    }
-
-    /// Says what a pass did: checkpoints written at info, but at most once per
-    /// `emit.checkpoints.interval.seconds` (passes come every second), with how many were
-    /// written since it was last said.
-    fn log_emit(&mut self, result: Result<CheckpointSummary, CheckpointError>) {
-        let quiet = self.flow.emit_checkpoints.unwrap_or_default();
-        match result {
-            Ok(s) if !s.emitted.is_empty() => {
-                self.written_unsaid += s.emitted.len();
-                if self.said_at.is_some_and(|at| at.elapsed() < quiet) {
-                    return;
-                }
-                self.said_at = Some(Instant::now());
-                tracing::info!(
-                    flow = %self.flow.name(),
-                    topic = %self.topic,
-                    groups = s.groups.len(),
-                    written = std::mem::take(&mut self.written_unsaid),
-                    unchanged = s.unchanged,
-                    held_back = s.held_back.len(),
-                    failed = s.failures.len(),
-                    "checkpoints written (since this was last said)"
-                );
-            }
-            Ok(s) => tracing::debug!(
-                flow = %self.flow.name(),
-                groups = s.groups.len(),
-                unchanged = s.unchanged,
-                held_back = s.held_back.len(),
-                failed = s.failures.len(),
-                "no checkpoint changed"
-            ),
-            Err(e) if self.fenced => tracing::warn!(
-                flow = %self.flow.name(),
-                topic = %self.topic,
-                error = %e,
-                "checkpoints fenced: another worker leads the flow now, and this one writes no \
-                 more checkpoints and syncs no more groups"
-            ),
-            Err(e) => tracing::warn!(
-                flow = %self.flow.name(),
-                topic = %self.topic,
-                error = %e,
-                "checkpoint pass failed; trying again at the next interval"
-            ),
-        }
-    }
-
-    fn log_sync(&self, result: Result<GroupSyncSummary, CheckpointError>) {
-        match result {
-            Ok(s) => tracing::debug!(
-                flow = %self.flow.name(),
-                synced_groups = s.synced_groups.len(),
-                written = s.written.len(),
-                skipped = s.skipped.len(),
-                "group sync pass done"
-            ),
-            Err(e) if self.fenced => tracing::warn!(
-                flow = %self.flow.name(),
-                error = %e,
-                "group sync fenced: another worker leads the flow now, and this one syncs no \
-                 more groups and writes no more checkpoints"
-            ),
-            Err(e) => tracing::warn!(
-                flow = %self.flow.name(),
-                error = %e,
-                "group sync pass failed; trying again at the next interval"
-            ),
         }
     }
 
@@ -569,8 +478,12 @@ impl CheckpointTask {
                 .filter(|t| self.flow.should_replicate_topic(&t.topic))
             {
                 if let Some(error) = translation_error(&t.translation) {
-                    self.metrics
-                        .translation_error(&group, &t.topic, t.partition, error);
+                    self.events.tell(GroupEvent::TranslationError {
+                        group: &group,
+                        topic: &t.topic,
+                        partition: t.partition,
+                        error,
+                    });
                 }
             }
             let checkpoints: Vec<Checkpoint> = translated
@@ -673,18 +586,11 @@ impl CheckpointTask {
             }
             self.producer = Some(producer);
             for Encoded { checkpoint, .. } in chunk {
-                tracing::debug!(
-                    group = %checkpoint.group,
-                    topic = %checkpoint.topic,
-                    partition = checkpoint.partition,
-                    upstream = checkpoint.upstream_offset,
-                    downstream = checkpoint.downstream_offset,
-                    "checkpoint written"
-                );
-                if let Some(read) = self.read_at.get(&checkpoint.group) {
-                    self.metrics
-                        .checkpoint_written(&checkpoint.group, read.elapsed());
-                }
+                let latency = self.read_at.get(&checkpoint.group).map(Instant::elapsed);
+                self.events.tell(GroupEvent::CheckpointWritten {
+                    checkpoint: &checkpoint,
+                    latency,
+                });
                 self.store.update(checkpoint.clone());
                 summary.emitted.push(checkpoint);
             }

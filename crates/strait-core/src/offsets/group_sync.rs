@@ -25,99 +25,9 @@ use strait_wire::mm2::Checkpoint;
 
 use super::checkpoints::error::CheckpointError;
 use super::checkpoints::store::CheckpointStore;
-use crate::metrics::GroupMetrics;
-
-/// Why a group, or one partition of it, was not written.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SkipReason {
-    /// The group has active members on the target (`state` as DescribeGroups gives it).
-    GroupActive {
-        /// The group's state on the target, e.g. `Stable`.
-        state: String,
-    },
-    /// The target group is already past the translated offset: moving it back would make its
-    /// consumers read records again.
-    TargetAhead {
-        /// The target group's committed offset.
-        target: i64,
-        /// The translated offset from the last checkpoint.
-        translated: i64,
-    },
-    /// The group could not be read or written this pass; tried again next pass.
-    Failed {
-        /// What went wrong.
-        error: String,
-    },
-}
-
-impl SkipReason {
-    /// The reason's label in `strait_group_sync_skips_total`.
-    fn label(&self) -> &'static str {
-        match self {
-            SkipReason::GroupActive { .. } => "group_active",
-            SkipReason::TargetAhead { .. } => "target_ahead",
-            SkipReason::Failed { .. } => "failed",
-        }
-    }
-}
-
-impl std::fmt::Display for SkipReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SkipReason::GroupActive { state } => write!(
-                f,
-                "the group has active members on the target (state {state}); offsets are only \
-                 written while it is empty"
-            ),
-            SkipReason::TargetAhead { target, translated } => write!(
-                f,
-                "the target group is at {target}, ahead of the translated offset {translated}; \
-                 it is never moved backwards"
-            ),
-            SkipReason::Failed { error } => write!(f, "failed: {error}"),
-        }
-    }
-}
-
-/// A group, or one partition of it, left alone.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SkippedSync {
-    /// The consumer group.
-    pub group: String,
-    /// The remote partition, or `None` when the whole group was skipped.
-    pub partition: Option<TopicPartition>,
-    /// Why.
-    pub reason: SkipReason,
-}
-
-/// One offset committed into a target group.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SyncedOffset {
-    /// The consumer group.
-    pub group: String,
-    /// The remote partition.
-    pub partition: TopicPartition,
-    /// The offset committed: the last checkpoint's downstream offset.
-    pub offset: i64,
-    /// The group's offset there before, if it had one.
-    pub previous: Option<i64>,
-    /// The commit metadata, the source group's.
-    pub metadata: String,
-}
-
-/// What one group-sync pass did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GroupSyncSummary {
-    /// Groups that had offsets written this pass, in order.
-    pub synced_groups: Vec<String>,
-    /// Every offset written.
-    pub written: Vec<SyncedOffset>,
-    /// Partitions whose target offset already equals the translated one.
-    pub up_to_date: usize,
-    /// Groups and partitions left alone, with the reason.
-    pub skipped: Vec<SkippedSync>,
-}
+use super::events::{GroupEvent, GroupEvents};
+pub use super::passes::{GroupSyncSummary, SkipReason, SkippedSync, SyncedOffset};
+use crate::config::FlowConfig;
 
 /// What to write into one idle target group: no I/O, the rules of the module docs per
 /// partition.
@@ -179,8 +89,8 @@ fn unreachable(e: &strait_kafka::Error) -> bool {
 #[derive(Debug, Default)]
 pub struct GroupSync {
     reported: HashMap<(String, Option<TopicPartition>), SkipReason>,
-    /// Where writes and skips are counted, when run for a flow.
-    metrics: Option<GroupMetrics>,
+    /// Where writes and skips are told (`events.rs`): logged, and counted when run for a flow.
+    events: GroupEvents,
 }
 
 impl GroupSync {
@@ -189,10 +99,10 @@ impl GroupSync {
         Self::default()
     }
 
-    /// Counting writes and skips in `metrics`.
-    pub(crate) fn with_metrics(metrics: GroupMetrics) -> Self {
+    /// The group sync of `flow`: writes and skips are counted in its metrics.
+    pub(crate) fn for_flow(flow: &FlowConfig) -> Self {
         Self {
-            metrics: Some(metrics),
+            events: GroupEvents::of(flow),
             ..Self::default()
         }
     }
@@ -289,7 +199,7 @@ impl GroupSync {
     /// aborting what its transaction added). A failure that ends the pass (the target gone, a
     /// newer owner) is returned.
     async fn take_answer(
-        &self,
+        &mut self,
         summary: &mut GroupSyncSummary,
         group: &str,
         answer: Result<GroupPlan, strait_kafka::Error>,
@@ -298,15 +208,11 @@ impl GroupSync {
         match answer {
             Ok(plan) => {
                 if !plan.writes.is_empty() {
-                    if let Some(m) = &self.metrics {
-                        m.sync_written(group, plan.writes.len());
-                    }
                     summary.synced_groups.push(group.to_owned());
-                    tracing::info!(
-                        group = %group,
-                        partitions = plan.writes.len(),
-                        "group offsets written to the target"
-                    );
+                    self.events.tell(GroupEvent::SyncWritten {
+                        group,
+                        partitions: plan.writes.len(),
+                    });
                 }
                 summary.written.extend(plan.writes);
                 summary.up_to_date += plan.up_to_date;
@@ -345,26 +251,12 @@ impl GroupSync {
         Ok(())
     }
 
-    /// Logs a skip: at info (warn for a failure) when its reason is new, at debug when it is the
-    /// one reported last pass.
+    /// Tells a skip, and whether its reason is the one reported last pass (`events.rs` logs a
+    /// repeated one at debug).
     fn report(&mut self, skip: &SkippedSync) {
         let key = (skip.group.clone(), skip.partition.clone());
         let repeated = self.reported.get(&key) == Some(&skip.reason);
-        let (topic, partition) = match &skip.partition {
-            Some(tp) => (tp.topic.as_str(), Some(tp.partition)),
-            None => ("", None),
-        };
-        let reason = &skip.reason;
-        if let Some(m) = &self.metrics {
-            m.sync_skipped(&skip.group, reason.label());
-        }
-        if repeated {
-            tracing::debug!(group = %skip.group, topic, partition, %reason, "group offsets not synced");
-        } else if matches!(reason, SkipReason::Failed { .. }) {
-            tracing::warn!(group = %skip.group, topic, partition, %reason, "group offsets not synced");
-        } else {
-            tracing::info!(group = %skip.group, topic, partition, %reason, "group offsets not synced");
-        }
+        self.events.tell(GroupEvent::SyncSkipped { skip, repeated });
         self.reported.insert(key, skip.reason.clone());
     }
 }

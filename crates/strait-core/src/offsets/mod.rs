@@ -7,7 +7,9 @@
 //! [`translate_offsets`], so they all agree on every number.
 
 pub mod checkpoints;
+mod events;
 pub mod group_sync;
+mod passes;
 pub mod plan;
 pub mod readiness;
 

@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 use futures::FutureExt as _;
 use strait_core::acls::AclSyncTask;
 use strait_core::config::{FlowConfig, StraitConfig};
-use strait_core::status::{self, FlowState};
 use strait_kafka::backoff::Backoff;
 use strait_kafka::lease::Lease;
 use tokio::sync::watch;
 
+use super::events::{tell, RunEvent};
 use super::{any_stop, Desired, FIRST_ANSWER, RESTART_FIRST, RESTART_MAX};
 use crate::error::Error;
 use crate::flow::{connect_flow, run_flow, StartedFlow, Stop, Until};
@@ -49,7 +49,7 @@ pub(super) async fn keep_running(
         match now {
             Desired::Stop => return,
             Desired::Pause => {
-                status::set_flow_state(&flow, FlowState::Paused, None, None);
+                tell(&flow, RunEvent::Paused);
                 tokio::select! {
                     () = stop.clone() => return,
                     _ = desired.changed() => continue,
@@ -57,7 +57,7 @@ pub(super) async fn keep_running(
             }
             Desired::Run => {}
         }
-        status::set_flow_state(&flow, FlowState::Starting, None, None);
+        tell(&flow, RunEvent::Starting);
         // Wakes when the runtime stops or the operator wants anything but `Run`.
         let interrupt = any_stop(stop.clone(), desired.clone(), |d| *d != Desired::Run);
         let connected = tokio::select! {
@@ -89,12 +89,22 @@ pub(super) async fn keep_running(
             }
             // Fenced by a newer owner, or its worker's lease lapsed (every write refused).
             let fenced = e.is_fenced() || lease.as_ref().is_some_and(|l| !l.is_valid());
-            let wait = restart_wait(&flow, unit, &e, fenced, &mut backoff);
-            status::set_flow_state(
+            let wait = restart_wait(&flow, fenced, &mut backoff);
+            let error = e.report();
+            tell(
                 &flow,
-                FlowState::Restarting,
-                Some(e.report()),
-                Some(Instant::now() + wait),
+                if fenced {
+                    RunEvent::Fenced {
+                        unit: unit.unwrap_or_default(),
+                        error: &error,
+                        restart_in: wait,
+                    }
+                } else {
+                    RunEvent::Failed {
+                        error: &error,
+                        restart_in: wait,
+                    }
+                },
             );
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
@@ -123,62 +133,39 @@ async fn run_once(
 
 /// A flow that did not start: a wrong setting waits for the operator (a reload, a pause), a
 /// cluster that did not answer for the backoff's next wait; both say why in the log and the
-/// status. Returns early on `interrupt`.
+/// status (`events.rs`). Returns early on `interrupt`.
 async fn wait_to_start_again(flow: &FlowConfig, e: &Error, backoff: &mut Backoff, interrupt: Stop) {
-    let why = e.report();
+    let error = e.report();
     if !e.can_retry() {
-        tracing::error!(flow = %flow.name(), error = %why, "flow cannot start: fix the config (a reload picks it up)");
-        status::set_flow_state(flow, FlowState::Failed, Some(why), None);
+        tell(flow, RunEvent::CannotStart { error: &error });
         interrupt.await;
         return;
     }
     let wait = backoff.next_wait();
-    tracing::warn!(
-        flow = %flow.name(),
-        error = %why,
-        retry_in_seconds = wait.as_secs(),
-        "flow cannot start; the other flows run on, this one retries"
+    tell(
+        flow,
+        RunEvent::StartRetry {
+            error: &error,
+            retry_in: wait,
+        },
     );
-    status::set_flow_state(flow, FlowState::Starting, Some(why), None);
     tokio::select! {
         () = tokio::time::sleep(wait) => {}
         () = interrupt => {}
     }
 }
 
-/// How long a flow that failed with `e` waits before it starts again, said in the log.
-fn restart_wait(
-    flow: &FlowConfig,
-    unit: Option<u32>,
-    e: &Error,
-    fenced: bool,
-    backoff: &mut Backoff,
-) -> Duration {
+/// How long a flow that failed waits before it starts again: the backoff's next wait, or for a
+/// unit `fenced` by its next owner two session timeouts (see below).
+fn restart_wait(flow: &FlowConfig, fenced: bool, backoff: &mut Backoff) -> Duration {
     if !fenced {
-        let wait = backoff.next_wait();
-        tracing::error!(
-            flow = %flow.name(),
-            error = %e.report(),
-            restart_in_seconds = wait.as_secs(),
-            "flow failed; it restarts from its offset map"
-        );
-        return wait;
+        return backoff.next_wait();
     }
     // Another owner initialised the unit's transactional id: this worker was removed from the
     // group (it learns so from its next heartbeat, and then stops the unit), or the coordinator
     // aborted a transaction that outlived `transaction.timeout.ms`. Only in the second case does
     // the unit still belong here two session timeouts later: then it starts again.
-    let wait = flow
-        .workers
+    flow.workers
         .as_ref()
-        .map_or(RESTART_MAX, |w| w.session_timeout * 2);
-    tracing::warn!(
-        flow = %flow.name(),
-        unit = unit.unwrap_or_default(),
-        error = %e.report(),
-        restart_in_seconds = wait.as_secs(),
-        "unit fenced: another worker owns it now, and this one writes nothing more \
-         to it; it starts again only if the group still gives it to this worker then"
-    );
-    wait
+        .map_or(RESTART_MAX, |w| w.session_timeout * 2)
 }

@@ -19,6 +19,7 @@
 //! - **Shutdown** ([`Runtime::shutdown`]): every flow finishes its round (in-flight writes are
 //!   acknowledged), writes its map and offset syncs.
 
+mod events;
 mod heartbeats;
 mod keep_running;
 mod worker;

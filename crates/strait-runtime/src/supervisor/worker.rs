@@ -13,16 +13,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use strait_core::config::{FlowConfig, Role, Side, StraitConfig, WorkersConfig};
+use strait_core::config::{FlowConfig, Role, Side, StraitConfig};
 use strait_core::internal::map_store::MapStore;
-use strait_core::scale::{Agreement, Ownership, Unit, UnitFilter, Worker, PROTOCOL_TYPE};
-use strait_core::status::{self, FlowState, WorkerStatus};
+use strait_core::scale::{Agreement, Ownership, Unit, Worker, PROTOCOL_TYPE};
 use strait_kafka::backoff::Backoff;
 use strait_kafka::membership::MembershipConfig;
 use strait_kafka::Client;
 use strait_wire::offset_map::OffsetMap;
 use tokio::sync::watch;
 
+use super::events::{tell, RunEvent, WorkerEvent, WorkerEvents};
 use super::keep_running::keep_running;
 use super::{any_stop, Desired, FIRST_ANSWER, RESTART_FIRST, RESTART_MAX};
 use crate::flow::Stop;
@@ -89,19 +89,15 @@ pub(super) async fn keep_running_as_worker(
         api,
         running: BTreeMap::new(),
         told: running_tx,
+        events: WorkerEvents::new(flow.clone(), workers.clone()),
     };
     let mut wanted = desired;
-    let mut shown_generation = i32::MIN;
     loop {
         // A unit whose run ended (fenced by a newer owner) starts again if handed back.
         units.running.retain(|_, (_, task)| !task.is_finished());
         units.tell();
         let now_owned = ownership.borrow_and_update().clone();
-        strait_core::metrics::workers_disagree(&flow, now_owned.refused.is_some());
-        if now_owned.generation != shown_generation {
-            shown_generation = now_owned.generation;
-            show_ownership(&flow, &workers, &now_owned);
-        }
+        units.events.tell(WorkerEvent::Owns(&now_owned));
         let owned: Vec<u32> = now_owned.units.iter().map(|u| u.index).collect();
         leads(&name).send_if_modified(|l| std::mem::replace(l, owned.contains(&0)) != *l);
         let now = *wanted.borrow_and_update();
@@ -126,12 +122,15 @@ pub(super) async fn keep_running_as_worker(
 /// answer yet is joined once it does. `None` when the flow's settings are wrong (said in the
 /// log and the status), or when `leave` comes first.
 async fn join_target(config: &StraitConfig, flow: &FlowConfig, leave: Stop) -> Option<Client> {
-    let name = flow.name();
     let c = match config.client_config(flow, Side::Target, Role::Producer) {
         Ok(c) => c,
         Err(e) => {
-            tracing::error!(flow = %name, error = %e, "flow cannot start: fix the config (a reload picks it up)");
-            status::set_flow_state(flow, FlowState::Failed, Some(e.to_string()), None);
+            tell(
+                flow,
+                RunEvent::CannotStart {
+                    error: &e.to_string(),
+                },
+            );
             return None;
         }
     };
@@ -141,9 +140,13 @@ async fn join_target(config: &StraitConfig, flow: &FlowConfig, leave: Stop) -> O
             Ok(client) => return Some(client),
             Err(e) => {
                 let wait = backoff.next_wait();
-                tracing::warn!(flow = %name, error = %e, retry_in_seconds = wait.as_secs(),
-                    "cannot reach the target to join the workers' group; retrying");
-                status::set_flow_state(flow, FlowState::Starting, Some(e.to_string()), None);
+                tell(
+                    flow,
+                    RunEvent::TargetUnreachable {
+                        error: &e.to_string(),
+                        retry_in: wait,
+                    },
+                );
                 tokio::select! {
                     () = tokio::time::sleep(wait) => {}
                     () = leave.clone() => return None,
@@ -151,27 +154,6 @@ async fn join_target(config: &StraitConfig, flow: &FlowConfig, leave: Stop) -> O
             }
         }
     }
-}
-
-/// Logs the units this worker owns after a rebalance, and shows its place in `/v1/status`.
-fn show_ownership(flow: &FlowConfig, workers: &WorkersConfig, owned: &Ownership) {
-    tracing::info!(flow = %flow.name(), generation = owned.generation,
-        units = ?owned.units.iter().map(Unit::to_string).collect::<Vec<_>>(),
-        "this worker's units");
-    status::set_worker(
-        flow,
-        WorkerStatus {
-            group: workers.group_id.clone(),
-            member_id: owned.member_id.clone(),
-            generation: owned.generation,
-            leader: !owned.member_id.is_empty() && owned.leader == owned.member_id,
-            members: owned.members,
-            units: flow.tasks_max,
-            owned: owned.units.iter().map(Unit::to_string).collect(),
-            last_rebalance_ms: (owned.generation >= 0).then(unix_now_ms),
-            refused: owned.refused.clone(),
-        },
-    );
 }
 
 /// The units of a flow that run in this process, each under [`keep_running`].
@@ -185,6 +167,8 @@ struct Units {
     /// Which units still run here, for the worker: a unit handed away is released to its next
     /// owner only once it has stopped.
     told: watch::Sender<BTreeSet<Unit>>,
+    /// Where the worker's ownership and the units it hands away are told (`events.rs`).
+    events: WorkerEvents,
 }
 
 impl Units {
@@ -216,14 +200,7 @@ impl Units {
         for index in lost {
             if let Some((_, task)) = self.running.remove(&index) {
                 let _ = task.await;
-                strait_core::metrics::release_unit(
-                    &self.flow,
-                    UnitFilter {
-                        index,
-                        units: self.flow.tasks_max,
-                    },
-                );
-                tracing::info!(flow = %self.flow.name(), unit = index, "unit handed away: stopped here");
+                self.events.tell(WorkerEvent::HandedAway { index });
             }
         }
         self.tell();
@@ -326,11 +303,4 @@ pub(super) fn leads(name: &str) -> watch::Sender<bool> {
         .entry(name.to_owned())
         .or_insert_with(|| watch::Sender::new(false))
         .clone()
-}
-
-/// Milliseconds since the Unix epoch, now.
-fn unix_now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

@@ -469,7 +469,7 @@ impl Flow {
                 Next::Lose { steps, from, to } => {
                     record_steps(&mut self.map, &mut self.store, &sp, steps)?;
                     lost += record_loss(&mut self.map, &mut self.store, &sp, from, to)?;
-                    let metrics = self.metrics.partition(tp, remote);
+                    let metrics = self.events.metrics().partition(tp, remote);
                     self.events.tell(tp, &metrics, Event::Lost { from, to });
                     matcher.lost()
                 }
@@ -483,7 +483,7 @@ impl Flow {
             // Written at `dst` next: the target records before it are not duplicates.
             self.orphan_ends.insert(tp.clone(), dst);
         }
-        let metrics = self.metrics.partition(tp, remote);
+        let metrics = self.events.metrics().partition(tp, remote);
         self.events.tell(
             tp,
             &metrics,
