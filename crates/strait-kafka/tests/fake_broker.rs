@@ -1064,64 +1064,81 @@ async fn appending_leader(
 /// partition's batches go merged; with one partition more they go as they came, unopened;
 /// with one more and a leader answering after 15 ms (past [`FAR_ROUND_TRIP`]), each
 /// partition's first batch goes alone (nothing is known of the leader yet) and the 29 behind
-/// it merged. Every batch is acknowledged at its own offsets either way.
+/// it merged. Partitions done early still count: the last one left of many is not merged.
+/// Every batch is acknowledged at its own offsets either way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_merge_when_the_leader_is_far_or_requests_carry_few_partitions() {
     within(async {
         let (far, near) = (Duration::from_millis(15), Duration::ZERO);
         assert!(far > FAR_ROUND_TRIP);
-        let few: &[i32] = &[60];
-        let unmerged: &[i32] = &[2; 30];
-        let first_alone: &[i32] = &[2, 58];
-        for (partitions, delay, expected) in [
-            (FEW_PARTITIONS, near, few),
-            (FEW_PARTITIONS + 1, near, unmerged),
-            (FEW_PARTITIONS + 1, far, first_alone),
-        ] {
-            let (fake, log) = appending_leader(partitions, delay).await;
-            let producer = RawProducer::new(
-                client(&fake).await,
-                ProducerConfig {
-                    delivery_timeout: Duration::from_secs(5),
-                    merge: Merge {
-                        mode: MergeMode::Auto,
-                        max_bytes: 1 << 20,
-                    },
-                    ..ProducerConfig::default()
-                },
-            )
-            .await
-            .unwrap();
-            let batches: Vec<(TopicPartition, strait_wire::RawBatch)> = (0..partitions as i32)
-                .flat_map(|p| {
-                    consecutive_batches(&[2; 30], Compression::None)
-                        .into_iter()
-                        .map(move |(_, b)| (TopicPartition::new("t", p), b))
-                })
-                .collect();
-            let acks: Vec<(i64, i32)> = producer
-                .send_all(batches)
-                .await
-                .into_iter()
-                .map(|a| {
-                    let a = a.expect("batch written");
-                    (a.base_offset, a.record_count)
-                })
-                .collect();
-            let each: Vec<(i64, i32)> = (0..30).map(|i| (2 * i, 2)).collect();
-            assert_eq!(acks, each.repeat(partitions), "{partitions} partitions");
-            let log = log.lock().unwrap();
-            assert_eq!(log.len(), partitions);
-            for (p, counts) in log.iter() {
-                assert_eq!(
-                    counts.as_slice(),
-                    expected,
-                    "{partitions} partitions, {delay:?} away: partition {p}"
-                );
-            }
+        let (few, more) = (FEW_PARTITIONS, FEW_PARTITIONS + 1);
+        // (batches of 2 records per partition, the leader's delay, what it receives per
+        // partition: the record count of each batch)
+        let cases: Vec<(Vec<usize>, Duration, Vec<Vec<i32>>)> = vec![
+            (vec![30; few], near, vec![vec![60]; few]),
+            (vec![30; more], near, vec![vec![2; 30]; more]),
+            (vec![30; more], far, vec![vec![2, 58]; more]),
+            // The others done after one batch each: the last is no less one of many.
+            (
+                [vec![1; few], vec![30]].concat(),
+                near,
+                [vec![vec![2]; few], vec![vec![2; 30]]].concat(),
+            ),
+        ];
+        for (sizes, delay, expected) in cases {
+            let (fake, log) = appending_leader(sizes.len(), delay).await;
+            let producer = auto_merging(&fake).await;
+            send_consecutive(&producer, &sizes).await;
+            let received: Vec<Vec<i32>> = log.lock().unwrap().values().cloned().collect();
+            assert_eq!(received, expected, "{sizes:?} batches, {delay:?} away");
         }
+
+        // A call of one partition after a call of many: the producer writes many there.
+        let (fake, log) = appending_leader(more, near).await;
+        let producer = auto_merging(&fake).await;
+        send_consecutive(&producer, &vec![1; more]).await;
+        send_consecutive(&producer, &[30]).await;
+        let received = log.lock().unwrap()[&0].clone();
+        assert_eq!(received, [vec![2], vec![2; 30]].concat());
     })
     .await;
+}
+
+/// A producer into `fake` that merges with `auto`, up to 1 MiB.
+async fn auto_merging(fake: &FakeCluster) -> RawProducer {
+    RawProducer::new(
+        client(fake).await,
+        ProducerConfig {
+            delivery_timeout: Duration::from_secs(5),
+            merge: Merge {
+                mode: MergeMode::Auto,
+                max_bytes: 1 << 20,
+            },
+            ..ProducerConfig::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// Sends `sizes[p]` consecutive batches of 2 records to each partition `t-p` in one call (each
+/// partition's from offset 0), and checks each is acknowledged at its own offsets.
+async fn send_consecutive(producer: &RawProducer, sizes: &[usize]) {
+    let batches: Vec<(TopicPartition, strait_wire::RawBatch)> = (0..)
+        .zip(sizes)
+        .flat_map(|(p, n)| {
+            consecutive_batches(&vec![2; *n], Compression::None)
+                .into_iter()
+                .map(move |(_, b)| (TopicPartition::new("t", p), b))
+        })
+        .collect();
+    let acks: Vec<i32> = producer
+        .send_all(batches)
+        .await
+        .into_iter()
+        .map(|a| a.expect("batch written").record_count)
+        .collect();
+    assert_eq!(acks, vec![2; sizes.iter().sum()], "{sizes:?}");
 }
 
 /// Batches merged beyond `max_bytes` are split: 60 batches of 2 records merge into batches
