@@ -60,7 +60,10 @@ use crate::cluster::{BrokerId, Client, Metadata, TopicPartition};
 use crate::error::{check, Context, Error, Result};
 use crate::groups::OffsetToCommit;
 
+mod distance;
 mod transaction;
+
+pub use distance::FAR_ROUND_TRIP;
 
 /// Settings of the raw producer.
 #[derive(Debug, Clone)]
@@ -111,8 +114,8 @@ pub enum MergeMode {
     #[default]
     Never,
     /// When the window bounds the partition: it has more batches waiting than free slots in
-    /// its window, and its leader is far (its quickest produce round trip lately,
-    /// [`FAR_ROUND_TRIP`] or more) or its requests carry the batches of
+    /// its window, and its leader is far ([`FAR_ROUND_TRIP`] or more away, measured apart
+    /// from the produce: [`RawProducer::distance`]) or its requests carry the batches of
     /// [`FEW_PARTITIONS`] partitions at most (then the leader's cost per request, not the
     /// bytes, bounds them; not for gzip, whose compression costs more). Near a target that takes many partitions' batches in each request,
     /// batches go as they came, unopened.
@@ -120,12 +123,6 @@ pub enum MergeMode {
     /// Whenever a partition has more than one batch waiting.
     Always,
 }
-
-/// A leader whose quickest produce round trip over the last [`ROUND_TRIP_WINDOW`] (and the one
-/// before) is at least this far away: the window of five requests, not the source, bounds a
-/// partition's rate with small batches. A loaded broker nearby answers slower than this
-/// sometimes, but not every time for 10 s.
-pub const FAR_ROUND_TRIP: Duration = Duration::from_millis(10);
 
 /// A leader to which one `send_all` call writes this many partitions or fewer: its requests
 /// carry so few batches that its cost per request bounds them, near or far. One partition of
@@ -135,9 +132,6 @@ pub const FAR_ROUND_TRIP: Duration = Duration::from_millis(10);
 /// carries a batch of each, the broker's cost per request is shared, and merging near would
 /// only add copies (64 partitions: 0.93 core-s/GB unmerged, 1.65 merged).
 pub const FEW_PARTITIONS: usize = 4;
-
-/// How long a quickest round trip is remembered.
-const ROUND_TRIP_WINDOW: Duration = Duration::from_secs(10);
 
 impl Merge {
     /// No merging.
@@ -319,31 +313,6 @@ impl Carries {
     }
 }
 
-/// The quickest produce round trip to a broker lately: the least of this window's and the last
-/// one's, so queueing at a loaded broker does not read as distance.
-#[derive(Debug, Clone, Copy)]
-struct QuickestRoundTrip {
-    since: Instant,
-    now: Duration,
-    before: Option<Duration>,
-}
-
-impl QuickestRoundTrip {
-    fn observe(&mut self, at: Instant, rtt: Duration) {
-        if at.duration_since(self.since) >= ROUND_TRIP_WINDOW {
-            self.before = Some(self.now);
-            self.now = rtt;
-            self.since = at;
-        } else {
-            self.now = self.now.min(rtt);
-        }
-    }
-
-    fn quickest(&self) -> Duration {
-        self.before.map_or(self.now, |b| b.min(self.now))
-    }
-}
-
 enum Outcome {
     Done(ProduceAck),
     Retry(Error),
@@ -362,8 +331,8 @@ pub struct RawProducer {
     in_transaction: StdMutex<BTreeSet<TopicPartition>>,
     /// The groups whose offsets are in its open transaction.
     groups_in_transaction: StdMutex<BTreeSet<String>>,
-    /// Per broker, the quickest produce round trip lately (for [`MergeMode::Auto`]).
-    round_trips: StdMutex<HashMap<BrokerId, QuickestRoundTrip>>,
+    /// How far each leader is (for [`MergeMode::Auto`]).
+    distances: distance::Distances,
     /// Partitions whose target refused a merged batch as too large: their batches go as they
     /// came from then on (kept across epochs).
     unmerged: StdMutex<BTreeSet<TopicPartition>>,
@@ -419,6 +388,7 @@ impl RawProducer {
 
     fn with_session(client: Client, config: ProducerConfig, session: transaction::Session) -> Self {
         Self {
+            distances: distance::Distances::new(client.clone()),
             client,
             config,
             producer_id: session.producer_id,
@@ -426,7 +396,6 @@ impl RawProducer {
             partitions: StdMutex::new(HashMap::new()),
             in_transaction: StdMutex::new(BTreeSet::new()),
             groups_in_transaction: StdMutex::new(BTreeSet::new()),
-            round_trips: StdMutex::new(HashMap::new()),
             unmerged: StdMutex::new(BTreeSet::new()),
         }
     }
@@ -736,28 +705,16 @@ impl RawProducer {
         (wanted && !refused()).then_some(merge.max_bytes)
     }
 
-    /// Whether `leader`'s quickest produce round trip lately is [`FAR_ROUND_TRIP`] or more.
+    /// Whether `leader` is [`FAR_ROUND_TRIP`] or more away (`distance`).
     fn is_far(&self, leader: BrokerId) -> bool {
-        self.round_trips.lock().is_ok_and(|r| {
-            r.get(&leader)
-                .is_some_and(|q| q.quickest() >= FAR_ROUND_TRIP)
-        })
+        self.distances.is_far(leader)
     }
 
-    fn observe_round_trip(&self, leader: BrokerId, rtt: Duration) {
-        if self.config.merge.mode != MergeMode::Auto {
-            return;
-        }
-        let now = Instant::now();
-        if let Ok(mut r) = self.round_trips.lock() {
-            r.entry(leader)
-                .or_insert(QuickestRoundTrip {
-                    since: now,
-                    now: rtt,
-                    before: None,
-                })
-                .observe(now, rtt);
-        }
+    /// The round trip to `leader` as last measured for [`MergeMode::Auto`] (an ApiVersions on
+    /// a connection of its own, every 10 s), or `None` until it answered once; asks for a
+    /// measure when one is due.
+    pub fn distance(&self, leader: BrokerId) -> Option<Duration> {
+        self.distances.round_trip(leader)
     }
 
     /// One Produce request: one batch per partition, its bytes shared with the parts.
@@ -868,12 +825,7 @@ struct Part {
 
 /// What came back for a request: the broker it went to, the batches it carried (lane and
 /// sequence), the answer, and how long it took from the request's being written.
-type Answer = (
-    BrokerId,
-    Vec<(usize, i32)>,
-    Result<ProduceResponse>,
-    Option<Duration>,
-);
+type Answer = (BrokerId, Vec<(usize, i32)>, Result<ProduceResponse>);
 
 /// A prepared batch: its sequence given and its header rewritten, until it is answered for
 /// good. Its rewritten copy and its in-flight permit go with it.
@@ -1381,24 +1333,17 @@ impl<'a> Dispatch<'a> {
             };
             drop(submitted);
             drop(request);
-            let (answer, rtt) = match queued {
-                Ok((conn, submitted)) => {
-                    let written = Instant::now();
-                    let answer = conn.answer(submitted).await;
-                    (answer, Some(written.elapsed()))
-                }
-                Err(e) => (Err(e), None),
+            let answer = match queued {
+                Ok((conn, submitted)) => conn.answer(submitted).await,
+                Err(e) => Err(e),
             };
-            (leader, carried, answer, rtt)
+            (leader, carried, answer)
         }));
     }
 
-    fn on_answer(&mut self, (leader, carried, answer, rtt): Answer) {
+    fn on_answer(&mut self, (leader, carried, answer): Answer) {
         match answer {
             Ok(mut response) => {
-                if let Some(rtt) = rtt {
-                    self.producer.observe_round_trip(leader, rtt);
-                }
                 // Keyed by names borrowed from the answer: no copy per partition.
                 let mut answers: HashMap<_, _, foldhash::fast::RandomState> = HashMap::default();
                 for t in &mut response.responses {

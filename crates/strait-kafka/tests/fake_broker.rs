@@ -829,7 +829,7 @@ async fn sequence_checking_leader(log: Arc<Mutex<Log>>) -> FakeCluster {
     sequence_checking_leader_after(log, Duration::ZERO).await
 }
 
-/// [`sequence_checking_leader`], answering each Produce `delay` after it arrives (a leader that
+/// [`sequence_checking_leader`], answering each request `delay` after it arrives (a leader that
 /// far away).
 async fn sequence_checking_leader_after(log: Arc<Mutex<Log>>, delay: Duration) -> FakeCluster {
     let leader_log = log;
@@ -885,19 +885,26 @@ async fn sequence_checking_leader_after(log: Arc<Mutex<Log>>, delay: Duration) -
                             .with_partition_responses(partitions)
                     })
                     .collect();
-                let answer = req.reply(&ProduceResponse::default().with_responses(topics));
-                if delay.is_zero() {
-                    answer
-                } else {
-                    Action::After(delay, Box::new(answer))
-                }
+                away(
+                    delay,
+                    req.reply(&ProduceResponse::default().with_responses(topics)),
+                )
             }
-            _ => Action::Default,
+            _ => away(delay, Action::Default),
         }),
     )
     .await;
     fake.set_topic("t", &[1]);
     fake
+}
+
+/// `action`, `delay` later: every answer of a leader that far away.
+fn away(delay: Duration, action: Action) -> Action {
+    if delay.is_zero() {
+        action
+    } else {
+        Action::After(delay, Box::new(action))
+    }
 }
 
 /// Batches of `counts` records for `t-0` that follow each other (each starts at the offset
@@ -930,19 +937,7 @@ async fn send_merging(
 ) -> (Vec<(i64, i32)>, Log) {
     let log = Arc::new(Mutex::new(Log::default()));
     let fake = sequence_checking_leader_after(Arc::clone(&log), delay).await;
-    let producer = RawProducer::new(
-        client(&fake).await,
-        ProducerConfig {
-            delivery_timeout: Duration::from_secs(5),
-            merge: Merge {
-                mode,
-                max_bytes: 1 << 20,
-            },
-            ..ProducerConfig::default()
-        },
-    )
-    .await
-    .unwrap();
+    let producer = merging(&fake, mode).await;
     let acks = producer
         .send_all(consecutive_batches(&[2; 60], codec))
         .await
@@ -986,11 +981,7 @@ async fn batches_merge_when_asked_or_alone_on_their_leader() {
         assert_eq!(log.received.len(), 60, "gzip, alone near: unmerged");
         let (acks, log) = send_merging(MergeMode::Auto, far, Compression::Gzip).await;
         assert_eq!(acks, expected);
-        assert_eq!(
-            log.received,
-            [0, 2],
-            "gzip, far: the first alone, then merged"
-        );
+        assert_eq!(log.received, [0], "gzip, far: all 60 in one batch");
 
         let (acks, log) = send_merging(MergeMode::Always, near, Compression::Lz4).await;
         assert_eq!(acks, expected);
@@ -1003,11 +994,13 @@ async fn batches_merge_when_asked_or_alone_on_their_leader() {
     .await;
 }
 
-/// A leader of `partitions` partitions of `t` answering each Produce `delay` after it arrives,
-/// and per partition the record count of each batch it was sent (it appends whatever comes).
+/// A leader of `partitions` partitions of `t` answering each request `delay` after it arrives
+/// (its Produce requests `busy` later still), and per partition the record count of each batch
+/// it was sent (it appends whatever comes).
 async fn appending_leader(
     partitions: usize,
     delay: Duration,
+    busy: Duration,
 ) -> (FakeCluster, Arc<Mutex<BTreeMap<i32, Vec<i32>>>>) {
     let log: Arc<Mutex<BTreeMap<i32, Vec<i32>>>> = Arc::default();
     let leader_log = Arc::clone(&log);
@@ -1043,14 +1036,12 @@ async fn appending_leader(
                             .with_partition_responses(answers)
                     })
                     .collect();
-                let answer = req.reply(&ProduceResponse::default().with_responses(topics));
-                if delay.is_zero() {
-                    answer
-                } else {
-                    Action::After(delay, Box::new(answer))
-                }
+                away(
+                    delay + busy,
+                    req.reply(&ProduceResponse::default().with_responses(topics)),
+                )
             }
-            _ => Action::Default,
+            _ => away(delay, Action::Default),
         }),
     )
     .await;
@@ -1062,9 +1053,10 @@ async fn appending_leader(
 /// request would carry the batches of a few partitions at most ([`FEW_PARTITIONS`]). With
 /// that many partitions of 30 small batches each on a leader answering at once, each
 /// partition's batches go merged; with one partition more they go as they came, unopened;
-/// with one more and a leader answering after 15 ms (past [`FAR_ROUND_TRIP`]), each
-/// partition's first batch goes alone (nothing is known of the leader yet) and the 29 behind
-/// it merged. Partitions done early still count: the last one left of many is not merged.
+/// with one more and a leader answering every request after 15 ms (past [`FAR_ROUND_TRIP`]),
+/// merged; but near and busy, answering only its Produce requests after 15 ms, unmerged (the
+/// distance is measured apart from the produce). Partitions done early still count: the last
+/// one left of many is not merged.
 /// Every batch is acknowledged at its own offsets either way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batches_merge_when_the_leader_is_far_or_requests_carry_few_partitions() {
@@ -1072,30 +1064,37 @@ async fn batches_merge_when_the_leader_is_far_or_requests_carry_few_partitions()
         let (far, near) = (Duration::from_millis(15), Duration::ZERO);
         assert!(far > FAR_ROUND_TRIP);
         let (few, more) = (FEW_PARTITIONS, FEW_PARTITIONS + 1);
-        // (batches of 2 records per partition, the leader's delay, what it receives per
-        // partition: the record count of each batch)
-        let cases: Vec<(Vec<usize>, Duration, Vec<Vec<i32>>)> = vec![
-            (vec![30; few], near, vec![vec![60]; few]),
-            (vec![30; more], near, vec![vec![2; 30]; more]),
-            (vec![30; more], far, vec![vec![2, 58]; more]),
+        // (batches of 2 records per partition, the leader's delay, its Produce requests' delay
+        // beyond that, what it receives per partition: the record count of each batch)
+        type Case = (Vec<usize>, Duration, Duration, Vec<Vec<i32>>);
+        let busy = far;
+        let cases: Vec<Case> = vec![
+            (vec![30; few], near, near, vec![vec![60]; few]),
+            (vec![30; more], near, near, vec![vec![2; 30]; more]),
+            (vec![30; more], far, near, vec![vec![60]; more]),
+            (vec![30; more], near, busy, vec![vec![2; 30]; more]),
             // The others done after one batch each: the last is no less one of many.
             (
                 [vec![1; few], vec![30]].concat(),
                 near,
+                near,
                 [vec![vec![2]; few], vec![vec![2; 30]]].concat(),
             ),
         ];
-        for (sizes, delay, expected) in cases {
-            let (fake, log) = appending_leader(sizes.len(), delay).await;
-            let producer = auto_merging(&fake).await;
+        for (sizes, delay, slow, expected) in cases {
+            let (fake, log) = appending_leader(sizes.len(), delay, slow).await;
+            let producer = merging(&fake, MergeMode::Auto).await;
             send_consecutive(&producer, &sizes).await;
             let received: Vec<Vec<i32>> = log.lock().unwrap().values().cloned().collect();
-            assert_eq!(received, expected, "{sizes:?} batches, {delay:?} away");
+            assert_eq!(
+                received, expected,
+                "{sizes:?} batches, {delay:?} away, produce {slow:?} slower"
+            );
         }
 
         // A call of one partition after a call of many: the producer writes many there.
-        let (fake, log) = appending_leader(more, near).await;
-        let producer = auto_merging(&fake).await;
+        let (fake, log) = appending_leader(more, near, near).await;
+        let producer = merging(&fake, MergeMode::Auto).await;
         send_consecutive(&producer, &vec![1; more]).await;
         send_consecutive(&producer, &[30]).await;
         let received = log.lock().unwrap()[&0].clone();
@@ -1104,21 +1103,26 @@ async fn batches_merge_when_the_leader_is_far_or_requests_carry_few_partitions()
     .await;
 }
 
-/// A producer into `fake` that merges with `auto`, up to 1 MiB.
-async fn auto_merging(fake: &FakeCluster) -> RawProducer {
-    RawProducer::new(
+/// A producer into `fake` (whose leader is broker 1) that merges in `mode`, up to 1 MiB, once
+/// it knows how far the leader is.
+async fn merging(fake: &FakeCluster, mode: MergeMode) -> RawProducer {
+    let producer = RawProducer::new(
         client(fake).await,
         ProducerConfig {
             delivery_timeout: Duration::from_secs(5),
             merge: Merge {
-                mode: MergeMode::Auto,
+                mode,
                 max_bytes: 1 << 20,
             },
             ..ProducerConfig::default()
         },
     )
     .await
-    .unwrap()
+    .unwrap();
+    while producer.distance(BrokerId(1)).is_none() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    producer
 }
 
 /// Sends `sizes[p]` consecutive batches of 2 records to each partition `t-p` in one call (each

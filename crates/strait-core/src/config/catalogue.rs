@@ -691,13 +691,15 @@ pub static KEYS: &[KeyDef] = &[
          partition and five are in flight per partition, so small batches bound a partition's \
          rate: across an 80 ms round trip, 5 x 9 KiB is 0.56 MB/s; near the target, the target \
          broker's work per request and per batch. `auto` merges a partition's batches when more \
-         of them wait than its window has free requests and either its leader is far (no \
-         produce answered in under 10 ms over the last 10-20 s) or a round writes at most four \
-         partitions to that leader (each request would carry a small batch or four, and the \
-         broker's work per request binds: one partition near the target, 5x the rate at less \
+         of them wait than its window has free requests and either its leader is far (a \
+         request it has nothing to do for takes 10 ms or more there and back, measured every \
+         10 s on a connection of its own) or the flow writes at most four partitions (gzip \
+         aside) to that leader (each request would carry a small batch or four, and the \
+         broker's work per request binds: one partition near the target, 4x the rate at less \
          CPU). Near a target that takes many partitions' batches per request, batches go \
          unopened as they came, as before. `always` merges whenever batches wait, near the \
-         target with many partitions too (more CPU there: `docs/benchmarks.md`); `never` never. Merged batches keep every record's key, value, headers \
+         target with many partitions too (more CPU there: `docs/benchmarks.md`); `never` \
+         never. Merged batches keep every record's key, value, headers \
          and timestamp, and the offset map stays exact; only batches that follow each other at \
          the source merge (never across a transaction marker or aborted data, one transaction \
          at a time); compressed batches are decompressed and compressed again with their codec \
