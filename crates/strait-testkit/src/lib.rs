@@ -18,12 +18,14 @@
 mod brokers;
 mod clusters;
 mod env;
+pub mod flow_config;
 mod java;
 mod kerberos;
 mod keytool;
 mod mm2;
 mod names;
 mod oidc;
+pub mod prometheus;
 mod rdk;
 mod record;
 mod secure;

@@ -2,9 +2,8 @@
 //! Tokio runtime of its own, with its HTTP API on a free port, while the test itself stays
 //! synchronous (as the testkit's clients are); its log lines in a file; `GET` over plain HTTP;
 //! Prometheus text parsed into samples; MM2 config files for a flow between test clusters.
-#![allow(dead_code, unreachable_pub)]
+#![allow(dead_code, unreachable_pub, unused_imports)]
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -14,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use strait_core::status::{FlowStatus, StatusReport};
 use strait_runtime::{ControlError, FlowRequested, Options, Reloaded, Runtime};
-use strait_testkit::Clusters;
+
+pub use strait_testkit::flow_config::{write_config, write_flow_config, write_properties};
+pub use strait_testkit::prometheus::Metrics;
 
 /// A [`Runtime`] of this process on `config`, its HTTP API on 127.0.0.1 at a free port, the
 /// config file watched. Dropped, its tasks are abandoned where they are, as a killed process
@@ -243,104 +244,4 @@ pub fn request(addr: SocketAddr, method: &str, path: &str) -> std::io::Result<(u
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| std::io::Error::other(format!("no status in {head:?}")))?;
     Ok((status, body.to_owned()))
-}
-
-/// An MM2 config with the flow `A->B` between the test clusters, plus `extra` lines.
-pub fn write_config(clusters: &Clusters, name: &str, extra: &str) -> PathBuf {
-    write_flow_config(clusters, ("A", "B"), name, extra)
-}
-
-/// An MM2 config with the flow `a->b` from the source test cluster (alias `a`) to the target
-/// one (alias `b`), plus `extra` lines.
-pub fn write_flow_config(
-    clusters: &Clusters,
-    (a, b): (&str, &str),
-    name: &str,
-    extra: &str,
-) -> PathBuf {
-    let text = format!(
-        "clusters = {a}, {b}\n\
-         {a}.bootstrap.servers = {}\n\
-         {b}.bootstrap.servers = {}\n\
-         {a}->{b}.enabled = true\n\
-         replication.factor = 1\n\
-         checkpoints.topic.replication.factor = 1\n\
-         offset-syncs.topic.replication.factor = 1\n\
-         heartbeats.topic.replication.factor = 1\n\
-         {extra}\n",
-        clusters.source.bootstrap, clusters.target.bootstrap
-    );
-    write_properties(clusters.dir(), name, &text)
-}
-
-/// Writes `text` to the file `name` in `dir`; its path.
-pub fn write_properties(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).expect("write config");
-    path
-}
-
-/// Samples of a Prometheus text page.
-#[derive(Debug, Default)]
-pub struct Metrics {
-    pub text: String,
-    samples: Vec<(String, BTreeMap<String, String>, f64)>,
-}
-
-impl Metrics {
-    pub fn parse(text: &str) -> Metrics {
-        let mut samples = Vec::new();
-        for line in text.lines() {
-            if line.starts_with('#') || line.trim().is_empty() {
-                continue;
-            }
-            let Some((series, value)) = line.rsplit_once(' ') else {
-                continue;
-            };
-            let Ok(value) = value.parse::<f64>() else {
-                continue;
-            };
-            let (name, labels) = match series.split_once('{') {
-                Some((name, rest)) => (name, rest.trim_end_matches('}')),
-                None => (series, ""),
-            };
-            let labels = labels
-                .split(',')
-                .filter_map(|kv| kv.split_once('='))
-                .map(|(k, v)| (k.to_owned(), v.trim_matches('"').to_owned()))
-                .collect();
-            samples.push((name.to_owned(), labels, value));
-        }
-        Metrics {
-            text: text.to_owned(),
-            samples,
-        }
-    }
-
-    /// Values of `name` whose labels include `labels`.
-    pub fn values(&self, name: &str, labels: &[(&str, &str)]) -> Vec<f64> {
-        self.samples
-            .iter()
-            .filter(|(n, l, _)| {
-                n == name
-                    && labels
-                        .iter()
-                        .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
-            })
-            .map(|(_, _, v)| *v)
-            .collect()
-    }
-
-    /// The one value of `name` with `labels`, if there is exactly one.
-    pub fn get(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-        match self.values(name, labels).as_slice() {
-            [v] => Some(*v),
-            _ => None,
-        }
-    }
-
-    /// The sum over every series of `name` with `labels`.
-    pub fn sum(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        self.values(name, labels).iter().sum()
-    }
 }

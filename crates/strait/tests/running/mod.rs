@@ -2,9 +2,8 @@
 //! clusters, a run of the binary to its end, a `strait run --listen` process between two test
 //! clusters, and what the tests read from it: `GET` over plain HTTP, Prometheus text parsed into
 //! samples.
-#![allow(dead_code, unreachable_pub)]
+#![allow(dead_code, unreachable_pub, unused_imports)]
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -13,7 +12,11 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use strait_testkit::Clusters;
+
+pub use strait_testkit::flow_config::{
+    flow_properties, write_config, write_flow_config, write_properties,
+};
+pub use strait_testkit::prometheus::Metrics;
 
 /// `strait run --config FILE --listen 127.0.0.1:PORT`, killed when dropped.
 pub struct Strait {
@@ -175,54 +178,6 @@ pub fn get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
     Ok((status, body.to_owned()))
 }
 
-/// An MM2 config with the flow `A->B` between the test clusters, plus `extra` lines.
-pub fn write_config(clusters: &Clusters, name: &str, extra: &str) -> PathBuf {
-    write_flow_config(clusters, ("A", "B"), name, extra)
-}
-
-/// An MM2 config with the flow `a->b` from the source test cluster (alias `a`) to the target
-/// one (alias `b`), plus `extra` lines.
-pub fn write_flow_config(
-    clusters: &Clusters,
-    (a, b): (&str, &str),
-    name: &str,
-    extra: &str,
-) -> PathBuf {
-    let text = flow_properties(
-        (a, &clusters.source.bootstrap),
-        (b, &clusters.target.bootstrap),
-        extra,
-    );
-    write_properties(clusters.dir(), name, &text)
-}
-
-/// The MM2 properties of one flow `a->b` between two clusters, each given as (alias, bootstrap
-/// servers), with every topic strait creates at replication factor 1, then `extra` lines.
-pub fn flow_properties(
-    (a, a_servers): (&str, &str),
-    (b, b_servers): (&str, &str),
-    extra: &str,
-) -> String {
-    format!(
-        "clusters = {a}, {b}\n\
-         {a}.bootstrap.servers = {a_servers}\n\
-         {b}.bootstrap.servers = {b_servers}\n\
-         {a}->{b}.enabled = true\n\
-         replication.factor = 1\n\
-         checkpoints.topic.replication.factor = 1\n\
-         offset-syncs.topic.replication.factor = 1\n\
-         heartbeats.topic.replication.factor = 1\n\
-         {extra}\n"
-    )
-}
-
-/// Writes `text` to the file `name` in `dir`; its path.
-pub fn write_properties(dir: &Path, name: &str, text: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, text).expect("write config");
-    path
-}
-
 /// The arguments of `strait run` on `config` until the target has caught up, without the HTTP
 /// listener.
 pub fn run_until_caught_up(config: &str) -> [&str; 6] {
@@ -302,70 +257,5 @@ pub fn run_to_end(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Finished {
         status,
         stdout: std::fs::read_to_string(&out_path).unwrap_or_default(),
         stderr: std::fs::read_to_string(&err_path).unwrap_or_default(),
-    }
-}
-
-/// Samples of a Prometheus text page.
-#[derive(Debug, Default)]
-pub struct Metrics {
-    pub text: String,
-    samples: Vec<(String, BTreeMap<String, String>, f64)>,
-}
-
-impl Metrics {
-    pub fn parse(text: &str) -> Metrics {
-        let mut samples = Vec::new();
-        for line in text.lines() {
-            if line.starts_with('#') || line.trim().is_empty() {
-                continue;
-            }
-            let Some((series, value)) = line.rsplit_once(' ') else {
-                continue;
-            };
-            let Ok(value) = value.parse::<f64>() else {
-                continue;
-            };
-            let (name, labels) = match series.split_once('{') {
-                Some((name, rest)) => (name, rest.trim_end_matches('}')),
-                None => (series, ""),
-            };
-            let labels = labels
-                .split(',')
-                .filter_map(|kv| kv.split_once('='))
-                .map(|(k, v)| (k.to_owned(), v.trim_matches('"').to_owned()))
-                .collect();
-            samples.push((name.to_owned(), labels, value));
-        }
-        Metrics {
-            text: text.to_owned(),
-            samples,
-        }
-    }
-
-    /// Values of `name` whose labels include `labels`.
-    pub fn values(&self, name: &str, labels: &[(&str, &str)]) -> Vec<f64> {
-        self.samples
-            .iter()
-            .filter(|(n, l, _)| {
-                n == name
-                    && labels
-                        .iter()
-                        .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
-            })
-            .map(|(_, _, v)| *v)
-            .collect()
-    }
-
-    /// The one value of `name` with `labels`, if there is exactly one.
-    pub fn get(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-        match self.values(name, labels).as_slice() {
-            [v] => Some(*v),
-            _ => None,
-        }
-    }
-
-    /// The sum over every series of `name` with `labels`.
-    pub fn sum(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        self.values(name, labels).iter().sum()
     }
 }
