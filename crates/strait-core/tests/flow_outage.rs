@@ -62,7 +62,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for StallCounter {
                 }
             }
         }
-        if event.metadata().target() != "strait_core::flow" {
+        if !event.metadata().target().starts_with("strait_core::flow") {
             return;
         }
         let mut fields = Fields::default();

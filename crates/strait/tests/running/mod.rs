@@ -12,7 +12,6 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-
 pub use strait_testkit::flow_config::{
     flow_properties, write_config, write_flow_config, write_properties,
 };
