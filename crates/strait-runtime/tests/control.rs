@@ -2,7 +2,8 @@
 //! process on a config whose clusters do not answer, its HTTP API on port 0. Its flow waits for
 //! them and can be paused; a flow it does not run is named, through the handle (404 through the
 //! API); a file that does not load changes nothing (400); a reload starts the flows added and
-//! stops the ones removed; a taken port is refused at start; shutdown ends it at once.
+//! stops the ones removed; a taken port is refused at start; shutdown ends it at once, also
+//! while a worker tries to join its group on the target and a heartbeat writer to connect.
 
 mod running;
 
@@ -21,16 +22,15 @@ fn closed_port() -> u16 {
 }
 
 /// The flow `flow` (`A->B` or `B->A`) between two clusters that do not answer, run by this
-/// process alone (no workers' group to join on a target that does not answer), without
-/// heartbeats (whose writers would wait for it too).
+/// process alone (no workers' group to join on a target that does not answer), with its
+/// heartbeat writer waiting for the target too.
 fn config_text(flow: &str, port: u16) -> String {
     format!(
         "clusters = A, B\n\
          A.bootstrap.servers = 127.0.0.1:{port}\n\
          B.bootstrap.servers = 127.0.0.1:{port}\n\
          {flow}.enabled = true\n\
-         strait.workers.enabled = false\n\
-         emit.heartbeats.enabled = false\n"
+         strait.workers.enabled = false\n"
     )
 }
 
@@ -133,7 +133,34 @@ fn the_runtime_takes_pause_resume_and_reload_without_a_cluster() {
         "{refused}"
     );
 
-    // Shutdown does not wait for clusters that never answered.
+    // Shutdown does not wait for clusters that never answered, the heartbeat writer's either.
+    let asked = Instant::now();
+    strait.shutdown();
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "shutdown took {:?}",
+        asked.elapsed()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A flow run by workers (the default) whose target does not answer: its worker keeps trying
+/// to join the workers' group, and its heartbeat writer to connect; a shutdown waits for
+/// neither (each took its connect's full patience, 10 s and 60 s, before).
+#[test]
+fn shutdown_does_not_wait_for_a_worker_joining_an_unreachable_target() {
+    let dir = std::env::temp_dir().join(format!("strait-runtime-join-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let port = closed_port();
+    let text = format!(
+        "clusters = A, B\n\
+         A.bootstrap.servers = 127.0.0.1:{port}\n\
+         B.bootstrap.servers = 127.0.0.1:{port}\n\
+         A->B.enabled = true\n"
+    );
+    let config = write_properties(&dir, "join.properties", &text);
+    let strait = Running::start_with(&config, dir.join("strait.log"), false);
+    strait.log_until(10, "cannot connect");
     let asked = Instant::now();
     strait.shutdown();
     assert!(

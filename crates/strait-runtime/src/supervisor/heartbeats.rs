@@ -96,7 +96,12 @@ async fn write(
     let mut backoff = Backoff::new(RESTART_FIRST, RESTART_MAX);
     // A cluster that does not answer yet gets its heartbeats once it does.
     let client = loop {
-        match Client::connect(client_config.clone()).await {
+        // Connecting retries for up to a minute: a stop does not wait for it.
+        let connected = tokio::select! {
+            connected = Client::connect(client_config.clone()) => connected,
+            () = stop.clone() => return,
+        };
+        match connected {
             Ok(client) => break client,
             Err(e) => {
                 let wait = backoff.next_wait();

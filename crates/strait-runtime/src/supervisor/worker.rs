@@ -136,7 +136,12 @@ async fn join_target(config: &StraitConfig, flow: &FlowConfig, leave: Stop) -> O
     };
     let mut backoff = Backoff::new(RESTART_FIRST, RESTART_MAX);
     loop {
-        match Client::connect_within(c.clone(), FIRST_ANSWER).await {
+        // A stop, or the flow leaving the config, does not wait for an answer.
+        let connected = tokio::select! {
+            connected = Client::connect_within(c.clone(), FIRST_ANSWER) => connected,
+            () = leave.clone() => return None,
+        };
+        match connected {
             Ok(client) => return Some(client),
             Err(e) => {
                 let wait = backoff.next_wait();
