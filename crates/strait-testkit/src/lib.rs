@@ -29,6 +29,7 @@ pub mod prometheus;
 mod rdk;
 mod record;
 mod secure;
+pub mod served;
 mod txn;
 
 pub use clusters::{

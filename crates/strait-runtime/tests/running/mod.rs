@@ -16,6 +16,7 @@ use strait_runtime::{ControlError, FlowRequested, Options, Reloaded, Runtime};
 
 pub use strait_testkit::flow_config::{write_config, write_flow_config, write_properties};
 pub use strait_testkit::prometheus::Metrics;
+pub use strait_testkit::served::{self, get, request};
 
 /// A [`Runtime`] of this process on `config`, its HTTP API on 127.0.0.1 at a free port, the
 /// config file watched. Dropped, its tasks are abandoned where they are, as a killed process
@@ -110,66 +111,35 @@ impl Running {
 
     /// Polls the log until it holds `text`, for at most `secs` seconds; the log then.
     pub fn log_until(&self, secs: u64, text: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        loop {
-            let log = self.log_text();
-            if log.contains(text) {
-                return log;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the log does not say {text:?} within {secs} s:\n{log}"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        served::log_until(&self.log, secs, text)
     }
 
     pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        served::log_text(&self.log)
     }
 
     /// `GET path`: status code and body.
     pub fn get(&self, path: &str) -> std::io::Result<(u16, String)> {
-        get(self.addr, path)
+        served::get(self.addr, path)
     }
 
     /// `POST path` without a body: status code and body.
     pub fn post(&self, path: &str) -> std::io::Result<(u16, String)> {
-        request(self.addr, "POST", path)
+        served::request(self.addr, "POST", path)
     }
-
     /// `GET path`: status code and the body parsed as JSON.
     pub fn get_json(&self, path: &str) -> std::io::Result<(u16, serde_json::Value)> {
-        let (status, body) = self.get(path)?;
-        let body = serde_json::from_str(&body)
-            .map_err(|e| std::io::Error::other(format!("{e}: {body:?}")))?;
-        Ok((status, body))
+        served::get_json(self.addr, path)
     }
 
     /// The current `/metrics` samples; empty while it does not answer yet.
     pub fn metrics(&self) -> Metrics {
-        match self.get("/metrics") {
-            Ok((200, text)) => Metrics::parse(&text),
-            _ => Metrics::default(),
-        }
+        served::metrics(self.addr)
     }
 
     /// Polls `/metrics` until `done` holds, for at most `secs` seconds; the last samples.
     pub fn metrics_until(&self, secs: u64, what: &str, done: impl Fn(&Metrics) -> bool) -> Metrics {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        loop {
-            let m = self.metrics();
-            if done(&m) {
-                return m;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "not within {secs} s: {what}\nmetrics:\n{}\nlog:\n{}",
-                m.text,
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        served::metrics_until(self.addr, &self.log, secs, what, done)
     }
 }
 
@@ -217,31 +187,4 @@ fn log_to(path: &Path) {
             Ok(())
         }
     }
-}
-
-/// `GET path` on `addr`: status code and body.
-pub fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
-    request(addr, "GET", path)
-}
-
-/// `method path` on `addr`, without a body: status code and body.
-pub fn request(addr: SocketAddr, method: &str, path: &str) -> std::io::Result<(u16, String)> {
-    let mut stream = TcpStream::connect(addr)?;
-    stream.set_read_timeout(Some(Duration::from_secs(20)))?;
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\
-         Connection: close\r\n\r\n"
-    )?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text)?;
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| std::io::Error::other(format!("no HTTP head in {text:?}")))?;
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| std::io::Error::other(format!("no status in {head:?}")))?;
-    Ok((status, body.to_owned()))
 }

@@ -5,8 +5,7 @@
 #![allow(dead_code, unreachable_pub, unused_imports)]
 
 use std::fs::File;
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,6 +15,7 @@ pub use strait_testkit::flow_config::{
     flow_properties, write_config, write_flow_config, write_properties,
 };
 pub use strait_testkit::prometheus::Metrics;
+pub use strait_testkit::served;
 
 /// `strait run --config FILE --listen 127.0.0.1:PORT`, killed when dropped.
 pub struct Strait {
@@ -41,6 +41,10 @@ impl Strait {
     }
 
     /// The address `strait status --url` takes.
+    fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
@@ -84,61 +88,30 @@ impl Strait {
 
     /// Polls the log until it holds `text`, for at most `secs` seconds; the log then.
     pub fn log_until(&self, secs: u64, text: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        loop {
-            let log = self.log_text();
-            if log.contains(text) {
-                return log;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the log does not say {text:?} within {secs} s:\n{log}"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        served::log_until(&self.log, secs, text)
     }
 
     pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        served::log_text(&self.log)
     }
 
     /// `GET path`: status code and body.
     pub fn get(&self, path: &str) -> std::io::Result<(u16, String)> {
-        get(self.port, path)
+        served::get(self.addr(), path)
     }
-
     /// `GET path`: status code and the body parsed as JSON.
     pub fn get_json(&self, path: &str) -> std::io::Result<(u16, serde_json::Value)> {
-        let (status, body) = self.get(path)?;
-        let body = serde_json::from_str(&body)
-            .map_err(|e| std::io::Error::other(format!("{e}: {body:?}")))?;
-        Ok((status, body))
+        served::get_json(self.addr(), path)
     }
 
     /// The current `/metrics` samples; empty while it does not answer yet.
     pub fn metrics(&self) -> Metrics {
-        match self.get("/metrics") {
-            Ok((200, text)) => Metrics::parse(&text),
-            _ => Metrics::default(),
-        }
+        served::metrics(self.addr())
     }
 
     /// Polls `/metrics` until `done` holds, for at most `secs` seconds; the last samples.
     pub fn metrics_until(&self, secs: u64, what: &str, done: impl Fn(&Metrics) -> bool) -> Metrics {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        loop {
-            let m = self.metrics();
-            if done(&m) {
-                return m;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "not within {secs} s: {what}\nmetrics:\n{}\nlog:\n{}",
-                m.text,
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        served::metrics_until(self.addr(), &self.log, secs, what, done)
     }
 }
 
@@ -158,23 +131,7 @@ pub fn free_port() -> u16 {
 
 /// `GET path` on 127.0.0.1:`port`: status code and body.
 pub fn get(port: u16, path: &str) -> std::io::Result<(u16, String)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
-    stream.set_read_timeout(Some(Duration::from_secs(20)))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text)?;
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| std::io::Error::other(format!("no HTTP head in {text:?}")))?;
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| std::io::Error::other(format!("no status in {head:?}")))?;
-    Ok((status, body.to_owned()))
+    served::get(SocketAddr::from(([127, 0, 0, 1], port)), path)
 }
 
 /// The arguments of `strait run` on `config` until the target has caught up, without the HTTP
