@@ -117,17 +117,17 @@ pub enum MergeMode {
     /// its window, and its leader is far ([`FAR_ROUND_TRIP`] or more away, measured apart
     /// from the produce: [`RawProducer::distance`]) or its requests carry the batches of
     /// [`FEW_PARTITIONS`] partitions at most (then the leader's cost per request, not the
-    /// bytes, bounds them; not for gzip, whose compression costs more). Near a target that takes many partitions' batches in each request,
-    /// batches go as they came, unopened.
+    /// bytes, bounds them; not for gzip, whose compression costs more). Near a target that
+    /// takes many partitions' batches in each request, batches go as they came, unopened.
     Auto,
     /// Whenever a partition has more than one batch waiting.
     Always,
 }
 
-/// A leader to which one `send_all` call writes this many partitions or fewer: its requests
-/// carry so few batches that its cost per request bounds them, near or far. One partition of
-/// 16 KiB batches with the target beside the mirror moved 31.7 MB/s one batch per request (the
-/// target broker at 114% of a core) and 172.5 MB/s merged, at less CPU per GB on both sides
+/// A leader to which the producer writes this many partitions or fewer: its requests carry
+/// so few batches that its cost per request bounds them, near or far. One partition of 16 KiB
+/// batches with the target beside the mirror moved 31.7 MB/s one batch per request (the target
+/// broker at 114% of a core) and 212.5 MB/s merged, at less CPU per GB on both sides
 /// (`docs/benchmarks.md`, "A far target: merged batches"). With more partitions a request
 /// carries a batch of each, the broker's cost per request is shared, and merging near would
 /// only add copies (64 partitions: 0.93 core-s/GB unmerged, 1.65 merged).
@@ -698,16 +698,11 @@ impl RawProducer {
                 // more than the requests it saves.
                 let gzip = next.header.attributes.compression() == Some(Compression::Gzip);
                 waiting > free.max(1)
-                    && ((partitions <= FEW_PARTITIONS && !gzip) || self.is_far(leader))
+                    && ((partitions <= FEW_PARTITIONS && !gzip) || self.distances.is_far(leader))
             }
         };
         let refused = || self.unmerged.lock().map_or(true, |u| u.contains(tp));
         (wanted && !refused()).then_some(merge.max_bytes)
-    }
-
-    /// Whether `leader` is [`FAR_ROUND_TRIP`] or more away (`distance`).
-    fn is_far(&self, leader: BrokerId) -> bool {
-        self.distances.is_far(leader)
     }
 
     /// The round trip to `leader` as last measured for [`MergeMode::Auto`] (an ApiVersions on
@@ -824,7 +819,7 @@ struct Part {
 }
 
 /// What came back for a request: the broker it went to, the batches it carried (lane and
-/// sequence), the answer, and how long it took from the request's being written.
+/// sequence), and the answer.
 type Answer = (BrokerId, Vec<(usize, i32)>, Result<ProduceResponse>);
 
 /// A prepared batch: its sequence given and its header rewritten, until it is answered for

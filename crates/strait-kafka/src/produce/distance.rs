@@ -104,7 +104,8 @@ async fn measure(
             let sent = Instant::now();
             match c.send(&ApiVersionsRequest::default()).await {
                 Ok(_) => {
-                    quickest = Some(quickest.map_or(sent.elapsed(), |q| q.min(sent.elapsed())))
+                    let took = sent.elapsed();
+                    quickest = Some(quickest.map_or(took, |q| q.min(took)));
                 }
                 Err(e) => {
                     tracing::debug!(broker = leader.0, error = %e, "cannot measure the distance to the leader");
