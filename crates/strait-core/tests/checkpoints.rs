@@ -481,6 +481,117 @@ async fn readiness_says_what_a_failover_now_would_leave_behind() {
     assert!(!silent.ready_within(Duration::from_secs(3600)));
 }
 
+/// Readiness covers what the flow should mirror, not what its map holds: a topic created on
+/// the source since the flow last looked (10 records, none mirrored) is at risk from its log
+/// start, and a group that committed on it has a position no checkpoint carries; a group
+/// rewound on the source below its checkpoint is not exact (a failover made from the
+/// checkpoints would skip what it has not read). Each was "exact" before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_covers_a_topic_not_mapped_yet_and_a_rewound_group() {
+    use strait_core::offsets::readiness::assess;
+    let m = mirror("").await;
+    let src = m.clusters.source.bootstrap.clone();
+    let late = m.names.topic("late");
+    m.rdk.create_topic(&src, &late, 1);
+    m.rdk
+        .produce(&src, &late, &mirror::on_partition(0, 10, "late"), "none");
+    // The flow's filter selects the new topic too; its map has never seen it.
+    let (a, b) = &m.aliases;
+    let config = common::flow_config_between(
+        (a, b),
+        &src,
+        &m.clusters.target.bootstrap,
+        &format!(
+            "topics = {}|{late}\ngroups = {}\nheartbeats.replication.enabled = false",
+            m.topic,
+            m.names.pattern()
+        ),
+    );
+    let (billing, late_reader) = (m.group("billing-app"), m.group("late-reader"));
+    m.commit_source(&billing, &[(0, 12), (1, 15)]);
+    m.rdk.commit(&src, &late_reader, &late, &[(0, 4)]);
+    let mut task = CheckpointTask::new(
+        config.clone(),
+        m.source.clone(),
+        m.target.clone(),
+        m.flow.map_updates(),
+    );
+    let summary = task.emit_once().await.expect("checkpoint pass");
+    assert_eq!(summary.uncarried, std::slice::from_ref(&late_reader), "{summary:?}");
+    let map = m.flow.map().clone();
+    // Ten seconds on: the late records have waited that long.
+    let answer = assess(Ok(&m.source), &m.target, &config, &map, now_ms() + 10_000)
+        .await
+        .unwrap();
+    assert_eq!(answer.records_at_risk, Some(10), "{answer:?}");
+    let at_risk: Vec<(&str, i32, i64)> = answer
+        .partitions
+        .iter()
+        .map(|p| (p.topic.as_str(), p.partition, p.records))
+        .collect();
+    assert_eq!(at_risk, [(late.as_str(), 0, 10)]);
+    assert!(
+        answer.partitions[0].seconds.is_some_and(|s| s >= 10.0),
+        "{answer:?}"
+    );
+    assert!(!answer.exact && !answer.ready_within(Duration::from_secs(5)));
+    let reader = answer
+        .groups
+        .iter()
+        .find(|g| g.group == late_reader)
+        .expect("the group on the late topic is listed");
+    assert_eq!(reader.partitions_without_checkpoint, 1, "{reader:?}");
+    assert!(!reader.exact());
+    let b = answer.groups.iter().find(|g| g.group == billing).unwrap();
+    assert!(b.exact(), "{b:?}");
+
+    // The group is rewound on the source below its checkpoint, before any pass carries it.
+    m.commit_source(&billing, &[(0, 5), (1, 15)]);
+    let rewound = assess(Ok(&m.source), &m.target, &config, &map, now_ms())
+        .await
+        .unwrap();
+    let b = rewound.groups.iter().find(|g| g.group == billing).unwrap();
+    assert_eq!(b.records_skipped, Some(7), "{b:?}");
+    assert!(!b.exact(), "{b:?}");
+    // The next pass carries the rewind (MM2's rule), and the group is exact again.
+    task.emit_once().await.expect("checkpoint pass");
+    let carried = assess(Ok(&m.source), &m.target, &config, &map, now_ms())
+        .await
+        .unwrap();
+    let b = carried.groups.iter().find(|g| g.group == billing).unwrap();
+    assert!(b.exact(), "{b:?}");
+}
+
+/// A group that moved on the source while its target position did not (it committed past
+/// what is mirrored) is checkpointed at once: the checkpoint carries the position it has, so
+/// readiness calls it captured only once it is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_position_past_the_mirror_is_checkpointed_when_it_moves() {
+    let m = mirror("").await;
+    let billing = m.group("billing-app");
+    // Partition 0 is mirrored up to source 20 (target 25): both commits lie past it.
+    m.commit_source(&billing, &[(0, 20)]);
+    let mut task = m.task();
+    task.emit_once().await.expect("checkpoint pass");
+    m.rdk.produce(
+        &m.clusters.source.bootstrap,
+        &m.topic,
+        &mirror::on_partition(0, 5, "unmirrored"),
+        "none",
+    );
+    m.commit_source(&billing, &[(0, 23)]);
+    let summary = task.emit_once().await.expect("checkpoint pass");
+    let written: Vec<(i64, i64)> = summary
+        .emitted
+        .iter()
+        .map(|c| (c.upstream_offset, c.downstream_offset))
+        .collect();
+    assert_eq!(written, [(23, 25)], "{summary:?}");
+    let remote = m.remote.clone();
+    let last = task.store().get(&billing, &remote, 0).cloned().unwrap();
+    assert_eq!((last.upstream_offset, last.downstream_offset), (23, 25));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Commit metadata: a fake source serves it, a fake target records the commit strait sends.
 
@@ -625,6 +736,106 @@ mod metadata {
             p.committed_metadata.as_ref().map(|m| m.as_str()),
             Some(METADATA)
         );
+    }
+
+    /// The capture reads what the groups committed as MM2 does: without `require_stable`, so
+    /// a transactional application with an offset commit pending (the broker answers
+    /// UNSTABLE_OFFSET_COMMIT to a stable read) holds neither its own capture nor the other
+    /// groups', and without naming partitions, so the coordinator answers only what each group
+    /// committed (not groups × mapped partitions). Before, the pending commit was retried for
+    /// the operation timeout and the group was not checkpointed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_pending_transactional_commit_holds_no_capture() {
+        use kafka_protocol::error::ResponseError;
+        let clusters = Clusters::shared();
+        let names = Names::new();
+        let (a, b) = (names.alias("source"), names.alias("target"));
+        let topic = names.topic("orders");
+        let (txn, plain) = (names.group("txn-app"), names.group("plain-app"));
+        let checkpoints = format!("{a}.checkpoints.internal");
+        let groups = [txn.clone(), plain.clone()];
+        let topic_name = topic.clone();
+        let txn_group = txn.clone();
+        let source = FakeCluster::start(
+            &[1],
+            script(move |_, req| match (&req.body, req.api) {
+                (_, ApiKey::ListGroups) => req.reply(
+                    &ListGroupsResponse::default().with_groups(
+                        groups
+                            .iter()
+                            .map(|g| {
+                                ListedGroup::default()
+                                    .with_group_id(GroupId(s(g)))
+                                    .with_protocol_type(s("consumer"))
+                                    .with_group_state(s("Stable"))
+                            })
+                            .collect(),
+                    ),
+                ),
+                (Body::OffsetFetch(f), _) => {
+                    let pending = f.group_id.0.as_str() == txn_group && f.require_stable;
+                    let partition = if pending {
+                        OffsetFetchResponsePartition::default()
+                            .with_partition_index(0)
+                            .with_committed_offset(-1)
+                            .with_error_code(ResponseError::UnstableOffsetCommit.code())
+                    } else {
+                        OffsetFetchResponsePartition::default()
+                            .with_partition_index(0)
+                            .with_committed_offset(12)
+                            .with_committed_leader_epoch(-1)
+                    };
+                    req.reply(&OffsetFetchResponse::default().with_topics(vec![
+                        OffsetFetchResponseTopic::default()
+                            .with_name(TopicName(s(&topic_name)))
+                            .with_partitions(vec![partition]),
+                    ]))
+                }
+                _ => Action::Default,
+            }),
+        )
+        .await;
+        source
+            .spec()
+            .api_versions
+            .extend([(ApiKey::ListGroups, 0, 4), (ApiKey::DescribeGroups, 0, 5)]);
+        source.set_topic(&topic, &[1]);
+        let config = common::flow_config_between(
+            (&a, &b),
+            &source.addr(1),
+            &clusters.target.bootstrap,
+            &format!("topics = {topic}\ngroups = {}", names.pattern()),
+        );
+        let mut map = OffsetMap::new();
+        map.record(&SourcePartition::new(&topic, 0), 0, 5, 20)
+            .unwrap();
+        let (_publish, updates) = tokio::sync::watch::channel(Arc::new(map));
+        let target = common::client(&clusters.target.bootstrap).await;
+        let mut task = CheckpointTask::new(
+            config,
+            common::client(&source.addr(1)).await,
+            target.clone(),
+            updates,
+        );
+        let summary = tokio::time::timeout(Duration::from_secs(30), task.emit_once())
+            .await
+            .expect("the pass ends")
+            .expect("checkpoint pass");
+        let mut want = vec![plain.clone(), txn.clone()];
+        want.sort();
+        let mut got = summary.groups.clone();
+        got.sort();
+        assert_eq!(got, want, "{summary:?}");
+        assert!(summary.failures.is_empty(), "{summary:?}");
+        let written = read_topic(&target, &checkpoints).await;
+        assert_eq!(written.len(), 2, "{written:?}");
+        for request in source.requests(ApiKey::OffsetFetch) {
+            let Body::OffsetFetch(f) = &request.body else {
+                continue;
+            };
+            assert!(!f.require_stable, "read as MM2 reads: {f:?}");
+            assert!(f.topics.is_none(), "no partitions named: {f:?}");
+        }
     }
 
     /// A one-broker target holding `A.orders` for transactional group sync: DescribeGroups

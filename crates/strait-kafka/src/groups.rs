@@ -134,6 +134,18 @@ fn by_topic(partitions: &[TopicPartition]) -> BTreeMap<&str, Vec<i32>> {
 /// Groups named in one OffsetFetch request (v8).
 const GROUPS_PER_OFFSET_FETCH: usize = 200;
 
+/// How committed offsets are read (OffsetFetch's `require_stable`, KIP-447).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stability {
+    /// Wait for a pending transactional offset commit to complete or abort (the partition
+    /// answers `UNSTABLE_OFFSET_COMMIT`, retried): what a plan applied to groups reads.
+    Stable,
+    /// The last committed offset, pending transactional commits left aside, as MM2 and
+    /// Kafka's admin client read by default: what the position capture reads every second,
+    /// so that one application's open transaction never holds every group's capture.
+    LastCommitted,
+}
+
 /// Partitions named in one OffsetFetch request (v8), over all its groups: fewer groups a
 /// request where each names many.
 const PARTITIONS_PER_OFFSET_FETCH: usize = 100_000;
@@ -433,6 +445,17 @@ impl Client {
         group: &str,
         topics: Option<&[TopicPartition]>,
     ) -> Result<BTreeMap<TopicPartition, CommittedOffset>> {
+        self.offset_fetch_with(group, topics, Stability::Stable)
+            .await
+    }
+
+    /// [`offset_fetch`](Self::offset_fetch), reading as `stability` says.
+    pub async fn offset_fetch_with(
+        &self,
+        group: &str,
+        topics: Option<&[TopicPartition]>,
+        stability: Stability,
+    ) -> Result<BTreeMap<TopicPartition, CommittedOffset>> {
         let topics = topics.map(|tps| {
             by_topic(tps)
                 .into_iter()
@@ -446,7 +469,7 @@ impl Client {
         let request = OffsetFetchRequest::default()
             .with_group_id(group_id(group))
             .with_topics(topics)
-            .with_require_stable(true);
+            .with_require_stable(stability == Stability::Stable);
         self.retry("offset fetch", || async {
             let coordinator = self.coordinator(group).await?;
             let resp = self.send_to(coordinator, &request).await?;
@@ -487,6 +510,20 @@ impl Client {
         groups: &[String],
         partitions: Option<&[TopicPartition]>,
     ) -> BTreeMap<String, Result<BTreeMap<TopicPartition, CommittedOffset>>> {
+        self.offset_fetch_groups_with(groups, partitions, Stability::Stable, None)
+            .await
+    }
+
+    /// [`offset_fetch_groups`](Self::offset_fetch_groups), reading as `stability` says; a
+    /// group asked alone (its batch failed, or its coordinator has no v8) that has no answer
+    /// within `patience` gets [`Error::Timeout`], so one group cannot hold the others.
+    pub async fn offset_fetch_groups_with(
+        &self,
+        groups: &[String],
+        partitions: Option<&[TopicPartition]>,
+        stability: Stability,
+        patience: Option<std::time::Duration>,
+    ) -> BTreeMap<String, Result<BTreeMap<TopicPartition, CommittedOffset>>> {
         use futures::StreamExt;
         // A request names each group's partitions: at most about 100,000 in all.
         let named = partitions.map_or(1, <[TopicPartition]>::len).max(1);
@@ -508,7 +545,9 @@ impl Client {
         for (coordinator, ids) in requests {
             let topics = topics.clone();
             asking.push(async move {
-                let answers = self.offset_fetch_at(coordinator, &ids, topics).await;
+                let answers = self
+                    .offset_fetch_at(coordinator, &ids, topics, stability)
+                    .await;
                 (ids, answers)
             });
         }
@@ -533,7 +572,18 @@ impl Client {
         for g in again {
             let partitions = partitions.map(<[TopicPartition]>::to_vec);
             alone.push(async move {
-                let offsets = self.offset_fetch(&g, partitions.as_deref()).await;
+                let fetch = self.offset_fetch_with(&g, partitions.as_deref(), stability);
+                let offsets =
+                    match patience {
+                        None => fetch.await,
+                        Some(after) => tokio::time::timeout(after, fetch).await.unwrap_or(Err(
+                            Error::Timeout {
+                                broker: format!("the coordinator of group {g}"),
+                                api: ApiKey::OffsetFetch,
+                                after,
+                            },
+                        )),
+                    };
                 (g, offsets)
             });
         }
@@ -552,6 +602,7 @@ impl Client {
         coordinator: BrokerId,
         groups: &[String],
         topics: Option<Vec<OffsetFetchRequestTopics>>,
+        stability: Stability,
     ) -> Result<Option<BTreeMap<String, BTreeMap<TopicPartition, CommittedOffset>>>> {
         let conn = self.connection(coordinator).await?;
         let offers = conn
@@ -573,7 +624,7 @@ impl Client {
                     })
                     .collect(),
             )
-            .with_require_stable(true);
+            .with_require_stable(stability == Stability::Stable);
         let resp = conn.send_at(&request, OFFSET_FETCH_MANY).await?;
         let mut out = BTreeMap::new();
         'groups: for g in resp.groups {

@@ -131,15 +131,17 @@ pub(crate) async fn connect_flow(
         topics = started.topics().len(),
         "flow started"
     );
-    // A unit's flow knows only its own partitions' progress: the work beside it reads the map
-    // as every unit writes it.
+    // A unit's flow knows only its own partitions' progress: the work beside it follows the
+    // map as every unit writes it, as often as positions are captured (every second by
+    // default), so that a position is translated through a map as fresh as the position.
     let map = if unit.is_some() && flow.tasks_max > 1 && beside {
         let every = flow
-            .emit_checkpoints
+            .checkpoints_capture
             .into_iter()
+            .chain(flow.emit_checkpoints)
             .chain(flow.sync_group_offsets)
             .min()
-            .unwrap_or(std::time::Duration::from_secs(60));
+            .unwrap_or(std::time::Duration::from_secs(1));
         MapStore::follow(
             target.clone(),
             flow.source_alias.as_str().to_owned(),

@@ -34,6 +34,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -130,6 +131,23 @@ impl Api {
         let names = self.names();
         report.flows.retain(|f| names.contains(&f.flow));
         report
+    }
+
+    /// Every flow a request is about, running or not: the one named by `flow=`, else every
+    /// one of this instance, each with what the API has of it once it runs.
+    fn asked(&self, name: Option<&str>) -> Result<Vec<(FlowConfig, Option<ApiFlow>)>, ApiError> {
+        let flows = read(&self.flows);
+        let pick = |e: &ApiEntry| (e.config.clone(), e.live.clone());
+        match name {
+            None => Ok(flows.values().map(pick).collect()),
+            Some(name) => match flows.get(name) {
+                Some(entry) => Ok(vec![pick(entry)]),
+                None => Err(not_found(format!(
+                    "no flow {name}; this instance runs {}",
+                    flows.keys().cloned().collect::<Vec<_>>().join(", ")
+                ))),
+            },
+        }
     }
 
     /// The running flows a request is about: the one named by `flow=`, else every one running.
@@ -335,8 +353,9 @@ struct TranslateQuery {
 
 async fn translate(
     State(flows): State<Flows>,
-    Query(q): Query<TranslateQuery>,
+    query: Result<Query<TranslateQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let Query(q) = query.map_err(|e| bad_request(e.body_text()))?;
     let (Some(topic), Some(partition), Some(offset)) = (q.topic, q.partition, q.offset) else {
         return Err(bad_request(
             "give topic (the source topic), partition and offset, e.g. \
@@ -411,8 +430,9 @@ struct GroupQuery {
 async fn group(
     State(flows): State<Flows>,
     Path(group): Path<String>,
-    Query(q): Query<GroupQuery>,
+    query: Result<Query<GroupQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let Query(q) = query.map_err(|e| bad_request(e.body_text()))?;
     let mut out = Vec::new();
     for flow in flows.pick(q.flow.as_deref())? {
         let map = flow.map();
@@ -443,31 +463,60 @@ struct ReadinessQuery {
     within: Option<f64>,
 }
 
-/// `GET /v1/readiness`: [`offsets::readiness::assess`] of each flow asked for.
+/// `GET /v1/readiness`: [`offsets::readiness::assess`] of each flow asked for, every flow of
+/// this instance without `flow=`. A flow that is not mirroring now (not started, waiting for
+/// a cluster, paused, stalled, restarting or failed) is not ready, with its state as the
+/// reason: what it mirrored before says nothing of what is written now.
 async fn readiness(
     State(flows): State<Flows>,
-    Query(q): Query<ReadinessQuery>,
+    query: Result<Query<ReadinessQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let within = Duration::from_secs_f64(q.within.unwrap_or(5.0).max(0.0));
+    let Query(q) = query.map_err(|e| bad_request(e.body_text()))?;
+    let within = offsets::readiness::within(q.within.unwrap_or(5.0)).map_err(bad_request)?;
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let report = strait_core::status::snapshot();
     let mut out = Vec::new();
     let mut ready = true;
-    for flow in flows.pick(q.flow.as_deref())? {
-        let map = flow.map();
-        let answer =
-            offsets::readiness::assess(Ok(&flow.source), &flow.target, &flow.config, &map, now_ms)
-                .await
-                .map_err(|e| {
-                    ApiError(
-                        StatusCode::BAD_GATEWAY,
-                        format!(
-                            "flow {}: cannot read its checkpoints on the target: {e}",
-                            flow.config.name()
-                        ),
-                    )
-                })?;
+    let asked = flows.asked(q.flow.as_deref())?;
+    if asked.is_empty() {
+        // Nothing to fail over is not "ready": no flow says anything.
+        ready = false;
+    }
+    for (config, live) in asked {
+        let state = report
+            .flows
+            .iter()
+            .find(|f| f.flow == config.name())
+            .map(|f| (f.state, f.last_error.as_ref().map(|e| e.message.clone())));
+        let answer = match (live, not_mirroring(&config, state)) {
+            (Some(flow), None) => offsets::readiness::assess(
+                Ok(&flow.source),
+                &flow.target,
+                &flow.config,
+                &flow.map(),
+                now_ms,
+            )
+            .await
+            .map_err(|e| {
+                ApiError(
+                    StatusCode::BAD_GATEWAY,
+                    format!(
+                        "flow {}: cannot read its checkpoints on the target: {e}",
+                        flow.config.name()
+                    ),
+                )
+            })?,
+            (None, None) => offsets::readiness::FlowReadiness::not_running(
+                &config,
+                format!(
+                    "not started: waiting for {} or {} to answer",
+                    config.source, config.target
+                ),
+            ),
+            (_, Some(why)) => offsets::readiness::FlowReadiness::not_running(&config, why),
+        };
         let flow_ready = answer.ready_within(within);
         ready &= flow_ready;
         let mut value = serde_json::to_value(&answer).unwrap_or_default();
@@ -481,6 +530,38 @@ async fn readiness(
     };
     let body = json!({ "ready": ready, "within_seconds": within.as_secs_f64(), "flows": out });
     Ok((status, Json(body)).into_response())
+}
+
+/// Why `flow` is not mirroring now, from its state on the status board (`None` there: it
+/// has not started); `None` while it runs.
+fn not_mirroring(
+    flow: &FlowConfig,
+    state: Option<(strait_core::status::FlowState, Option<String>)>,
+) -> Option<String> {
+    use strait_core::status::FlowState;
+    let (state, error) = match state {
+        None => {
+            return Some(format!(
+                "not started: waiting for {} or {} to answer",
+                flow.source, flow.target
+            ))
+        }
+        Some((FlowState::Running, _)) => return None,
+        Some(state) => state,
+    };
+    let why = match state {
+        FlowState::Starting => "starting: no round finished yet",
+        FlowState::Waiting => "waiting: no round finished for 30 s",
+        FlowState::Stalled => "stalled: its last round failed; retrying",
+        FlowState::Restarting => "restarting after a failure",
+        FlowState::Paused => "paused by an operator",
+        FlowState::Failed => "failed",
+        FlowState::Running => return None,
+    };
+    Some(match error {
+        Some(e) => format!("{why} (last error: {e})"),
+        None => why.to_owned(),
+    })
 }
 
 /// `POST /v1/flows/{flow}/pause`.

@@ -31,8 +31,8 @@ pub(crate) struct CheckArgs {
     flow: Option<String>,
     /// Ready means: no source record has waited longer than this to be mirrored, and every
     /// group's captured position is at most this old.
-    #[arg(long, value_name = "SECONDS", default_value_t = 5.0)]
-    within: f64,
+    #[arg(long, value_name = "SECONDS", default_value = "5", value_parser = parse_within)]
+    within: Duration,
     /// Print the answer as JSON.
     #[arg(long)]
     json: bool,
@@ -45,7 +45,7 @@ pub(crate) async fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         Some(name) => vec![find_flow(&config, name)?],
         None => config.flows.iter().collect(),
     };
-    let within = Duration::from_secs_f64(args.within.max(0.0));
+    let within = args.within;
     let mut answers = Vec::new();
     for flow in flows {
         answers.push(assess(&config, flow).await?);
@@ -68,6 +68,15 @@ pub(crate) async fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::from(exit_code(&answers, within)))
+}
+
+/// `--within`: seconds, 0 or more, finite.
+fn parse_within(text: &str) -> Result<Duration, String> {
+    let seconds: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    readiness::within(seconds)
 }
 
 /// 4 when a source did not answer, else 3 when a flow is not ready within `within`, else 0.
@@ -167,5 +176,15 @@ fn print_flow(a: &FlowReadiness, within: Duration) {
             "  {:<40} {age:>12} {again:>11} {last:>16} {exact:>6}",
             g.group
         );
+    }
+    for g in &a.groups {
+        if let Some(n) = g.records_skipped.filter(|n| *n > 0) {
+            println!(
+                "  {}: rewound on the source below its last checkpoint; a failover made from \
+                 the checkpoints now would skip {} it has not read",
+                g.group,
+                format::things(usize::try_from(n).unwrap_or(usize::MAX), "record")
+            );
+        }
     }
 }

@@ -81,6 +81,60 @@ struct MapWrite {
     map: Arc<OffsetMap>,
 }
 
+/// A reader that follows a map topic: the records applied so far and where the next read
+/// starts ([`MapStore::follow`]).
+#[derive(Debug, Default)]
+pub(crate) struct MapFollower {
+    loader: MapLoader,
+    /// The next offset to read; 0 before the first read.
+    next: i64,
+}
+
+impl MapFollower {
+    /// Applies what was written to `topic` since the last read: `Some(map)` when anything
+    /// was (the whole map, built again), `None` when nothing was. Records were deleted or the
+    /// topic made again since the last read: it is read again from the start.
+    pub(crate) async fn read(
+        &mut self,
+        target: &Client,
+        topic: &str,
+    ) -> Result<Option<OffsetMap>, InternalError> {
+        let mut applied = 0usize;
+        loop {
+            let loader = &mut self.loader;
+            let read = super::read_topic_from(target, topic, self.next, |_, _, key, value| {
+                applied += 1;
+                loader
+                    .apply(&key.unwrap_or_default(), value.as_deref())
+                    .map_err(Into::into)
+            })
+            .await?;
+            match read {
+                // No unit has written yet.
+                None => return Ok(None),
+                Some(read) if read.gap && self.next > 0 => {
+                    *self = Self::default();
+                    applied = 0;
+                }
+                Some(read) => {
+                    self.next = read.end;
+                    break;
+                }
+            }
+        }
+        if applied == 0 {
+            return Ok(None);
+        }
+        self.loader
+            .map()
+            .map(Some)
+            .map_err(|source| InternalError::MapLoad {
+                topic: topic.to_owned(),
+                source,
+            })
+    }
+}
+
 impl MapStore {
     /// The map topic of flows from `source_alias`.
     pub fn topic_name(source_alias: &str) -> String {
@@ -153,11 +207,15 @@ impl MapStore {
         })
     }
 
-    /// The map of flows from `source_alias` as persisted on `target`, read again every
-    /// `every`, starting from `initial`: for the readers of a flow that several units write
-    /// (each unit's flow knows its own partitions' progress only), checkpoints and the HTTP
-    /// API. A read that fails is logged and tried at the next tick. Reads stop once every
-    /// receiver is gone.
+    /// The map of flows from `source_alias` as persisted on `target`, followed: read whole
+    /// at once, then every `every` what was written to the topic since (only that is fetched,
+    /// and the map is built again only when something came), starting from `initial` until
+    /// the first read: for the readers of a flow that several units write (each unit's flow
+    /// knows its own partitions' progress only), checkpoints and the HTTP API, which need the
+    /// map as fresh as the positions they capture (`strait.checkpoints.capture.interval.ms`).
+    /// A read that fails is logged and tried at the next tick, from the start; so is a topic
+    /// whose records were deleted or that was made again. Reads stop once every receiver is
+    /// gone.
     pub fn follow(
         target: Client,
         source_alias: String,
@@ -166,22 +224,28 @@ impl MapStore {
     ) -> tokio::sync::watch::Receiver<Arc<OffsetMap>> {
         let (tx, rx) = tokio::sync::watch::channel(initial);
         tokio::spawn(async move {
+            let topic = Self::topic_name(&source_alias);
+            let mut follower = MapFollower::default();
             loop {
-                tokio::select! {
-                    () = tokio::time::sleep(every) => {}
-                    () = tx.closed() => return,
-                }
-                match Self::read(&target, &source_alias).await {
-                    Ok(map) => {
+                match follower.read(&target, &topic).await {
+                    Ok(Some(map)) => {
                         if tx.send(Arc::new(map)).is_err() {
                             return;
                         }
                     }
-                    Err(e) => tracing::warn!(
-                        topic = %Self::topic_name(&source_alias),
-                        error = %e,
-                        "cannot read the offset map again; checkpoints use the last one read"
-                    ),
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(
+                            topic = %topic,
+                            error = %e,
+                            "cannot read the offset map again; checkpoints use the last one read"
+                        );
+                        follower = MapFollower::default();
+                    }
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(every) => {}
+                    () = tx.closed() => return,
                 }
             }
         });

@@ -18,4 +18,4 @@ mod topic;
 mod writer;
 
 pub use error::InternalError;
-pub use topic::{ensure_compacted_topic, read_whole_topic, topic_exists};
+pub use topic::{ensure_compacted_topic, read_topic_from, read_whole_topic, topic_exists, ReadTo};

@@ -60,19 +60,49 @@ pub async fn ensure_compacted_topic(
 pub async fn read_whole_topic(
     client: &Client,
     topic: &str,
-    mut each: impl FnMut(
+    each: impl FnMut(
         i64,
         i64,
         Option<bytes::Bytes>,
         Option<bytes::Bytes>,
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>,
 ) -> Result<bool, InternalError> {
+    Ok(read_topic_from(client, topic, 0, each).await?.is_some())
+}
+
+/// Where [`read_topic_from`] stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadTo {
+    /// The next offset to read: the topic's last stable offset when the read began.
+    pub end: i64,
+    /// Whether records from `from` on had been deleted (the log starts above `from`): what
+    /// was read then is not all that was written since `from`, and a reader that follows the
+    /// topic must read it again from the start.
+    pub gap: bool,
+}
+
+/// [`read_whole_topic`] from offset `from` on, to the end the topic has now: for a reader that
+/// follows a topic (the offset map of a flow run by workers, [`MapStore::follow`]) and reads
+/// only what was written since its last read. `None` when the topic does not exist.
+///
+/// [`MapStore::follow`]: super::map_store::MapStore::follow
+pub async fn read_topic_from(
+    client: &Client,
+    topic: &str,
+    from: i64,
+    mut each: impl FnMut(
+        i64,
+        i64,
+        Option<bytes::Bytes>,
+        Option<bytes::Bytes>,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>,
+) -> Result<Option<ReadTo>, InternalError> {
     use strait_kafka::admin::{IsolationLevel, OffsetSpec};
     use strait_kafka::fetch::{FetchOptions, FetchPosition};
     use strait_kafka::TopicPartition;
 
     if !topic_exists(client, topic).await? {
-        return Ok(false);
+        return Ok(None);
     }
     let tp = TopicPartition::new(topic, 0);
     let end = client
@@ -84,13 +114,16 @@ pub async fn read_whole_topic(
         isolation: IsolationLevel::ReadCommitted,
         ..FetchOptions::default()
     };
-    let mut position = 0;
+    let mut position = from.max(0);
+    // A topic shorter than where the reader stopped was deleted and made again.
+    let mut gap = position > end;
     while position < end {
         let data = client
             .fetch(&[FetchPosition::new(tp.clone(), position)], &options)
             .await
             .remove(&tp)
             .unwrap_or(Err(strait_kafka::Error::Closed))?;
+        gap |= from > 0 && data.log_start_offset > position;
         position = position.max(data.log_start_offset);
         let before = position;
         let mut aborted = strait_kafka::fetch::AbortedBatches::new(&data.aborted);
@@ -142,5 +175,8 @@ pub async fn read_whole_topic(
             });
         }
     }
-    Ok(true)
+    Ok(Some(ReadTo {
+        end: position.max(end),
+        gap,
+    }))
 }

@@ -49,10 +49,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use strait_kafka::groups::Stability;
 use strait_kafka::produce::{ProducerConfig, RawProducer};
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::mm2::Checkpoint;
-use strait_wire::offset_map::{OffsetMap, Translation};
+use strait_wire::offset_map::{OffsetMap, SourcePartition, Translation};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -69,6 +70,10 @@ use crate::internal::batch::MAX_BATCH_BYTES;
 
 /// Shortest interval the loop honours, so a zero from a hand-built config cannot spin.
 const MIN_INTERVAL: Duration = Duration::from_millis(10);
+
+/// How long a group asked alone (its part of a many-group answer was an error) may take
+/// before the pass goes on without it; it is asked again at the next pass.
+const GROUP_PATIENCE: Duration = Duration::from_secs(5);
 
 /// A flow's checkpoints and group sync, run beside the flow (module docs).
 #[derive(Debug)]
@@ -198,6 +203,7 @@ impl CheckpointTask {
             .iter()
             .map(|c| c.group.as_str())
             .chain(summary.failures.iter().map(|f| f.group.as_str()))
+            .chain(summary.uncarried.iter().map(String::as_str))
             .collect();
         for group in summary
             .groups
@@ -442,20 +448,38 @@ impl CheckpointTask {
                 "listing the source's consumer groups",
             ))?;
         let mut summary = CheckpointSummary::default();
-        let partitions = super::mapped_partitions(&map, None);
-        if partitions.is_empty() {
-            return Ok(summary);
-        }
-        // Every group's offsets with one request per coordinator (for up to 200 groups).
+        // Every group's offsets with one request per coordinator (for up to 200 groups),
+        // each group answering with the partitions it committed, whatever the flow maps: the
+        // cost is what the groups committed, not groups × mapped partitions. Read as MM2
+        // reads them, pending transactional commits left aside, and a group asked alone
+        // waits at most `GROUP_PATIENCE`: one group never holds the others' capture.
         let read = Instant::now();
         let mut committed = self
             .source
-            .offset_fetch_groups(&groups, Some(&partitions))
+            .offset_fetch_groups_with(
+                &groups,
+                None,
+                Stability::LastCommitted,
+                Some(GROUP_PATIENCE),
+            )
             .await;
+        self.read_at.retain(|g, _| committed.contains_key(g));
         for group in groups {
             self.read_at.insert(group.clone(), read);
             let translated = match committed.remove(&group) {
-                Some(Ok(offsets)) => super::translate_offsets(&self.flow, &map, offsets),
+                Some(Ok(offsets)) => {
+                    let selected: Vec<_> = offsets
+                        .into_iter()
+                        .filter(|(tp, _)| self.flow.should_replicate_topic(&tp.topic))
+                        .collect();
+                    if selected.iter().any(|(tp, _)| {
+                        map.partition(&SourcePartition::new(tp.topic.clone(), tp.partition))
+                            .is_none()
+                    }) {
+                        summary.uncarried.push(group.clone());
+                    }
+                    super::translate_offsets(&self.flow, &map, selected)
+                }
                 None => continue,
                 Some(Err(e)) => {
                     tracing::warn!(

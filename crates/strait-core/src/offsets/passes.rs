@@ -33,6 +33,10 @@ pub struct CheckpointSummary {
     pub held_back: Vec<Checkpoint>,
     /// Groups or checkpoints that could not be handled this pass.
     pub failures: Vec<GroupFailure>,
+    /// Groups with committed offsets on partitions the flow selects but has not mapped yet (a
+    /// topic created since the flow last looked, a partition waiting for its leader, a
+    /// remote topic refused): their position there is carried by no checkpoint.
+    pub uncarried: Vec<String>,
 }
 
 /// Why a group, or one partition of it, was not written.

@@ -19,15 +19,20 @@ use std::time::Duration;
 use serde::Serialize;
 use strait_kafka::admin::OffsetSpec;
 use strait_kafka::fetch::{FetchOptions, FetchPosition};
+use strait_kafka::groups::Stability;
 use strait_kafka::{Client, TopicPartition};
-use strait_wire::offset_map::OffsetMap;
+use strait_wire::offset_map::{OffsetMap, SourcePartition};
 use strait_wire::BatchScanner;
 
 use super::checkpoints::{read_checkpoints_timed, CheckpointError};
-use crate::config::FlowConfig;
+use crate::config::{FlowConfig, StartPosition};
 
 /// How long the source may take to answer before it counts as not answering.
 pub const SOURCE_PATIENCE: Duration = Duration::from_secs(5);
+
+/// How far ahead of this clock a record's time may be and still give an age (0): clocks of
+/// hosts in one place differ by this much.
+const CLOCK_SLACK_MS: i64 = 1000;
 
 /// What a failover of one flow now would leave behind.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -47,6 +52,11 @@ pub struct FlowReadiness {
     pub groups: Vec<GroupReadiness>,
     /// Whether a failover now, the source lost, would be exact: nothing at risk.
     pub exact: bool,
+    /// Why the flow is not mirroring now, where the one asking knows (`strait run`'s
+    /// `/v1/readiness`: not started, waiting for a cluster, paused, failed ...): such a flow
+    /// is not ready, whatever it had mirrored. `None` from `strait failover check`, which
+    /// sees the clusters, not the process.
+    pub not_running: Option<String>,
 }
 
 /// Records of one source partition that are not on the target yet.
@@ -67,7 +77,12 @@ pub struct GroupReadiness {
     /// Source offsets it moved past since its last checkpoint, over its partitions: read again
     /// after a failover made from the checkpoints. `None` when the source did not answer.
     pub records_since_checkpoint: Option<i64>,
-    /// Partitions where it has a position on the source and no checkpoint at all.
+    /// Source records it has not consumed that a failover made from the checkpoints would
+    /// skip: it was rewound on the source below its last checkpoint, which no pass has
+    /// carried yet. `None` when the source did not answer.
+    pub records_skipped: Option<i64>,
+    /// Partitions where it has a position on the source and no checkpoint at all (a topic
+    /// the flow has not mapped yet among them).
     pub partitions_without_checkpoint: usize,
     /// 0 while its last checkpoints carry its position; else now − when the oldest checkpoint
     /// behind it was written, in seconds (what it consumed since is at most that old).
@@ -80,23 +95,54 @@ pub struct GroupReadiness {
 impl GroupReadiness {
     /// Whether a failover now would place it exactly where it is on the source.
     pub fn exact(&self) -> bool {
-        self.records_since_checkpoint == Some(0) && self.partitions_without_checkpoint == 0
+        self.records_since_checkpoint == Some(0)
+            && self.records_skipped == Some(0)
+            && self.partitions_without_checkpoint == 0
     }
 }
 
 impl FlowReadiness {
+    /// The answer for a flow that is not mirroring now (`why`: not started, paused, failed
+    /// ...), when what it mirrored was not read: not ready, nothing known.
+    pub fn not_running(flow: &FlowConfig, why: String) -> Self {
+        Self {
+            flow: flow.name(),
+            source_error: None,
+            records_at_risk: None,
+            seconds_at_risk: None,
+            partitions: Vec::new(),
+            groups: Vec::new(),
+            exact: false,
+            not_running: Some(why),
+        }
+    }
+
     /// Whether the flow is ready within `within`: the source answered, no record has waited
     /// longer than `within` to be mirrored, and every group's captured position is at most
     /// that old.
     pub fn ready_within(&self, within: Duration) -> bool {
         let limit = within.as_secs_f64();
         self.source_error.is_none()
+            && self.not_running.is_none()
             && self.seconds_at_risk.is_none_or(|s| s <= limit)
             && self.partitions.iter().all(|p| p.seconds.is_some())
             && self.groups.iter().all(|g| {
                 g.partitions_without_checkpoint == 0
+                    && g.records_skipped.is_none_or(|n| n == 0)
                     && g.position_age_seconds.is_some_and(|s| s <= limit)
             })
+    }
+}
+
+/// `within` as a duration: a number of seconds, 0 or more and finite; else why not, for a
+/// `--within` or `?within=` that is not one.
+pub fn within(seconds: f64) -> Result<Duration, String> {
+    if seconds.is_finite() && seconds >= 0.0 {
+        Duration::try_from_secs_f64(seconds).map_err(|e| format!("within {seconds}: {e}"))
+    } else {
+        Err(format!(
+            "within is a number of seconds, 0 or more (e.g. 5 or 0.5), not {seconds}"
+        ))
     }
 }
 
@@ -138,7 +184,9 @@ pub async fn assess(
                 topic: tp.topic.clone(),
                 partition: tp.partition,
                 records: *records,
-                seconds: first.map(age),
+                // A time ahead of this clock by more than a little is a producer's own, not
+                // when the record arrived: no age (`first_times`).
+                seconds: first.filter(|ms| *ms <= now_ms + CLOCK_SLACK_MS).map(age),
             })
             .collect()
     });
@@ -157,6 +205,7 @@ pub async fn assess(
         let mut g = GroupReadiness {
             group: group.clone(),
             records_since_checkpoint: live.as_ref().map(|_| 0),
+            records_skipped: live.as_ref().map(|_| 0),
             partitions_without_checkpoint: 0,
             position_age_seconds: live.as_ref().map(|_| 0.0),
             last_checkpoint_seconds: None,
@@ -171,7 +220,13 @@ pub async fn assess(
                 continue;
             };
             let since = (offset - c.upstream_offset).max(0);
-            if since > 0 {
+            // Rewound on the source below its checkpoint: a failover made from the
+            // checkpoints would skip what it has not read yet.
+            let skipped = (c.upstream_offset - offset).max(0);
+            if skipped > 0 {
+                *g.records_skipped.get_or_insert(0) += skipped;
+            }
+            if since > 0 || skipped > 0 {
                 *g.records_since_checkpoint.get_or_insert(0) += since;
                 let at = written.get(&(group.clone(), remote)).copied().map(age);
                 g.position_age_seconds = match (g.position_age_seconds, at) {
@@ -202,76 +257,125 @@ pub async fn assess(
         partitions,
         groups,
         exact,
+        not_running: None,
     })
 }
 
 /// What the source says now.
 struct Live {
-    /// Per mapped partition behind its source end: the records not mirrored, and the create
-    /// time of the first of them (ms) where it could be read.
+    /// Per source partition the flow selects that is behind its source end: the records not
+    /// mirrored, and the time of the first of them (ms) where it could be read.
     behind: BTreeMap<TopicPartition, (i64, Option<i64>)>,
-    /// Per group the flow carries across: its committed offsets on the mapped partitions.
+    /// Per group the flow carries across: its committed offsets on the partitions the flow
+    /// selects, mapped or not.
     positions: BTreeMap<String, BTreeMap<TopicPartition, i64>>,
 }
 
+/// How long one group's offsets may take to read before the check goes on without them.
+const GROUP_PATIENCE: Duration = Duration::from_secs(3);
+
+/// Reads the source as the flow would see it now: every partition its filters select
+/// (discovered now, not when the flow last refreshed its topics), each compared with where
+/// the map ends, or, unmapped, with where the flow would start it (its log start, or its end
+/// with `auto.offset.reset = latest`); and every group's committed offsets on them.
 async fn read_source(
     source: &Client,
     flow: &FlowConfig,
     map: &OffsetMap,
 ) -> Result<Live, strait_kafka::Error> {
-    let mapped: Vec<(TopicPartition, i64)> = map
+    let selected = crate::flow::topics::discover_all(source, flow)
+        .await
+        .map_err(|e| strait_kafka::Error::Invalid(format!("listing the source's topics: {e}")))?
+        .mirrored;
+    let partitions: Vec<TopicPartition> = selected
         .iter()
-        .filter(|(p, _)| flow.should_replicate_topic(&p.topic))
-        .filter_map(|(p, m)| {
-            let end = m.extent()?.src_end;
-            Some((TopicPartition::new(p.topic.clone(), p.partition), end))
-        })
+        .flat_map(|t| (0..t.partitions).map(|p| TopicPartition::new(t.source.clone(), p)))
         .collect();
-    let asked: Vec<(TopicPartition, OffsetSpec)> = mapped
+    let mapped_end = |tp: &TopicPartition| {
+        map.partition(&SourcePartition::new(tp.topic.clone(), tp.partition))
+            .and_then(|m| m.extent())
+            .map(|e| e.src_end)
+    };
+    let latest: Vec<(TopicPartition, OffsetSpec)> = partitions
         .iter()
-        .map(|(tp, _)| (tp.clone(), OffsetSpec::Latest))
+        .map(|tp| (tp.clone(), OffsetSpec::Latest))
         .collect();
-    let ends = source.list_offsets(&asked, flow.isolation_level).await?;
+    let ends = source.list_offsets(&latest, flow.isolation_level).await?;
+    let unmapped: Vec<(TopicPartition, OffsetSpec)> = partitions
+        .iter()
+        .filter(|tp| mapped_end(tp).is_none())
+        .map(|tp| (tp.clone(), OffsetSpec::Earliest))
+        .collect();
+    let starts = if unmapped.is_empty() || flow.auto_offset_reset == StartPosition::Latest {
+        BTreeMap::new()
+    } else {
+        source.list_offsets(&unmapped, flow.isolation_level).await?
+    };
+    // Where the records not yet on the target begin, per partition.
+    let mut from: Vec<(TopicPartition, i64)> = Vec::new();
     let mut behind = BTreeMap::new();
-    for (tp, mapped_end) in &mapped {
+    for tp in &partitions {
         let end = match ends.get(tp) {
             Some(Ok(listed)) => listed.offset,
             Some(Err(e)) => return Err(e.clone()),
-            None => continue,
+            None => {
+                return Err(strait_kafka::Error::Invalid(format!(
+                    "the source gave no end for {tp}"
+                )))
+            }
         };
-        if end > *mapped_end {
-            behind.insert(tp.clone(), (end - mapped_end, None));
+        let start = match (mapped_end(tp), starts.get(tp)) {
+            (Some(mapped), _) => mapped,
+            (None, Some(Ok(listed))) => listed.offset,
+            (None, Some(Err(e))) => return Err(e.clone()),
+            // Started at the end when the flow finds it: nothing before is mirrored.
+            (None, None) => end,
+        };
+        if end > start {
+            behind.insert(tp.clone(), (end - start, None));
+            from.push((tp.clone(), start));
         }
     }
-    first_times(source, flow, &mapped, &mut behind).await;
+    first_times(source, flow, &from, &mut behind).await;
     let groups = super::consumer_groups(source, flow).await?;
-    let partitions: Vec<TopicPartition> = mapped.into_iter().map(|(tp, _)| tp).collect();
     let mut positions = BTreeMap::new();
-    if !partitions.is_empty() {
-        for (group, offsets) in source.offset_fetch_groups(&groups, Some(&partitions)).await {
-            let offsets = offsets?;
-            if !offsets.is_empty() {
-                let at = offsets.into_iter().map(|(tp, c)| (tp, c.offset)).collect();
-                positions.insert(group, at);
-            }
+    let committed = source
+        .offset_fetch_groups_with(
+            &groups,
+            None,
+            Stability::LastCommitted,
+            Some(GROUP_PATIENCE),
+        )
+        .await;
+    for (group, offsets) in committed {
+        let at: BTreeMap<TopicPartition, i64> = offsets?
+            .into_iter()
+            .filter(|(tp, _)| flow.should_replicate_topic(&tp.topic))
+            .map(|(tp, c)| (tp, c.offset))
+            .collect();
+        if !at.is_empty() {
+            positions.insert(group, at);
         }
     }
     Ok(Live { behind, positions })
 }
 
-/// The create time of the first record not yet mirrored, for each partition `behind`: one
-/// fetch over all of them, a little of each. A partition whose fetch fails keeps `None`.
+/// When the first record not yet mirrored was written, for each partition `behind`: one
+/// fetch over all of them, a little of each. The broker's append time where the topic keeps
+/// it; else the record's create time, which a producer stamps before the broker appends it,
+/// so the age it gives is never less than the record's wait, unless the producer set a time
+/// ahead of the broker's clock: such a time (later than now) gives no age, and the partition
+/// counts as not ready. A partition whose fetch fails keeps `None` too.
 async fn first_times(
     source: &Client,
     flow: &FlowConfig,
-    mapped: &[(TopicPartition, i64)],
+    from: &[(TopicPartition, i64)],
     behind: &mut BTreeMap<TopicPartition, (i64, Option<i64>)>,
 ) {
-    let positions: Vec<FetchPosition> = mapped
+    let positions: Vec<FetchPosition> = from
         .iter()
-        .filter(|(tp, _)| behind.contains_key(tp))
-        .map(|(tp, end)| {
-            let mut p = FetchPosition::new(tp.clone(), *end);
+        .map(|(tp, at)| {
+            let mut p = FetchPosition::new(tp.clone(), *at);
             p.max_bytes = 16 * 1024;
             p
         })
@@ -290,7 +394,11 @@ async fn first_times(
             .filter_map(Result::ok)
             .find(|b| !b.header.attributes.is_control());
         if let (Some(b), Some(entry)) = (first, behind.get_mut(&tp)) {
-            entry.1 = Some(b.header.base_timestamp);
+            entry.1 = Some(if b.header.attributes.timestamp_type_log_append() {
+                b.header.max_timestamp
+            } else {
+                b.header.base_timestamp
+            });
         }
     }
 }

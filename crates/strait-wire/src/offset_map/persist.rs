@@ -440,6 +440,13 @@ impl MapLoader {
     /// ([`PartitionMap::from_parts_with_floor`]: entries at or below a partition's floor are
     /// left out).
     pub fn finish(self) -> Result<OffsetMap, LoadError> {
+        self.map()
+    }
+
+    /// Builds the map of the records applied so far, as [`finish`](Self::finish) does, and
+    /// keeps them: a reader that follows the map topic applies what was written since and
+    /// builds again.
+    pub fn map(&self) -> Result<OffsetMap, LoadError> {
         #[derive(Default)]
         struct Parts {
             segments: Vec<Segment>,
@@ -448,9 +455,9 @@ impl MapLoader {
             floor: Option<Floor>,
         }
         let mut parts: BTreeMap<SourcePartition, Parts> = BTreeMap::new();
-        for (key, (entry, _)) in self.entries {
+        for (key, (entry, _)) in &self.entries {
             let p = parts.entry(key.partition().clone()).or_default();
-            match entry {
+            match *entry {
                 MapEntry::Segment(s) => p.segments.push(s),
                 MapEntry::Lost(r) => p.lost.push(r),
                 MapEntry::Extent(e) => p.extent = Some(e),

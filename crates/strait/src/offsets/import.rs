@@ -54,6 +54,7 @@ pub(crate) async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
                 Ok(ClusterRef {
                     alias: alias.to_owned(),
                     bootstrap_servers: bootstrap(&config, alias)?,
+                    cluster_id: None,
                 })
             };
             FailoverPlan::from_rows(

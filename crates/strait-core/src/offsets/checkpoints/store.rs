@@ -34,7 +34,12 @@ pub enum Decision {
     Rewound,
     /// The downstream offset advanced: written.
     Advanced,
-    /// The same downstream offset as the last checkpoint: not written again.
+    /// The source group moved on while its downstream offset stayed (its position lies past
+    /// what is mirrored): written, unlike MM2, so that the checkpoints carry every position
+    /// the group had, and a failover made from them reads nothing again that the group had
+    /// consumed (what lies past the mirror is counted as data at risk instead).
+    Moved,
+    /// The same checkpoint as the last one: not written again.
     Unchanged,
     /// The downstream offset is lower although the source group did not rewind: not written,
     /// so checkpoints never move backwards on their own.
@@ -46,7 +51,7 @@ impl Decision {
     pub fn emits(self) -> bool {
         matches!(
             self,
-            Decision::First | Decision::Rewound | Decision::Advanced
+            Decision::First | Decision::Rewound | Decision::Advanced | Decision::Moved
         )
     }
 }
@@ -77,7 +82,11 @@ impl CheckpointStore {
         } else if checkpoint.downstream_offset > last.downstream_offset {
             Decision::Advanced
         } else if checkpoint.downstream_offset == last.downstream_offset {
-            Decision::Unchanged
+            if checkpoint.upstream_offset > last.upstream_offset {
+                Decision::Moved
+            } else {
+                Decision::Unchanged
+            }
         } else {
             Decision::HeldBack
         }
@@ -143,9 +152,11 @@ mod tests {
         assert_eq!(store.decide(&cp("g", 0, 10, 15)), Decision::First);
         store.update(cp("g", 0, 10, 15));
         assert_eq!(store.decide(&cp("g", 0, 10, 15)), Decision::Unchanged);
-        // The group moved on but the target position did not (past the mapped end): MM2 does
-        // not write a "repeated checkpoint".
-        assert_eq!(store.decide(&cp("g", 0, 12, 15)), Decision::Unchanged);
+        // The group moved on but the target position did not (past the mapped end): MM2
+        // writes nothing, strait writes the position the group has (readiness counts it as
+        // captured only once it is written).
+        assert_eq!(store.decide(&cp("g", 0, 12, 15)), Decision::Moved);
+        assert!(Decision::Moved.emits());
         assert_eq!(store.decide(&cp("g", 0, 12, 17)), Decision::Advanced);
         // Downstream lower without an upstream rewind: held back.
         assert_eq!(store.decide(&cp("g", 0, 11, 14)), Decision::HeldBack);

@@ -316,6 +316,16 @@ pub async fn apply_plan(
         direction: plan.direction,
         cluster: plan.destination().alias.clone(),
     })?;
+    // A plan applied to clusters other than those it was made for (a config pointing
+    // elsewhere, a cluster rebuilt) would write offsets that mean nothing there.
+    if let Some(why) = plan.destination().other_than(destination).await {
+        return Err(PlanError::OtherCluster(why));
+    }
+    if let Some(origin) = origin {
+        if let Some(why) = plan.origin().other_than(origin).await {
+            return Err(PlanError::OtherCluster(why));
+        }
+    }
     let mut notes = Vec::new();
     let map = match target {
         Some(t) => Some(read_map(t, &plan.source_alias, &plan.flow).await?),

@@ -125,7 +125,7 @@ pub async fn plan_failback(
     Ok(FailoverPlan::assemble(
         Direction::Failback,
         flow,
-        cluster_refs(flow, source, target),
+        cluster_refs(flow, source, target).await,
         &map,
         groups,
         Vec::new(),

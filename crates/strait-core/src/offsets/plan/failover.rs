@@ -87,7 +87,7 @@ pub async fn plan_failover(
     Ok(FailoverPlan::assemble(
         Direction::Failover,
         flow,
-        cluster_refs(flow, source, target),
+        cluster_refs(flow, source, target).await,
         &map,
         groups,
         Vec::new(),
@@ -265,8 +265,8 @@ pub async fn plan_failover_from_checkpoints(
         Direction::Failover,
         flow,
         (
-            ClusterRef::new(a, source_bootstrap),
-            ClusterRef::new(b, target.config().bootstrap.clone()),
+            ClusterRef::new(a, source_bootstrap, None),
+            ClusterRef::of(b, target).await,
         ),
         &map,
         groups,

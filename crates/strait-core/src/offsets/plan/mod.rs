@@ -85,6 +85,11 @@ pub struct ClusterRef {
     pub alias: String,
     /// The bootstrap servers used, so `apply` can run without the config file.
     pub bootstrap_servers: Vec<String>,
+    /// The cluster's id (its metadata's `cluster_id`) when the plan was made; `None` when it
+    /// did not answer (or, in plans written before strait recorded it, unknown). `apply`
+    /// refuses a plan whose clusters answer with other ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_id: Option<String>,
 }
 
 /// A failover or failback plan: per group and partition, where the group continues on its
@@ -336,6 +341,10 @@ pub enum PlanError {
     /// A plan or offsets file is not valid.
     #[error("{0}")]
     Format(String),
+    /// The plan names a cluster by an id other than the one a cluster it was applied to
+    /// answers with.
+    #[error("{0}")]
+    OtherCluster(String),
     /// A plan written by a newer strait.
     #[error(
         "plan format version {found} is newer than this strait reads ({supported}): use the \
@@ -365,7 +374,7 @@ impl PlanError {
             PlanError::Map { source, .. } => source.is_retriable(),
             PlanError::Checkpoints { source, .. } => source.is_retriable(),
             PlanError::NoDestination { .. } => true,
-            PlanError::Format(_) | PlanError::Version { .. } => false,
+            PlanError::Format(_) | PlanError::Version { .. } | PlanError::OtherCluster(_) => false,
         }
     }
 
@@ -475,25 +484,56 @@ impl FailoverPlan {
 }
 
 impl ClusterRef {
-    /// Cluster `alias` of a plan, reached at `bootstrap_servers`.
-    fn new(alias: &str, bootstrap_servers: Vec<String>) -> Self {
+    /// Cluster `alias` of a plan, reached at `bootstrap_servers`, of id `cluster_id`.
+    fn new(alias: &str, bootstrap_servers: Vec<String>, cluster_id: Option<String>) -> Self {
         Self {
             alias: alias.to_owned(),
             bootstrap_servers,
+            cluster_id,
         }
     }
+
+    /// Cluster `alias` as `client` reaches it, with the id it answers with.
+    async fn of(alias: &str, client: &Client) -> Self {
+        Self::new(
+            alias,
+            client.config().bootstrap.clone(),
+            cluster_id(client).await,
+        )
+    }
+
+    /// Whether `client` reaches another cluster than this one: both ids known and different.
+    /// Why, in words, when it does.
+    pub async fn other_than(&self, client: &Client) -> Option<String> {
+        let planned = self.cluster_id.as_deref()?;
+        let found = cluster_id(client).await?;
+        (found != planned).then(|| {
+            format!(
+                "the plan was made for cluster {} with id {planned}, but {} answers with id \
+                 {found}: a plan applies only to the clusters it was made for (make a new \
+                 plan with the config of these clusters)",
+                self.alias,
+                client.config().bootstrap.join(",")
+            )
+        })
+    }
+}
+
+/// The id `client`'s cluster gives in its metadata; `None` if it gives none.
+async fn cluster_id(client: &Client) -> Option<String> {
+    client.metadata().await.ok()?.cluster_id.clone()
 }
 
 /// `flow`'s source and target clusters as a plan names them, reached with `source` and
 /// `target`.
-fn cluster_refs(
+async fn cluster_refs(
     flow: &crate::config::FlowConfig,
     source: &Client,
     target: &Client,
 ) -> (ClusterRef, ClusterRef) {
     (
-        ClusterRef::new(flow.source.as_str(), source.config().bootstrap.clone()),
-        ClusterRef::new(flow.target.as_str(), target.config().bootstrap.clone()),
+        ClusterRef::of(flow.source.as_str(), source).await,
+        ClusterRef::of(flow.target.as_str(), target).await,
     )
 }
 

@@ -1,0 +1,94 @@
+//! A group's position reaches the target's checkpoints within seconds whatever `tasks.max`
+//! is: a flow run by workers in two units, where the unit that writes checkpoints (unit 0)
+//! translates through the map as every unit writes it. Before, unit 0 re-read that map every
+//! `emit.checkpoints.interval.seconds` (60 s): a commit on a partition of unit 1 reached the
+//! checkpoints up to a minute later while the capture gauge said "captured".
+//!
+//! On the run's shared clusters, with this test's own names; checkpoints read back with
+//! librdkafka and decoded as MM2's `Checkpoint`.
+
+mod running;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use running::{write_flow_config, Running};
+use strait_testkit::{Clusters, Names, Rdk, TestRecord};
+use strait_wire::mm2::Checkpoint;
+
+const PER_PARTITION: i64 = 20;
+
+#[test]
+fn with_two_units_a_commit_is_checkpointed_within_seconds() {
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let rdk = Rdk::new();
+    let (a, b) = (names.alias("source"), names.alias("target"));
+    let topic = names.topic("orders");
+    let group = names.group("billing-app");
+    let remote = format!("{a}.{topic}");
+    let checkpoints = format!("{a}.checkpoints.internal");
+    let (src, dst) = (&clusters.source.bootstrap, &clusters.target.bootstrap);
+    rdk.create_topic(src, &topic, 2);
+    let records: Vec<TestRecord> = (0..2 * PER_PARTITION)
+        .map(|i| TestRecord::new((i % 2) as i32, None, Some(format!("r{i}").as_bytes())))
+        .collect();
+    rdk.produce(src, &topic, &records, "lz4");
+    // Made here so that it can be read before strait makes it (strait keeps it as it is).
+    rdk.create_topic(dst, &remote, 2);
+
+    // Workers (the default) in two units, both taken by this one process.
+    let config = write_flow_config(
+        &clusters,
+        (&a, &b),
+        &format!("capture-{a}.properties"),
+        &format!(
+            "topics = {topic}\n\
+             groups = {}\n\
+             tasks.max = 2\n\
+             heartbeats.replication.enabled = false\n",
+            names.pattern()
+        ),
+    );
+    let log = clusters.dir().join(format!("strait-capture-{a}.log"));
+    let strait = Running::start(&config, log);
+    let mirrored = rdk.consume(dst, &remote, records.len(), Duration::from_secs(90));
+    assert_eq!(mirrored.len(), records.len());
+
+    // The group commits at the end of both partitions, one of them unit 1's.
+    rdk.commit(
+        src,
+        &group,
+        &topic,
+        &[(0, PER_PARTITION), (1, PER_PARTITION)],
+    );
+    let committed = Instant::now();
+    let read = rdk.consume(dst, &checkpoints, 2, Duration::from_secs(10));
+    let took = committed.elapsed();
+    let last: BTreeMap<i32, (i64, i64)> = read
+        .iter()
+        .map(|r| {
+            let c = Checkpoint::decode(
+                r.key.as_deref().unwrap_or_default(),
+                r.value.as_deref().unwrap_or_default(),
+            )
+            .expect("a checkpoint");
+            assert_eq!(
+                (c.group.as_str(), c.topic.as_str()),
+                (group.as_str(), remote.as_str())
+            );
+            (c.partition, (c.upstream_offset, c.downstream_offset))
+        })
+        .collect();
+    assert_eq!(
+        last,
+        BTreeMap::from([
+            (0, (PER_PARTITION, PER_PARTITION)),
+            (1, (PER_PARTITION, PER_PARTITION))
+        ]),
+        "both partitions' positions checkpointed; log:\n{}",
+        strait.log_text()
+    );
+    eprintln!("both positions checkpointed {took:?} after the commit");
+    strait.shutdown();
+}
