@@ -178,7 +178,8 @@ async fn checkpoints_move_with_the_group_and_survive_a_restart() {
     assert_eq!(summary.emitted, vec![m.cp(&billing, 0, 3, 8)]);
     assert_eq!(m.checkpoints_end().await, 5);
 
-    // A group past what is mirrored stays at the target end until the records follow.
+    // A group past what is mirrored stays at the target end until the records follow; its
+    // source position is written at once (MM2 would wait for the target end to move).
     m.rdk.produce(
         &m.clusters.source.bootstrap,
         &m.topic,
@@ -187,11 +188,12 @@ async fn checkpoints_move_with_the_group_and_survive_a_restart() {
     );
     m.commit_source(&reporting, &[(0, 22)]);
     let summary = task.emit_once().await.unwrap();
-    assert!(summary.emitted.is_empty(), "{summary:?}");
+    assert_eq!(summary.emitted, vec![m.cp(&reporting, 0, 22, 25)]);
     assert_eq!(
         task.store().decide(&m.cp(&reporting, 0, 22, 25)),
         Decision::Unchanged
     );
+    assert_eq!(m.checkpoints_end().await, 6);
 
     // A new task reads the last checkpoints back: nothing is written again. The last record
     // of billing-app orders-0 is the rewound one (3 -> 8), not the highest.
@@ -199,7 +201,7 @@ async fn checkpoints_move_with_the_group_and_survive_a_restart() {
     let summary = restarted.emit_once().await.unwrap();
     assert!(summary.emitted.is_empty(), "{summary:?}");
     assert_eq!(summary.unchanged, 3);
-    assert_eq!(m.checkpoints_end().await, 5);
+    assert_eq!(m.checkpoints_end().await, 6);
     assert_eq!(
         restarted.store().get(&billing, &m.remote, 0),
         Some(&m.cp(&billing, 0, 3, 8))
@@ -219,7 +221,7 @@ async fn checkpoints_move_with_the_group_and_survive_a_restart() {
             cp(&remote, &reporting, 0, 22, 27)
         ]
     );
-    assert_eq!(end_offset(&m.target, &checkpoints).await, 7);
+    assert_eq!(end_offset(&m.target, &checkpoints).await, 8);
     // What is in the topic, last per key, is what the task holds.
     let mut last = std::collections::BTreeMap::new();
     for (k, v) in read_topic(&m.target, &checkpoints).await {
@@ -517,7 +519,11 @@ async fn readiness_covers_a_topic_not_mapped_yet_and_a_rewound_group() {
         m.flow.map_updates(),
     );
     let summary = task.emit_once().await.expect("checkpoint pass");
-    assert_eq!(summary.uncarried, std::slice::from_ref(&late_reader), "{summary:?}");
+    assert_eq!(
+        summary.uncarried,
+        std::slice::from_ref(&late_reader),
+        "{summary:?}"
+    );
     let map = m.flow.map().clone();
     // Ten seconds on: the late records have waited that long.
     let answer = assess(Ok(&m.source), &m.target, &config, &map, now_ms() + 10_000)

@@ -4,6 +4,9 @@
 //! `emit.checkpoints.interval.seconds` (60 s): a commit on a partition of unit 1 reached the
 //! checkpoints up to a minute later while the capture gauge said "captured".
 //!
+//! Then `/v1/readiness` of that instance says ready and exact, poll after poll: its map
+//! follows both units' writes.
+//!
 //! On the run's shared clusters, with this test's own names; checkpoints read back with
 //! librdkafka and decoded as MM2's `Checkpoint`.
 
@@ -90,5 +93,19 @@ fn with_two_units_a_commit_is_checkpointed_within_seconds() {
         strait.log_text()
     );
     eprintln!("both positions checkpointed {took:?} after the commit");
+
+    // Caught up and captured: the instance that runs unit 0 answers ready, poll after poll,
+    // for both units' partitions (its map follows unit 1's writes too).
+    let path = format!("/v1/readiness?flow={a}-%3E{b}");
+    for poll in 0..30 {
+        let (code, body) = strait.get_json(&path).expect("readiness");
+        assert_eq!(code, 200, "poll {poll}: {body}");
+        assert_eq!(
+            body["flows"][0]["exact"],
+            serde_json::Value::Bool(true),
+            "{body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     strait.shutdown();
 }

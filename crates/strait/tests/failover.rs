@@ -335,6 +335,12 @@ fn failover_plan_is_exact_and_apply_writes_it_once_refusing_unsafe_groups() {
     assert_eq!(plan.flow, s.flow);
     assert_eq!(plan.source.alias, s.source_alias);
     assert_eq!(plan.target.bootstrap_servers, vec![b.clone()]);
+    // The plan names its clusters by id, not only by address.
+    let (source_id, target_id) = (
+        plan.source.cluster_id.clone().expect("the source's id"),
+        plan.target.cluster_id.clone().expect("the target's id"),
+    );
+    assert_ne!(source_id, target_id);
     let names: Vec<&str> = plan.groups.iter().map(|g| g.group.as_str()).collect();
     assert_eq!(names, groups.map(|(n, _)| n));
     for (name, committed) in groups {
@@ -471,6 +477,27 @@ fn failover_plan_is_exact_and_apply_writes_it_once_refusing_unsafe_groups() {
     assert_eq!(s.committed(&b, &audit, remote), offsets(&[(0, 60)]));
     // "busy" stopped on B, so it went this time, to its planned offsets.
     assert_eq!(s.committed(&b, &busy, remote), offsets(&[(0, 10)]));
+
+    // The same plan, as if made for another target (a config pointing elsewhere, a cluster
+    // rebuilt): refused, nothing written. Before, it said "already applied".
+    let mut elsewhere = read_plan(plan_file);
+    elsewhere.target.cluster_id = Some("not-this-cluster".into());
+    let elsewhere_file = s.dir().join("failover-elsewhere.json");
+    std::fs::write(&elsewhere_file, elsewhere.to_json()).expect("write plan");
+    let out = s.strait(&[
+        "failover",
+        "apply",
+        elsewhere_file.to_str().expect("utf-8 path"),
+        "--config",
+        s.config(),
+    ]);
+    assert_ne!(out.code(), Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("not-this-cluster") && out.stderr.contains(&target_id),
+        "the refusal names both ids: {}",
+        out.stderr
+    );
+    assert!(!out.stdout.contains("already applied"), "{}", out.stdout);
 
     // Planned again, "late" is exact now that its records are mirrored.
     let out = s.on_flow(&["failover", "plan"], &["--groups", &late, "--json"]);

@@ -253,7 +253,8 @@ impl Units {
 
 /// The HTTP API of a flow run by workers, from every worker whatever units it runs
 /// (`/v1/translate`, `/v1/groups/GROUP`): the map as all units write it, read from the map topic
-/// on the target now and again every checkpoint interval (at most 10 s), and a client of the
+/// on the target now and followed every capture interval (`strait.checkpoints.capture.interval.ms`,
+/// at most 10 s; only what was written since is read), and a client of the
 /// source for group offsets, connected once it answers.
 async fn serve_api_as_worker(
     config: Arc<StraitConfig>,
@@ -280,9 +281,12 @@ async fn serve_api_as_worker(
             OffsetMap::default()
         }
     };
+    // As fresh as the positions the flow captures (`/v1/readiness` compares them with it).
     let every = flow
-        .emit_checkpoints
-        .map_or(API_MAP_EVERY, |d| d.min(API_MAP_EVERY));
+        .checkpoints_capture
+        .into_iter()
+        .chain(flow.emit_checkpoints)
+        .fold(API_MAP_EVERY, std::cmp::min);
     let map = MapStore::follow(target.clone(), alias, Arc::new(initial), every);
     api.set(
         &flow,
