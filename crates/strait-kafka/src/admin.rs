@@ -417,7 +417,25 @@ impl Client {
     /// Creates topics; one result per topic, in order. A topic that exists gives
     /// `TOPIC_ALREADY_EXISTS`.
     pub async fn create_topics(&self, topics: &[NewTopic]) -> Result<Vec<(String, Result<()>)>> {
+        self.create_topics_as(topics, false).await
+    }
+
+    /// Asks whether the cluster would create `topic` as given (CreateTopics with
+    /// `validate_only`): nothing is created; the answer is the error a create would give.
+    pub async fn validate_topic(&self, topic: NewTopic) -> Result<()> {
+        let mut results = self
+            .create_topics_as(std::slice::from_ref(&topic), true)
+            .await?;
+        results.pop().map_or(Ok(()), |(_, r)| r)
+    }
+
+    async fn create_topics_as(
+        &self,
+        topics: &[NewTopic],
+        validate_only: bool,
+    ) -> Result<Vec<(String, Result<()>)>> {
         let request = CreateTopicsRequest::default()
+            .with_validate_only(validate_only)
             .with_timeout_ms(ADMIN_TIMEOUT.as_millis() as i32)
             .with_topics(
                 topics
@@ -466,7 +484,9 @@ impl Client {
                 (t.name.clone(), result)
             })
             .collect();
-        self.refresh_metadata().await?;
+        if !validate_only {
+            self.refresh_metadata().await?;
+        }
         Ok(results)
     }
 

@@ -211,10 +211,30 @@ fn refuses_configs(e: &strait_kafka::Error) -> bool {
     )
 }
 
+/// The configs of `configs` the target takes, each asked alone with a CreateTopics that only
+/// validates (`new` makes the topic's request from configs); a key whose answer is not a
+/// refusal of configs (the target out of reach) is kept, so the create that follows says why.
+async fn accepted_configs(
+    target: &Client,
+    new: &impl Fn(Vec<(String, String)>) -> NewTopic,
+    configs: &[(String, String)],
+) -> Vec<(String, String)> {
+    let mut accepted = Vec::with_capacity(configs.len());
+    for config in configs {
+        match target.validate_topic(new(vec![config.clone()])).await {
+            Err(e) if refuses_configs(&e) => {}
+            _ => accepted.push(config.clone()),
+        }
+    }
+    accepted
+}
+
 /// Makes sure each remote topic exists with at least the source's partitions. One the target
 /// refuses for good is left out (in [`RemoteTopics::refused`]); one whose copied configs the
-/// target refuses is created without them, then given them key by key (each key refused is
-/// said). Only an error time can fix (the target out of reach) fails the call.
+/// target refuses in part is created with the keys it takes, found by validating each alone
+/// (the keys refused are said), in one request; one whose `cleanup.policy` is refused, or
+/// that is refused with the keys taken, is refused, never created without its policy (a
+/// deleting topic where the source's is compacted). Only an error time can fix (the target out of reach) fails the call.
 pub async fn ensure_remote_topics(
     source: &Client,
     target: &Client,
@@ -258,26 +278,27 @@ pub async fn ensure_remote_topics(
                     new
                 };
                 let mut created = target.create_topic(new(configs.clone())).await;
-                let mut later = Vec::new();
                 if let Err(e) = &created {
                     if !configs.is_empty() && refuses_configs(e) {
+                        // Created with the keys the target takes, in the one request, so the
+                        // topic never exists without them (a compacted topic made as a
+                        // deleting one, and never given its policy where the principal may
+                        // create but not alter configs, would delete what the source keeps).
+                        let accepted = accepted_configs(target, &new, &configs).await;
                         tracing::warn!(topic = %t.remote, error = %e,
-                            "the target refuses the source topic's configs; creating the remote \
-                             topic without them, then setting them key by key");
-                        created = target.create_topic(new(Vec::new())).await;
-                        later = configs;
-                    }
-                }
-                if created.is_ok() && !later.is_empty() {
-                    let ops: Vec<AlterConfigOp> = later
-                        .into_iter()
-                        .map(|(k, v)| AlterConfigOp::Set(k, v))
-                        .collect();
-                    // The topic stands: configs it cannot be given now (an ACL that allows
-                    // Create but not AlterConfigs, the target out of reach) fail nothing.
-                    if let Err(e) = set_key_by_key(target, &t.remote, ops).await {
-                        tracing::warn!(topic = %t.remote, error = %e,
-                            "the remote topic was created without the source topic's configs,                              and they cannot be set now; with sync.topic.configs.enabled the                              config sync tries again");
+                            refused = ?configs.iter().filter(|c| !accepted.contains(c))
+                                .map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+                            "the target refuses some of the source topic's configs; the remote \
+                             topic is created with the others (exclude the refused keys with \
+                             config.properties.exclude to stop trying)");
+                        // Without its cleanup policy a compacted topic would delete: then
+                        // it is not created at all (refused below, tried at each refresh).
+                        let policy_kept = configs
+                            .iter()
+                            .all(|c| c.0 != "cleanup.policy" || accepted.contains(c));
+                        if accepted.len() < configs.len() && policy_kept {
+                            created = target.create_topic(new(accepted)).await;
+                        }
                     }
                 }
                 match created {
