@@ -211,17 +211,19 @@ fn refuses_configs(e: &strait_kafka::Error) -> bool {
     )
 }
 
-/// The configs of `configs` the target takes, each asked alone with a CreateTopics that only
-/// validates (`new` makes the topic's request from configs); a key whose answer is not a
+/// The configs of `configs` the target takes, each asked alone with a CreateTopics of `topic`
+/// that only validates; a key whose answer is not a
 /// refusal of configs (the target out of reach) is kept, so the create that follows says why.
 async fn accepted_configs(
     target: &Client,
-    new: &impl Fn(Vec<(String, String)>) -> NewTopic,
+    topic: &NewTopic,
     configs: &[(String, String)],
 ) -> Vec<(String, String)> {
     let mut accepted = Vec::with_capacity(configs.len());
     for config in configs {
-        match target.validate_topic(new(vec![config.clone()])).await {
+        let mut alone = topic.clone();
+        alone.configs = vec![config.clone()];
+        match target.validate_topic(alone).await {
             Err(e) if refuses_configs(&e) => {}
             _ => accepted.push(config.clone()),
         }
@@ -284,7 +286,7 @@ pub async fn ensure_remote_topics(
                         // topic never exists without them (a compacted topic made as a
                         // deleting one, and never given its policy where the principal may
                         // create but not alter configs, would delete what the source keeps).
-                        let accepted = accepted_configs(target, &new, &configs).await;
+                        let accepted = accepted_configs(target, &new(Vec::new()), &configs).await;
                         tracing::warn!(topic = %t.remote, error = %e,
                             refused = ?configs.iter().filter(|c| !accepted.contains(c))
                                 .map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
