@@ -212,6 +212,9 @@ async fn supervise(
             Some(request) = requests.recv() => supervisor.handle(request).await,
         }
     }
+    // A control request from now on is answered 503 (stopping) at once, rather than holding
+    // its HTTP connection, and so the API's stop, until its grace runs out.
+    drop(requests);
     supervisor.shutdown().await;
     if let Some(http) = http {
         let _ = http.await;
