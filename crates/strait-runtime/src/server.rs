@@ -179,3 +179,41 @@ async fn connection(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use axum::routing::get;
+
+    /// A route answering after `wait`, within `limit`.
+    fn slow(wait: Duration, limit: Duration) -> Router {
+        Router::new()
+            .route(
+                "/slow",
+                get(move || async move {
+                    tokio::time::sleep(wait).await;
+                    "done"
+                }),
+            )
+            .route_layer(axum::middleware::from_fn_with_state(limit, time_limit))
+    }
+
+    async fn status(router: Router) -> StatusCode {
+        let request = Request::get("/slow")
+            .body(Body::empty())
+            .expect("a request");
+        match tower_service::Service::call(&mut router.clone(), request).await {
+            Ok(answer) => answer.status(),
+            Err(never) => match never {},
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answer_past_its_time_is_503() {
+        let late = slow(Duration::from_secs(10), Duration::from_millis(50));
+        assert_eq!(status(late).await, StatusCode::SERVICE_UNAVAILABLE);
+        let in_time = slow(Duration::from_millis(1), Duration::from_secs(10));
+        assert_eq!(status(in_time).await, StatusCode::OK);
+    }
+}

@@ -4,7 +4,8 @@
 //! a browser's request (an `Origin` header, a form's content type) is refused, token or not;
 //! without a token, control is open on loopback and refused beyond it, where reads still
 //! answer; a half-sent request is closed at the header timeout and does not hold a shutdown;
-//! connections past the cap are closed. (`docs/security.md`, "The HTTP API".) The log is the
+//! connections past the cap are closed (`docs/security.md`, "The HTTP API"; the answer
+//! timeouts are tested in `src/server.rs`, with a handler slow on purpose). The log is the
 //! process's: run under nextest (a process per test) or with `--test-threads=1`.
 
 mod running;
@@ -259,7 +260,7 @@ fn closed_within(stream: &mut TcpStream, secs: u64) -> bool {
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                 ) =>
             {
-                return false
+                return false;
             }
             Err(_) => return true,
         }
