@@ -1,7 +1,8 @@
 //! What the binary adds to the runtime's HTTP control, without a cluster (the quick tier):
 //! `strait flow` and `strait reload` send the control token `strait run` was given
 //! (`--control-token-file`, `STRAIT_CONTROL_TOKEN`), and are refused without it; a second
-//! SIGTERM while `strait run` stops exits at once, with 130.
+//! SIGTERM while `strait run` stops exits at once, with 130; a single one waits for a half-sent
+//! HTTP request no longer than the server's grace.
 
 mod running;
 
@@ -134,6 +135,34 @@ fn a_second_sigterm_exits_at_once() {
         "{}",
         strait.log_text()
     );
+    drop(half);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One SIGTERM with a half-sent HTTP request open: the stop waits for it at most its 5 s grace
+/// and exits 0 (it waited for the connection for 91 s before).
+#[test]
+fn one_sigterm_stops_despite_a_half_sent_request() {
+    let (dir, config) = config("grace");
+    let mut strait = Strait::run(&config, dir.join("strait.log"));
+    strait.log_until(30, "HTTP API listening");
+    let mut half = TcpStream::connect(("127.0.0.1", strait.port)).expect("connect");
+    half.write_all(b"GET /healthz HTTP/1.1\r\n").expect("write");
+    std::thread::sleep(Duration::from_millis(200));
+    let asked = Instant::now();
+    strait.signal("TERM");
+    let status = strait.wait_exit(20).unwrap_or_else(|| {
+        panic!(
+            "strait still runs 20 s after SIGTERM:\n{}",
+            strait.log_text()
+        )
+    });
+    assert!(
+        asked.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert_eq!(status.code(), Some(0), "{}", strait.log_text());
     drop(half);
     let _ = std::fs::remove_dir_all(&dir);
 }
