@@ -16,6 +16,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 )
@@ -105,6 +106,12 @@ func check(doc []byte) (string, error) {
 			return kind, err
 		}
 		return kind, service(&o)
+	case "networking.k8s.io/v1 NetworkPolicy":
+		var o networkingv1.NetworkPolicy
+		if err := yaml.UnmarshalStrict(doc, &o); err != nil {
+			return kind, err
+		}
+		return kind, networkPolicy(&o)
 	case "apps/v1 Deployment":
 		var o appsv1.Deployment
 		if err := yaml.UnmarshalStrict(doc, &o); err != nil {
@@ -133,6 +140,23 @@ func service(s *corev1.Service) error {
 	for _, p := range s.Spec.Ports {
 		if p.Port < 1 || p.Port > 65535 {
 			return fmt.Errorf("spec.ports %q: port %d", p.Name, p.Port)
+		}
+	}
+	return nil
+}
+
+// networkPolicy: it must select pods (an empty selector would take in every pod of the
+// namespace) and name the ports it lets in.
+func networkPolicy(p *networkingv1.NetworkPolicy) error {
+	if err := name("metadata.name", p.Name); err != nil {
+		return err
+	}
+	if len(p.Spec.PodSelector.MatchLabels) == 0 && len(p.Spec.PodSelector.MatchExpressions) == 0 {
+		return fmt.Errorf("spec.podSelector is empty: the policy would take in every pod of the namespace")
+	}
+	for i, rule := range p.Spec.Ingress {
+		if len(rule.Ports) == 0 {
+			return fmt.Errorf("spec.ingress[%d] names no port: it would let in every port", i)
 		}
 	}
 	return nil

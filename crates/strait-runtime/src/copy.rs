@@ -92,6 +92,8 @@ impl OneShotCopy {
             AbortOnDrop(tokio::spawn(crate::http::serve(
                 listener,
                 api,
+                None,
+                crate::server::HttpLimits::default(),
                 futures::future::pending(),
             )))
         });

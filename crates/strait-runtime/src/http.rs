@@ -22,7 +22,9 @@
 //! - `GET /metrics`: every metric of `docs/metrics.md` in Prometheus text format, rendered here
 //!   by the recorder [`metrics_handle`] installs (the exporter has no listener of its own).
 //! - `POST /v1/flows/{flow}/pause|resume`, `POST /v1/reload`: [`crate::control`]'s requests,
-//!   answered with its [`FlowRequested`] and [`Reloaded`]; `409` from a one-shot copy.
+//!   answered with its [`FlowRequested`] and [`Reloaded`]; `409` from a one-shot copy. Who may
+//!   send them is [`crate::access`]'s to say (401, 403); the server's limits are
+//!   [`crate::server`]'s.
 //!
 //! Answers are JSON. The map read is the one last written to the map topic, so an answer never
 //! rests on a mapping a crash could take back. Errors are `{"error": "..."}` with 400 (bad
@@ -37,6 +39,7 @@ use std::time::Duration;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -49,8 +52,10 @@ use strait_kafka::Client;
 use strait_wire::offset_map::{OffsetMap, SourcePartition};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::access::{self, Access, ControlToken};
 use crate::control::{ask, ControlError, ControlRequest, FlowRequested, Reloaded};
 use crate::error::Error;
+use crate::server::{self, HttpLimits};
 
 /// What the API needs of one running flow.
 #[derive(Debug, Clone)]
@@ -187,10 +192,11 @@ fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 
 type Flows = Arc<Api>;
 
-/// Every route of the API over `api`.
-fn router(api: Arc<Api>) -> Router {
+/// Every route of the API over `api`: the reads, and the control requests behind `access`
+/// ([`crate::access`]), each within its time of `limits`.
+fn router(api: Arc<Api>, access: Access, limits: HttpLimits) -> Router {
     metrics_handle();
-    Router::new()
+    let reads = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(prometheus))
@@ -198,10 +204,20 @@ fn router(api: Arc<Api>) -> Router {
         .route("/v1/translate", get(translate))
         .route("/v1/groups/{group}", get(group))
         .route("/v1/readiness", get(readiness))
+        .route_layer(middleware::from_fn_with_state(
+            limits.request_timeout,
+            server::time_limit,
+        ));
+    let control = Router::new()
         .route("/v1/flows/{flow}/pause", post(pause))
         .route("/v1/flows/{flow}/resume", post(resume))
         .route("/v1/reload", post(reload))
-        .with_state(api)
+        .route_layer(middleware::from_fn_with_state(
+            limits.control_timeout,
+            server::time_limit,
+        ))
+        .route_layer(middleware::from_fn_with_state(access, access::guard));
+    reads.merge(control).with_state(api)
 }
 
 /// Binds `addr` (an error names it, e.g. when the port is taken).
@@ -214,15 +230,18 @@ pub(crate) async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, Er
         .map_err(|error| Error::Listen { addr, error })
 }
 
-/// Serves the API on `listener` until `stop` resolves.
+/// Serves the API on `listener` until `stop` resolves (then for at most
+/// [`HttpLimits::shutdown_grace`] more), its control requests behind `token`
+/// ([`Access::new`]: without one, open on a loopback address, refused on any other).
 pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     api: Arc<Api>,
+    token: Option<ControlToken>,
+    limits: HttpLimits,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(api))
-        .with_graceful_shutdown(stop)
-        .await
+    let access = Access::new(listener.local_addr()?, token);
+    server::serve(listener, router(api, access, limits), limits, stop).await
 }
 
 /// The process's Prometheus recorder, installed as the `metrics` recorder on first call (the

@@ -11,7 +11,8 @@
 //!   group sync and topic ACL sync beside it, for both (its producer and fetch settings from
 //!   the file in `settings.rs`).
 //! - `http.rs`: the HTTP API both serve (`docs/http-api.md`), with [`rows`] shared with the
-//!   commands' `--json`.
+//!   commands' `--json`; `access.rs` says who may send its control requests ([`ControlToken`]),
+//!   `server.rs` serves it within [`HttpLimits`].
 //!
 //! Errors are [`Error`]s that say whether trying again can help. The flows' status board and
 //! metrics registry are one per process (`strait_core::status`, `strait_core::metrics`), keyed
@@ -19,17 +20,21 @@
 //! (`crates/strait`) parses arguments, turns signals into [`Runtime::reload`] and
 //! [`Runtime::shutdown`], prints and exits.
 
+mod access;
 pub mod control;
 mod copy;
 mod error;
 mod flow;
 mod http;
 pub mod rows;
+mod server;
 mod settings;
 mod supervisor;
 
+pub use access::{BadToken, ControlToken};
 pub use control::{ControlError, FlowRequested, Reloaded, Requested};
 pub use copy::OneShotCopy;
 pub use error::Error;
 pub use flow::{FlowOutcome, StartedFlow};
+pub use server::HttpLimits;
 pub use supervisor::{Options, Runtime};

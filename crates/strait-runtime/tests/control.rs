@@ -120,6 +120,7 @@ fn the_runtime_takes_pause_resume_and_reload_without_a_cluster() {
     let options = Options {
         listen: Some(taken),
         watch_config: false,
+        ..Options::default()
     };
     let refused = tokio
         .block_on(Runtime::start(&config, options))

@@ -1,7 +1,7 @@
 //! The HTTP API of a running `strait run`, as the commands that talk to it reach it
 //! (`strait status`, `strait flow pause|resume`, `strait reload`): one request per connection,
-//! HTTP/1.0, so an answer ends when the connection closes and is never chunked; an error
-//! answer's message ([`error_of`]).
+//! HTTP/1.0, so an answer ends when the connection closes and is never chunked, with the
+//! control token when one is given; an error answer's message ([`error_of`]).
 
 use anyhow::{anyhow, bail, Context as _};
 use serde_json::Value;
@@ -20,6 +20,8 @@ pub(crate) struct Endpoint {
     authority: String,
     /// The path before `/v1/...`, without a trailing slash.
     prefix: String,
+    /// Sent as `Authorization: Bearer` with every request, when given.
+    token: Option<strait_runtime::ControlToken>,
 }
 
 impl Endpoint {
@@ -53,7 +55,15 @@ impl Endpoint {
             url: url.trim_end_matches('/').to_owned(),
             authority,
             prefix: prefix.to_owned(),
+            token: None,
         })
+    }
+
+    /// The same endpoint, its requests carrying `token` (the control requests need it when the
+    /// instance has one).
+    pub(crate) fn with_token(mut self, token: Option<strait_runtime::ControlToken>) -> Self {
+        self.token = token;
+        self
     }
 
     /// `GET /v1/status`, or an error that says what is (not) there.
@@ -102,9 +112,14 @@ impl Endpoint {
             }
             Ok(Ok(s)) => s,
         };
+        let authorization = self
+            .token
+            .as_ref()
+            .map(|t| format!("Authorization: Bearer {}\r\n", t.secret()))
+            .unwrap_or_default();
         let request = format!(
             "{method} {}{path} HTTP/1.0\r\nHost: {}\r\nAccept: application/json\r\n\
-             Content-Length: 0\r\n\r\n",
+             {authorization}Content-Length: 0\r\n\r\n",
             self.prefix, self.authority
         );
         let mut answer = Vec::new();

@@ -37,6 +37,8 @@ struct PauseArgs {
     /// The HTTP API of the running instance (`strait run --listen`).
     #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:9876")]
     url: String,
+    #[command(flatten)]
+    token: crate::common::ControlTokenArgs,
     /// How long to wait for the flow to reach the state asked for.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     wait_secs: u64,
@@ -48,7 +50,7 @@ pub(crate) async fn run(args: FlowArgs) -> anyhow::Result<ExitCode> {
         FlowCommand::Pause(args) => (args, "pause", FlowState::Paused),
         FlowCommand::Resume(args) => (args, "resume", FlowState::Running),
     };
-    let endpoint = Endpoint::parse(&args.url)?;
+    let endpoint = Endpoint::parse(&args.url)?.with_token(args.token.token()?);
     let path = format!("/v1/flows/{}/{verb}", path_segment(&args.flow));
     let (code, body) = endpoint
         .request("POST", &path, Duration::from_secs(10))

@@ -19,11 +19,13 @@ pub(crate) struct ReloadArgs {
     /// The HTTP API of the running instance (`strait run --listen`).
     #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:9876")]
     url: String,
+    #[command(flatten)]
+    token: crate::common::ControlTokenArgs,
 }
 
 /// Runs `strait reload`.
 pub(crate) async fn run(args: ReloadArgs) -> anyhow::Result<ExitCode> {
-    let endpoint = Endpoint::parse(&args.url)?;
+    let endpoint = Endpoint::parse(&args.url)?.with_token(args.token.token()?);
     let (code, body) = endpoint
         .request("POST", "/v1/reload", RELOAD_TIMEOUT)
         .await?;

@@ -1,5 +1,6 @@
 //! `strait run`: its arguments, and the runtime (`strait_runtime`) run until Ctrl-C or SIGTERM,
-//! reloaded on SIGHUP; or, with `--until-caught-up`, a one-shot copy.
+//! reloaded on SIGHUP; or, with `--until-caught-up`, a one-shot copy. A second Ctrl-C or
+//! SIGTERM while the runtime stops exits at once, with 130.
 
 use std::process::ExitCode;
 
@@ -25,7 +26,12 @@ pub(crate) struct RunArgs {
     /// By default the file is compared every 5 s with what was last loaded.
     #[arg(long)]
     no_watch_config: bool,
+    #[command(flatten)]
+    token: crate::common::ControlTokenArgs,
 }
+
+/// The exit status of a stop cut short by a second signal (as a shell reports Ctrl-C).
+const CUT_SHORT: i32 = 130;
 
 /// Runs `strait run`: until stopped (exit 0 once every flow has written its map), or a
 /// one-shot copy that fails with the first flow that failed.
@@ -40,24 +46,36 @@ pub(crate) async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let options = Options {
         listen: args.listen.0,
         watch_config: !args.no_watch_config,
+        control_token: args.token.token()?,
+        ..Options::default()
     };
     let runtime = Runtime::start(args.config.clone(), options).await?;
     let mut hangup = signals::hangup();
-    let stop = signals::shutdown();
-    tokio::pin!(stop);
+    let mut stops = signals::stops();
     loop {
         tokio::select! {
-            () = &mut stop => break,
+            Some(()) = stops.recv() => break,
             Some(()) = hangup.recv() => {
                 tracing::info!(config = %args.config.display(), "SIGHUP: reading the config again");
                 // The runtime logs what the reload did, or why the file does not load.
                 tokio::select! {
-                    () = &mut stop => break,
+                    Some(()) = stops.recv() => break,
                     _ = runtime.reload() => {}
                 }
             }
+            // No signal can reach this process (neither could be listened for): it runs until
+            // killed.
+            else => std::future::pending::<()>().await,
         }
     }
-    runtime.shutdown().await;
-    Ok(ExitCode::SUCCESS)
+    tokio::select! {
+        () = runtime.shutdown() => Ok(ExitCode::SUCCESS),
+        Some(()) = stops.recv() => {
+            // As after a kill: the next start recovers each flow from the map it last wrote
+            // (docs/design.md §4.4).
+            tracing::warn!("a second stop signal: exiting now, without waiting for the flows to finish their round");
+            eprintln!("strait: a second stop signal: exiting now (status {CUT_SHORT})");
+            std::process::exit(CUT_SHORT)
+        }
+    }
 }

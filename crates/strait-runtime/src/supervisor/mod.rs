@@ -36,10 +36,12 @@ use strait_core::config::{ClusterConfig, FlowConfig, StraitConfig};
 use strait_core::status::{self, StatusReport};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::access::ControlToken;
 use crate::control::{ask, ControlError, ControlRequest, FlowRequested, Reloaded, Requested};
 use crate::error::Error;
 use crate::flow::Stop;
 use crate::http::Api;
+use crate::server::HttpLimits;
 use heartbeats::Heartbeats;
 
 /// How often the config file is compared with what was last loaded.
@@ -53,14 +55,20 @@ const RESTART_MAX: Duration = Duration::from_secs(300);
 /// `default.api.timeout.ms` (60 s) in silence.
 const FIRST_ANSWER: Duration = Duration::from_secs(10);
 
-/// How a [`Runtime`] runs.
-#[derive(Debug, Clone)]
+/// How a [`Runtime`] runs. `Options::default()`: no HTTP API, the file not watched, no control
+/// token, [`HttpLimits::default`].
+#[derive(Debug, Clone, Default)]
 pub struct Options {
     /// Where the HTTP API listens (port 0: any free port, [`Runtime::http_addr`] says which);
     /// `None`: no API.
     pub listen: Option<SocketAddr>,
     /// Reload when the config file's bytes change (compared every 5 s).
     pub watch_config: bool,
+    /// The token the API's control requests must carry; without one they are taken from
+    /// anyone on a loopback `listen` address and refused on any other (`crate::access`).
+    pub control_token: Option<ControlToken>,
+    /// The HTTP server's timeouts and connection cap.
+    pub http: HttpLimits,
 }
 
 /// A running `strait run`: every enabled flow of a config file, kept running until
@@ -97,8 +105,17 @@ impl Runtime {
         let http = listener.map(|listener| {
             if let Some(addr) = http_addr {
                 tracing::info!(%addr, "HTTP API listening (/healthz, /readyz, /v1/status, /v1/translate, /v1/groups/GROUP, /metrics)");
+                if options.control_token.is_none() && !addr.ip().is_loopback() {
+                    tracing::warn!(%addr, "the HTTP API listens beyond this host without a control token: it serves reads only, and refuses pause, resume and reload (403); give strait run --control-token-file FILE or STRAIT_CONTROL_TOKEN to allow them");
+                }
             }
-            tokio::spawn(crate::http::serve(listener, Arc::clone(&api), stop.clone()))
+            tokio::spawn(crate::http::serve(
+                listener,
+                Arc::clone(&api),
+                options.control_token.clone(),
+                options.http,
+                stop.clone(),
+            ))
         });
         let mut supervisor = Supervisor {
             path,
@@ -195,6 +212,9 @@ async fn supervise(
             Some(request) = requests.recv() => supervisor.handle(request).await,
         }
     }
+    // A control request from now on is answered 503 (stopping) at once, rather than holding
+    // its HTTP connection, and so the API's stop, until its grace runs out.
+    drop(requests);
     supervisor.shutdown().await;
     if let Some(http) = http {
         let _ = http.await;

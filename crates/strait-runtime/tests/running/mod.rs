@@ -37,15 +37,22 @@ impl Running {
 
     /// Starts the runtime on `config`, the file watched or not; its log lines go to `log`.
     pub fn start_with(config: &Path, log: PathBuf, watch_config: bool) -> Running {
+        let options = Options {
+            listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            watch_config,
+            ..Options::default()
+        };
+        Running::start_options(config, log, options)
+    }
+
+    /// Starts the runtime on `config` with `options` (its `listen` must be set); its log lines
+    /// go to `log`.
+    pub fn start_options(config: &Path, log: PathBuf, options: Options) -> Running {
         log_to(&log);
         let tokio = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
             .expect("a Tokio runtime");
-        let options = Options {
-            listen: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
-            watch_config,
-        };
         let runtime = tokio
             .block_on(Runtime::start(config, options))
             .unwrap_or_else(|e| panic!("the runtime does not start: {}", e.report()));

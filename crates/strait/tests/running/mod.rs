@@ -27,12 +27,18 @@ pub struct Strait {
 impl Strait {
     /// Starts `strait run` on `config`, logging to `log`.
     pub fn run(config: &Path, log: PathBuf) -> Strait {
+        Strait::run_with(config, log, &[])
+    }
+
+    /// Starts `strait run` on `config` with `args` after its own, logging to `log`.
+    pub fn run_with(config: &Path, log: PathBuf, args: &[&str]) -> Strait {
         let port = free_port();
         let file = File::create(&log).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_strait"))
             .args(["run", "--config"])
             .arg(config)
             .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(args)
             .stdout(Stdio::null())
             .stderr(file)
             .spawn()
