@@ -115,8 +115,35 @@ enum Command {
     Probe(probe::ProbeArgs),
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<ExitCode> {
+/// Runs the command. A user's error (a missing file, a bad value, a cluster that does not
+/// answer) is printed as `Error:` and its causes on one line, exit status 1, whatever
+/// `RUST_BACKTRACE` says: a backtrace is for a bug, which a panic still shows.
+fn main() -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("Error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(command()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("Error: {}", user_error(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `e` and its causes, on one line, without a backtrace.
+fn user_error(e: &anyhow::Error) -> String {
+    format!("{e:#}")
+}
+
+async fn command() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     // `run` logs what it does; the one-shot commands print their answer and log only what
     // went wrong, without the runtime's reconnect attempts (a lost cluster is expected there,

@@ -784,3 +784,32 @@ fn connect_lists_what_the_flow_takes() {
         5
     );
 }
+
+/// A user's error (a file that does not exist, a value that does not parse) is one plain line
+/// on stderr and exit status 1, with `RUST_BACKTRACE=1` as on many build machines: no
+/// `Stack backtrace:` (there were 15-20 lines of it before).
+#[test]
+fn a_user_error_is_plain_whatever_rust_backtrace_says() {
+    let dir = std::env::temp_dir().join(format!("strait-user-error-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let bad = dir.join("bad.properties");
+    std::fs::write(&bad, "clusters = A, B\nA->B.enabled = maybe\n").expect("write");
+    let missing = dir.join("missing.properties");
+    for args in [
+        vec!["check", "--config", missing.to_str().unwrap()],
+        vec!["failover", "check", "--config", missing.to_str().unwrap()],
+        vec!["map", "--config", bad.to_str().unwrap()],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_strait"))
+            .args(&args)
+            .env("RUST_BACKTRACE", "1")
+            .env("RUST_LIB_BACKTRACE", "1")
+            .output()
+            .expect("run strait");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_ne!(output.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("backtrace"), "{args:?}: {stderr}");
+        let lines = stderr.lines().filter(|l| !l.trim().is_empty()).count();
+        assert!((1..=3).contains(&lines), "{args:?}: {lines} lines:\n{stderr}");
+    }
+}
