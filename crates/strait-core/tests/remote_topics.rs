@@ -4,7 +4,8 @@
 //! storage, a vendor's key into Apache Kafka) is created compacted, with the keys the target
 //! takes, in one CreateTopics: never as a deleting topic left for a later AlterConfigs that a
 //! principal with CREATE but not ALTER_CONFIGS cannot send. Where the policy itself is refused,
-//! the topic is not created at all.
+//! the topic is not created at all. A source topic whose configs cannot be read waits alone;
+//! the others are created.
 
 #![allow(unreachable_pub, dead_code, missing_docs)]
 
@@ -35,6 +36,18 @@ async fn source() -> FakeCluster {
     let fake = FakeCluster::start(
         &[1],
         script(|_, req| match (&req.body, req.api) {
+            (Body::DescribeConfigs(d), _)
+                if d.resources
+                    .iter()
+                    .any(|r| r.resource_name.as_str() == "secret") =>
+            {
+                req.reply(&DescribeConfigsResponse::default().with_results(vec![
+                        DescribeConfigsResult::default()
+                            .with_resource_type(2)
+                            .with_resource_name(s("secret"))
+                            .with_error_code(ResponseError::TopicAuthorizationFailed.code()),
+                    ]))
+            }
             (_, ApiKey::DescribeConfigs) => {
                 let configs = [
                     ("cleanup.policy", "compact"),
@@ -64,6 +77,7 @@ async fn source() -> FakeCluster {
         .api_versions
         .push((ApiKey::DescribeConfigs, 0, 4));
     fake.set_topic("orders", &[1]);
+    fake.set_topic("secret", &[1]);
     fake
 }
 
@@ -185,5 +199,40 @@ async fn a_topic_whose_policy_is_refused_is_not_created() {
     assert!(
         created_with(&target, REFUSED).is_empty(),
         "never created without its cleanup policy"
+    );
+}
+
+/// A source topic whose configs cannot be described (TOPIC_AUTHORIZATION_FAILED: an ACL without
+/// DESCRIBE_CONFIGS on it) waits, refused, and the other topics' remote topics are made: one
+/// bad topic never stops the others (before, the whole call failed, and with it the flow).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_whose_configs_cannot_be_read_waits_alone() {
+    let (source, target) = (source().await, target(&[]).await);
+    let flow = common::flow_config_between(("A", "B"), &source.addr(1), &target.addr(1), "");
+    let mut topics = orders();
+    topics.push(MirroredTopic {
+        source: "secret".into(),
+        remote: "A.secret".into(),
+        partitions: 1,
+        id: [0; 16],
+    });
+    let made = within(async {
+        let (src, dst) = (
+            common::client(&source.addr(1)).await,
+            common::client(&target.addr(1)).await,
+        );
+        ensure_remote_topics(&src, &dst, &flow, &topics).await
+    })
+    .await
+    .expect("one topic's configs fail nothing else");
+    assert_eq!(made.counts.get("A.orders"), Some(&1), "{made:?}");
+    let why = made
+        .refused
+        .get("A.secret")
+        .expect("the unreadable topic waits");
+    assert_eq!(
+        why.code(),
+        Some(ResponseError::TopicAuthorizationFailed),
+        "{why}"
     );
 }

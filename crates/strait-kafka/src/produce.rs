@@ -171,9 +171,16 @@ impl ProducerConfig {
     }
 }
 
+/// How long one broker may take to list its transactions before the listing goes on without
+/// it ([`ongoing_transactions`]).
+pub const LIST_TRANSACTIONS_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The transactional ids on `client`'s cluster with a transaction in progress
-/// (ListTransactions, KIP-664, asked of every broker, each coordinating some ids), of those
-/// that `wanted` picks.
+/// (ListTransactions, KIP-664, asked of every broker at once, each coordinating some ids), of
+/// those that `wanted` picks. A broker that has not answered within
+/// [`LIST_TRANSACTIONS_PATIENCE`] (or refuses) is left out and said at WARN, so one broker out
+/// of reach delays a unit's start by that much, not by the operation timeout per broker; the
+/// call fails only when no broker answers.
 pub async fn ongoing_transactions(
     client: &Client,
     wanted: impl Fn(&str) -> bool,
@@ -184,21 +191,50 @@ pub async fn ongoing_transactions(
             "Ongoing",
         )])
         .with_duration_filter(-1);
-    let mut ids = Vec::new();
-    for broker in brokers {
-        let resp = client
-            .retry("list transactions", || async {
-                let resp = client.send_to(broker, &request).await?;
+    let asking = brokers.iter().map(|&broker| {
+        let request = &request;
+        async move {
+            let listed = client.retry("list transactions", || async {
+                let resp = client.send_to(broker, request).await?;
                 check(resp.error_code, None, || Context::None)?;
                 Ok(resp)
-            })
-            .await?;
-        ids.extend(
-            resp.transaction_states
-                .into_iter()
-                .map(|t| t.transactional_id.0.to_string())
-                .filter(|id| wanted(id)),
-        );
+            });
+            let answer = tokio::time::timeout(LIST_TRANSACTIONS_PATIENCE, listed)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Error::Timeout {
+                        broker: format!("broker {broker}"),
+                        api: kafka_protocol::messages::ApiKey::ListTransactions,
+                        after: LIST_TRANSACTIONS_PATIENCE,
+                    })
+                });
+            (broker, answer)
+        }
+    });
+    let answers = futures::future::join_all(asking).await;
+    let mut ids = Vec::new();
+    let mut last_error = None;
+    let mut answered = false;
+    for (broker, answer) in answers {
+        match answer {
+            Ok(resp) => {
+                answered = true;
+                ids.extend(
+                    resp.transaction_states
+                        .into_iter()
+                        .map(|t| t.transactional_id.0.to_string())
+                        .filter(|id| wanted(id)),
+                );
+            }
+            Err(e) => {
+                tracing::warn!(broker = broker.0, error = %e,
+                    "cannot list the transactions this broker coordinates; going on without them");
+                last_error = Some(e);
+            }
+        }
+    }
+    if let (false, Some(e)) = (answered, last_error) {
+        return Err(e);
     }
     ids.sort();
     ids.dedup();

@@ -2373,3 +2373,47 @@ async fn a_preferred_read_replica_is_followed_until_it_fails() {
         ]
     );
 }
+
+/// The open transactions of a cluster are asked of every broker at once, each given at most
+/// `LIST_TRANSACTIONS_PATIENCE`: one broker that does not answer leaves out only the ids it
+/// coordinates, and the others' come back within that bound (before, each broker was asked
+/// in turn for up to the operation timeout, here 60 s: an exactly-once unit's start waited a
+/// minute for one unreachable target broker).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_silent_broker_does_not_hold_the_listing_of_open_transactions() {
+    use kafka_protocol::messages::list_transactions_response::TransactionState;
+    use kafka_protocol::messages::{ListTransactionsResponse, TransactionalId};
+    let fake = FakeCluster::start(
+        &[1, 2, 3],
+        script(|_, req| match req.api {
+            ApiKey::ListTransactions if req.broker == 2 => Action::Ignore,
+            ApiKey::ListTransactions => req.reply(
+                &ListTransactionsResponse::default().with_transaction_states(vec![
+                    TransactionState::default()
+                        .with_transactional_id(TransactionalId(StrBytes::from_string(format!(
+                            "g-{}",
+                            req.broker + 4
+                        ))))
+                        .with_transaction_state(StrBytes::from_static_str("Ongoing")),
+                ]),
+            ),
+            _ => Action::Default,
+        }),
+    )
+    .await;
+    fake.spec()
+        .api_versions
+        .push((ApiKey::ListTransactions, 0, 1));
+    let mut config = client_config(&fake);
+    config.operation_timeout = Duration::from_secs(60);
+    config.connection.request_timeout = Duration::from_secs(60);
+    let client = Client::connect(config).await.expect("connect to fake");
+    let listed = tokio::time::timeout(
+        strait_kafka::produce::LIST_TRANSACTIONS_PATIENCE + Duration::from_secs(10),
+        strait_kafka::produce::ongoing_transactions(&client, |id| id.starts_with("g-")),
+    )
+    .await
+    .expect("within the patience, not the operation timeout")
+    .expect("the brokers that answer");
+    assert_eq!(listed, ["g-5", "g-7"]);
+}

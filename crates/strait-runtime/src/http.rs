@@ -509,32 +509,40 @@ async fn readiness(
             .iter()
             .find(|f| f.flow == config.name())
             .map(|f| (f.state, f.last_error.as_ref().map(|e| e.message.clone())));
-        let answer = match (live, not_mirroring(&config, state)) {
-            (Some(flow), None) => offsets::readiness::assess(
-                Ok(&flow.source),
-                &flow.target,
-                &flow.config,
-                &flow.map(),
-                now_ms,
-            )
-            .await
-            .map_err(|e| {
-                ApiError(
-                    StatusCode::BAD_GATEWAY,
-                    format!(
-                        "flow {}: cannot read its checkpoints on the target: {e}",
-                        flow.config.name()
-                    ),
+        let why = not_mirroring(&config, state);
+        let answer = match live {
+            // What it left behind is read whether it runs or not (the source may not answer:
+            // `source_error` says so); a flow not mirroring now is not ready either way.
+            Some(flow) => {
+                let mut answer = offsets::readiness::assess(
+                    Ok(&flow.source),
+                    &flow.target,
+                    &flow.config,
+                    &flow.map(),
+                    now_ms,
                 )
-            })?,
-            (None, None) => offsets::readiness::FlowReadiness::not_running(
+                .await
+                .map_err(|e| {
+                    ApiError(
+                        StatusCode::BAD_GATEWAY,
+                        format!(
+                            "flow {}: cannot read its checkpoints on the target: {e}",
+                            flow.config.name()
+                        ),
+                    )
+                })?;
+                answer.not_running = why;
+                answer
+            }
+            None => offsets::readiness::FlowReadiness::not_running(
                 &config,
-                format!(
-                    "not started: waiting for {} or {} to answer",
-                    config.source, config.target
-                ),
+                why.unwrap_or_else(|| {
+                    format!(
+                        "not started: waiting for {} or {} to answer",
+                        config.source, config.target
+                    )
+                }),
             ),
-            (_, Some(why)) => offsets::readiness::FlowReadiness::not_running(&config, why),
         };
         let flow_ready = answer.ready_within(within);
         ready &= flow_ready;

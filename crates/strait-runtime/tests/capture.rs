@@ -37,8 +37,10 @@ fn with_two_units_a_commit_is_checkpointed_within_seconds() {
         .map(|i| TestRecord::new((i % 2) as i32, None, Some(format!("r{i}").as_bytes())))
         .collect();
     rdk.produce(src, &topic, &records, "lz4");
-    // Made here so that it can be read before strait makes it (strait keeps it as it is).
+    // Made here so that they can be read before strait makes them (strait keeps them as they
+    // are): the remote topic, and the checkpoints topic as MM2 makes it.
     rdk.create_topic(dst, &remote, 2);
+    rdk.create_topic_with_configs(dst, &checkpoints, 1, &[("cleanup.policy", "compact")]);
 
     // Workers (the default) in two units, both taken by this one process.
     let config = write_flow_config(

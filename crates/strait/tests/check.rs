@@ -810,6 +810,9 @@ fn a_user_error_is_plain_whatever_rust_backtrace_says() {
         assert_ne!(output.status.code(), Some(0), "{args:?}: {stderr}");
         assert!(!stderr.contains("backtrace"), "{args:?}: {stderr}");
         let lines = stderr.lines().filter(|l| !l.trim().is_empty()).count();
-        assert!((1..=3).contains(&lines), "{args:?}: {lines} lines:\n{stderr}");
+        assert!(
+            (1..=3).contains(&lines),
+            "{args:?}: {lines} lines:\n{stderr}"
+        );
     }
 }

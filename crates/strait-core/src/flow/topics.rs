@@ -271,7 +271,20 @@ pub async fn ensure_remote_topics(
                 counts.insert(t.remote.clone(), now);
             }
             None => {
-                let configs = replicable_configs(source, flow, &t.source).await?;
+                // A topic whose configs cannot be read (an ACL without DESCRIBE_CONFIGS on
+                // it, a broker's odd answer) waits, refused, like one the target refuses: made
+                // without them it could delete what the source keeps. The others go on.
+                let configs = match replicable_configs(source, flow, &t.source).await {
+                    Ok(configs) => configs,
+                    Err(FlowError::Kafka(e)) if !e.is_retriable() => {
+                        tracing::warn!(topic = %t.source, error = %e,
+                            "cannot read the source topic's configs; its remote topic is not \
+                             created until they can be read (tried again at each refresh)");
+                        refused.insert(t.remote.clone(), e);
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
                 let first = t.partitions.min(MAX_NEW_PARTITIONS);
                 let new = |configs: Vec<(String, String)>| {
                     let mut new =

@@ -186,10 +186,17 @@ impl Worker {
     /// good (another process took its `group.instance.id`, an ACL ...).
     pub async fn run(&mut self, stop: impl Future<Output = ()>) -> Result<(), WorkerError> {
         tokio::pin!(stop);
-        let result = tokio::select! {
-            () = &mut stop => Ok(()),
-            result = self.membership() => result,
+        let (result, stopped) = tokio::select! {
+            () = &mut stop => (Ok(()), true),
+            result = self.membership() => (result, false),
         };
+        if stopped {
+            // A clean stop: the units finish their round (an exactly-once unit commits its
+            // transaction) under the lease they hold, and only then is it revoked. Revoked
+            // first, their last round was refused and its transaction left to abort: a
+            // read_uncommitted consumer read it and then the next owner's copies.
+            self.until_units_stop().await;
+        }
         self.lose("the worker stops");
         if let Some(id) = &self.config.instance_id {
             tracing::info!(group = %self.config.group, instance_id = %id,
@@ -471,6 +478,32 @@ impl Worker {
     }
 
     /// Whether units were handed away and none of them runs here any more.
+    /// Waits until none of the units this process runs still runs (as told by
+    /// [`with_running`](Self::with_running)), or until the lease they write under lapses,
+    /// whichever comes first: past it they could write nothing anyway, and the group may have
+    /// handed them on. No heartbeat is sent meanwhile, so the lease is not renewed.
+    async fn until_units_stop(&mut self) {
+        let Some(left) = self.owned.borrow().lease.remaining() else {
+            return;
+        };
+        let running = &mut self.running;
+        let stopped = async {
+            loop {
+                if running.borrow_and_update().is_empty() {
+                    return;
+                }
+                if running.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        if tokio::time::timeout(left, stopped).await.is_err() {
+            tracing::warn!(group = %self.config.group,
+                "the units did not stop within the lease they write under; it lapses now, \
+                 and what they still write is refused");
+        }
+    }
+
     fn released(&self) -> bool {
         self.releasing.as_ref().is_some_and(|units| {
             let running = self.running.borrow();

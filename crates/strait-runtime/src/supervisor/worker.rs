@@ -240,13 +240,18 @@ impl Units {
         self.tell();
     }
 
-    /// Stops every unit and waits for them.
-    async fn stop_all(self) {
+    /// Stops every unit and waits for them, telling the worker as each stops: it keeps their
+    /// lease until none runs (`Worker::run`), so that each finishes its round under it.
+    async fn stop_all(mut self) {
         for (unit_desired, _) in self.running.values() {
             let _ = unit_desired.send(Desired::Stop);
         }
-        for (_, (_, task)) in self.running {
-            let _ = task.await;
+        let indexes: Vec<u32> = self.running.keys().copied().collect();
+        for index in indexes {
+            if let Some((_, task)) = self.running.remove(&index) {
+                let _ = task.await;
+            }
+            self.tell();
         }
     }
 }
