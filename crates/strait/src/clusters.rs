@@ -65,18 +65,64 @@ pub(crate) async fn connect_both(
     Ok((source, target))
 }
 
-/// A client; with `quick`, giving up after that long.
+/// How long a one-shot command waits for a cluster (`--timeout`); Kafka's admin timeout
+/// when not given.
+static PATIENCE: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+
+/// After this long without an answer, a command says what it waits for.
+const SAY_WAITING_AFTER: Duration = Duration::from_secs(2);
+
+/// Sets `--timeout` for the process's one-shot commands.
+pub(crate) fn set_patience(timeout: Duration) {
+    let _ = PATIENCE.set(timeout);
+}
+
+/// `--timeout`: seconds, more than 0, finite.
+pub(crate) fn parse_timeout(text: &str) -> Result<Duration, String> {
+    let seconds: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return Err(format!("a number of seconds above 0, not {text}"));
+    }
+    Duration::try_from_secs_f64(seconds).map_err(|e| e.to_string())
+}
+
+/// A client; with `quick`, giving up after that long, else after `--timeout` when given.
+/// Past 2 s without an answer, says on stderr which cluster it waits for and how long it
+/// will, so an incident command is never silent for a minute.
 pub(crate) async fn connect(
     mut config: ClientConfig,
     quick: Option<Duration>,
 ) -> anyhow::Result<Client> {
-    let Some(limit) = quick else {
-        return Ok(Client::connect(config).await?);
-    };
-    config.connection.connect_timeout = limit;
-    config.operation_timeout = limit * 2;
-    match tokio::time::timeout(limit, Client::connect(config)).await {
+    let limit = quick.or_else(|| PATIENCE.get().copied());
+    if let Some(limit) = limit {
+        config.connection.connect_timeout = config.connection.connect_timeout.min(limit);
+        config.operation_timeout = limit;
+    }
+    let patience = limit.unwrap_or(config.operation_timeout);
+    let servers = config.bootstrap.join(",");
+    let connecting = tokio::time::timeout(patience, Client::connect(config));
+    tokio::pin!(connecting);
+    if quick.is_none() {
+        tokio::select! {
+            answered = &mut connecting => return answered_within(answered, patience),
+            () = tokio::time::sleep(SAY_WAITING_AFTER) => eprintln!(
+                "strait: waiting for {servers} to answer (giving up after {}; --timeout sets it)",
+                crate::format::duration(patience.as_secs_f64())
+            ),
+        }
+    }
+    answered_within(connecting.await, patience)
+}
+
+fn answered_within(
+    answered: Result<strait_kafka::Result<Client>, tokio::time::error::Elapsed>,
+    patience: Duration,
+) -> anyhow::Result<Client> {
+    match answered {
         Ok(client) => Ok(client?),
-        Err(_) => bail!("no answer within {limit:?}"),
+        Err(_) => bail!("no answer within {patience:?}"),
     }
 }

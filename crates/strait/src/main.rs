@@ -58,11 +58,16 @@ struct Cli {
     /// Write log lines to this file (appended) instead of stderr.
     #[arg(long, global = true, value_name = "FILE")]
     log_file: Option<std::path::PathBuf>,
+    /// For the commands that ask a cluster once (`failover`, `failback`, `map`, `offsets`,
+    /// `status` of a config): give up on a cluster that has not answered within this many
+    /// seconds (default 60, Kafka's admin timeout). After 2 s they say what they wait for.
+    #[arg(long, global = true, value_name = "SECONDS", value_parser = clusters::parse_timeout)]
+    timeout: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Mirror the enabled flows (`A->B.enabled = true`) of an MirrorMaker 2 `.properties` file:
+    /// Mirror the enabled flows (`A->B.enabled = true`) of a MirrorMaker 2 `.properties` file:
     /// remote topics are created, batches are forwarded unopened, and the exact offset map is kept
     /// in `strait-offset-map.<source>.internal` on each target. Checkpoints (and group offset
     /// sync when enabled) run beside each flow; an HTTP API translates offsets.
@@ -160,6 +165,9 @@ async fn command() -> anyhow::Result<ExitCode> {
         Command::Mirror(_) => "info",
         _ => "warn,strait_kafka::cluster=error",
     };
+    if let Some(timeout) = cli.timeout {
+        clusters::set_patience(timeout);
+    }
     logs::init(
         cli.log_format,
         default_filter,

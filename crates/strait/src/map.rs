@@ -6,7 +6,6 @@ use anyhow::Context as _;
 use serde::Serialize;
 use strait_core::config::{FlowConfig, Role, Side, StraitConfig};
 use strait_core::internal::map_store::MapStore;
-use strait_kafka::Client;
 use strait_wire::offset_map::{PartitionMap, SourcePartition};
 
 /// `strait map` arguments.
@@ -96,9 +95,10 @@ pub(crate) async fn run(args: MapArgs) -> anyhow::Result<ExitCode> {
     let config = StraitConfig::load(&args.config)?;
     let mut rows = Vec::new();
     for flow in &config.flows {
-        let target = Client::connect(config.client_config(flow, Side::Target, Role::Admin)?)
-            .await
-            .with_context(|| format!("cannot reach target {}", flow.target))?;
+        let target =
+            crate::clusters::connect(config.client_config(flow, Side::Target, Role::Admin)?, None)
+                .await
+                .with_context(|| format!("cannot reach target {}", flow.target))?;
         let map = MapStore::read(&target, flow.source_alias.as_str()).await?;
         rows.extend(
             map.iter()

@@ -816,3 +816,54 @@ fn a_user_error_is_plain_whatever_rust_backtrace_says() {
         );
     }
 }
+
+/// An incident command whose cluster does not answer says what it waits for within seconds,
+/// and gives up at `--timeout` (before: silent for a minute, then a failure; no `--timeout`).
+#[test]
+fn an_incident_command_says_what_it_waits_for_and_takes_a_timeout() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let dir = std::env::temp_dir().join(format!("strait-timeout-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let config = dir.join("down.properties");
+    std::fs::write(
+        &config,
+        format!(
+            "clusters = A, B\nA.bootstrap.servers = 127.0.0.1:{port}\n\
+             B.bootstrap.servers = 127.0.0.1:{port}\nA->B.enabled = true\n"
+        ),
+    )
+    .expect("write");
+    for command in [&["map"][..], &["failover", "plan", "--flow", "A->B"][..]] {
+        let started = std::time::Instant::now();
+        let output = Command::new(env!("CARGO_BIN_EXE_strait"))
+            .args(command)
+            .args(["--config", config.to_str().unwrap(), "--timeout", "3"])
+            .output()
+            .expect("run strait");
+        let took = started.elapsed();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{command:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("waiting for 127.0.0.1:{port} to answer")),
+            "{command:?} says what it waits for: {stderr}"
+        );
+        assert!(
+            took < std::time::Duration::from_secs(30),
+            "{command:?} gave up at its --timeout, not a minute later: {took:?}"
+        );
+    }
+    let bad = Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args([
+            "map",
+            "--config",
+            config.to_str().unwrap(),
+            "--timeout",
+            "inf",
+        ])
+        .output()
+        .expect("run strait");
+    assert_eq!(bad.status.code(), Some(2));
+}

@@ -11,7 +11,6 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use strait_core::config::{Role, Side, StraitConfig};
 use strait_core::internal::map_store::MapStore;
-use strait_kafka::Client;
 use strait_runtime::rows::GroupOffsetRow;
 
 /// `strait offsets` arguments.
@@ -69,12 +68,14 @@ async fn translate(args: TranslateArgs) -> anyhow::Result<ExitCode> {
     let config = StraitConfig::load(&args.config)?;
     let mut rows = Vec::new();
     for flow in &config.flows {
-        let source = Client::connect(config.client_config(flow, Side::Source, Role::Admin)?)
-            .await
-            .with_context(|| format!("cannot reach source {}", flow.source))?;
-        let target = Client::connect(config.client_config(flow, Side::Target, Role::Admin)?)
-            .await
-            .with_context(|| format!("cannot reach target {}", flow.target))?;
+        let source =
+            crate::clusters::connect(config.client_config(flow, Side::Source, Role::Admin)?, None)
+                .await
+                .with_context(|| format!("cannot reach source {}", flow.source))?;
+        let target =
+            crate::clusters::connect(config.client_config(flow, Side::Target, Role::Admin)?, None)
+                .await
+                .with_context(|| format!("cannot reach target {}", flow.target))?;
         let map = MapStore::read(&target, flow.source_alias.as_str()).await?;
         for t in strait_core::offsets::translate_group(&source, flow, &map, group, topic).await? {
             rows.push(GroupOffsetRow::new(&flow.name(), group, &t));
