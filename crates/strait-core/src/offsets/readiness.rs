@@ -283,10 +283,15 @@ async fn read_source(
     flow: &FlowConfig,
     map: &OffsetMap,
 ) -> Result<Live, strait_kafka::Error> {
-    let selected = crate::flow::topics::discover_all(source, flow)
+    // Heartbeats topics are left out: the mirror's own liveness records, written every second
+    // and mirrored at the flow's pace, are no application's data a failover loses.
+    let selected: Vec<_> = crate::flow::topics::discover_all(source, flow)
         .await
         .map_err(|e| strait_kafka::Error::Invalid(format!("listing the source's topics: {e}")))?
-        .mirrored;
+        .mirrored
+        .into_iter()
+        .filter(|t| !flow.policy.is_heartbeats_topic(&t.source))
+        .collect();
     let partitions: Vec<TopicPartition> = selected
         .iter()
         .flat_map(|t| (0..t.partitions).map(|p| TopicPartition::new(t.source.clone(), p)))
@@ -350,7 +355,10 @@ async fn read_source(
     for (group, offsets) in committed {
         let at: BTreeMap<TopicPartition, i64> = offsets?
             .into_iter()
-            .filter(|(tp, _)| flow.should_replicate_topic(&tp.topic))
+            .filter(|(tp, _)| {
+                flow.should_replicate_topic(&tp.topic)
+                    && !flow.policy.is_heartbeats_topic(&tp.topic)
+            })
             .map(|(tp, c)| (tp, c.offset))
             .collect();
         if !at.is_empty() {
