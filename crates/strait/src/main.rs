@@ -43,7 +43,7 @@ mod table;
 
 /// Mirror Kafka topics between clusters and carry consumer-group positions across, exactly.
 #[derive(Debug, Parser)]
-#[command(name = "strait", version, about, long_about = None)]
+#[command(name = "strait", version, about, long_about = None, max_term_width = 100)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -867,3 +867,51 @@ fn an_incident_command_says_what_it_waits_for_and_takes_a_timeout() {
         .expect("run strait");
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// Every command's `--help` fits 100 columns (there were lines of up to 552), found by walking
+/// the commands each help lists.
+#[test]
+fn every_help_fits_100_columns() {
+    fn help(path: &[String]) -> String {
+        let output = Command::new(env!("CARGO_BIN_EXE_strait"))
+            .args(path)
+            .arg("--help")
+            .env("COLUMNS", "300")
+            .output()
+            .expect("run strait");
+        assert!(output.status.success(), "{path:?} --help");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+    let mut todo = vec![Vec::<String>::new()];
+    let mut seen = 0;
+    while let Some(path) = todo.pop() {
+        let text = help(&path);
+        seen += 1;
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= 100,
+                "strait {} --help: {} columns: {line}",
+                path.join(" "),
+                line.chars().count()
+            );
+        }
+        let commands = text
+            .split("Commands:")
+            .nth(1)
+            .map(|rest| rest.split("\n\n").next().unwrap_or_default().to_owned())
+            .unwrap_or_default();
+        for line in commands.lines() {
+            // A command's name starts a line indented by two spaces; wrapped text goes deeper.
+            let Some(name) = line.strip_prefix("  ").filter(|l| !l.starts_with(' ')) else {
+                continue;
+            };
+            let name = name.split_whitespace().next().unwrap_or_default();
+            if !name.is_empty() && name != "help" {
+                let mut next = path.clone();
+                next.push(name.to_owned());
+                todo.push(next);
+            }
+        }
+    }
+    assert!(seen > 10, "walked {seen} commands' help");
+}

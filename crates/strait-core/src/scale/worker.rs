@@ -40,6 +40,9 @@ use super::units::Unit;
 /// mistake is refused (INCONSISTENT_GROUP_PROTOCOL).
 pub const PROTOCOL_TYPE: &str = "strait";
 
+/// How long a stopping worker waits for the coordinator to take its LeaveGroup.
+const LEAVE_PATIENCE: Duration = Duration::from_secs(3);
+
 /// The version of the join metadata and assignment documents.
 const VERSION: u32 = 1;
 
@@ -203,7 +206,13 @@ impl Worker {
                 "a static member stops without leaving the group: its units wait for it up to the session timeout");
             return result;
         }
-        if let Err(e) = self.member.leave().await {
+        // Bounded: the stop already waited for the units, and a coordinator that does not
+        // answer removes the member at its session timeout anyway.
+        let left = tokio::time::timeout(LEAVE_PATIENCE, self.member.leave()).await;
+        if let Err(e) = left
+            .map_err(|_| format!("no answer within {LEAVE_PATIENCE:?}"))
+            .and_then(|left| left.map_err(|e| e.to_string()))
+        {
             tracing::warn!(group = %self.config.group, error = %e,
                 "could not leave the workers' group; the others take over after its session timeout");
         }
