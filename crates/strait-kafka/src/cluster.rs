@@ -170,7 +170,9 @@ struct Inner {
     metadata_at: StdMutex<Option<Instant>>,
     /// Serialises refreshes so a storm of routing errors makes one Metadata request.
     refresh_lock: Mutex<()>,
-    slots: Mutex<HashMap<String, Arc<Mutex<BrokerSlot>>>>,
+    /// Connections by broker address and lane: lane 0 carries everything but what
+    /// [`Client::connection_on_lane`] spreads (see [`crate::groups::COMMIT_LANES`]).
+    slots: Mutex<HashMap<(String, u8), Arc<Mutex<BrokerSlot>>>>,
     /// Coordinators by FindCoordinator's key type (0 group, 1 transaction) and key.
     coordinators: StdMutex<HashMap<(i8, String), BrokerId>>,
     /// Fetch sessions and read replicas (`fetch.rs`).
@@ -377,6 +379,18 @@ impl Client {
 
     /// The connection to a broker by id, made (again) if needed.
     pub async fn connection(&self, broker: BrokerId) -> Result<Arc<BrokerConnection>> {
+        self.connection_on_lane(broker, 0).await
+    }
+
+    /// Connection `lane` to a broker by id (lane 0 is [`Client::connection`]), made (again) if
+    /// needed. A broker answers one request of a connection at a time, so requests that wait
+    /// on the broker's side (an offset commit waits for its append to the offsets topic) and
+    /// that callers issue by the thousand go faster over several connections.
+    pub async fn connection_on_lane(
+        &self,
+        broker: BrokerId,
+        lane: u8,
+    ) -> Result<Arc<BrokerConnection>> {
         let addr = match self.cached_metadata().brokers.get(&broker) {
             Some(b) => b.addr(),
             None => {
@@ -391,7 +405,7 @@ impl Client {
                     })?
             }
         };
-        self.connection_to(&addr).await
+        self.connection_to_lane(&addr, lane).await
     }
 
     /// A connection to any broker: one already open, else the metadata's brokers, else the
@@ -438,9 +452,13 @@ impl Client {
     /// The connection to an address, made if there is none or it broke. A broker that failed
     /// recently is not tried again before its backoff has passed.
     pub async fn connection_to(&self, addr: &str) -> Result<Arc<BrokerConnection>> {
+        self.connection_to_lane(addr, 0).await
+    }
+
+    async fn connection_to_lane(&self, addr: &str, lane: u8) -> Result<Arc<BrokerConnection>> {
         let slot = {
             let mut slots = self.inner.slots.lock().await;
-            Arc::clone(slots.entry(addr.to_owned()).or_default())
+            Arc::clone(slots.entry((addr.to_owned(), lane)).or_default())
         };
         let mut slot = slot.lock().await;
         if let Some(conn) = slot.conn.as_ref().filter(|c| !c.is_poisoned()) {

@@ -1752,6 +1752,74 @@ async fn a_commit_for_an_active_group_is_refused() {
     .await;
 }
 
+/// Commits of many groups are spread over several connections to their coordinator (a broker
+/// answers one request of a connection at a time, and Kafka 4's coordinator holds each commit
+/// for its append: on one connection 10,000 groups' commits took 57 s), and one group's
+/// commits all go over the same connection, so they stay in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_groups_commit_over_several_connections_each_group_over_one() {
+    let fake = FakeCluster::start(
+        &[1],
+        script(|_, req| match &req.body {
+            Body::OffsetCommit(c) => req.reply(&fake::offset_commit_response(c, 0)),
+            _ => Action::Default,
+        }),
+    )
+    .await;
+    fake.set_topic("t", &[1]);
+    within(async {
+        let client = client(&fake).await;
+        let commit = |group: String, offset: i64| {
+            let client = client.clone();
+            async move {
+                client
+                    .offset_commit(
+                        &group,
+                        &[OffsetToCommit {
+                            tp: TopicPartition::new("t", 0),
+                            offset,
+                            leader_epoch: -1,
+                            metadata: None,
+                        }],
+                    )
+                    .await
+            }
+        };
+        for round in 0..2 {
+            let all = (0..64).map(|g| commit(format!("app-{g}"), round));
+            for result in futures::future::join_all(all).await {
+                result.expect("commit");
+            }
+        }
+        let commits = fake.requests(ApiKey::OffsetCommit);
+        assert_eq!(commits.len(), 128);
+        let mut by_group: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
+        for c in &commits {
+            let Body::OffsetCommit(body) = &c.body else {
+                unreachable!()
+            };
+            by_group
+                .entry(body.group_id.0.to_string())
+                .or_default()
+                .insert(c.conn);
+        }
+        let used: BTreeSet<usize> = by_group.values().flatten().copied().collect();
+        assert!(
+            used.len() >= 8,
+            "64 groups' commits went over {} connection(s): {used:?}",
+            used.len()
+        );
+        assert!(
+            used.len() <= usize::from(strait_kafka::groups::COMMIT_LANES),
+            "more connections than lanes: {used:?}"
+        );
+        for (group, conns) in &by_group {
+            assert_eq!(conns.len(), 1, "{group}'s commits went over {conns:?}");
+        }
+    })
+    .await;
+}
+
 /// Many groups are described with one DescribeGroups request per coordinator, and a group
 /// whose part of that answer is an error (here COORDINATOR_LOAD_IN_PROGRESS, once) is asked
 /// again on its own and gets the answer `describe_group` would give.
