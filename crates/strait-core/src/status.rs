@@ -94,6 +94,24 @@ pub struct ErrorNote {
     pub seconds_ago: f64,
 }
 
+/// A broker of one of the flow's clusters that this process cannot reach now
+/// (`strait_kafka::reach`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Unreachable {
+    /// The cluster's alias.
+    pub cluster: String,
+    /// `host:port`.
+    pub broker: String,
+    /// The last attempt's error.
+    pub error: String,
+    /// When the first attempt that failed was, in milliseconds since the Unix epoch.
+    pub since_ms: i64,
+    /// Seconds from then to the snapshot.
+    pub for_seconds: f64,
+    /// Attempts that failed since.
+    pub attempts: u64,
+}
+
 /// One flow (`A->B`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FlowStatus {
@@ -130,6 +148,9 @@ pub struct FlowStatus {
     pub duplicate_records: u64,
     /// The last error of the flow or of any of its partitions.
     pub last_error: Option<ErrorNote>,
+    /// Brokers of its clusters this process cannot reach now: why, and since when.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreachable: Vec<Unreachable>,
     /// Consumer groups carried across.
     pub groups: GroupsStatus,
     /// When workers run the flow (`strait.workers.enabled`): this worker's place in their
@@ -586,6 +607,7 @@ impl FlowEntry {
             lost_records: topics.iter().map(|t| t.lost_records).sum(),
             duplicate_records: topics.iter().map(|t| t.duplicate_records).sum(),
             last_error,
+            unreachable: unreachable(&[&self.source, &self.target], now),
             groups: GroupsStatus {
                 checkpoints_enabled: d.groups.checkpoints_enabled,
                 sync_enabled: d.groups.sync_enabled,
@@ -601,6 +623,29 @@ impl FlowEntry {
             topics,
         }
     }
+}
+
+/// The brokers of `clusters` (aliases) this process cannot reach now.
+pub fn unreachable_in(clusters: &[&str]) -> Vec<Unreachable> {
+    unreachable(clusters, &Now::new())
+}
+
+fn unreachable(clusters: &[&str], now: &Now) -> Vec<Unreachable> {
+    strait_kafka::reach::unreachable()
+        .into_iter()
+        .filter_map(|u| {
+            let cluster = u.cluster.filter(|c| clusters.contains(&c.as_str()))?;
+            let since_ms = unix_ms(u.since);
+            Some(Unreachable {
+                cluster,
+                broker: u.broker,
+                error: u.error,
+                since_ms,
+                for_seconds: (now.unix_ms - since_ms).max(0) as f64 / 1000.0,
+                attempts: u.attempts,
+            })
+        })
+        .collect()
 }
 
 /// The larger lag; unknown wins, since the true value may be anything.
@@ -766,10 +811,18 @@ impl PartitionEntry {
 #[derive(Debug, Default)]
 struct Rate {
     samples: VecDeque<(Instant, u64, u64)>,
+    /// When the totals last moved, and to what.
+    moved: Option<(Instant, u64, u64)>,
 }
 
 impl Rate {
     fn sample(&mut self, now: Instant, records: u64, bytes: u64) {
+        if self
+            .moved
+            .is_none_or(|(_, r, b)| (r, b) != (records, bytes))
+        {
+            self.moved = Some((now, records, bytes));
+        }
         let due = self
             .samples
             .back()
@@ -793,6 +846,14 @@ impl Rate {
         let Some((t, r, b)) = self.samples.front() else {
             return (0.0, 0.0);
         };
+        // Nothing written for a whole window (a cluster that stopped answering): nothing
+        // per second, not the old rate spread over an ever longer time.
+        if self
+            .moved
+            .is_none_or(|(at, _, _)| now.saturating_duration_since(at) >= RATE_WINDOW)
+        {
+            return (0.0, 0.0);
+        }
         let secs = now.duration_since(*t).as_secs_f64();
         if secs < 0.5 {
             return (0.0, 0.0);
@@ -807,6 +868,41 @@ impl Rate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Writes every second for a minute, then none: the rate is theirs while they go on, and
+    /// nothing once a window passed without one (it was 0.27 rec/s 30 s after the source
+    /// broker died, from writes that stopped then).
+    #[test]
+    fn the_rate_falls_to_nothing_a_window_after_the_last_write() {
+        let start = Instant::now();
+        let at = |s: u64| start + Duration::from_secs(s);
+        let mut rate = Rate::default();
+        let mut records = 0;
+        for s in 0..60 {
+            records += 100;
+            rate.sample(at(s), records, records * 10);
+        }
+        let (per_second, _) = rate.per_second(at(59), records, records * 10);
+        assert!((per_second - 100.0).abs() < 15.0, "{per_second}");
+        // Rounds that write nothing still sample: the rate stays while the window holds
+        // writes, and is nothing once it holds none.
+        for s in 60..65 {
+            rate.sample(at(s), records, records * 10);
+        }
+        let (per_second, _) = rate.per_second(at(64), records, records * 10);
+        assert!(per_second > 0.0, "{per_second}");
+        for s in 65..100 {
+            rate.sample(at(s), records, records * 10);
+        }
+        for now in [69, 99, 600] {
+            let (per_second, bytes) = rate.per_second(at(now), records, records * 10);
+            assert_eq!(
+                (per_second, bytes),
+                (0.0, 0.0),
+                "at {now} s, the last write at 59 s"
+            );
+        }
+    }
 
     #[test]
     fn state_names_are_the_json_names() {
@@ -851,9 +947,9 @@ mod tests {
         let (r, b) = rate.per_second(now, 2900, 29000);
         assert!((r - 100.0).abs() < 1e-9, "{r}");
         assert!((b - 1000.0).abs() < 1e-9, "{b}");
-        // Nothing more written for a long while: the rate falls towards 0.
+        // Nothing more written for a long while: no rate.
         let (r, _) = rate.per_second(start + Duration::from_secs(600), 2900, 29000);
-        assert!(r < 10.0, "{r}");
+        assert_eq!(r, 0.0);
     }
 
     #[test]

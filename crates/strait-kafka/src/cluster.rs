@@ -465,7 +465,7 @@ impl Client {
             return Ok(Arc::clone(conn));
         }
         if slot.conn.take().is_some() {
-            tracing::warn!(broker = addr, "connection lost; connecting again");
+            crate::reach::lost(addr, self.inner.config.connection.cluster.as_deref());
         }
         if let Some(at) = slot.not_before {
             tokio::time::sleep_until(at).await;
@@ -475,12 +475,8 @@ impl Client {
                 if slot.connected_before || slot.failed_attempts > 0 {
                     metrics::counter!(crate::error::RECONNECTS, "broker" => addr.to_owned())
                         .increment(1);
-                    tracing::info!(
-                        broker = addr,
-                        failed_attempts = slot.failed_attempts,
-                        "connected again"
-                    );
                 }
+                crate::reach::answered(addr, self.inner.config.connection.cluster.as_deref());
                 slot.connected_before = true;
                 slot.failed_attempts = 0;
                 slot.backoff = None;
@@ -496,7 +492,12 @@ impl Client {
                     .next_wait();
                 slot.not_before = Some(Instant::now() + wait);
                 slot.failed_attempts = slot.failed_attempts.saturating_add(1);
-                tracing::warn!(broker = addr, error = %e, retry_in = ?wait, "cannot connect");
+                crate::reach::failed(
+                    addr,
+                    self.inner.config.connection.cluster.as_deref(),
+                    &e,
+                    wait,
+                );
                 Err(e)
             }
         }

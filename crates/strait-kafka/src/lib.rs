@@ -26,6 +26,7 @@ mod ids;
 pub mod lease;
 pub mod membership;
 pub mod produce;
+pub mod reach;
 pub mod sasl;
 pub mod secret;
 pub mod throttle;

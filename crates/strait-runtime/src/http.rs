@@ -350,6 +350,10 @@ async fn readyz(State(flows): State<Flows>) -> Response {
                 "flow": name,
                 "state": status.map(|f| f.state),
                 "last_error": status.and_then(|f| f.last_error.as_ref()).map(|e| &e.message),
+                // Named also for a flow not started yet (its worker cannot join its group).
+                "unreachable": strait_core::status::unreachable_in(
+                    &name.split("->").collect::<Vec<_>>()
+                ),
             })
         })
         .collect();

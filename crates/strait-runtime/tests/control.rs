@@ -161,7 +161,7 @@ fn shutdown_does_not_wait_for_a_worker_joining_an_unreachable_target() {
     );
     let config = write_properties(&dir, "join.properties", &text);
     let strait = Running::start_with(&config, dir.join("strait.log"), false);
-    strait.log_until(10, "cannot connect");
+    strait.log_until(10, "does not answer");
     let asked = Instant::now();
     strait.shutdown();
     assert!(
@@ -169,5 +169,74 @@ fn shutdown_does_not_wait_for_a_worker_joining_an_unreachable_target() {
         "shutdown took {:?}",
         asked.elapsed()
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A cluster that does not answer is said once in the log when it stops answering, not at
+/// every attempt (before: a `cannot connect` WARN line at each attempt of each client, about
+/// four a second, forever), and `/v1/status` and `/readyz` name the broker, the error and how
+/// long it has lasted (before: `last_error: null` once the flow ran).
+#[test]
+fn a_cluster_that_does_not_answer_is_said_once_and_shown_with_its_cause() {
+    let dir = std::env::temp_dir().join(format!("strait-runtime-quiet-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let (a, b) = (closed_port(), closed_port());
+    let text = format!(
+        "clusters = A, B\n\
+         A.bootstrap.servers = 127.0.0.1:{a}\n\
+         B.bootstrap.servers = 127.0.0.1:{b}\n\
+         A->B.enabled = true\n"
+    );
+    let config = write_properties(&dir, "quiet.properties", &text);
+    let strait = Running::start_with(&config, dir.join("strait.log"), false);
+    strait.log_until(10, "does not answer");
+    // Attempts go on with backoff (at most a second apart) while the log stays quiet.
+    std::thread::sleep(Duration::from_secs(5));
+    let log = strait.log_text();
+    let warned: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            l.contains("WARN") && (l.contains(&format!(":{a}")) || l.contains(&format!(":{b}")))
+        })
+        .collect();
+    assert!(
+        (1..=2).contains(&warned.len()),
+        "one WARN line per broker that does not answer, got {}:\n{}",
+        warned.len(),
+        warned.join("\n")
+    );
+    // The worker cannot join its group on B: the flow may not be in the status yet, and
+    // `/readyz` names the brokers either way.
+    let (code, ready) = strait.get_json("/readyz").expect("/readyz");
+    assert_eq!(code, 503);
+    let shown: Vec<strait_core::status::Unreachable> =
+        serde_json::from_value(ready["flows"][0]["unreachable"].clone()).expect("unreachable");
+    let (broker_a, broker_b) = (format!("127.0.0.1:{a}"), format!("127.0.0.1:{b}"));
+    assert!(
+        shown
+            .iter()
+            .any(|u| u.cluster == "B" && u.broker == broker_b),
+        "{ready}"
+    );
+    for u in &shown {
+        let ours = (u.cluster == "A" && u.broker == broker_a)
+            || (u.cluster == "B" && u.broker == broker_b);
+        assert!(ours, "{u:?}");
+        assert!(u.error.contains("refused"), "{u:?}");
+        assert!(
+            u.for_seconds >= 4.0,
+            "lasted since the first attempt: {u:?}"
+        );
+        assert!(u.attempts > 1, "{u:?}");
+    }
+    if let Some(flow) = strait.status().flows.iter().find(|f| f.flow == "A->B") {
+        let brokers = |all: &[strait_core::status::Unreachable]| {
+            all.iter()
+                .map(|u| (u.cluster.clone(), u.broker.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(brokers(&flow.unreachable), brokers(&shown), "{flow:?}");
+    }
+    strait.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -107,6 +107,17 @@ fn render_flow(out: &mut String, f: &FlowStatus) {
             duration(since)
         );
     }
+    for u in &f.unreachable {
+        let _ = writeln!(
+            out,
+            "  no answer   cluster {} broker {} for {} ({} attempts): {}",
+            u.cluster,
+            u.broker,
+            duration(u.for_seconds),
+            u.attempts,
+            u.error
+        );
+    }
     if f.state == FlowState::Restarting {
         let _ = writeln!(
             out,

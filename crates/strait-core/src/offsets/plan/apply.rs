@@ -16,12 +16,12 @@
 //!    said once and the group goes ahead.
 //! 6. Committed (unless a dry run).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use futures::StreamExt;
 use serde::Serialize;
-use strait_kafka::groups::{CommittedOffset, GroupDescription, OffsetToCommit};
+use strait_kafka::groups::{CommittedOffset, GroupDescription, OffsetToCommit, Stability};
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::offset_map::{OffsetMap, SourcePartition};
 
@@ -359,16 +359,36 @@ pub async fn apply_plan(
     let mut groups: Vec<GroupReport> = Vec::with_capacity(plan.groups.len());
     for chunk in plan.groups.chunks(super::DESCRIBED_AT_ONCE) {
         let ids: Vec<String> = chunk.iter().map(|g| g.group.clone()).collect();
-        let (on_destination, on_origin) =
-            futures::join!(ctx.destination.describe_groups(&ids), async {
+        // The partitions the chunk's groups write on the destination and read on the origin:
+        // their committed offsets are asked for the whole chunk in one OffsetFetch per
+        // coordinator (v8 names many groups) instead of one per group and cluster.
+        let (written, read) = chunk_partitions(chunk, plan.direction);
+        let (on_destination, on_origin, committed_destination, committed_origin) = futures::join!(
+            ctx.destination.describe_groups(&ids),
+            async {
                 match ctx.origin {
                     Some(origin) => origin.describe_groups(&ids).await,
                     None => BTreeMap::new(),
                 }
-            });
+            },
+            ctx.destination
+                .offset_fetch_groups_with(&ids, Some(&written), Stability::Stable, None),
+            async {
+                match ctx.origin {
+                    Some(origin) => {
+                        origin
+                            .offset_fetch_groups_with(&ids, Some(&read), Stability::Stable, None)
+                            .await
+                    }
+                    None => BTreeMap::new(),
+                }
+            },
+        );
         let described = Described {
             destination: &on_destination,
             origin: &on_origin,
+            committed_destination: &committed_destination,
+            committed_origin: &committed_origin,
         };
         let described = &described;
         groups.extend(
@@ -389,10 +409,32 @@ pub async fn apply_plan(
     })
 }
 
-/// The descriptions of a chunk's groups on both clusters (`Client::describe_groups`).
+/// The descriptions of a chunk's groups on both clusters (`Client::describe_groups`), and
+/// their committed offsets (`Client::offset_fetch_groups_with`).
 struct Described<'a> {
     destination: &'a Descriptions,
     origin: &'a Descriptions,
+    committed_destination: &'a Committed,
+    committed_origin: &'a Committed,
+}
+
+/// Committed offsets by group, as `Client::offset_fetch_groups_with` answers.
+type Committed = BTreeMap<String, strait_kafka::Result<BTreeMap<TopicPartition, CommittedOffset>>>;
+
+/// Every partition `chunk`'s groups write on the destination, and every one they read on the
+/// origin, where a group has a planned offset: what [`apply_plan`] asks for the chunk.
+fn chunk_partitions(
+    chunk: &[GroupPlan],
+    direction: Direction,
+) -> (Vec<TopicPartition>, Vec<TopicPartition>) {
+    let (mut written, mut read) = (BTreeSet::new(), BTreeSet::new());
+    for p in chunk.iter().flat_map(|g| &g.partitions) {
+        if p.planned_offset(direction).is_some() {
+            written.insert(p.written_partition(direction));
+            read.insert(p.read_partition(direction));
+        }
+    }
+    (written.into_iter().collect(), read.into_iter().collect())
 }
 
 /// The group as the origin sees it at apply time.
@@ -469,14 +511,22 @@ impl Ctx<'_> {
             .map_err(self.failed(cluster, format!("describing group {id}")))
     }
 
-    /// Group `id`'s committed offsets of `partitions` on `client` (cluster `cluster`).
+    /// Group `id`'s committed offsets of `partitions` on `client` (cluster `cluster`): from
+    /// `known`, the chunk's, where its answer is there (asked alone where it failed).
     async fn committed(
         &self,
+        known: &Committed,
         client: &Client,
         cluster: &str,
         id: &str,
         partitions: &[TopicPartition],
     ) -> Result<BTreeMap<TopicPartition, CommittedOffset>, Refusal> {
+        if let Some(Ok(offsets)) = known.get(id) {
+            return Ok(partitions
+                .iter()
+                .filter_map(|tp| Some((tp.clone(), offsets.get(tp)?.clone())))
+                .collect());
+        }
         committed(client, id, partitions)
             .await
             .map_err(self.failed(cluster, format!("reading the offsets of group {id}")))
@@ -510,13 +560,17 @@ impl Ctx<'_> {
         // Everything the checks below need, asked at once; checked in the same order as if
         // asked one by one.
         let (current, description, origin) = futures::join!(
-            self.committed(self.destination, dest, id, &written),
+            self.committed(
+                described.committed_destination,
+                self.destination,
+                dest,
+                id,
+                &written
+            ),
             self.describe(described.destination, self.destination, dest, id),
             async {
                 match self.origin {
-                    Some(origin) => {
-                        Some(self.origin_state(described.origin, origin, id, &todo).await)
-                    }
+                    Some(origin) => Some(self.origin_state(described, origin, id, &todo).await),
                     None => None,
                 }
             }
@@ -616,7 +670,7 @@ impl Ctx<'_> {
     /// the plan read.
     async fn origin_state(
         &self,
-        known: &Descriptions,
+        known: &Described<'_>,
         origin: &Client,
         id: &str,
         todo: &[(&PartitionPlan, TopicPartition, i64)],
@@ -627,8 +681,8 @@ impl Ctx<'_> {
             .map(|(p, _, _)| p.read_partition(self.plan.direction))
             .collect();
         let (description, now) = futures::join!(
-            self.describe(known, origin, cluster, id),
-            self.committed(origin, cluster, id, &read)
+            self.describe(known.origin, origin, cluster, id),
+            self.committed(known.committed_origin, origin, cluster, id, &read)
         );
         Ok(OriginState {
             description: description?,
