@@ -59,11 +59,13 @@ fn short(mut c: ClientConfig) -> ClientConfig {
     c
 }
 
-/// The message of a config that `client_config` refuses; checks it names cluster A and `key`.
+/// The message of a config that `client_config` refuses; checks it names cluster A and `key`
+/// (as the file sets it, `A.<key>`, or `key` when the file does not).
 fn refused(cfg: &StraitConfig, key: &str) -> String {
     let e = client_config(cfg, Role::Admin).expect_err("settings must be refused");
     let shown = e.to_string();
-    assert_eq!(e.key.as_deref(), Some(key), "{shown}");
+    let named = e.key.as_deref().map(|k| k.strip_prefix("A.").unwrap_or(k));
+    assert_eq!(named, Some(key), "{shown}");
     assert!(shown.contains("cluster `A` (admin client)"), "{shown}");
     shown
 }
@@ -1068,7 +1070,11 @@ fn gssapi_of(lines: &str) -> Result<GssapiConfig, String> {
         Err(e) => {
             let shown = e.to_string();
             assert!(shown.contains("cluster `A` (consumer client)"), "{shown}");
-            Err(format!("{}: {shown}", e.key.unwrap_or_default()))
+            let key = e.key.unwrap_or_default();
+            Err(format!(
+                "{}: {shown}",
+                key.strip_prefix("A.").unwrap_or(&key)
+            ))
         }
     }
 }
@@ -1434,4 +1440,62 @@ fn msk_iam_settings() {
             assert!(!shown.contains(secret), "{secret} in: {shown}");
         }
     }
+}
+
+/// A refused setting names the key of the file that set it, with its line (a flow's consumer
+/// override, a cluster's key), and `refused_clients` finds every client `strait run` would
+/// refuse, without a broker: `strait check` reports them as `run` would (`docs/check.md`).
+#[test]
+fn refused_settings_name_the_key_and_line_that_set_them() {
+    let cfg = parse(
+        "clusters = A, B\n\
+         A.bootstrap.servers = a:9093\n\
+         A.security.protocol = SSL\n\
+         B.bootstrap.servers = b:9093\n\
+         B.security.protocol = SSL\n\
+         B.ssl.truststore.type = JKSS\n\
+         A->B.enabled = true\n\
+         A->B.consumer.ssl.truststore.location = /nonexistent/strait/trust.p12\n",
+    );
+    let refused = cfg.refused_clients();
+    let found: Vec<(&str, Role, Option<&str>, Option<usize>)> = refused
+        .iter()
+        .map(|r| {
+            (
+                r.cluster.as_str(),
+                r.role,
+                r.error.key.as_deref(),
+                r.error.line,
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                "A",
+                Role::Consumer,
+                Some("A->B.consumer.ssl.truststore.location"),
+                Some(8)
+            ),
+            ("B", Role::Producer, Some("B.ssl.truststore.type"), Some(6)),
+            // The heartbeat writer into B, then each cluster's admin client.
+            ("B", Role::Producer, Some("B.ssl.truststore.type"), Some(6)),
+            ("B", Role::Admin, Some("B.ssl.truststore.type"), Some(6)),
+        ]
+    );
+    let shown = refused[0].error.to_string();
+    assert!(
+        shown.contains("mm2.properties:8: key `A->B.consumer.ssl.truststore.location`")
+            && shown.contains(
+                "cluster `A` (consumer client): cannot read /nonexistent/strait/trust.p12"
+            ),
+        "{shown}"
+    );
+    // The flow's own clients, as `strait run` makes them: the same refusal.
+    let e = cfg.flow_clients(&cfg.flows[0]).expect_err("refused");
+    assert_eq!(
+        e.key.as_deref(),
+        Some("A->B.consumer.ssl.truststore.location")
+    );
 }

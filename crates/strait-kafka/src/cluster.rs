@@ -163,6 +163,9 @@ struct BrokerSlot {
     failed_attempts: u32,
 }
 
+/// One broker address and lane's connection, made and replaced under its own lock.
+type Slot = Arc<Mutex<BrokerSlot>>;
+
 #[derive(Debug)]
 struct Inner {
     config: ClientConfig,
@@ -172,7 +175,7 @@ struct Inner {
     refresh_lock: Mutex<()>,
     /// Connections by broker address and lane: lane 0 carries everything but what
     /// [`Client::connection_on_lane`] spreads (see [`crate::groups::COMMIT_LANES`]).
-    slots: Mutex<HashMap<(String, u8), Arc<Mutex<BrokerSlot>>>>,
+    slots: Mutex<HashMap<(String, u8), Slot>>,
     /// Coordinators by FindCoordinator's key type (0 group, 1 transaction) and key.
     coordinators: StdMutex<HashMap<(i8, String), BrokerId>>,
     /// Fetch sessions and read replicas (`fetch.rs`).

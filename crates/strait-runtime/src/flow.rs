@@ -89,11 +89,9 @@ pub(crate) async fn connect_flow(
     // One client per cluster of the flow, secured as its main user: the source as the
     // flow's consumer (`A.consumer.*`), the target as its producer (`B.producer.*`), each
     // over the cluster's own settings (`docs/security.md`).
-    let source_config = config
-        .client_config(flow, Side::Source, Role::Consumer)
-        .map_err(|e| Error::settings(flow, e))?;
-    let target_config = config
-        .client_config(flow, Side::Target, Role::Producer)
+    // `strait check` builds the same two (`StraitConfig::refused_clients`).
+    let (source_config, target_config) = config
+        .flow_clients(flow)
         .map_err(|e| Error::settings(flow, e))?;
     let mut options = strait_core::flow::FlowOptions {
         producer: producer_config(&config.client_props(flow, Side::Target, Role::Producer))

@@ -4,15 +4,19 @@
 //! loses or gains with this file, and, with `--connect`, the topics and consumer groups each
 //! flow would take now. `docs/check.md` describes the output and the exit codes.
 //!
-//! The verdict is the config module's own (`StraitConfig::from_properties`): a file `check`
-//! accepts is a file `strait run` starts with. To list every refused key rather than the first,
-//! a refused key is taken out and the file resolved again.
+//! The verdict is the config module's own (`StraitConfig::from_properties`), and the settings
+//! of every client `strait run` makes from the file, built as `run` builds them before it
+//! connects (`StraitConfig::refused_clients`: JAAS lines, login modules, stores): a file
+//! `check` accepts is a file `strait run` starts with. To list every refused key rather than
+//! the first, a refused key is taken out and the file resolved again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use anyhow::Context as _;
 use serde::Serialize;
@@ -182,10 +186,19 @@ struct HeartbeatRow {
 struct ClusterRow {
     cluster: String,
     bootstrap: Vec<String>,
+    /// `answers`; `refused`: strait refuses the settings of one of its clients, so it was not
+    /// contacted; `failed`: contacted, and it did not answer or refused the connection.
+    status: &'static str,
     reachable: bool,
+    /// Why it is refused or failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
 }
+
+/// [`ClusterRow::status`] values.
+const ANSWERS: &str = "answers";
+const REFUSED: &str = "refused";
+const FAILED: &str = "failed";
 
 #[derive(Debug, Serialize)]
 struct Note {
@@ -240,12 +253,17 @@ async fn check(args: &CheckArgs) -> anyhow::Result<Report> {
             return Ok(report);
         }
     };
-    let (config, refused, errors) = resolve_all(&props, path);
-    report.errors = errors;
-    classify_keys(&props, &refused, &mut report.keys);
-    let Some(config) = config else {
+    let resolved = resolve_all(&props, path);
+    report.errors = resolved.errors;
+    classify_keys(&props, &resolved.refused, &mut report.keys);
+    let refused = !resolved.refused.is_empty() || !report.errors.is_empty();
+    if refused {
         report.verdict = "refused";
         report.exit_code = EXIT_REFUSED;
+    }
+    // A file that resolves but whose clients' settings are refused still has its flows: they
+    // are shown, and `--connect` contacts the clusters whose settings are not refused.
+    let Some(config) = resolved.config else {
         report.notes = notes(&props, None, &report.keys);
         return Ok(report);
     };
@@ -262,19 +280,32 @@ async fn check(args: &CheckArgs) -> anyhow::Result<Report> {
     report.notes = notes(&props, Some(&config), &report.keys);
     let mut unreachable = false;
     if args.connect {
-        let timeout = Duration::from_secs(args.timeout_secs.max(1));
-        let clusters = reach_clusters(&config, timeout).await;
-        unreachable = clusters.iter().any(|c| !c.reachable);
-        report.clusters = Some(clusters);
-        for row in &mut report.flows {
-            if let Some(flow) = config.flows.iter().find(|f| f.name() == row.flow) {
-                row.now = Some(flow_now(&config, flow, timeout).await);
+        // One deadline for everything `--connect` does: the clusters are contacted at once,
+        // then the flows' sources asked at once, within what is left.
+        let deadline = Instant::now() + Duration::from_secs(args.timeout_secs.max(1));
+        let clusters = reach_clusters(&config, &resolved.refused_clusters, deadline).await;
+        unreachable = clusters.iter().any(|c| c.status == FAILED);
+        let now = futures::future::join_all(report.flows.iter().map(|row| {
+            let flow = config.flows.iter().find(|f| f.name() == row.flow);
+            let (config, clusters) = (&config, &clusters);
+            async move {
+                match flow {
+                    Some(flow) => Some(flow_now(config, flow, clusters, deadline).await),
+                    None => None,
+                }
             }
+        }))
+        .await;
+        for (row, now) in report.flows.iter_mut().zip(now) {
+            row.now = now;
         }
+        report.clusters = Some(clusters);
     }
     let warned =
         !report.keys.ignored.is_empty() || report.keys.used.iter().any(|k| k.reason.is_some());
-    report.exit_code = if unreachable {
+    report.exit_code = if refused {
+        EXIT_REFUSED
+    } else if unreachable {
         EXIT_UNREACHABLE
     } else if args.strict && warned {
         EXIT_STRICT
@@ -284,38 +315,92 @@ async fn check(args: &CheckArgs) -> anyhow::Result<Report> {
     Ok(report)
 }
 
-/// Resolves `props` as `strait run` would; while it is refused for a key of the file, notes
-/// the error, takes the key out and tries again. Returns the config (if the file runs), the
-/// refused keys with their errors, and the errors that name no key of the file.
-fn resolve_all(
-    props: &Properties,
-    path: &Path,
-) -> (
-    Option<StraitConfig>,
-    BTreeMap<String, ConfigError>,
-    Vec<String>,
-) {
-    let mut refused = BTreeMap::new();
-    let mut errors = Vec::new();
+/// What [`resolve_all`] found.
+struct Resolved {
+    /// The config the whole file resolves to, its clients' settings refused or not; `None`
+    /// when the file itself is refused.
+    config: Option<StraitConfig>,
+    /// The refused keys of the file, with their errors.
+    refused: BTreeMap<String, ConfigError>,
+    /// The errors that name no key of the file.
+    errors: Vec<String>,
+    /// The clusters one of whose clients' settings are refused, with the first reason.
+    refused_clusters: BTreeMap<String, String>,
+}
+
+/// Resolves `props` as `strait run` would, then builds the settings of every client `run`
+/// makes from it ([`StraitConfig::refused_clients`]); while either is refused for keys of the
+/// file, notes the errors, takes the keys out and tries again.
+fn resolve_all(props: &Properties, path: &Path) -> Resolved {
+    let mut resolved = Resolved {
+        config: None,
+        refused: BTreeMap::new(),
+        errors: Vec::new(),
+        refused_clusters: BTreeMap::new(),
+    };
     let mut remaining = props.clone();
-    for _ in 0..MAX_REFUSALS {
+    for round in 0..MAX_REFUSALS {
         match StraitConfig::from_properties(&remaining, path) {
             Ok(config) => {
-                return (refused.is_empty().then_some(config), refused, errors);
+                let refusals = config.refused_clients();
+                if round == 0 {
+                    for r in &refusals {
+                        let why = match &r.error.key {
+                            Some(key) => format!("{key}: {}", r.error.reason),
+                            None => r.error.reason.to_string(),
+                        };
+                        resolved
+                            .refused_clusters
+                            .entry(r.cluster.to_string())
+                            .or_insert(why);
+                    }
+                    resolved.config = Some(config);
+                }
+                let mut taken_out = false;
+                let mut unset = BTreeSet::new();
+                for r in refusals {
+                    // Several clients refuse the same key (a cluster's key reaches all three).
+                    if r.error
+                        .key
+                        .as_ref()
+                        .is_some_and(|k| resolved.refused.contains_key(k))
+                    {
+                        continue;
+                    }
+                    match r.error.key.clone().filter(|k| remaining.get(k).is_some()) {
+                        Some(key) => {
+                            remaining.remove(&key);
+                            resolved.refused.insert(key, r.error);
+                            taken_out = true;
+                        }
+                        // A key the file does not set (SASL without `sasl.jaas.config`), once
+                        // per cluster; only as the file is written: once a refused key is
+                        // taken out, its absence is no news.
+                        None if round == 0
+                            && unset.insert((r.cluster.to_string(), r.error.key.clone())) =>
+                        {
+                            resolved.errors.push(r.error.reason.to_string());
+                        }
+                        None => {}
+                    }
+                }
+                if !taken_out {
+                    break;
+                }
             }
             Err(e) => match e.key.clone().filter(|k| remaining.get(k).is_some()) {
                 Some(key) => {
                     remaining.remove(&key);
-                    refused.insert(key, e);
+                    resolved.refused.insert(key, e);
                 }
                 None => {
-                    errors.push(e.reason.to_string());
+                    resolved.errors.push(e.reason.to_string());
                     break;
                 }
             },
         }
     }
-    (None, refused, errors)
+    resolved
 }
 
 /// Sorts every key of the file into used, ignored and refused.
@@ -661,29 +746,68 @@ fn notes(props: &Properties, config: Option<&StraitConfig>, keys: &Keys) -> Vec<
     notes
 }
 
-/// Connects to every cluster once, with its own settings.
-async fn reach_clusters(config: &StraitConfig, timeout: Duration) -> Vec<ClusterRow> {
-    let mut rows = Vec::new();
-    for cluster in &config.clusters {
-        let answer = match config.cluster_client_config(cluster.alias.as_str(), Role::Admin) {
-            Ok(client) => connect(client, timeout).await.map(|_| ()),
-            Err(e) => Err(anyhow::Error::from(e)),
+/// Connects to every cluster at once, with its own settings, until `deadline`; a cluster whose
+/// settings are refused (`refused`, by alias) is not contacted.
+async fn reach_clusters(
+    config: &StraitConfig,
+    refused: &BTreeMap<String, String>,
+    deadline: Instant,
+) -> Vec<ClusterRow> {
+    let rows = config.clusters.iter().map(|cluster| async move {
+        let alias = cluster.alias.as_str();
+        let answer = match refused.get(alias) {
+            Some(why) => Err((REFUSED, why.clone())),
+            None => match config.cluster_client_config(alias, Role::Admin) {
+                Ok(client) => connect(client, deadline)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| (FAILED, format!("{e:#}"))),
+                Err(e) => Err((REFUSED, e.reason.to_string())),
+            },
         };
-        rows.push(ClusterRow {
-            cluster: cluster.alias.to_string(),
+        ClusterRow {
+            cluster: alias.to_owned(),
             bootstrap: cluster.bootstrap_servers.clone(),
+            status: answer.as_ref().err().map_or(ANSWERS, |(status, _)| status),
             reachable: answer.is_ok(),
-            error: answer.err().map(|e| format!("{e:#}")),
-        });
-    }
-    rows
+            error: answer.err().map(|(_, why)| why),
+        }
+    });
+    futures::future::join_all(rows).await
 }
 
-/// The topics and groups `flow` would take now, selected by the flow's own code.
-async fn flow_now(config: &StraitConfig, flow: &FlowConfig, timeout: Duration) -> FlowNow {
+/// The topics and groups `flow` would take now, selected by the flow's own code; its source
+/// is asked only when it answered in `clusters`.
+async fn flow_now(
+    config: &StraitConfig,
+    flow: &FlowConfig,
+    clusters: &[ClusterRow],
+    deadline: Instant,
+) -> FlowNow {
+    let unknown = |error: String| FlowNow {
+        topics: None,
+        groups: None,
+        error: Some(error),
+    };
+    let source = clusters.iter().find(|c| c.cluster == flow.source.as_str());
+    match source.map(|c| c.status) {
+        Some(REFUSED) => {
+            return unknown(format!(
+                "source {} not contacted: strait refuses its settings",
+                flow.source
+            ))
+        }
+        Some(FAILED) => {
+            return unknown(format!(
+                "source {} not asked: it did not answer or refused the connection",
+                flow.source
+            ))
+        }
+        _ => {}
+    }
     let answer = async {
         let client_config = config.client_config(flow, Side::Source, Role::Admin)?;
-        let source = connect(client_config, timeout).await?;
+        let source = connect(client_config, deadline).await?;
         let mut topics: Vec<TopicNow> = strait_core::flow::topics::discover(&source, flow)
             .await?
             .into_iter()
@@ -698,34 +822,36 @@ async fn flow_now(config: &StraitConfig, flow: &FlowConfig, timeout: Duration) -
         groups.sort();
         anyhow::Ok((topics, groups))
     };
-    match tokio::time::timeout(timeout * 3, answer).await {
+    match tokio::time::timeout_at(deadline, answer).await {
         Ok(Ok((topics, groups))) => FlowNow {
             topics: Some(topics),
             groups: Some(groups),
             error: None,
         },
-        Ok(Err(e)) => FlowNow {
-            topics: None,
-            groups: None,
-            error: Some(format!("{e:#}")),
-        },
-        Err(_) => FlowNow {
-            topics: None,
-            groups: None,
-            error: Some(format!(
-                "source {} did not answer within {timeout:?}",
-                flow.source
-            )),
-        },
+        Ok(Err(e)) => unknown(format!("{e:#}")),
+        Err(_) => unknown(format!(
+            "source {} did not answer within the timeout",
+            flow.source
+        )),
     }
 }
 
-async fn connect(mut config: ClientConfig, timeout: Duration) -> anyhow::Result<Client> {
-    config.connection.connect_timeout = timeout;
-    config.operation_timeout = timeout;
-    match tokio::time::timeout(timeout, Client::connect(config)).await {
+/// A client of `config`'s cluster, connected before `deadline`, or why not: the client's own
+/// error (connection refused, a host name that does not resolve, TLS or SASL refused) when it
+/// has one by then, else that nothing answered.
+async fn connect(mut config: ClientConfig, deadline: Instant) -> anyhow::Result<Client> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    // The client retries a broker that is down until its patience runs out, then says why the
+    // last try failed: it gives up a little before the deadline, its waits between tries kept
+    // short, so that the reason, not only "no answer", is there by the deadline.
+    let patience = left.saturating_sub((left / 5).min(Duration::from_secs(1)));
+    config.connection.connect_timeout = patience;
+    config.operation_timeout = left;
+    config.retry_backoff_max = config.retry_backoff_max.min(Duration::from_millis(200));
+    config.reconnect_backoff.1 = config.reconnect_backoff.1.min(Duration::from_millis(200));
+    match tokio::time::timeout_at(deadline, Client::connect_within(config, patience)).await {
         Ok(client) => Ok(client?),
-        Err(_) => anyhow::bail!("no answer within {timeout:?}"),
+        Err(_) => anyhow::bail!("no answer within {left:?}"),
     }
 }
 
@@ -842,9 +968,11 @@ fn render(report: &Report) -> String {
     if let Some(clusters) = &report.clusters {
         let _ = writeln!(out, "\nClusters");
         for c in clusters {
-            let state = match &c.error {
-                None => "answers".to_owned(),
-                Some(e) => format!("DID NOT ANSWER: {e}"),
+            let why = c.error.as_deref().unwrap_or_default();
+            let state = match c.status {
+                REFUSED => format!("REFUSED, not contacted: {why}"),
+                FAILED => format!("FAILED: {why}"),
+                _ => "answers".to_owned(),
             };
             let _ = writeln!(out, "  {} ({})  {state}", c.cluster, c.bootstrap.join(","));
         }

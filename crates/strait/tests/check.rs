@@ -184,7 +184,20 @@ fn mm2_sample_file() {
 
 #[test]
 fn strimzi_generated_file() {
-    let r = json("strimzi-generated.properties", 0);
+    // The truststores are in Strimzi's pod, not here: refused, as `strait run` would refuse
+    // them here; everything else resolves.
+    let r = json("strimzi-generated.properties", 1);
+    for cluster in ["my-cluster-source", "my-cluster-target"] {
+        let key = format!("{cluster}.ssl.truststore.location");
+        let reason = row(&r, "refused", &key)["reason"].as_str().unwrap();
+        assert!(
+            reason.contains(&format!(
+                "cannot read /opt/kafka/cluster-ca-certs/{cluster}/ca.crt"
+            )),
+            "{reason}"
+        );
+    }
+    assert_eq!(keys(&r, "refused").len(), 2, "{r:#}");
     let f = flow(&r, "my-cluster-source->my-cluster-target");
     assert_eq!(f["settings"]["topics"], "orders.*|payments");
     assert_eq!(f["settings"]["sync_group_offsets_secs"], 60);
@@ -200,7 +213,7 @@ fn strimzi_generated_file() {
         "used",
         &[
             "my-cluster-source.security.protocol",
-            "my-cluster-source.ssl.truststore.location",
+            "my-cluster-source.ssl.truststore.type",
             "my-cluster-source->my-cluster-target.sync.group.offsets.enabled",
         ],
     );
@@ -452,6 +465,97 @@ fn missing_secret_file_is_refused() {
         .to_owned();
     assert!(reason.contains("/nonexistent/strait-check"), "{reason}");
     assert_in(&r, "used", &["A.security.protocol", "A->B.enabled"]);
+}
+
+/// What `strait run` refuses when it builds the clusters' clients, `check` refuses offline,
+/// every problem under the key of the file that set it, with the cluster named (each was
+/// approved with exit 0 before).
+#[test]
+fn security_settings_run_refuses_are_refused_offline() {
+    let r = json("refused-security.properties", 1);
+    assert_eq!(r["verdict"], "refused");
+    let reason = |key| {
+        row(&r, "refused", key)["reason"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    for (key, cluster, words) in [
+        (
+            "onprem.sasl.jaas.config",
+            "onprem",
+            "this quote is not closed",
+        ),
+        (
+            "cloud.sasl.jaas.config",
+            "cloud",
+            "needs the option `password`",
+        ),
+        (
+            "cloud.producer.sasl.jaas.config",
+            "cloud",
+            "not com.example.NoSuchLoginModule",
+        ),
+        (
+            "dr.ssl.truststore.type",
+            "dr",
+            "strait reads PEM, PKCS12, JKS and JCEKS stores",
+        ),
+        (
+            "dr.ssl.keystore.location",
+            "dr",
+            "cannot read /nonexistent/strait-check/dr.keystore.p12",
+        ),
+        (
+            "onprem->cloud.consumer.ssl.truststore.location",
+            "onprem",
+            "cannot read /nonexistent/strait-check/onprem.truststore.p12",
+        ),
+    ] {
+        let reason = reason(key);
+        assert!(
+            reason.contains(&format!("cluster `{cluster}`")),
+            "{key}: {reason}"
+        );
+        assert!(reason.contains(words), "{key}: {reason}");
+    }
+    assert_eq!(keys(&r, "refused").len(), 6, "{r:#}");
+    assert!(r["errors"].as_array().unwrap().is_empty(), "{r:#}");
+    // The file's flows resolve: they are shown, with what their clusters refuse above.
+    assert_eq!(flow(&r, "onprem->dr")["enabled"], true);
+    assert_in(
+        &r,
+        "used",
+        &["onprem.security.protocol", "dr.ssl.keystore.password"],
+    );
+    // No secret reaches the report.
+    let (code, text, _) = check_file(&fixture("refused-security.properties"), &[]);
+    assert_eq!(code, 1);
+    assert!(!text.contains("s3cret"), "{text}");
+    has_line(
+        &text,
+        "  line 17   dr.ssl.truststore.type: cluster `dr` (producer client): strait reads PEM, \
+         PKCS12, JKS and JCEKS stores",
+    );
+}
+
+/// SASL with no `sasl.jaas.config` anywhere: the key to set is not in the file, so the
+/// refusal is an error naming the cluster and the key.
+#[test]
+fn sasl_without_a_jaas_line_is_refused_offline() {
+    let r = json("refused-sasl-without-jaas.properties", 1);
+    let errors: Vec<&str> = r["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("cluster `A`") && e.contains("needs sasl.jaas.config")),
+        "{r:#}"
+    );
 }
 
 #[test]
@@ -783,6 +887,137 @@ fn connect_lists_what_the_flow_takes() {
             .len(),
         5
     );
+}
+
+/// A port on this host where nothing listens.
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+fn cluster_row<'a>(report: &'a Value, alias: &str) -> &'a Value {
+    report["clusters"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no clusters: {report:#}"))
+        .iter()
+        .find(|c| c["cluster"] == alias)
+        .unwrap_or_else(|| panic!("no cluster {alias}: {report:#}"))
+}
+
+/// `--connect` with a cluster whose settings are refused: reported as refused, with the
+/// reason, and not contacted (its bootstrap address is a listener that sees no connection);
+/// the other cluster, at a closed port, says the connection was refused, within the timeout
+/// (before: "DID NOT ANSWER" for both, and only "no answer within 3s" for B).
+#[test]
+fn connect_reports_refused_settings_without_contacting_the_cluster() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let dir = std::env::temp_dir().join(format!("strait-check-refused-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("refused.properties");
+    std::fs::write(
+        &file,
+        format!(
+            "clusters = A, B\n\
+             A.bootstrap.servers = {}\n\
+             A.security.protocol = SSL\n\
+             A.ssl.truststore.type = JKSS\n\
+             B.bootstrap.servers = 127.0.0.1:{}\n\
+             A->B.enabled = true\n",
+            listener.local_addr().unwrap(),
+            closed_port()
+        ),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let (code, out, err) = check_file(
+        &file,
+        &["--connect", "--timeout-secs", "3", "--format", "json"],
+    );
+    let took = started.elapsed();
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(took < std::time::Duration::from_secs(4), "took {took:?}");
+    let r: Value = serde_json::from_str(&out).unwrap();
+    let a = cluster_row(&r, "A");
+    assert_eq!(a["status"], "refused", "{r:#}");
+    assert!(
+        a["error"].as_str().unwrap().contains("ssl.truststore.type"),
+        "{r:#}"
+    );
+    let b = cluster_row(&r, "B");
+    assert_eq!(b["status"], "failed", "{r:#}");
+    assert!(
+        b["error"].as_str().unwrap().contains("Connection refused"),
+        "{r:#}"
+    );
+    // The flow's source is refused: it is not asked what the flow would take.
+    let now = flow(&r, "A->B")["now"]["error"].as_str().unwrap();
+    assert!(now.contains("not contacted"), "{now}");
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("cluster A was contacted: {other:?}"),
+    }
+    let (_, text, _) = check_file(&file, &["--connect", "--timeout-secs", "3"]);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("  A (") && l.contains("REFUSED, not contacted: ")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("  B (") && l.contains("FAILED: ")),
+        "{text}"
+    );
+}
+
+/// `--connect` to clusters that cannot be reached at all (a closed port, a host name that does
+/// not resolve) ends within `--timeout-secs` and says why for each (before: one timeout per
+/// cluster and one more per flow, 3 s each here, 9 s in all, and "no answer within 3s" for
+/// all).
+#[test]
+fn connect_says_why_each_cluster_failed_within_the_timeout() {
+    let dir = std::env::temp_dir().join(format!("strait-check-dead-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("dead.properties");
+    std::fs::write(
+        &file,
+        format!(
+            "clusters = A, B\n\
+             A.bootstrap.servers = 127.0.0.1:{}\n\
+             B.bootstrap.servers = no-such-host.invalid:9092\n\
+             A->B.enabled = true\n",
+            closed_port()
+        ),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let (code, out, err) = check_file(
+        &file,
+        &["--connect", "--timeout-secs", "3", "--format", "json"],
+    );
+    let took = started.elapsed();
+    assert_eq!(code, 4, "{out}\n{err}");
+    assert!(took < std::time::Duration::from_secs(4), "took {took:?}");
+    let r: Value = serde_json::from_str(&out).unwrap();
+    let a = cluster_row(&r, "A");
+    assert_eq!(
+        (&a["status"], &a["reachable"]),
+        (&"failed".into(), &false.into())
+    );
+    assert!(
+        a["error"].as_str().unwrap().contains("Connection refused"),
+        "{r:#}"
+    );
+    let b = cluster_row(&r, "B");
+    assert!(
+        b["error"]
+            .as_str()
+            .unwrap()
+            .contains("no-such-host.invalid"),
+        "{r:#}"
+    );
+    let now = flow(&r, "A->B")["now"]["error"].as_str().unwrap();
+    assert!(now.contains("did not answer"), "{now}");
 }
 
 /// A user's error (a file that does not exist, a value that does not parse) is one plain line

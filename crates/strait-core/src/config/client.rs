@@ -63,16 +63,45 @@ pub fn is_connection_key(key: &str) -> bool {
     key == "security.protocol" || key.starts_with("ssl.") || key.starts_with("sasl.")
 }
 
-/// One client's settings: Kafka client keys (without prefix) and their values.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// One client's settings: Kafka client keys (without prefix) and their values, each with the
+/// key and line of the file that set it.
+#[derive(Debug, Clone, Default)]
 pub struct ClientProps {
     entries: BTreeMap<String, ClientValue>,
+    /// Where each key was set (`B.ssl.truststore.type`, line 12), for errors that name it.
+    origins: BTreeMap<String, KeyOrigin>,
 }
+
+/// The key of the file, as written, that set a client key, and its line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyOrigin {
+    /// `B.ssl.truststore.type`, `A->B.producer.ssl.keystore.location`, `sasl.mechanism`.
+    pub key: String,
+    /// 1-based.
+    pub line: usize,
+}
+
+/// Two clients with the same keys and values are configured alike, wherever in the file the
+/// keys are: a reload that only moves lines restarts nothing (`strait-runtime/src/supervisor/mod.rs`
+/// compares flows' settings).
+impl PartialEq for ClientProps {
+    fn eq(&self, other: &Self) -> bool {
+        self.entries == other.entries
+    }
+}
+
+impl Eq for ClientProps {}
 
 impl ClientProps {
     /// The value of `key`.
     pub fn get(&self, key: &str) -> Option<&ClientValue> {
         self.entries.get(key)
+    }
+
+    /// The key of the file that set `key`, and its line; `None` when unset, or set other
+    /// than by a file.
+    pub fn origin(&self, key: &str) -> Option<&KeyOrigin> {
+        self.origins.get(key)
     }
 
     /// Every key and value, sorted by key.
@@ -117,11 +146,15 @@ impl ClientProps {
         Ok(Some(value.trim()))
     }
 
-    /// Sets `key` unless it is set: MM2's `putIfAbsent`.
-    pub(crate) fn insert_if_absent(&mut self, key: &str, value: &str) {
+    /// Sets `key` unless it is set: MM2's `putIfAbsent`. `origin`: the file's key and line
+    /// that set it.
+    pub(crate) fn insert_if_absent(&mut self, key: &str, value: &str, origin: Option<KeyOrigin>) {
         if !self.entries.contains_key(key) {
             self.entries
                 .insert(key.to_owned(), ClientValue::for_key(key, value));
+            if let Some(origin) = origin {
+                self.origins.insert(key.to_owned(), origin);
+            }
         }
     }
 
@@ -130,6 +163,10 @@ impl ClientProps {
         let mut out = self.clone();
         for (k, v) in &stronger.entries {
             out.entries.insert(k.clone(), v.clone());
+            match stronger.origins.get(k) {
+                Some(origin) => out.origins.insert(k.clone(), origin.clone()),
+                None => out.origins.remove(k),
+            };
         }
         out
     }
@@ -207,21 +244,36 @@ mod tests {
     #[test]
     fn put_if_absent_and_overlay() {
         let mut weak = ClientProps::default();
-        weak.insert_if_absent("a", "1");
-        weak.insert_if_absent("a", "2");
-        weak.insert_if_absent("b", "1");
+        let at = |key: &str, line| {
+            Some(KeyOrigin {
+                key: key.to_owned(),
+                line,
+            })
+        };
+        weak.insert_if_absent("a", "1", at("A.a", 1));
+        weak.insert_if_absent("a", "2", at("a", 2));
+        weak.insert_if_absent("b", "1", at("A.b", 3));
         let mut strong = ClientProps::default();
-        strong.insert_if_absent("b", "9");
+        strong.insert_if_absent("b", "9", at("A->B.b", 4));
         let merged = weak.overlaid_with(&strong);
         assert_eq!(merged.get("a").unwrap().expose(), "1");
         assert_eq!(merged.get("b").unwrap().expose(), "9");
         assert_eq!(merged.to_string(), "a=1, b=9");
+        // Each key names the line that set the value in effect.
+        assert_eq!(merged.origin("a"), at("A.a", 1).as_ref());
+        assert_eq!(merged.origin("b"), at("A->B.b", 4).as_ref());
+        // Where a key was set does not make two clients' settings differ.
+        let mut moved = ClientProps::default();
+        moved.insert_if_absent("a", "1", at("A.a", 7));
+        let mut unmoved = ClientProps::default();
+        unmoved.insert_if_absent("a", "1", None);
+        assert_eq!(moved, unmoved);
     }
 
     #[test]
     fn display_redacts() {
         let mut p = ClientProps::default();
-        p.insert_if_absent("sasl.jaas.config", "secret stuff");
+        p.insert_if_absent("sasl.jaas.config", "secret stuff", None);
         assert_eq!(p.to_string(), "sasl.jaas.config=[redacted]");
         assert!(!format!("{p:?}").contains("secret stuff"));
     }

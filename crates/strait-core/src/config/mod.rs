@@ -30,9 +30,11 @@ mod resolve;
 mod secret;
 pub mod security;
 
+pub use security::ClientRefusal;
+
 use std::path::{Path, PathBuf};
 
-pub use client::{ClientProps, ClientSettings, Role, SecurityProtocol, Side};
+pub use client::{ClientProps, ClientSettings, KeyOrigin, Role, SecurityProtocol, Side};
 pub use error::{ConfigError, ConfigErrorReason, ConfigWarning, WarningKind};
 pub use model::{
     ClusterAlias, ClusterConfig, FlowConfig, HeartbeatEmitter, OffsetSyncsLocation, StartPosition,

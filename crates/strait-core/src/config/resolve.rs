@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use super::catalogue::{self, Expected, Value};
-use super::client::{is_connection_key, ClientSettings, Role, SecurityProtocol};
+use super::client::{is_connection_key, ClientSettings, KeyOrigin, Role, SecurityProtocol};
 use super::error::{ConfigError, ConfigErrorReason as Reason, ConfigWarning};
 use super::flowkey::{parse_flow_key, FlowKey};
 use super::keys::{classify, is_flow_client_key};
@@ -21,6 +21,16 @@ pub(super) struct Found<'a> {
     pub(super) key: String,
     pub(super) value: &'a str,
     pub(super) line: usize,
+}
+
+impl Found<'_> {
+    /// The key and line, for a client setting to name where it was set.
+    fn origin(&self) -> KeyOrigin {
+        KeyOrigin {
+            key: self.key.clone(),
+            line: self.line,
+        }
+    }
 }
 
 pub(super) struct Resolver<'a> {
@@ -259,9 +269,11 @@ impl<'a> Resolver<'a> {
                 if let Some(client_key) = rest.strip_prefix(role.prefix()) {
                     if client_key != "bootstrap.servers" {
                         self.check_client_value(found, Some(role), client_key)?;
-                        settings
-                            .role_mut(role)
-                            .insert_if_absent(client_key, found.value);
+                        settings.role_mut(role).insert_if_absent(
+                            client_key,
+                            found.value,
+                            Some(found.origin()),
+                        );
                     }
                 }
             }
@@ -274,9 +286,11 @@ impl<'a> Resolver<'a> {
             if is_connection_key(client_key) {
                 self.check_client_value(found, None, client_key)?;
                 for role in Role::ALL {
-                    settings
-                        .role_mut(role)
-                        .insert_if_absent(client_key, found.value);
+                    settings.role_mut(role).insert_if_absent(
+                        client_key,
+                        found.value,
+                        Some(found.origin()),
+                    );
                 }
             }
         }
@@ -297,9 +311,11 @@ impl<'a> Resolver<'a> {
                 if let Some(client_key) = rest.strip_prefix(role.prefix()) {
                     if client_key != "bootstrap.servers" {
                         self.check_client_value(&found, Some(role), client_key)?;
-                        settings
-                            .role_mut(role)
-                            .insert_if_absent(client_key, found.value);
+                        settings.role_mut(role).insert_if_absent(
+                            client_key,
+                            found.value,
+                            Some(found.origin()),
+                        );
                     }
                 }
             }

@@ -58,7 +58,7 @@ use strait_kafka::{ClientConfig, Security};
 use super::client::{ClientProps, Role, SecurityProtocol, Side};
 use super::error::{ConfigError, ConfigErrorReason};
 use super::jaas::JaasConfig;
-use super::model::FlowConfig;
+use super::model::{ClusterAlias, FlowConfig, HeartbeatEmitter};
 use super::secret::Secret;
 use super::StraitConfig;
 
@@ -75,7 +75,90 @@ const OAUTH_HANDLERS: [&str; 2] = [
     "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
 ];
 
+/// A client whose settings strait refuses (a JAAS line that does not parse, a login module
+/// that does not fit `sasl.mechanism`, a store that cannot be read ...): found without
+/// contacting any cluster, by [`StraitConfig::refused_clients`].
+#[derive(Debug)]
+pub struct ClientRefusal {
+    /// The cluster the client talks to.
+    pub cluster: ClusterAlias,
+    /// Which of its clients.
+    pub role: Role,
+    /// What is wrong: the file's key that set it (or the key to set), the cluster and why.
+    pub error: ConfigError,
+}
+
 impl StraitConfig {
+    /// The two clients `strait run` makes for `flow` (`strait-runtime/src/flow.rs`): the
+    /// source as the flow's consumer, the target as its producer, each from the cluster's
+    /// settings under the flow's overrides ([`StraitConfig::client_config`]).
+    pub fn flow_clients(
+        &self,
+        flow: &FlowConfig,
+    ) -> Result<(ClientConfig, ClientConfig), ConfigError> {
+        Ok((
+            self.client_config(flow, Side::Source, Role::Consumer)?,
+            self.client_config(flow, Side::Target, Role::Producer)?,
+        ))
+    }
+
+    /// The producer a heartbeat writer writes into its target with
+    /// (`strait-runtime/src/supervisor/heartbeats.rs`).
+    pub fn heartbeat_client(
+        &self,
+        emitter: &HeartbeatEmitter,
+    ) -> Result<ClientConfig, ConfigError> {
+        self.cluster_client_config(emitter.target.as_str(), Role::Producer)
+    }
+
+    /// Every client strait makes from this file whose settings it refuses, found offline:
+    /// each enabled flow's two clients ([`StraitConfig::flow_clients`]), each heartbeat
+    /// writer's ([`StraitConfig::heartbeat_client`]), and every cluster's admin client (what
+    /// `strait check --connect`, `failover` and `offsets` connect with). The settings are built
+    /// as `strait run` builds them before it connects: the JAAS line parsed, the login module
+    /// and its options checked against `sasl.mechanism`, the stores read and opened. At most
+    /// one refusal per client (the first its settings meet), in that order.
+    pub fn refused_clients(&self) -> Vec<ClientRefusal> {
+        let mut refused = Vec::new();
+        let mut note =
+            |cluster: &ClusterAlias, role: Role, built: Result<ClientConfig, ConfigError>| {
+                if let Err(error) = built {
+                    refused.push(ClientRefusal {
+                        cluster: cluster.clone(),
+                        role,
+                        error,
+                    });
+                }
+            };
+        for flow in &self.flows {
+            note(
+                &flow.source,
+                Role::Consumer,
+                self.client_config(flow, Side::Source, Role::Consumer),
+            );
+            note(
+                &flow.target,
+                Role::Producer,
+                self.client_config(flow, Side::Target, Role::Producer),
+            );
+        }
+        for emitter in &self.heartbeats {
+            note(
+                &emitter.target,
+                Role::Producer,
+                self.heartbeat_client(emitter),
+            );
+        }
+        for cluster in &self.clusters {
+            note(
+                &cluster.alias,
+                Role::Admin,
+                self.cluster_client_config(cluster.alias.as_str(), Role::Admin),
+            );
+        }
+        refused
+    }
+
     /// Everything a client of `flow`'s `side` cluster in `role` needs: the cluster's bootstrap
     /// servers and its TLS and SASL settings, resolved as MM2 resolves them
     /// ([`StraitConfig::client_props`]). Errors name the cluster and the key.
@@ -184,12 +267,15 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
+    /// An error about client key `key`, naming the key of the file that set it (with its
+    /// line), or `key` itself when the file does not set it.
     fn fail(&self, key: &str, problem: impl std::fmt::Display) -> ConfigError {
         let role = self.role.prefix().trim_end_matches('.');
+        let origin = self.props.origin(key);
         ConfigError {
             path: self.config_path.to_owned(),
-            line: None,
-            key: Some(key.to_owned()),
+            line: origin.map(|o| o.line),
+            key: Some(origin.map_or(key, |o| o.key.as_str()).to_owned()),
             reason: ConfigErrorReason::Security(format!(
                 "cluster `{}` ({role} client): {problem}",
                 self.alias

@@ -3,7 +3,7 @@
 //! run by workers is written by the worker that leads the flow (runs its unit 0), as MM2's one
 //! heartbeat task writes them, not by every worker.
 
-use strait_core::config::{ClusterConfig, HeartbeatEmitter, Role, StraitConfig};
+use strait_core::config::{ClusterConfig, HeartbeatEmitter, StraitConfig};
 use strait_core::heartbeats::HeartbeatTask;
 use strait_kafka::backoff::Backoff;
 use strait_kafka::{Client, ClientConfig};
@@ -38,9 +38,7 @@ impl Heartbeats {
                         && f.target_alias == emitter.target_alias
                 })
                 .map(|f| leads(&f.name()).subscribe());
-            let client_config = match config
-                .cluster_client_config(emitter.target.as_str(), Role::Producer)
-            {
+            let client_config = match config.heartbeat_client(emitter) {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::warn!(cluster = %emitter.target, error = %e, "no heartbeats written into the cluster");
