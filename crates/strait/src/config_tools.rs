@@ -28,8 +28,8 @@ enum ConfigCommand {
     /// listed), as `strait check` would.
     #[command(after_help = "\
 Examples:
-  # The resource as the MM2 file strait runs, reading Secrets where the pod
-  # mounts them (/etc/strait/secrets/<secret>/<key>):
+  # The MM2 file strait runs, reading Secrets where the pod mounts
+  # them (/etc/strait/secrets/<secret>/<key>):
   strait config from-strimzi kmm2.yaml --out mm2.properties
   # Then what strait makes of it:
   strait check --config mm2.properties")]

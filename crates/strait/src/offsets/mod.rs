@@ -26,13 +26,33 @@ enum OffsetsCommand {
     /// Translate a source group's committed offsets to the target through the exact offset
     /// map: per partition, the target offset a consumer of the remote topic continues from,
     /// whether it is exact, and any gap (records not mirrored yet, lost, or never mirrored).
+    #[command(after_help = "\
+Examples:
+  # Where group billing continues on each flow's target, per partition:
+  strait offsets translate --config mm2.properties --group billing
+  # One topic, as JSON:
+  strait offsets translate --config mm2.properties --group billing \\
+      --topic orders --json")]
     Translate(TranslateArgs),
     /// Export group offsets and their translations to the target (a failover plan): JSON in
     /// the plan format, or CSV with one row per group partition (group, topic, partition,
     /// remote topic, source offset, target offset, exact, unreplicated, metadata, ...).
+    #[command(after_help = "\
+Examples:
+  # Every group of flow A->B, in the failover plan format:
+  strait offsets export --config mm2.properties --flow 'A->B' \\
+      --out offsets.json
+  # Some groups, as CSV:
+  strait offsets export --config mm2.properties --flow 'A->B' \\
+      --groups 'billing-.*' --format csv --out offsets.csv")]
     Export(export::ExportArgs),
     /// Apply an exported offsets file (JSON or CSV) to its destination, with the checks of
     /// `failover apply`: never into an active group, never moving a group back.
+    #[command(after_help = "\
+Examples:
+  # What would be committed, committing nothing:
+  strait offsets import --config mm2.properties --dry-run offsets.json
+  strait offsets import --config mm2.properties offsets.json")]
     Import(import::ImportArgs),
 }
 
