@@ -58,7 +58,12 @@ fn every_error_is_json_with_the_documented_status() {
         // The flow has not started (its clusters do not answer): the group's offsets are not
         // known, which is not the same as none.
         ("GET", "/v1/groups/billing", 503, "has not started"),
-        ("GET", "/v1/translate?topic=t&partition=0&offset=1", 503, "has not started"),
+        (
+            "GET",
+            "/v1/translate?topic=t&partition=0&offset=1",
+            503,
+            "has not started",
+        ),
     ];
     let mut wrong = Vec::new();
     for (method, path, code, says) in cases {

@@ -838,11 +838,7 @@ fn a_resource_whose_file_strait_refuses_fails() {
     // The same resource without the SMT converts, its secret unread.
     let text = std::fs::read_to_string(&resource).unwrap();
     let plain = dir.join("plain.yaml");
-    std::fs::write(
-        &plain,
-        text.split("    sourceConnector:").next().unwrap(),
-    )
-    .unwrap();
+    std::fs::write(&plain, text.split("    sourceConnector:").next().unwrap()).unwrap();
     let output = from_strimzi(&plain, Path::new("/nonexistent/strait-secrets"), &out);
     assert!(
         output.status.success(),

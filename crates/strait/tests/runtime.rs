@@ -233,7 +233,11 @@ fn the_process_takes_its_commands_and_signals() {
         .lines()
         .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
         .collect();
-    assert!(warned.is_empty(), "a clean stop warned:\n{}", warned.join("\n"));
+    assert!(
+        warned.is_empty(),
+        "a clean stop warned:\n{}",
+        warned.join("\n")
+    );
     let stopped_at = end_offset(on_b, &remote_orders);
     let source_then = end_offset(on_a, &orders);
     eprintln!(
