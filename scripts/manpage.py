@@ -5,7 +5,7 @@
 
 The page is `strait --help`, then every command's and subcommand's --help, each a section,
 re-flowed to fit 80 columns with their indentation kept (clap prints a command's summary on one
-line). Nothing is written by hand but the name, the files and the pointers to the docs, so the
+line), each help's Examples: section as it is. Nothing is written by hand but the name, the files and the pointers to the docs, so the
 page says what the binary says.
 """
 
@@ -50,14 +50,24 @@ def wrap(text):
     """The help re-flowed at WIDTH columns: a line that continues the one before (indented as
     that one's continuations are, and no new row or item) joins it, then each is wrapped with
     its hanging indentation. Some summaries are one long line, others wrapped by hand wider."""
-    logical = []  # [text, hang] or None for a blank line
+    logical = []  # [text, hang] or None for a blank line; hang None: kept as it is
+    examples = False
     for line in text.splitlines():
         stripped = line.strip()
+        # The Examples: section is commands and their comments, one a line: none is joined to
+        # the one before or wrapped (a command wrapped without its `\` would not run).
+        if stripped == "Examples:":
+            examples = True
+        elif line and not line.startswith(" "):
+            examples = False
+        if examples and stripped:
+            logical.append([line.rstrip(), None])
+            continue
         if not stripped:
             logical.append(None)
             continue
         indent = len(line) - len(line.lstrip())
-        prev = logical[-1] if logical else None
+        prev = logical[-1] if logical and logical[-1] is not None and logical[-1][1] is not None else None
         starts_new = hang_of(line) != indent or stripped.startswith("- ")
         if prev is not None and indent == prev[1] and not starts_new:
             prev[0] += " " + stripped
@@ -69,6 +79,9 @@ def wrap(text):
             lines.append("")
             continue
         text, hang = entry
+        if hang is None:
+            lines.append(text)
+            continue
         lines.extend(textwrap.wrap(text, WIDTH, subsequent_indent=" " * hang, break_on_hyphens=False,
                                    break_long_words=False, drop_whitespace=True) or [""])
     return "\n".join(lines)

@@ -598,8 +598,9 @@ impl FlowEntry {
             last_round_seconds_ago: ago(d.last_round),
             records: topics.iter().map(|t| t.records).sum(),
             bytes: topics.iter().map(|t| t.bytes).sum(),
-            records_per_second: topics.iter().map(|t| t.records_per_second).sum(),
-            bytes_per_second: topics.iter().map(|t| t.bytes_per_second).sum(),
+            // Folded from 0.0: an empty `f64` sum is -0.0, shown as `-0.0 rec/s`.
+            records_per_second: topics.iter().fold(0.0, |sum, t| sum + t.records_per_second),
+            bytes_per_second: topics.iter().fold(0.0, |sum, t| sum + t.bytes_per_second),
             lag_records: topics.iter().map(|t| t.lag_records).sum(),
             lag_seconds: topics
                 .iter()
@@ -950,6 +951,19 @@ mod tests {
         // Nothing more written for a long while: no rate.
         let (r, _) = rate.per_second(start + Duration::from_secs(600), 2900, 29000);
         assert_eq!(r, 0.0);
+    }
+
+    /// A flow with no partitions yet (starting, or its topics not found) sums no rates: 0.0,
+    /// not the -0.0 an empty `f64` sum gives (`strait status` printed `-0.0 rec/s`).
+    #[test]
+    fn a_flow_without_partitions_has_no_negative_zero_rate() {
+        let flow = crate::told::flow("zeroA", "zeroB", "");
+        flow_entry(&flow);
+        let status = crate::told::status(&flow);
+        assert!(status.topics.is_empty(), "{status:?}");
+        for rate in [status.records_per_second, status.bytes_per_second] {
+            assert!(rate == 0.0 && rate.is_sign_positive(), "{rate:?}");
+        }
     }
 
     #[test]

@@ -28,15 +28,16 @@
 //!
 //! Answers are JSON. The map read is the one last written to the map topic, so an answer never
 //! rests on a mapping a crash could take back. Errors are `{"error": "..."}` with 400 (bad
-//! query, a config that does not load), 404 (unknown flow, partition not mirrored), 502 (the
-//! source cluster did not answer) or 503 (stopping).
+//! query or path, a config that does not load), 404 (unknown path or flow, partition not
+//! mirrored), 405 (a path asked with another method), 502 (the source cluster did not answer)
+//! or 503 (stopping; a flow asked about that has not started, whose answer is not known).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
-use axum::extract::rejection::QueryRejection;
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::middleware;
@@ -155,6 +156,15 @@ impl Api {
         }
     }
 
+    /// The flows of this instance that have not started (their clusters do not answer yet).
+    fn waiting(&self) -> Vec<String> {
+        read(&self.flows)
+            .iter()
+            .filter(|(_, e)| e.live.is_none())
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
     /// The running flows a request is about: the one named by `flow=`, else every one running.
     fn pick(&self, name: Option<&str>) -> Result<Vec<ApiFlow>, ApiError> {
         let flows = read(&self.flows);
@@ -217,7 +227,33 @@ fn router(api: Arc<Api>, access: Access, limits: HttpLimits) -> Router {
             server::time_limit,
         ))
         .route_layer(middleware::from_fn_with_state(access, access::guard));
-    reads.merge(control).with_state(api)
+    reads
+        .merge(control)
+        .fallback(unknown_path)
+        .method_not_allowed_fallback(wrong_method)
+        .with_state(api)
+}
+
+/// Any other path: 404 in the API's error form, naming the paths there are.
+async fn unknown_path() -> ApiError {
+    not_found(
+        "no such path; the API answers GET /healthz, /readyz, /metrics, /v1/status, \
+         /v1/translate, /v1/groups/{group}, /v1/readiness and POST /v1/flows/{flow}/pause, \
+         /v1/flows/{flow}/resume, /v1/reload (docs/http-api.md)",
+    )
+}
+
+/// A path of the API asked with another method: 405 in the API's error form.
+async fn wrong_method() -> ApiError {
+    ApiError(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method not allowed here: the reads are GET, pause, resume and reload are POST".into(),
+    )
+}
+
+/// A path segment (`{group}`, `{flow}`) that does not decode: 400 in the API's error form.
+fn bad_path(e: PathRejection) -> ApiError {
+    bad_request(e.body_text())
 }
 
 /// Binds `addr` (an error names it, e.g. when the port is taken).
@@ -427,7 +463,17 @@ async fn translate(
         }
         answers.push(answer);
     }
+    let waiting = flows.waiting();
     match answers.len() {
+        // A flow that has not started may mirror it: not known yet, rather than "not mirrored".
+        0 if q.flow.is_none() && !waiting.is_empty() => Err(ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "{topic}-{partition} is not mirrored by a running flow, and {} has not started \
+                 (its clusters do not answer yet); see /v1/status",
+                waiting.join(", ")
+            ),
+        )),
         0 => Err(not_found(format!(
             "{topic}-{partition} is not mirrored by {}",
             q.flow.as_deref().unwrap_or("any flow of this instance")
@@ -452,12 +498,31 @@ struct GroupQuery {
 
 async fn group(
     State(flows): State<Flows>,
-    Path(group): Path<String>,
+    path: Result<Path<String>, PathRejection>,
     query: Result<Query<GroupQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let Path(group) = path.map_err(bad_path)?;
     let Query(q) = query.map_err(|e| bad_request(e.body_text()))?;
+    // A flow that has not started has not read the group's offsets: its part of the answer
+    // is not known, which an empty list would pass off as "no committed offsets".
+    let asked = flows.asked(q.flow.as_deref())?;
+    let waiting: Vec<String> = asked
+        .iter()
+        .filter(|(_, live)| live.is_none())
+        .map(|(config, _)| config.name())
+        .collect();
+    if !waiting.is_empty() {
+        return Err(ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "not known yet: {} has not started (its clusters do not answer yet); see \
+                 /v1/status, or ask one flow that runs with ?flow=",
+                waiting.join(", ")
+            ),
+        ));
+    }
     let mut out = Vec::new();
-    for flow in flows.pick(q.flow.as_deref())? {
+    for flow in asked.into_iter().filter_map(|(_, live)| live) {
         let map = flow.map();
         let rows =
             offsets::translate_group(&flow.source, &flow.config, &map, &group, q.topic.as_deref())
@@ -598,16 +663,18 @@ fn not_mirroring(
 /// `POST /v1/flows/{flow}/pause`.
 async fn pause(
     State(api): State<Flows>,
-    Path(flow): Path<String>,
+    path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<FlowRequested>, ApiError> {
+    let Path(flow) = path.map_err(bad_path)?;
     control(&api, |reply| ControlRequest::Pause(flow, reply)).await
 }
 
 /// `POST /v1/flows/{flow}/resume`.
 async fn resume(
     State(api): State<Flows>,
-    Path(flow): Path<String>,
+    path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<FlowRequested>, ApiError> {
+    let Path(flow) = path.map_err(bad_path)?;
     control(&api, |reply| ControlRequest::Resume(flow, reply)).await
 }
 

@@ -45,7 +45,15 @@ const EXIT_CODES: &str = "Exit codes:
   2  bad command line
   3  --strict, and some key is ignored, unknown, deprecated or set twice
   4  --connect, and a cluster did not answer or refused the connection
-When several apply, the lowest of 1, 4, 3 wins.";
+When several apply, the lowest of 1, 4, 3 wins.
+
+Examples:
+  # The verdict, the flows and every key, without touching a cluster:
+  strait check --config mm2.properties
+  # In CI: fail on ignored or unknown keys too, the report as JSON:
+  strait check --config mm2.properties --strict --format json
+  # Also list the topics and groups each flow would take now:
+  strait check --config mm2.properties --connect";
 
 /// `strait check` arguments.
 #[derive(Debug, clap::Args)]
@@ -215,7 +223,7 @@ pub(crate) async fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let report = check(&args).await?;
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        Format::Human => print!("{}", render(&report)),
+        Format::Human => print!("{}", crate::format::printable(&render(&report))),
     }
     Ok(ExitCode::from(report.exit_code))
 }

@@ -36,9 +36,18 @@ enum FailbackCommand {
     ///
     /// A table by default; --json prints the plan, --out writes it to a file.
     #[command(verbatim_doc_comment)]
+    #[command(after_help = "\
+Examples:
+  strait failback plan --config mm2.properties --flow 'A->B'
+  strait failback plan --config mm2.properties --flow 'A->B' \\
+      --out back.json")]
     Plan(crate::plan::PlanArgs),
     /// Apply a failback plan: commit its source offsets into the same group ids on A, with the
     /// same checks as `failover apply` (B is the origin here).
+    #[command(after_help = "\
+Examples:
+  strait failback apply --config mm2.properties back.json --dry-run
+  strait failback apply --config mm2.properties back.json")]
     Apply(crate::apply::ApplyArgs),
 }
 

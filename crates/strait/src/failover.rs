@@ -41,6 +41,15 @@ enum FailoverCommand {
     /// A table by default; --json prints the plan (the file `failover apply` reads), --out
     /// writes it to a file.
     #[command(verbatim_doc_comment)]
+    #[command(after_help = "\
+Examples:
+  # Read the plan, then write it for `failover apply`:
+  strait failover plan --config mm2.properties --flow 'A->B'
+  strait failover plan --config mm2.properties --flow 'A->B' \\
+      --out plan.json
+  # Only some groups:
+  strait failover plan --config mm2.properties --flow 'A->B' \\
+      --groups 'billing-.*' --out plan.json")]
     Plan(crate::plan::PlanArgs),
     /// Apply a failover plan: commit its target offsets into the same group ids on B.
     ///
@@ -50,6 +59,11 @@ enum FailoverCommand {
     /// answers and the group is active there or its offsets there changed. If A does not answer
     /// within 5 s (lost), that is said and the groups go ahead. Exits non-zero if any group was
     /// refused.
+    #[command(after_help = "\
+Examples:
+  # What would be committed, committing nothing; then apply:
+  strait failover apply --config mm2.properties plan.json --dry-run
+  strait failover apply --config mm2.properties plan.json")]
     Apply(crate::apply::ApplyArgs),
     /// Is it safe to fail over now? What a failover of each flow would leave behind if its
     /// source were lost at this moment.
@@ -70,6 +84,12 @@ enum FailoverCommand {
     /// positions shown are the checkpoints'), 1 an error (the target or config). With A
     /// answering, `failover plan` is exact whatever this says; this is for the day A stops.
     #[command(verbatim_doc_comment)]
+    #[command(after_help = "\
+Examples:
+  # Would a failover of A->B now lose records, or re-read any?
+  strait failover check --config mm2.properties --flow 'A->B'
+  # Ready only when nothing at risk is older than 30 s:
+  strait failover check --config mm2.properties --within 30 --json")]
     Check(crate::readiness::CheckArgs),
 }
 

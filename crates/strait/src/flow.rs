@@ -24,8 +24,20 @@ enum FlowCommand {
     /// Pause a flow: it finishes its current round, writes its offset map and reads nothing
     /// more until resumed (checkpoints pause with it). Other flows go on. A pause lasts as long
     /// as the process: a restarted `strait run` runs every enabled flow.
+    #[command(after_help = "\
+Examples:
+  # Pause a flow of the instance on this host (quote the `>`):
+  strait flow pause 'A->B'
+  # Of an instance elsewhere, with its control token:
+  strait flow pause 'A->B' --url http://10.0.0.5:9876 \\
+      --control-token-file token")]
     Pause(PauseArgs),
     /// Resume a paused flow from its offset map.
+    #[command(after_help = "\
+Examples:
+  strait flow resume 'A->B'
+  strait flow resume 'A->B' --url http://10.0.0.5:9876 \\
+      --control-token-file token")]
     Resume(PauseArgs),
 }
 

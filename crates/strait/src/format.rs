@@ -37,6 +37,8 @@ pub(crate) fn things(n: usize, thing: &str) -> String {
 
 /// A rate per second: whole above 100 (`4,100`), one decimal below (`12.5`).
 pub(crate) fn rate(per_second: f64) -> String {
+    // A rate is never below 0; and an empty sum of `f64` is -0.0, printed `-0.0`.
+    let per_second = if per_second > 0.0 { per_second } else { 0.0 };
     if per_second >= 100.0 {
         count(per_second.round() as u64)
     } else {
@@ -44,10 +46,25 @@ pub(crate) fn rate(per_second: f64) -> String {
     }
 }
 
+/// `text` with its control characters escaped (`\u{1b}`, `\t`), line ends kept: for text that
+/// echoes what a file or a cluster holds (a key name, a value) to a terminal, where an escape
+/// sequence would otherwise move the cursor, recolour or clear the screen.
+pub(crate) fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() && c != '\n' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// `512 B`, `1.5 KiB`, `3.0 MiB`.
 pub(crate) fn bytes(n: f64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = n;
+    let mut value = if n > 0.0 { n } else { 0.0 };
     let mut unit = 0;
     while value >= 1024.0 && unit < UNITS.len() - 1 {
         value /= 1024.0;
@@ -94,6 +111,11 @@ mod tests {
         assert_eq!(things(2, "group"), "2 groups");
         assert_eq!(rate(4100.4), "4,100");
         assert_eq!(rate(12.54), "12.5");
+        // Never a negative zero (an empty sum of rates is -0.0), nor a negative rate.
+        assert_eq!(rate(-0.0), "0.0");
+        assert_eq!(rate(-0.04), "0.0");
+        assert_eq!(bytes(-0.0), "0 B");
+        assert_eq!(printable("a\u{1b}[2J\tb\nc"), "a\\u{1b}[2J\\tb\nc");
         assert_eq!(bytes(512.0), "512 B");
         assert_eq!(bytes(1536.0), "1.5 KiB");
         assert_eq!(bytes(3.0 * 1024.0 * 1024.0), "3.0 MiB");

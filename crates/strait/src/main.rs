@@ -44,6 +44,20 @@ mod table;
 /// Mirror Kafka topics between clusters and carry consumer-group positions across, exactly.
 #[derive(Debug, Parser)]
 #[command(name = "strait", version, about, long_about = None, max_term_width = 100)]
+#[command(after_help = "\
+Examples:
+  # What strait makes of an MM2 file, without touching a cluster:
+  strait check --config mm2.properties
+  # Mirror its enabled flows, then look at them from another shell:
+  strait run --config mm2.properties
+  strait status
+  # Move consumer groups from A to B: read the plan, then apply it:
+  strait failover plan --config mm2.properties --flow 'A->B' \\
+      --out plan.json
+  strait failover apply --config mm2.properties plan.json
+
+Each command's --help has examples of its own; docs/ in the repository or
+/usr/share/doc/strait/ says more.")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -77,38 +91,93 @@ enum Command {
     /// reload` or a changed file reloads the config: only flows whose settings changed restart.
     /// `strait flow pause|resume` pauses one flow. Stops cleanly on Ctrl-C or SIGTERM: every
     /// flow finishes its round and writes its map.
+    #[command(after_help = "\
+Examples:
+  # Mirror the enabled flows of an MM2 file (HTTP API on :9876):
+  strait run --config /etc/strait/mm2.properties
+  # In a container: the API on every address, control behind a token:
+  strait run --config mm2.properties --listen 0.0.0.0:9876 \\
+      --control-token-file /etc/strait/token
+  # Mirror until caught up with the sources, then stop:
+  strait run --config mm2.properties --until-caught-up")]
     Run(run::RunArgs),
     /// Pause or resume one flow of a running `strait run`, through its HTTP API.
+    #[command(after_help = "\
+Examples:
+  strait flow pause 'A->B'
+  strait flow resume 'A->B' --url http://10.0.0.5:9876")]
     Flow(flow::FlowArgs),
     /// Make a running `strait run` read its config file again, as SIGHUP does: flows whose
     /// settings changed restart, new ones start, removed ones stop, the others keep flowing.
     /// A file that does not load changes nothing (the error is shown).
+    #[command(after_help = "\
+Examples:
+  # After editing the file of the instance on this host:
+  strait reload
+  # Of an instance elsewhere, with its control token:
+  strait reload --url http://10.0.0.5:9876 --control-token-file token")]
     Reload(reload::ReloadArgs),
     /// Copy once: mirror the enabled flows until every partition selected at start has
     /// reached the source end offset it had at start, then exit with a summary per flow
     /// (records, bytes, duration, lost, duplicates). Exits non-zero when records were lost on
     /// the source, a flow failed, or the copy was interrupted. Progress bars in a terminal,
     /// progress log lines otherwise.
+    #[command(after_help = "\
+Examples:
+  # Copy what the file's flows select now, then exit with a summary:
+  strait mirror --config mm2.properties --until caught-up
+  # The summary as JSON, for a script:
+  strait mirror --config mm2.properties --until caught-up --json")]
     Mirror(mirror::MirrorArgs),
     /// Show the exact offset map of each flow, as persisted on its target: per source
     /// partition, the mapped segments (source start, target start, length), lost ranges and
     /// where mirroring stands.
+    #[command(after_help = "\
+Examples:
+  strait map --config mm2.properties
+  strait map --config mm2.properties --json > map.json")]
     Map(map::MapArgs),
     /// Consumer-group offsets across clusters.
+    #[command(after_help = "\
+Examples:
+  strait offsets translate --config mm2.properties --group billing
+  strait offsets export --config mm2.properties --flow 'A->B' \\
+      --out offsets.json
+  strait offsets import --config mm2.properties --dry-run offsets.json")]
     Offsets(offsets::OffsetsArgs),
     /// Move consumer groups from a flow's source cluster to its target (after A is lost, or
     /// for a planned switch): `plan` shows, per group and partition, where each continues on
     /// the target, exactly, and what stands in the way; `apply` commits that plan; `check`
     /// says whether a failover now would lose records or have groups read any again.
+    #[command(after_help = "\
+Examples:
+  strait failover check --config mm2.properties --flow 'A->B'
+  strait failover plan --config mm2.properties --flow 'A->B' \\
+      --out plan.json
+  strait failover apply --config mm2.properties plan.json")]
     Failover(failover::FailoverArgs),
     /// Move consumer groups back from a flow's target cluster to its source: `plan` reads the
     /// offset map backwards and reports records the source lacks; `apply` commits that plan.
+    #[command(after_help = "\
+Examples:
+  strait failback plan --config mm2.properties --flow 'A->B' \\
+      --out back.json
+  strait failback apply --config mm2.properties back.json")]
     Failback(failback::FailbackArgs),
     /// One screen on a running `strait run`, from its HTTP API: per flow and topic, the
     /// partitions, lag (records and seconds), throughput, lost records, the last error, and the
     /// consumer groups checkpointed and synced. Exits non-zero when no instance answers.
+    #[command(after_help = "\
+Examples:
+  # The instance on this host, redrawn every 2 s:
+  strait status --watch
+  # One elsewhere, as JSON:
+  strait status --url http://10.0.0.5:9876 --json")]
     Status(status::StatusArgs),
     /// Configuration tools: turn a Strimzi `KafkaMirrorMaker2` resource into an MM2 file.
+    #[command(after_help = "\
+Examples:
+  strait config from-strimzi kmm2.yaml --out mm2.properties")]
     Config(config_tools::ConfigArgs),
     /// Say what an MM2 properties file does under strait, without mirroring: the flows and
     /// their settings, every key as used, ignored (and why) or refused, what changes from MM2,
@@ -117,6 +186,9 @@ enum Command {
     Check(check::CheckArgs),
     /// Connect to a cluster and show its id, brokers, and the API versions strait would use
     /// with it, so a reachability or compatibility problem shows before a mirror is started.
+    #[command(after_help = "\
+Examples:
+  strait probe --bootstrap kafka-1.primary:9092,kafka-2.primary:9092")]
     Probe(probe::ProbeArgs),
 }
 

@@ -1103,10 +1103,11 @@ fn an_incident_command_says_what_it_waits_for_and_takes_a_timeout() {
     assert_eq!(bad.status.code(), Some(2));
 }
 
-/// Every command's `--help` fits 100 columns (there were lines of up to 552), found by walking
-/// the commands each help lists.
+/// Every command's `--help` fits 100 columns (there were lines of up to 552) and ends with
+/// `Examples:`, at least one `strait ...` command line in it, found by walking the commands
+/// each help lists. The man page is these helps (`scripts/manpage.py`), examples included.
 #[test]
-fn every_help_fits_100_columns() {
+fn every_help_fits_100_columns_and_has_examples() {
     fn help(path: &[String]) -> String {
         let output = Command::new(env!("CARGO_BIN_EXE_strait"))
             .args(path)
@@ -1130,6 +1131,27 @@ fn every_help_fits_100_columns() {
                 line.chars().count()
             );
         }
+        let examples: Vec<&str> = text
+            .split("\nExamples:\n")
+            .nth(1)
+            .unwrap_or_default()
+            .lines()
+            .take_while(|l| l.starts_with("  "))
+            .collect();
+        assert!(
+            examples.iter().any(|l| l.starts_with("  strait ")),
+            "strait {} --help has no Examples: section with a command:\n{text}",
+            path.join(" ")
+        );
+        // The man page keeps example lines as they are (a command cannot be re-wrapped) and
+        // indents them 7 more: at most 72 columns here fits a terminal of 80 there.
+        for line in &examples {
+            assert!(
+                line.chars().count() <= 72,
+                "strait {} --help: an example line past 72 columns: {line}",
+                path.join(" ")
+            );
+        }
         let commands = text
             .split("Commands:")
             .nth(1)
@@ -1149,4 +1171,32 @@ fn every_help_fits_100_columns() {
         }
     }
     assert!(seen > 10, "walked {seen} commands' help");
+}
+
+/// What `check` echoes from the file (key names, values, the errors that quote them) reaches a
+/// terminal with its control characters escaped: a key name holding `ESC [2J` would otherwise
+/// clear the operator's screen, or hide the lines above it.
+#[test]
+fn control_characters_from_the_file_are_escaped() {
+    let dir = std::env::temp_dir().join(format!("strait-check-escape-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("escape.properties");
+    std::fs::write(
+        &file,
+        "clusters = A, B\n\
+         A.bootstrap.servers = a:9092\n\
+         B.bootstrap.servers = b:9092\n\
+         A->B.enabled = true\n\
+         A->B.topics = orders\u{1b}[2J\n\
+         replication.fact\u{1b}[31mor = 3\n",
+    )
+    .expect("write");
+    let (_, out, err) = check_file(&file, &[]);
+    assert!(
+        !out.contains('\u{1b}') && !err.contains('\u{1b}'),
+        "raw escape:\n{out:?}\n{err:?}"
+    );
+    assert!(out.contains("replication.fact\\u{1b}[31mor"), "{out}");
+    assert!(out.contains("orders\\u{1b}[2J"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

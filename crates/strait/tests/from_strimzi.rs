@@ -804,3 +804,65 @@ async fn a_converted_v1_resource_reaches_a_real_broker() {
         .expect("SCRAM over TLS from the converted v1 file, the CA from the pattern's files");
     client.refresh_metadata().await.unwrap();
 }
+
+/// A resource that converts into a file `strait check` refuses (here an SMT in the connector's
+/// config, which strait does not run) fails with the refusal, and with a secret that is not
+/// mounted where the conversion runs nothing is refused: it is read at run time. The file is
+/// still written, for the operator to read and correct.
+#[test]
+fn a_resource_whose_file_strait_refuses_fails() {
+    let dir = scratch("check-refuses");
+    let resource = dir.join("smt.yaml");
+    std::fs::write(
+        &resource,
+        "apiVersion: kafka.strimzi.io/v1beta2\nkind: KafkaMirrorMaker2\nmetadata:\n  name: smt\n\
+         spec:\n  connectCluster: b\n  clusters:\n  - alias: a\n    bootstrapServers: a:9093\n\
+         \x20   tls:\n      trustedCertificates:\n      - secretName: a-ca\n        certificate: ca.crt\n\
+         \x20 - alias: b\n    bootstrapServers: b:9092\n  mirrors:\n  - sourceCluster: a\n\
+         \x20   targetCluster: b\n    sourceConnector:\n      config:\n\
+         \x20       transforms: route\n        transforms.route.type: org.apache.kafka.connect.transforms.RegexRouter\n",
+    )
+    .unwrap();
+    let out = dir.join("smt.properties");
+    let output = from_strimzi(&resource, Path::new("/nonexistent/strait-secrets"), &out);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("a->b.transforms"), "{stderr}");
+    assert!(stderr.contains("strait check"), "{stderr}");
+    assert!(
+        !stderr.contains("ssl.truststore"),
+        "a secret not mounted here was refused: {stderr}"
+    );
+    assert!(out.exists(), "the file was not written");
+
+    // The same resource without the SMT converts, its secret unread.
+    let text = std::fs::read_to_string(&resource).unwrap();
+    let plain = dir.join("plain.yaml");
+    std::fs::write(&plain, text.split("    sourceConnector:").next().unwrap()).unwrap();
+    let output = from_strimzi(&plain, Path::new("/nonexistent/strait-secrets"), &out);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// A MirrorMaker 1 resource is named as such, with what to do, not "no KafkaMirrorMaker2".
+#[test]
+fn a_mirrormaker_1_resource_is_named() {
+    let dir = scratch("mm1");
+    let resource = dir.join("mm1.yaml");
+    std::fs::write(
+        &resource,
+        "apiVersion: kafka.strimzi.io/v1beta2\nkind: KafkaMirrorMaker\nmetadata:\n  name: old\n\
+         spec:\n  replicas: 1\n  consumer:\n    bootstrapServers: a:9092\n    groupId: g\n\
+         \x20 producer:\n    bootstrapServers: b:9092\n  include: \".*\"\n",
+    )
+    .unwrap();
+    let output = from_strimzi(&resource, &dir, &dir.join("out"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("MirrorMaker 1"), "{stderr}");
+    assert!(stderr.contains("KafkaMirrorMaker2"), "{stderr}");
+    assert!(!stderr.contains("no KafkaMirrorMaker2"), "{stderr}");
+}

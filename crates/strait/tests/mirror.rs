@@ -482,3 +482,76 @@ fn secrets_in_the_config_never_reach_the_output() {
     );
     assert_eq!(target.len(), 200);
 }
+
+/// A partition that held only an aborted transaction (and its marker) is read to its end and
+/// mirrored, with no record to copy: `offsets translate` puts a group at its end at the remote
+/// partition's end, exactly, not "partition not mirrored yet" as the map alone said.
+#[test]
+fn a_partition_of_aborted_records_alone_translates_to_its_remote_end() {
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let topic = names.topic("aborted");
+    let group = names.group("billing");
+    let rdk = Rdk::new();
+    let dir = clusters.dir().to_path_buf();
+    rdk.create_topic(&clusters.source.bootstrap, &topic, 2);
+    rdk.produce(
+        &clusters.source.bootstrap,
+        &topic,
+        &[TestRecord::new(0, None, Some(b"kept"))],
+        "none",
+    );
+    // Partition 1: one aborted record at 0, its marker at 1; nothing a consumer reads.
+    rdk.produce_transactions(
+        &clusters.source.bootstrap,
+        &topic,
+        &[(vec![TestRecord::new(1, None, Some(b"aborted"))], false)],
+    );
+    rdk.commit(
+        &clusters.source.bootstrap,
+        &group,
+        &topic,
+        &[(0, 1), (1, 2)],
+    );
+    let config = write_config(&clusters, &names, "aborted.properties", "");
+    let config = config.to_str().expect("utf-8 path");
+    let copy = run_to_end(
+        &dir,
+        &["mirror", "--config", config, "--until", "caught-up"],
+        &[],
+    );
+    assert!(copy.status.success(), "{}", copy.both());
+    let translate = run_to_end(
+        &dir,
+        &[
+            "offsets",
+            "translate",
+            "--config",
+            config,
+            "--group",
+            &group,
+            "--json",
+        ],
+        &[],
+    );
+    assert!(translate.status.success(), "{}", translate.both());
+    let rows: Value = serde_json::from_str(&translate.stdout).expect("JSON rows");
+    let row = |p: i64| {
+        rows.as_array()
+            .expect("rows")
+            .iter()
+            .find(|r| r["partition"] == p)
+            .unwrap_or_else(|| panic!("no row for partition {p}: {rows}"))
+            .clone()
+    };
+    assert_eq!(
+        (row(0)["target_offset"].clone(), row(0)["exact"].clone()),
+        (Value::from(1), Value::from(true)),
+        "{rows}"
+    );
+    assert_eq!(
+        (row(1)["target_offset"].clone(), row(1)["exact"].clone()),
+        (Value::from(0), Value::from(true)),
+        "{rows}"
+    );
+}

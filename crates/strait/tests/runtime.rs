@@ -226,6 +226,18 @@ fn the_process_takes_its_commands_and_signals() {
         .expect("strait stops within 60 s of SIGTERM");
     let took = termed.elapsed();
     assert!(status.success(), "{status:?}\n{}", strait.log_text());
+    // A normal stop warns of nothing (a worker handing back its units was a WARN line).
+    let log = strait.log_text();
+    let after_stop = log.split("stopping:").nth(1).unwrap_or_default();
+    let warned: Vec<&str> = after_stop
+        .lines()
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+        .collect();
+    assert!(
+        warned.is_empty(),
+        "a clean stop warned:\n{}",
+        warned.join("\n")
+    );
     let stopped_at = end_offset(on_b, &remote_orders);
     let source_then = end_offset(on_a, &orders);
     eprintln!(

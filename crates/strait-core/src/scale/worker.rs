@@ -200,7 +200,13 @@ impl Worker {
             // read_uncommitted consumer read it and then the next owner's copies.
             self.until_units_stop().await;
         }
-        self.lose("the worker stops");
+        if stopped {
+            // Asked to stop (SIGTERM, a reload that removed the flow): the units have finished
+            // their rounds, and handing them back is the normal end, not a warning.
+            self.give_up("the worker stops", false);
+        } else {
+            self.lose("the worker stops");
+        }
         if let Some(id) = &self.config.instance_id {
             tracing::info!(group = %self.config.group, instance_id = %id,
                 "a static member stops without leaving the group: its units wait for it up to the session timeout");
@@ -523,9 +529,17 @@ impl Worker {
     /// Owns nothing more, and says why. The lease is revoked for good: what still runs under it
     /// writes nothing more, even once the worker has joined again under a new one.
     fn lose(&mut self, why: &str) {
+        self.give_up(why, true);
+    }
+
+    /// [`lose`](Self::lose), logged as a warning when `unexpected`, else at info.
+    fn give_up(&mut self, why: &str, unexpected: bool) {
         let had = self.owned.borrow().units.len();
-        if had > 0 {
+        if had > 0 && unexpected {
             tracing::warn!(group = %self.config.group, units = had, reason = why,
+                "this worker gives up its units");
+        } else if had > 0 {
+            tracing::info!(group = %self.config.group, units = had, reason = why,
                 "this worker gives up its units");
         }
         self.releasing = None;

@@ -11,7 +11,11 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use strait_core::config::{Role, Side, StraitConfig};
 use strait_core::internal::map_store::MapStore;
+use strait_core::offsets::TranslatedOffset;
+use strait_kafka::admin::{IsolationLevel, OffsetSpec};
+use strait_kafka::{Client, TopicPartition};
 use strait_runtime::rows::GroupOffsetRow;
+use strait_wire::offset_map::{OffsetMap, SourcePartition, Translation};
 
 /// `strait offsets` arguments.
 #[derive(Debug, clap::Args)]
@@ -26,13 +30,33 @@ enum OffsetsCommand {
     /// Translate a source group's committed offsets to the target through the exact offset
     /// map: per partition, the target offset a consumer of the remote topic continues from,
     /// whether it is exact, and any gap (records not mirrored yet, lost, or never mirrored).
+    #[command(after_help = "\
+Examples:
+  # Where group billing continues on each flow's target, per partition:
+  strait offsets translate --config mm2.properties --group billing
+  # One topic, as JSON:
+  strait offsets translate --config mm2.properties --group billing \\
+      --topic orders --json")]
     Translate(TranslateArgs),
     /// Export group offsets and their translations to the target (a failover plan): JSON in
     /// the plan format, or CSV with one row per group partition (group, topic, partition,
     /// remote topic, source offset, target offset, exact, unreplicated, metadata, ...).
+    #[command(after_help = "\
+Examples:
+  # Every group of flow A->B, in the failover plan format:
+  strait offsets export --config mm2.properties --flow 'A->B' \\
+      --out offsets.json
+  # Some groups, as CSV:
+  strait offsets export --config mm2.properties --flow 'A->B' \\
+      --groups 'billing-.*' --format csv --out offsets.csv")]
     Export(export::ExportArgs),
     /// Apply an exported offsets file (JSON or CSV) to its destination, with the checks of
     /// `failover apply`: never into an active group, never moving a group back.
+    #[command(after_help = "\
+Examples:
+  # What would be committed, committing nothing:
+  strait offsets import --config mm2.properties --dry-run offsets.json
+  strait offsets import --config mm2.properties offsets.json")]
     Import(import::ImportArgs),
 }
 
@@ -77,8 +101,11 @@ async fn translate(args: TranslateArgs) -> anyhow::Result<ExitCode> {
                 .await
                 .with_context(|| format!("cannot reach target {}", flow.target))?;
         let map = MapStore::read(&target, flow.source_alias.as_str()).await?;
-        for t in strait_core::offsets::translate_group(&source, flow, &map, group, topic).await? {
-            rows.push(GroupOffsetRow::new(&flow.name(), group, &t));
+        let mut translated =
+            strait_core::offsets::translate_group(&source, flow, &map, group, topic).await?;
+        at_remote_end(&target, &map, &mut translated).await?;
+        for t in &translated {
+            rows.push(GroupOffsetRow::new(&flow.name(), group, t));
         }
     }
     if args.json {
@@ -106,4 +133,44 @@ async fn translate(args: TranslateArgs) -> anyhow::Result<ExitCode> {
         println!("(group {group} has no committed offsets on mirrored partitions)");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A partition the flow has read to its end without a record to mirror (under read_committed,
+/// only aborted transactions and their markers) has a map of an extent alone, no segment, which
+/// translates as `Unmapped` ("not mirrored"). It is mirrored: a position inside that extent has
+/// nothing before the extent's end left to carry across, so it continues at the remote
+/// partition's end on the target, exactly. Partitions with a lost range stay as they are.
+async fn at_remote_end(
+    target: &Client,
+    map: &OffsetMap,
+    rows: &mut [TranslatedOffset],
+) -> anyhow::Result<()> {
+    let handled_to_here = |t: &TranslatedOffset| {
+        let sp = SourcePartition::new(t.topic.clone(), t.partition);
+        matches!(t.translation, Translation::Unmapped)
+            && map.partition(&sp).is_some_and(|m| {
+                m.segments().is_empty()
+                    && m.lost_ranges().is_empty()
+                    && m.extent()
+                        .is_some_and(|e| (e.src_start..=e.src_end).contains(&t.source_offset))
+            })
+    };
+    let remote = |t: &TranslatedOffset| TopicPartition::new(t.remote_topic.clone(), t.partition);
+    let asks: Vec<(TopicPartition, OffsetSpec)> = rows
+        .iter()
+        .filter(|t| handled_to_here(t))
+        .map(|t| (remote(t), OffsetSpec::Latest))
+        .collect();
+    if asks.is_empty() {
+        return Ok(());
+    }
+    let ends = target
+        .list_offsets(&asks, IsolationLevel::ReadCommitted)
+        .await?;
+    for t in rows.iter_mut().filter(|t| handled_to_here(t)) {
+        if let Some(Ok(end)) = ends.get(&remote(t)) {
+            t.translation = Translation::Exact { target: end.offset };
+        }
+    }
+    Ok(())
 }

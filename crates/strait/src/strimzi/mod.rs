@@ -106,6 +106,17 @@ pub(crate) fn convert(text: &str, origin: &str, secrets_dir: &str) -> Result<Con
         .collect();
     let resource = match resources[..] {
         [one] => one,
+        [] if docs
+            .iter()
+            .any(|d| str_at(d, "kind").as_deref() == Some("KafkaMirrorMaker")) =>
+        {
+            return Err(format!(
+                "{origin}: a KafkaMirrorMaker resource is MirrorMaker 1, which strait does not \
+                 run: strait reads MirrorMaker 2 settings only. Move the mirror to a \
+                 KafkaMirrorMaker2 resource (its consumer's cluster a source, its producer's the \
+                 target, its include pattern the mirror's topicsPattern), then convert that"
+            ))
+        }
         [] => return Err(format!("{origin}: no KafkaMirrorMaker2 resource in it")),
         _ => {
             return Err(format!(
