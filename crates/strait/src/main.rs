@@ -235,7 +235,7 @@ async fn command() -> anyhow::Result<ExitCode> {
             "warn"
         }
         Command::Mirror(_) => "info",
-        _ => "warn,strait_kafka::cluster=error",
+        _ => "warn,strait_kafka::cluster=error,strait_kafka::reach=error",
     };
     if let Some(timeout) = cli.timeout {
         clusters::set_patience(timeout);
