@@ -13,17 +13,24 @@
 //! Labels: `source` and `target` (the flow's cluster aliases), then `topic` (the **source**
 //! topic) and `partition`, or `group`. Series stay bounded by what the config mirrors:
 //! per-partition series for counts and lag, per-topic series for batch counters and
-//! histograms (buckets times partitions would dominate), per-group series for checkpoints and
-//! group sync, per group and partition only for the translation error.
+//! histograms (buckets times partitions would dominate), per-group series for the position
+//! capture and group sync (the checkpoint latency is per flow), per group and partition only
+//! for the translation error.
+//!
+//! A group's series go when the group goes (deleted on the source, or no longer selected):
+//! they are kept in a recorder of their own when the process installed one
+//! ([`set_group_recorder`]), whose series expire when not updated for a while; each of a live
+//! group's series is updated by [`touch_groups`] (a group is live while its flow's last
+//! checkpoint pass listed it), so only the gone groups' series expire.
 //!
 //! Every handle here also feeds the process's [`status`](crate::status) board, so one call
 //! records an event for `/metrics` and `/v1/status` at once.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
-use ::metrics::{Counter, Gauge, Histogram, Unit};
+use ::metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata, Recorder, Unit};
 use strait_kafka::TopicPartition;
 
 use crate::config::FlowConfig;
@@ -120,7 +127,7 @@ pub const LATENCY_BUCKETS_MS: &[f64] = &[
 ];
 
 /// How a metric is kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MetricKind {
     Counter,
     Gauge,
@@ -196,7 +203,7 @@ pub const METRICS: &[MetricDef] = &[
         name: CHECKPOINT_LATENCY,
         kind: MetricKind::Histogram,
         unit: Unit::Milliseconds,
-        labels: GROUP,
+        labels: FLOW,
         help: "Per checkpoint acknowledged by the target: now minus when its group's offsets were read on the source (MM2 checkpoint-latency-ms).",
     },
     MetricDef {
@@ -718,6 +725,74 @@ impl PartitionMetrics {
     }
 }
 
+/// A consumer group's series: (source, target, group).
+type GroupId = (String, String, String);
+
+/// Each live group's series.
+type LiveGroups = HashMap<GroupId, HashSet<(MetricKind, Key)>>;
+
+/// The series of every live group, to touch ([`touch_groups`]).
+fn live_groups() -> MutexGuard<'static, LiveGroups> {
+    static LIVE: std::sync::LazyLock<Mutex<LiveGroups>> = std::sync::LazyLock::new(Mutex::default);
+    LIVE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The recorder of the groups' series ([`set_group_recorder`]).
+static GROUP_RECORDER: OnceLock<&'static (dyn Recorder + Send + Sync)> = OnceLock::new();
+
+/// Records the groups' series (`group` label) with `recorder`, which should forget a series
+/// not updated for a while (the binary's has an idle timeout): see the module docs. Without
+/// one they go to the installed recorder and stay. False when one was set already.
+pub fn set_group_recorder(recorder: &'static (dyn Recorder + Send + Sync)) -> bool {
+    GROUP_RECORDER.set(recorder).is_ok()
+}
+
+/// Updates every series of every live group without changing it (a gauge moved by 0, a
+/// counter by 0), so that only the series of groups gone expire. Call more often than the
+/// group recorder's idle timeout.
+pub fn touch_groups() {
+    let Some(recorder) = group_recorder() else {
+        return;
+    };
+    let series: Vec<(MetricKind, Key)> = live_groups().values().flatten().cloned().collect();
+    for (kind, key) in series {
+        match kind {
+            MetricKind::Gauge => recorder.register_gauge(&key, &metadata()).increment(0.0),
+            MetricKind::Counter => recorder.register_counter(&key, &metadata()).increment(0),
+            // No group series is a histogram; recording nothing would not touch one.
+            MetricKind::Histogram => {}
+        }
+    }
+}
+
+fn metadata() -> Metadata<'static> {
+    Metadata::new(module_path!(), Level::INFO, Some(module_path!()))
+}
+
+#[cfg(test)]
+thread_local! {
+    /// A test's group recorder, in place of the process's ([`GROUP_RECORDER`]).
+    static TEST_GROUP_RECORDER: std::cell::Cell<Option<&'static (dyn Recorder + Send + Sync)>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// The group recorder, if one was set.
+fn group_recorder() -> Option<&'static (dyn Recorder + Send + Sync)> {
+    #[cfg(test)]
+    if let Some(recorder) = TEST_GROUP_RECORDER.with(std::cell::Cell::get) {
+        return Some(recorder);
+    }
+    GROUP_RECORDER.get().copied()
+}
+
+/// Runs `f` with the group recorder, else the installed one.
+fn with_group_recorder<T>(f: impl FnOnce(&dyn Recorder) -> T) -> T {
+    match group_recorder() {
+        Some(recorder) => f(recorder),
+        None => ::metrics::with_recorder(f),
+    }
+}
+
 /// A flow's checkpoint and group-sync handles.
 #[derive(Debug, Clone)]
 pub(crate) struct GroupMetrics {
@@ -743,6 +818,57 @@ impl GroupMetrics {
         ]
     }
 
+    /// `group`'s series `name` with `labels`, remembered as live until a checkpoint pass no
+    /// longer lists the group ([`GroupMetrics::groups_now`]).
+    fn series(
+        &self,
+        group: &str,
+        kind: MetricKind,
+        name: &'static str,
+        labels: &[(&'static str, String)],
+    ) -> Key {
+        let labels: Vec<Label> = labels
+            .iter()
+            .map(|(k, v)| Label::new(*k, v.clone()))
+            .collect();
+        let key = Key::from_parts(name, labels);
+        let id = (self.source.clone(), self.target.clone(), group.to_owned());
+        live_groups()
+            .entry(id)
+            .or_default()
+            .insert((kind, key.clone()));
+        key
+    }
+
+    fn group_gauge(
+        &self,
+        group: &str,
+        name: &'static str,
+        labels: &[(&'static str, String)],
+    ) -> Gauge {
+        let key = self.series(group, MetricKind::Gauge, name, labels);
+        with_group_recorder(|r| r.register_gauge(&key, &metadata()))
+    }
+
+    fn group_counter(
+        &self,
+        group: &str,
+        name: &'static str,
+        labels: &[(&'static str, String)],
+    ) -> Counter {
+        let key = self.series(group, MetricKind::Counter, name, labels);
+        with_group_recorder(|r| r.register_counter(&key, &metadata()))
+    }
+
+    /// The flow's groups now are `groups` (a checkpoint pass listed them, or failed on them):
+    /// the series of its other groups are no longer touched, and expire.
+    pub(crate) fn groups_now<'a>(&self, groups: impl IntoIterator<Item = &'a str>) {
+        let now: HashSet<&str> = groups.into_iter().collect();
+        live_groups().retain(|(source, target, group), _| {
+            (source, target) != (&self.source, &self.target) || now.contains(group.as_str())
+        });
+    }
+
     /// `group`'s translated offset on source `topic`-`partition` could be off by `error`
     /// records (0: exact).
     pub(crate) fn translation_error(&self, group: &str, topic: &str, partition: i32, error: i64) {
@@ -753,13 +879,17 @@ impl GroupMetrics {
             ("topic", topic.to_owned()),
             ("partition", partition.to_string()),
         ];
-        ::metrics::gauge!(TRANSLATION_ERROR, &labels).set(error as f64);
+        self.group_gauge(group, TRANSLATION_ERROR, &labels)
+            .set(error as f64);
     }
 
     /// A checkpoint of `group` was acknowledged, `latency` after the group's offsets were read.
-    pub(crate) fn checkpoint_written(&self, group: &str, latency: Duration) {
-        ::metrics::histogram!(CHECKPOINT_LATENCY, &self.group_labels(group))
-            .record(latency.as_secs_f64() * 1000.0);
+    pub(crate) fn checkpoint_written(&self, latency: Duration) {
+        let flow = [
+            ("source", self.source.clone()),
+            ("target", self.target.clone()),
+        ];
+        ::metrics::histogram!(CHECKPOINT_LATENCY, &flow).record(latency.as_secs_f64() * 1000.0);
     }
 
     /// `group`'s position on the source, read at `at`, is what its checkpoints carry.
@@ -767,7 +897,8 @@ impl GroupMetrics {
         let seconds = at
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
-        ::metrics::gauge!(POSITION_CAPTURED, &self.group_labels(group)).set(seconds);
+        self.group_gauge(group, POSITION_CAPTURED, &self.group_labels(group))
+            .set(seconds);
     }
 
     /// A checkpoint pass succeeded: `groups` checkpointed, `written` checkpoints written.
@@ -777,14 +908,16 @@ impl GroupMetrics {
 
     /// `n` offsets of `group` were committed on the target.
     pub(crate) fn sync_written(&self, group: &str, n: usize) {
-        ::metrics::counter!(GROUP_SYNC_WRITTEN, &self.group_labels(group)).increment(n as u64);
+        self.group_counter(group, GROUP_SYNC_WRITTEN, &self.group_labels(group))
+            .increment(n as u64);
     }
 
     /// Group sync left `group` (or a partition of it) alone for `reason`.
     pub(crate) fn sync_skipped(&self, group: &str, reason: &'static str) {
         let mut labels = self.group_labels(group).to_vec();
         labels.push(("reason", reason.to_owned()));
-        ::metrics::counter!(GROUP_SYNC_SKIPPED, &labels).increment(1);
+        self.group_counter(group, GROUP_SYNC_SKIPPED, &labels)
+            .increment(1);
     }
 
     /// A sync pass succeeded: `synced` groups match their checkpoints, `skipped` do not.
@@ -817,6 +950,55 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    /// Three groups with series of every kind a group has; a checkpoint pass then lists two
+    /// of them: the third's series leave the group recorder once its idle time passed, the
+    /// others' stay, touched, though nothing else updated them (before, a deleted group's
+    /// series stayed for the life of the process, its captured time frozen).
+    #[test]
+    fn a_gone_groups_series_leave_and_the_live_groups_stay() {
+        use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
+        let recorder: &'static PrometheusRecorder = Box::leak(Box::new(
+            PrometheusBuilder::new()
+                .idle_timeout(
+                    metrics_util::MetricKindMask::ALL,
+                    Some(Duration::from_millis(400)),
+                )
+                .build_recorder(),
+        ));
+        TEST_GROUP_RECORDER.with(|r| r.set(Some(recorder)));
+        let handle = recorder.handle();
+        let flow = crate::told::flow("GoneA", "GoneB", "");
+        let m = GroupMetrics::new(&flow);
+        for g in ["kept-1", "kept-2", "gone"] {
+            m.position_captured(g, std::time::SystemTime::now());
+            m.translation_error(g, "orders", 0, 0);
+            m.sync_written(g, 3);
+            m.sync_skipped(g, "target_ahead");
+        }
+        let shown = |g: &str| {
+            handle
+                .render()
+                .lines()
+                .filter(|l| l.contains(&format!("group=\"{g}\"")))
+                .count()
+        };
+        assert_eq!(shown("gone"), 4, "{}", handle.render());
+        m.groups_now(["kept-1", "kept-2"]);
+        for _ in 0..10 {
+            std::thread::sleep(Duration::from_millis(100));
+            touch_groups();
+            handle.run_upkeep();
+        }
+        assert_eq!(shown("gone"), 0, "{}", handle.render());
+        for g in ["kept-1", "kept-2"] {
+            assert_eq!(shown(g), 4, "{g}: {}", handle.render());
+        }
+        // A group listed again is live again.
+        m.position_captured("gone", std::time::SystemTime::now());
+        assert_eq!(shown("gone"), 1);
+        TEST_GROUP_RECORDER.with(|r| r.set(None));
     }
 
     #[test]

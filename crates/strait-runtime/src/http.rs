@@ -44,7 +44,10 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{
+    Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
+};
+use metrics_util::MetricKindMask;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use strait_core::config::FlowConfig;
@@ -280,38 +283,88 @@ pub(crate) async fn serve(
     server::serve(listener, router(api, access, limits), limits, stop).await
 }
 
-/// The process's Prometheus recorder, installed as the `metrics` recorder on first call (the
-/// `_ms` histograms get [`strait_core::metrics::LATENCY_BUCKETS_MS`]). Its upkeep runs every
-/// 5 s on the Tokio runtime of the first caller, when there is one, and before every render.
-pub(crate) fn metrics_handle() -> &'static PrometheusHandle {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+/// How long a group's series stay on `/metrics` without being updated: a live group's are
+/// touched every [`UPKEEP`] (`strait_core::metrics::touch_groups`), a gone group's leave.
+const GROUP_SERIES_IDLE: Duration = Duration::from_secs(60);
+
+/// How often the recorders' upkeep runs.
+const UPKEEP: Duration = Duration::from_secs(5);
+
+/// The process's Prometheus recorders.
+pub(crate) struct Recorders {
+    /// Installed as the `metrics` recorder.
+    main: PrometheusHandle,
+    /// The consumer groups' series (`strait_core::metrics::set_group_recorder`), forgotten
+    /// [`GROUP_SERIES_IDLE`] after their last update.
+    groups: PrometheusHandle,
+}
+
+impl Recorders {
+    /// Both recorders' series, in Prometheus text format (no metric is in both).
+    fn render(&self) -> String {
+        strait_core::metrics::touch_groups();
+        let mut text = self.main.render();
+        text.push_str(&self.groups.render());
+        text
+    }
+
+    fn run_upkeep(&self) {
+        strait_core::metrics::touch_groups();
+        self.main.run_upkeep();
+        self.groups.run_upkeep();
+    }
+}
+
+/// A recorder with strait's buckets (the `_ms` histograms get
+/// [`strait_core::metrics::LATENCY_BUCKETS_MS`]).
+fn builder() -> PrometheusBuilder {
+    match PrometheusBuilder::new().set_buckets_for_metric(
+        Matcher::Suffix("_ms".into()),
+        strait_core::metrics::LATENCY_BUCKETS_MS,
+    ) {
+        Ok(b) => b,
+        // Only an empty bucket list is refused: histograms render as summaries then.
+        Err(_) => PrometheusBuilder::new(),
+    }
+}
+
+/// The process's Prometheus recorders, installed on first call: the main one as the `metrics`
+/// recorder, the groups' one as `strait_core`'s group recorder. Their upkeep runs every
+/// [`UPKEEP`] on the Tokio runtime of the first caller, when there is one, and before every
+/// render.
+pub(crate) fn metrics_handle() -> &'static Recorders {
+    static HANDLE: OnceLock<Recorders> = OnceLock::new();
     HANDLE.get_or_init(|| {
-        let builder = PrometheusBuilder::new();
-        let builder = match builder.set_buckets_for_metric(
-            Matcher::Suffix("_ms".into()),
-            strait_core::metrics::LATENCY_BUCKETS_MS,
-        ) {
-            Ok(b) => b,
-            // Only an empty bucket list is refused: histograms render as summaries then.
-            Err(_) => PrometheusBuilder::new(),
+        let recorder = builder().build_recorder();
+        let main = recorder.handle();
+        let groups: &'static PrometheusRecorder = Box::leak(Box::new(
+            builder()
+                .idle_timeout(MetricKindMask::ALL, Some(GROUP_SERIES_IDLE))
+                .build_recorder(),
+        ));
+        let recorders = Recorders {
+            main,
+            groups: groups.handle(),
         };
-        let recorder = builder.build_recorder();
-        let handle = recorder.handle();
         match metrics::set_global_recorder(recorder) {
-            Ok(()) => strait_core::metrics::describe(),
+            Ok(()) => {
+                strait_core::metrics::describe();
+                if strait_core::metrics::set_group_recorder(groups) {
+                    metrics::with_local_recorder(groups, strait_core::metrics::describe);
+                }
+            }
             Err(e) => tracing::warn!(error = %e, "another metrics recorder is installed: /metrics shows nothing"),
         }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let upkeep = handle.clone();
             runtime.spawn(async move {
-                let mut every = tokio::time::interval(Duration::from_secs(5));
+                let mut every = tokio::time::interval(UPKEEP);
                 loop {
                     every.tick().await;
-                    upkeep.run_upkeep();
+                    metrics_handle().run_upkeep();
                 }
             });
         }
-        handle
+        recorders
     })
 }
 

@@ -97,9 +97,26 @@ fn with_two_units_a_commit_is_checkpointed_within_seconds() {
     eprintln!("both positions checkpointed {took:?} after the commit");
 
     // Caught up and captured: the instance that runs unit 0 answers ready, poll after poll,
-    // for both units' partitions (its map follows unit 1's writes too).
+    // for both units' partitions (its map follows unit 1's writes too), while a producer
+    // writes on both partitions all along (the flow keeps up: never a 503).
     let path = format!("/v1/readiness?flow={a}-%3E{b}");
-    for poll in 0..30 {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let stop = std::sync::Arc::clone(&stop);
+        let (rdk, src, topic) = (rdk.clone(), src.clone(), topic.clone());
+        std::thread::spawn(move || {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let more: Vec<TestRecord> = (0..20)
+                    .map(|i| TestRecord::new(i % 2, None, Some(format!("load{n}-{i}").as_bytes())))
+                    .collect();
+                rdk.produce(&src, &topic, &more, "lz4");
+                n += 1;
+            }
+            n
+        })
+    };
+    for poll in 0..100 {
         let (code, body) = strait.get_json(&path).expect("readiness");
         assert_eq!(code, 200, "poll {poll}: {body}");
         assert_eq!(
@@ -109,5 +126,8 @@ fn with_two_units_a_commit_is_checkpointed_within_seconds() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let batches = load.join().expect("the producer");
+    assert!(batches > 3, "the load was steady: {batches} batches of 20");
     strait.shutdown();
 }

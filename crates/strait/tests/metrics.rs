@@ -120,10 +120,12 @@ fn metrics_follow_a_real_mirror() {
         error(m, ahead, "0") == Some(50.0) && error(m, billing, "0") == Some(0.0)
     });
     assert_eq!(error(&m, billing, "1"), Some(0.0));
-    // Both checkpoints of billing written (one latency each) and synced into the target group.
+    // Both checkpoints of billing written (one latency each, counted per flow) and synced into
+    // the target group.
+    let flow = [("source", ab.0), ("target", ab.1)];
     let billing = [("source", ab.0), ("target", ab.1), ("group", billing)];
     let m = strait.metrics_until(30, "billing checkpointed and synced", |m| {
-        m.get("strait_checkpoint_latency_ms_count", &billing) >= Some(2.0)
+        m.get("strait_checkpoint_latency_ms_count", &flow) >= Some(2.0)
             && m.get("strait_group_sync_offsets_written_total", &billing) >= Some(2.0)
     });
     assert!(m

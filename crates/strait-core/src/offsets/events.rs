@@ -126,7 +126,7 @@ impl GroupEvents {
                     "checkpoint written"
                 );
                 if let (Some(m), Some(latency)) = (&self.metrics, latency) {
-                    m.checkpoint_written(&checkpoint.group, latency);
+                    m.checkpoint_written(latency);
                 }
             }
             GroupEvent::PositionCaptured { group, at } => {
@@ -141,7 +141,16 @@ impl GroupEvents {
             } => {
                 if let Some(m) = &self.metrics {
                     match result {
-                        Ok(s) => m.checkpoint_pass(s.groups.len(), s.emitted.len()),
+                        Ok(s) => {
+                            m.checkpoint_pass(s.groups.len(), s.emitted.len());
+                            m.groups_now(
+                                s.groups
+                                    .iter()
+                                    .chain(s.failures.iter().map(|f| &f.group))
+                                    .chain(&s.uncarried)
+                                    .map(String::as_str),
+                            );
+                        }
                         Err(e) => m.pass_failed(&format_args!("checkpoint pass: {e}")),
                     }
                 }
@@ -435,7 +444,7 @@ mod tests {
             });
         });
         assert_eq!(
-            told.metrics()["strait_checkpoint_latency_ms{group=g}"],
+            told.metrics()["strait_checkpoint_latency_ms"],
             1.0,
             "one latency known"
         );
