@@ -26,8 +26,8 @@ use strait_kafka::{Client, TopicPartition};
 use strait_wire::offset_map::{OffsetMap, SourcePartition};
 
 use super::{
-    known_or_described, read_map, Descriptions, Direction, FailoverPlan, GroupPlan, PartitionPlan,
-    PlanError,
+    known_or_described, read_map, Committed, Descriptions, Direction, FailoverPlan, GroupPlan,
+    PartitionPlan, PlanError,
 };
 use crate::offsets::committed;
 
@@ -417,9 +417,6 @@ struct Described<'a> {
     committed_destination: &'a Committed,
     committed_origin: &'a Committed,
 }
-
-/// Committed offsets by group, as `Client::offset_fetch_groups_with` answers.
-type Committed = BTreeMap<String, strait_kafka::Result<BTreeMap<TopicPartition, CommittedOffset>>>;
 
 /// Every partition `chunk`'s groups write on the destination, and every one they read on the
 /// origin, where a group has a planned offset: what [`apply_plan`] asks for the chunk.

@@ -4,14 +4,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use futures::StreamExt;
-use strait_kafka::groups::CommittedOffset;
+use strait_kafka::groups::{CommittedOffset, Stability};
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::offset_map::{OffsetMap, Translation};
 
 use super::{
-    active_blocker, cluster_refs, committed_on, describe_group, described_group, moving_back,
-    read_map, wanted, Blocker, ClusterRef, Descriptions, Direction, FailoverPlan, GroupPlan,
-    PartitionPlan, PlanError,
+    active_blocker, cluster_refs, committed_on, describe_group, described_group, known_committed,
+    moving_back, read_map, wanted, Blocker, ClusterRef, Committed, Descriptions, Direction,
+    FailoverPlan, GroupPlan, PartitionPlan, PlanError,
 };
 use crate::config::FlowConfig;
 use crate::filter::PatternList;
@@ -74,14 +74,44 @@ pub async fn plan_failover(
         on_target: &on_target,
     };
     let planning = &planning;
-    let planned: Vec<Result<Option<GroupPlan>, PlanError>> = futures::stream::iter(all)
-        .map(|group| planning.group(group))
-        .buffered(GROUPS_AT_ONCE)
-        .collect()
-        .await;
     let mut groups = Vec::new();
-    for plan in planned {
-        groups.extend(plan?);
+    // A chunk's committed offsets are asked together, one OffsetFetch (v8, many groups) per
+    // coordinator and cluster, instead of one per group and cluster: on the source for all
+    // topics, then on the target for the remote partitions of what they committed on the
+    // source. A group whose part of an answer failed is asked alone, as before.
+    for chunk in all.chunks(super::DESCRIBED_AT_ONCE) {
+        let on_a = source
+            .offset_fetch_groups_with(chunk, None, Stability::Stable, None)
+            .await;
+        let remote: BTreeSet<TopicPartition> = on_a
+            .values()
+            .filter_map(|r| r.as_ref().ok())
+            .flat_map(BTreeMap::keys)
+            .filter(|tp| mirrored.contains(&tp.topic))
+            .map(|tp| TopicPartition::new(flow.remote_topic(&tp.topic), tp.partition))
+            .collect();
+        let remote: Vec<TopicPartition> = remote.into_iter().collect();
+        let on_b = if remote.is_empty() {
+            Committed::new()
+        } else {
+            target
+                .offset_fetch_groups_with(chunk, Some(&remote), Stability::Stable, None)
+                .await
+        };
+        let known = Known {
+            on_a: &on_a,
+            on_b: &on_b,
+            asked_on_b: &remote,
+        };
+        let known = &known;
+        let planned: Vec<Result<Option<GroupPlan>, PlanError>> = futures::stream::iter(chunk)
+            .map(|group| planning.group(group.clone(), known))
+            .buffered(GROUPS_AT_ONCE)
+            .collect()
+            .await;
+        for plan in planned {
+            groups.extend(plan?);
+        }
     }
 
     Ok(FailoverPlan::assemble(
@@ -97,6 +127,15 @@ pub async fn plan_failover(
 /// How many groups a plan or an apply works on at once: each takes a few round trips to both
 /// clusters, and their coordinators answer many at once (`bench/failover-scale`).
 pub(super) const GROUPS_AT_ONCE: usize = 64;
+
+/// A chunk's committed offsets, asked together ([`plan_failover`]).
+struct Known<'a> {
+    /// On the source, all topics.
+    on_a: &'a Committed,
+    /// On the target, of the partitions `asked_on_b` (sorted).
+    on_b: &'a Committed,
+    asked_on_b: &'a [TopicPartition],
+}
 
 /// What every group's part of [`plan_failover`] reads.
 struct Planning<'a> {
@@ -114,7 +153,12 @@ struct Planning<'a> {
 
 impl Planning<'_> {
     /// One group's part of [`plan_failover`]: `None` when it has no offsets on mirrored topics.
-    async fn group(&self, group: String) -> Result<Option<GroupPlan>, PlanError> {
+    /// `known`: the chunk's committed offsets, asked together.
+    async fn group(
+        &self,
+        group: String,
+        known: &Known<'_>,
+    ) -> Result<Option<GroupPlan>, PlanError> {
         let Planning {
             source,
             target,
@@ -131,7 +175,11 @@ impl Planning<'_> {
         // answer is empty covers brokers that answer that form with nothing.
         // The all-topics form only adds topics the flow does not mirror (listed as blocked);
         // a broker that cannot answer it leaves the plan complete for the mirrored ones.
-        let mut offsets = match source.offset_fetch(&group, None).await {
+        let on_a = match known_committed(known.on_a, &group) {
+            Some(offsets) => Ok(offsets),
+            None => source.offset_fetch(&group, None).await,
+        };
+        let mut offsets = match on_a {
             Ok(offsets) => offsets,
             Err(e) if !e.is_retriable() => {
                 tracing::warn!(
@@ -164,8 +212,20 @@ impl Planning<'_> {
             .map(TranslatedOffset::remote_partition)
             .collect();
         // Independent questions, asked at once.
+        let now_on_b = async {
+            let asked = remote
+                .iter()
+                .all(|tp| known.asked_on_b.binary_search(tp).is_ok());
+            match known_committed(known.on_b, &group).filter(|_| asked) {
+                Some(offsets) => Ok(remote
+                    .iter()
+                    .filter_map(|tp| Some((tp.clone(), offsets.get(tp)?.clone())))
+                    .collect()),
+                None => committed_on(target, b, &group, &remote).await,
+            }
+        };
         let (on_target, source_state, target_state) = futures::join!(
-            committed_on(target, b, &group, &remote),
+            now_on_b,
             described_group(on_source, source, a, &group),
             described_group(on_target, target, b, &group)
         );

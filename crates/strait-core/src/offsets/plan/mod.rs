@@ -631,6 +631,21 @@ pub(super) const DESCRIBED_AT_ONCE: usize = 250;
 /// Groups' descriptions on one cluster, asked together (`Client::describe_groups`).
 type Descriptions = BTreeMap<String, strait_kafka::Result<GroupDescription>>;
 
+/// Groups' committed offsets on one cluster, asked together
+/// (`Client::offset_fetch_groups_with`).
+type Committed = BTreeMap<String, strait_kafka::Result<BTreeMap<TopicPartition, CommittedOffset>>>;
+
+/// `group`'s committed offsets from `known`, where its answer there is one.
+fn known_committed(
+    known: &Committed,
+    group: &str,
+) -> Option<BTreeMap<TopicPartition, CommittedOffset>> {
+    match known.get(group) {
+        Some(Ok(offsets)) => Some(offsets.clone()),
+        _ => None,
+    }
+}
+
 /// `group` from `known`, the descriptions asked together on `client`'s cluster, or asked alone
 /// if it is not there. Plans and apply both read a group's state through this.
 async fn known_or_described(
