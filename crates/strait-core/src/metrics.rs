@@ -67,6 +67,9 @@ pub const BATCHES_REBUILT: &str = "strait_batches_rebuilt_total";
 /// Source batches written merged with others of their partition into one (`strait.batch.merge`);
 /// per topic.
 pub const BATCHES_MERGED: &str = "strait_batches_merged_total";
+/// Source batches whose merged batch the target refused as too large, so that they went again
+/// in smaller batches; per topic.
+pub const BATCHES_SPLIT: &str = "strait_batches_split_total";
 /// Batches not mirrored, `reason` `control` (transaction markers) or `aborted`; per topic.
 pub const BATCHES_DROPPED: &str = "strait_batches_dropped_total";
 /// Segments of the offset map; per partition.
@@ -255,6 +258,15 @@ pub const METRICS: &[MetricDef] = &[
         labels: TOPIC,
         help: "Source batches written merged with others of their partition into one target \
                batch (`strait.batch.merge`); each is counted as forwarded or rebuilt too.",
+    },
+    MetricDef {
+        name: BATCHES_SPLIT,
+        kind: MetricKind::Counter,
+        unit: Unit::Count,
+        labels: TOPIC,
+        help: "Source batches whose merged batch the target refused as too large (its topic's \
+               max.message.bytes below the merge), so that they went again at once in smaller \
+               batches.",
     },
     MetricDef {
         name: BATCHES_DROPPED,
@@ -556,6 +568,7 @@ struct PartitionHandles {
     forwarded: Counter,
     rebuilt: Counter,
     merged: Counter,
+    split: Counter,
     dropped_control: Counter,
     dropped_aborted: Counter,
     lost: Counter,
@@ -601,6 +614,7 @@ impl PartitionMetrics {
             forwarded: ::metrics::counter!(BATCHES_FORWARDED, &topic),
             rebuilt: ::metrics::counter!(BATCHES_REBUILT, &topic),
             merged: ::metrics::counter!(BATCHES_MERGED, &topic),
+            split: ::metrics::counter!(BATCHES_SPLIT, &topic),
             dropped_control: dropped("control"),
             dropped_aborted: dropped("aborted"),
             lost: ::metrics::counter!(LOST_RECORDS, &partition),
@@ -641,6 +655,11 @@ impl PartitionMetrics {
     /// A batch went merged with others.
     pub(crate) fn merged(&self) {
         self.0.merged.increment(1);
+    }
+
+    /// A batch went again split from a merged batch refused as too large.
+    pub(crate) fn split(&self) {
+        self.0.split.increment(1);
     }
 
     /// A control batch (`aborted: false`) or a batch of an aborted transaction is dropped.

@@ -3,8 +3,8 @@
 //! the target back record by record (keys, values, headers, tombstones, explicit timestamps) in
 //! every codec; the target holds fewer, larger batches; every source offset translates to the
 //! target offset of its copy; a transactional source with aborted transactions merges only
-//! within a transaction and never across a marker; and a target that refuses a merged batch as
-//! too large gets the batches as they came, nothing lost.
+//! within a transaction and never across a marker; and a merged batch the target refuses as too
+//! large is split and sent again, nothing lost, nothing refused.
 
 mod common;
 
@@ -263,7 +263,7 @@ async fn a_transactional_source_merges_within_its_transactions_only() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_merged_batch_refused_as_too_large_goes_again_as_it_came() {
+async fn a_merged_batch_refused_as_too_large_is_split_and_goes_again() {
     let clusters = Clusters::shared();
     let names = Names::new();
     let rdk = small_batches(4);

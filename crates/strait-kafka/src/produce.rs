@@ -264,6 +264,9 @@ pub struct ProduceAck {
     pub log_start_offset: i64,
     /// Whether the batch went merged with others of its partition into one (`Merge`).
     pub merged: bool,
+    /// Whether the batch was first sent merged into a batch the target refused as too large,
+    /// and so went again in a smaller one, alone or merged with fewer (`Merge`).
+    pub split: bool,
 }
 
 /// The next sequence after `n` records from `base`. Kafka sequences wrap from `i32::MAX` to 0.
@@ -304,15 +307,20 @@ struct Pending {
     sequence: i32,
     record_count: i32,
     state: Arc<PartitionState>,
-    _permit: OwnedSemaphorePermit,
+    /// Its in-flight slot. Only the first part of a split batch inherits one; the others take
+    /// theirs before they are sent ([`Dispatch::permit_for`]).
+    permit: Option<OwnedSemaphorePermit>,
+    /// Part of a merged batch the target refused as too large ([`Dispatch::split`]).
+    split: bool,
 }
 
 /// The call's batches a sent batch carries.
 #[derive(Debug)]
 enum Carries {
     One(usize),
-    /// Merged: each batch's index in the call and its record count, in order.
-    Merged(Vec<(usize, i32)>),
+    /// Merged: each batch's index in the call and the batch as it came, in order (to split
+    /// the merged batch again if the target refuses it as too large).
+    Merged(Vec<(usize, RawBatch)>),
 }
 
 impl Carries {
@@ -325,7 +333,8 @@ impl Carries {
                 let mut base = ack.base_offset;
                 members
                     .iter()
-                    .map(|&(index, count)| {
+                    .map(|(index, batch)| {
+                        let count = batch.header.record_count;
                         let one = ProduceAck {
                             base_offset: base,
                             record_count: count,
@@ -333,7 +342,7 @@ impl Carries {
                             ..ack
                         };
                         base += i64::from(count);
-                        (index, Ok(one))
+                        (*index, Ok(one))
                     })
                     .collect()
             }
@@ -342,10 +351,6 @@ impl Carries {
                 .map(|&(index, _)| (index, Err(e.clone())))
                 .collect(),
         }
-    }
-
-    fn is_merged(&self) -> bool {
-        matches!(self, Carries::Merged(_))
     }
 }
 
@@ -369,9 +374,10 @@ pub struct RawProducer {
     groups_in_transaction: StdMutex<BTreeSet<String>>,
     /// How far each leader is (for [`MergeMode::Auto`]).
     distances: distance::Distances,
-    /// Partitions whose target refused a merged batch as too large: their batches go as they
-    /// came from then on (kept across epochs).
-    unmerged: StdMutex<BTreeSet<TopicPartition>>,
+    /// Partitions whose target refused a merged batch as too large (its topic's
+    /// `max.message.bytes` is below it): their merged batches stay within half the size
+    /// refused from then on (kept across epochs).
+    merge_caps: StdMutex<HashMap<TopicPartition, usize>>,
 }
 
 impl RawProducer {
@@ -432,7 +438,7 @@ impl RawProducer {
             partitions: StdMutex::new(HashMap::new()),
             in_transaction: StdMutex::new(BTreeSet::new()),
             groups_in_transaction: StdMutex::new(BTreeSet::new()),
-            unmerged: StdMutex::new(BTreeSet::new()),
+            merge_caps: StdMutex::new(HashMap::new()),
         }
     }
 
@@ -686,13 +692,7 @@ impl RawProducer {
             return Err((carries, e));
         }
         let sequence = seq.next;
-        let header = ForwardHeader {
-            producer_id: self.producer_id,
-            producer_epoch: self.producer_epoch,
-            base_sequence: sequence,
-            transactional: self.config.transactional_id.is_some(),
-        };
-        let bytes = match strait_wire::forward(batch, &header) {
+        let bytes = match strait_wire::forward(batch, &self.forward_header(sequence)) {
             Ok(bytes) => bytes,
             Err(e) => {
                 let e = Error::Invalid(format!("{tp}: cannot forward batch: {e}"));
@@ -709,8 +709,19 @@ impl RawProducer {
             sequence,
             record_count,
             state: Arc::clone(state),
-            _permit: permit,
+            permit: Some(permit),
+            split: false,
         })
+    }
+
+    /// The header of our batch at `sequence`, for `strait_wire::forward`.
+    fn forward_header(&self, sequence: i32) -> ForwardHeader {
+        ForwardHeader {
+            producer_id: self.producer_id,
+            producer_epoch: self.producer_epoch,
+            base_sequence: sequence,
+            transactional: self.config.transactional_id.is_some(),
+        }
     }
 
     /// The most bytes to merge into `tp`'s next batch, `next`, if its batches are to be merged
@@ -737,8 +748,14 @@ impl RawProducer {
                     && ((partitions <= FEW_PARTITIONS && !gzip) || self.distances.is_far(leader))
             }
         };
-        let refused = || self.unmerged.lock().map_or(true, |u| u.contains(tp));
-        (wanted && !refused()).then_some(merge.max_bytes)
+        if !wanted {
+            return None;
+        }
+        let caps = self.merge_caps.lock().ok()?;
+        Some(
+            caps.get(tp)
+                .map_or(merge.max_bytes, |cap| merge.max_bytes.min(*cap)),
+        )
     }
 
     /// The round trip to `leader` as last measured for [`MergeMode::Auto`] (an ApiVersions on
@@ -783,6 +800,7 @@ fn classify_answer(
             log_append_time: answer.log_append_time_ms,
             log_start_offset: answer.log_start_offset,
             merged: false,
+            split: p.split,
         });
     };
     let message = answer.error_message.map(|m| m.to_string());
@@ -832,6 +850,47 @@ fn deliver(
         if let Some(r) = results.get_mut(index) {
             *r = Some(result);
         }
+    }
+}
+
+/// Waits, in the background, for one of the partition's in-flight permits when another caller
+/// holds them all (our own answers will not free any while none of ours is in flight).
+fn await_permit(
+    lane: &mut Lane,
+    permits: &mut FuturesUnordered<BoxFuture<'static, (usize, Option<OwnedSemaphorePermit>)>>,
+    index: usize,
+) {
+    if lane.in_flight == 0 && !lane.awaiting_permit {
+        lane.awaiting_permit = true;
+        let semaphore = Arc::clone(&lane.state.permits);
+        permits.push(Box::pin(async move {
+            (index, semaphore.acquire_owned().await.ok())
+        }));
+    }
+}
+
+/// Half of a refused merged batch's members as batches to send: merged again, or the one
+/// batch as it came (each as it came if they do not merge after all).
+fn merge_again(members: &[(usize, RawBatch)]) -> Vec<(Carries, RawBatch)> {
+    if let [(index, batch)] = members {
+        return vec![(Carries::One(*index), batch.clone())];
+    }
+    let batches: Vec<RawBatch> = members.iter().map(|(_, b)| b.clone()).collect();
+    let limit = strait_wire::records::DecompressLimit::default();
+    match strait_wire::merge::merge(&batches, &limit) {
+        Ok(merged) => vec![(Carries::Merged(members.to_vec()), merged)],
+        Err(_) => members
+            .iter()
+            .map(|(index, batch)| (Carries::One(*index), batch.clone()))
+            .collect(),
+    }
+}
+
+/// How many of the call's batches `carries` carries.
+fn members_of(carries: &Carries) -> usize {
+    match carries {
+        Carries::One(_) => 1,
+        Carries::Merged(members) => members.len(),
     }
 }
 
@@ -928,11 +987,7 @@ impl Lane {
             let limit = strait_wire::records::DecompressLimit::default();
             match strait_wire::merge::merge(&batches, &limit) {
                 Ok(merged) if merged.bytes.len() <= max_bytes => {
-                    let carried = members
-                        .iter()
-                        .map(|(i, b)| (*i, b.header.record_count))
-                        .collect();
-                    return Some((Carries::Merged(carried), merged));
+                    return Some((Carries::Merged(members), merged));
                 }
                 Ok(_) => {
                     let keep = members.len() / 2;
@@ -1235,7 +1290,8 @@ impl<'a> Dispatch<'a> {
             return None;
         };
         let position = match resend {
-            Some(position) => position,
+            Some(position) if self.permit_for(index, position) => position,
+            Some(_) => return None,
             None => self.prepare_next(index, leader)?,
         };
         let lane = &mut self.lanes[index];
@@ -1273,14 +1329,7 @@ impl<'a> Dispatch<'a> {
             // of the partition's (its own answers free them), so concurrent callers cannot
             // hold each other's slots.
             let Some(permit) = free else {
-                // Another caller holds the slots; our own answers will not free any.
-                if lane.in_flight == 0 && !lane.awaiting_permit {
-                    lane.awaiting_permit = true;
-                    let permits = Arc::clone(&lane.state.permits);
-                    self.permits.push(Box::pin(async move {
-                        (index, permits.acquire_owned().await.ok())
-                    }));
-                }
+                await_permit(lane, &mut self.permits, index);
                 return None;
             };
             let free = window.saturating_sub(lane.window.len());
@@ -1304,6 +1353,123 @@ impl<'a> Dispatch<'a> {
                 }
             }
         }
+    }
+
+    /// Whether the slot at `position` of the partition's window holds an in-flight permit, as a
+    /// batch must to be sent: the part of a split batch takes a free one, or one from a slot
+    /// behind it that is not sent (it cannot go before this one anyway).
+    fn permit_for(&mut self, index: usize, position: usize) -> bool {
+        let lane = &mut self.lanes[index];
+        if lane.window[position].pending.permit.is_some() {
+            return true;
+        }
+        let permit = lane
+            .spare
+            .take()
+            .or_else(|| Arc::clone(&lane.state.permits).try_acquire_owned().ok())
+            .or_else(|| {
+                lane.window
+                    .iter_mut()
+                    .skip(position + 1)
+                    .rev()
+                    .filter(|s| !s.sent)
+                    .find_map(|s| s.pending.permit.take())
+            });
+        match permit {
+            Some(permit) => {
+                lane.window[position].pending.permit = Some(permit);
+                true
+            }
+            None => {
+                await_permit(lane, &mut self.permits, index);
+                false
+            }
+        }
+    }
+
+    /// Splits the merged batch at `position` of the partition's window, which the target
+    /// refused as too large (its topic's `max.message.bytes` is below it, which the producer
+    /// cannot know), into two halves in its place, each merged again (or one batch as it came),
+    /// to be sent at once. The halves take the refused batch's sequence range in order, as
+    /// Kafka's own producer gives the batches it splits after MESSAGE_TOO_LARGE: nothing of
+    /// the range was written, so the partition's sequence has no hole, and its batches sent
+    /// behind the refused one come back OUT_OF_ORDER_SEQUENCE_NUMBER and are sent again after
+    /// the halves. From then on the partition's merged batches stay within half the size
+    /// refused. Returns false, leaving the window as it was, if the batch was not merged or
+    /// cannot be split.
+    fn split(&mut self, index: usize, position: usize, refusal: &Error) -> bool {
+        let producer = self.producer;
+        let lane = &mut self.lanes[index];
+        let Some(slot) = lane.window.get(position) else {
+            return false;
+        };
+        let Carries::Merged(members) = &slot.pending.carries else {
+            return false;
+        };
+        let (front, back) = members.split_at(members.len() / 2);
+        let mut parts = Vec::with_capacity(2);
+        let mut sequence = slot.pending.sequence;
+        for (carries, batch) in [front, back].into_iter().flat_map(merge_again) {
+            let Ok(bytes) = strait_wire::forward(&batch, &producer.forward_header(sequence)) else {
+                return false;
+            };
+            let record_count = batch.header.record_count;
+            parts.push(Pending {
+                carries,
+                tp: lane.tp.clone(),
+                bytes,
+                sequence,
+                record_count,
+                state: Arc::clone(&lane.state),
+                permit: None,
+                split: true,
+            });
+            sequence = increment_sequence(sequence, record_count);
+        }
+        let Some(mut refused) = lane.window.remove(position) else {
+            return false;
+        };
+        let refused_bytes = refused.pending.bytes.len();
+        let cap = refused_bytes / 2;
+        if let Ok(mut caps) = producer.merge_caps.lock() {
+            let was = caps.entry(lane.tp.clone()).or_insert(cap);
+            *was = cap.min(*was);
+        }
+        tracing::info!(
+            partition = %lane.tp,
+            bytes = refused_bytes,
+            batches = members_of(&refused.pending.carries),
+            parts = parts.len(),
+            error = %refusal,
+            "the target refused a merged batch as too large; it goes again split, and this \
+             partition's merged batches stay within {cap} bytes from now on"
+        );
+        if let Some(first) = parts.first_mut() {
+            first.permit = refused.pending.permit.take();
+        }
+        // The parts' sequences take the refused batch's place among those unresolved (the
+        // first part keeps its sequence).
+        if let Ok(mut seq) = lane.state.seq.lock() {
+            if let Some(at) = seq
+                .unresolved
+                .iter()
+                .position(|s| *s == refused.pending.sequence)
+            {
+                for (k, part) in parts.iter().enumerate().skip(1) {
+                    seq.unresolved.insert(at + k, part.sequence);
+                }
+            }
+        }
+        for (k, pending) in parts.into_iter().enumerate() {
+            lane.window.insert(
+                position + k,
+                Slot {
+                    pending,
+                    sent: false,
+                },
+            );
+        }
+        true
     }
 
     /// The partition's leader is not in the metadata: it waits for a refresh (and, after the
@@ -1438,6 +1604,7 @@ impl<'a> Dispatch<'a> {
             return;
         };
         let hole = lane.hole();
+        let whole = hole.is_none();
         let behind_hole = hole.is_some()
             && match &outcome {
                 Outcome::Done(_) => false,
@@ -1473,26 +1640,18 @@ impl<'a> Dispatch<'a> {
                 _ => e,
             },
         };
+        let too_large = matches!(
+            e.code(),
+            Some(ResponseError::MessageTooLarge | ResponseError::RecordListTooLarge)
+        );
+        if too_large && whole && self.split(index, position, &e) {
+            return;
+        }
+        let lane = &mut self.lanes[index];
         tracing::warn!(partition = %lane.tp, sequence, error = %e, "batch failed");
         let Some(slot) = lane.window.remove(position) else {
             return;
         };
-        if slot.pending.carries.is_merged()
-            && matches!(
-                e.code(),
-                Some(ResponseError::MessageTooLarge | ResponseError::RecordListTooLarge)
-            )
-        {
-            tracing::warn!(
-                partition = %lane.tp,
-                bytes = slot.pending.bytes.len(),
-                "the target refused a merged batch as too large; this partition's batches go \
-                 as they came from now on"
-            );
-            if let Ok(mut unmerged) = self.producer.unmerged.lock() {
-                unmerged.insert(lane.tp.clone());
-            }
-        }
         let fatal = !matches!(e, Error::DuplicateSequence { .. });
         resolve(&slot.pending, fatal.then(|| e.clone()));
         deliver(&mut self.results, &slot.pending.carries, Err(e));

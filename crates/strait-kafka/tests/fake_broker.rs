@@ -819,6 +819,12 @@ struct Log {
     refused_out_of_order: usize,
     /// Every base sequence the leader was sent, in arrival order.
     received: Vec<i32>,
+    /// The size of every batch the leader was sent, in arrival order.
+    received_bytes: Vec<usize>,
+    /// Batches larger than this are refused with MESSAGE_TOO_LARGE (the topic's
+    /// `max.message.bytes`).
+    max_batch_bytes: Option<usize>,
+    refused_too_large: usize,
 }
 
 /// A fake leader of `t-0` that appends what the producer (id 1000) sends, refuses the batch
@@ -858,6 +864,12 @@ async fn sequence_checking_leader_after(log: Arc<Mutex<Log>>, delay: Duration) -
                                 assert_eq!((h.producer_id, h.producer_epoch), (1000, 0));
                                 assert!(scan.next().is_none(), "one batch per partition");
                                 log.received.push(h.base_sequence);
+                                log.received_bytes.push(batch.bytes.len());
+                                if log.max_batch_bytes.is_some_and(|m| batch.bytes.len() > m) {
+                                    log.refused_too_large += 1;
+                                    return answer
+                                        .with_error_code(ResponseError::MessageTooLarge.code());
+                                }
                                 if log.reject_once == Some(h.base_sequence) {
                                     log.reject_once = None;
                                     log.rejected = Some(h.base_sequence);
@@ -1180,6 +1192,95 @@ async fn a_merged_batch_stays_within_its_limit() {
         assert!(log.received.len() >= 6, "{:?}", log.received);
         assert!(log.received.len() < 60, "{:?}", log.received);
         assert_eq!(log.next_offset, 120);
+    })
+    .await;
+}
+
+/// A producer into `fake` that merges whenever batches wait, up to 1 MiB.
+async fn always_merging(fake: &FakeCluster) -> RawProducer {
+    RawProducer::new(
+        client(fake).await,
+        ProducerConfig {
+            delivery_timeout: Duration::from_secs(5),
+            merge: Merge {
+                mode: MergeMode::Always,
+                max_bytes: 1 << 20,
+            },
+            ..ProducerConfig::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// A merged batch the target refuses as too large (its topic's `max.message.bytes` is below
+/// the merge, which strait cannot know) is split in place and sent again at once, not
+/// refused: the leader takes at most 8 of 60 batches of 2 records merged, sees the merge of
+/// all 60 refused, then smaller ones, and every batch lands exactly once, in order, at its own
+/// offsets (the leader checks the sequences: the split batches keep the refused one's range),
+/// well within the second a refusal would pause the partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merged_batch_refused_as_too_large_is_split_and_sent_at_once() {
+    within(async {
+        let log = Arc::new(Mutex::new(Log::default()));
+        let batches = consecutive_batches(&[2; 60], Compression::None);
+        let one = batches[0].1.bytes.len();
+        log.lock().unwrap().max_batch_bytes = Some(one * 8);
+        let fake = sequence_checking_leader(Arc::clone(&log)).await;
+        let producer = always_merging(&fake).await;
+        let started = Instant::now();
+        let acks: Vec<(i64, i32)> = producer
+            .send_all(batches)
+            .await
+            .into_iter()
+            .map(|a| {
+                let a = a.expect("batch written");
+                (a.base_offset, a.record_count)
+            })
+            .collect();
+        let took = started.elapsed();
+        assert_eq!(acks, (0..60).map(|i| (2 * i, 2)).collect::<Vec<_>>());
+        assert!(took < Duration::from_millis(900), "took {took:?}");
+        let log = log.lock().unwrap();
+        assert_eq!(log.next_offset, 120, "every record once");
+        assert_eq!(log.appended.first(), Some(&0));
+        assert!(
+            log.appended.windows(2).all(|w| w[0] < w[1]),
+            "in sequence order: {:?}",
+            log.appended
+        );
+        // All 60 merged first (refused), then halves (30 refused, then 15 taken), in order.
+        let sizes = &log.received_bytes;
+        assert_eq!(log.received[..3], [0, 0, 0], "{sizes:?}");
+        assert!(sizes[0] > sizes[1] && sizes[1] > sizes[2], "{sizes:?}");
+        assert!(sizes[0] > one * 8 && sizes[2] <= one * 8, "{sizes:?}");
+        assert_eq!(log.appended, [0, 30, 60, 90], "{sizes:?}");
+        assert_eq!(log.refused_too_large, 3, "{sizes:?}");
+    })
+    .await;
+}
+
+/// A batch the target refuses as too large on its own goes the way of any refusal: split
+/// down to the batches it was merged from, the first of them fails with MESSAGE_TOO_LARGE
+/// and the ones behind it with it (its partition's sequence has a hole).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_too_large_alone_is_refused_after_splitting() {
+    within(async {
+        let log = Arc::new(Mutex::new(Log::default()));
+        let batches = consecutive_batches(&[2; 4], Compression::None);
+        let one = batches[0].1.bytes.len();
+        log.lock().unwrap().max_batch_bytes = Some(one - 1);
+        let fake = sequence_checking_leader(Arc::clone(&log)).await;
+        let producer = always_merging(&fake).await;
+        let results = producer.send_all(batches).await;
+        let first = results[0].as_ref().expect_err("too large");
+        assert_eq!(first.code(), Some(ResponseError::MessageTooLarge));
+        assert!(first.is_refusal());
+        assert!(results.iter().all(Result::is_err), "{results:?}");
+        let log = log.lock().unwrap();
+        assert_eq!(log.next_offset, 0);
+        // 4 merged, then 2 merged, then the first alone.
+        assert_eq!(log.refused_too_large, 3, "{:?}", log.received_bytes);
     })
     .await;
 }

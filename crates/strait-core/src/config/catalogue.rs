@@ -703,8 +703,9 @@ pub static KEYS: &[KeyDef] = &[
          and timestamp, and the offset map stays exact; only batches that follow each other at \
          the source merge (never across a transaction marker or aborted data, one transaction \
          at a time); compressed batches are decompressed and compressed again with their codec \
-         at its default level (CPU: `docs/benchmarks.md`, \"A far target\"). A partition whose \
-         target refuses a merged batch as too large goes on unmerged. MM2's producer always \
+         at its default level (CPU: `docs/benchmarks.md`, \"A far target\"). A merged batch the \
+         target refuses as too large (its `max.message.bytes`) is split and sent again at \
+         once, and that partition's merged batches stay smaller from then on. MM2's producer always \
          builds its own batches (`batch.size`).",
     ),
     used(

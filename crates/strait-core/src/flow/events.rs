@@ -34,6 +34,10 @@ pub(super) enum Event<'a> {
     /// A batch written as part of a merged batch ([`Event::Forwarded`] or [`Event::Rebuilt`]
     /// is told of it too).
     Merged,
+    /// A batch whose merged batch the target refused as too large went again in a smaller one
+    /// (split in place, `strait_kafka::produce`; [`Event::Forwarded`] or [`Event::Rebuilt`] is
+    /// told of it too).
+    Split,
     /// A control batch or a batch of an aborted transaction is recorded as not mirrored.
     Skipped(SkipReason),
     /// The target acknowledged a batch of `records` records and `bytes` bytes.
@@ -223,6 +227,7 @@ impl Events {
                 stats.batches_merged += 1;
                 metrics.merged();
             }
+            Event::Split => metrics.split(),
             Event::Skipped(SkipReason::ControlBatch) => {
                 stats.control_batches_skipped += 1;
                 metrics.dropped(false);

@@ -297,6 +297,8 @@ pub(super) enum Recorded {
     Skipped(classify::SkipReason),
     /// [`Event::Merged`].
     Merged,
+    /// [`Event::Split`].
+    Split,
 }
 
 /// One written batch as offset syncs note it: source topic, partition, and its runs of
@@ -571,6 +573,7 @@ impl Flow {
             },
             Recorded::Skipped(reason) => Event::Skipped(reason),
             Recorded::Merged => Event::Merged,
+            Recorded::Split => Event::Split,
         };
         self.events.tell(tp, &state.metrics, event);
     }

@@ -444,6 +444,9 @@ impl Flow {
                                 if ack.merged {
                                     self.tell_recorded(tp, Recorded::Merged);
                                 }
+                                if ack.split {
+                                    self.tell_recorded(tp, Recorded::Split);
+                                }
                                 let written = Recorded::Written {
                                     records: ack.record_count as u64,
                                     bytes: *bytes,
