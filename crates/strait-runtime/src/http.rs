@@ -300,9 +300,9 @@ pub(crate) struct Recorders {
 }
 
 impl Recorders {
-    /// Both recorders' series, in Prometheus text format (no metric is in both).
+    /// Both recorders' series, in Prometheus text format (no metric is in both); run
+    /// [`Recorders::run_upkeep`] first.
     fn render(&self) -> String {
-        strait_core::metrics::touch_groups();
         let mut text = self.main.render();
         text.push_str(&self.groups.render());
         text

@@ -26,8 +26,8 @@ use strait_kafka::{Client, TopicPartition};
 use strait_wire::offset_map::{OffsetMap, SourcePartition};
 
 use super::{
-    known_or_described, read_map, Committed, Descriptions, Direction, FailoverPlan, GroupPlan,
-    PartitionPlan, PlanError,
+    known_committed_of, known_or_described, read_map, Committed, Descriptions, Direction,
+    FailoverPlan, GroupPlan, PartitionPlan, PlanError,
 };
 use crate::offsets::committed;
 
@@ -518,11 +518,8 @@ impl Ctx<'_> {
         id: &str,
         partitions: &[TopicPartition],
     ) -> Result<BTreeMap<TopicPartition, CommittedOffset>, Refusal> {
-        if let Some(Ok(offsets)) = known.get(id) {
-            return Ok(partitions
-                .iter()
-                .filter_map(|tp| Some((tp.clone(), offsets.get(tp)?.clone())))
-                .collect());
+        if let Some(offsets) = known_committed_of(known, id, partitions) {
+            return Ok(offsets);
         }
         committed(client, id, partitions)
             .await

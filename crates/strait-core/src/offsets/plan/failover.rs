@@ -10,8 +10,8 @@ use strait_wire::offset_map::{OffsetMap, Translation};
 
 use super::{
     active_blocker, cluster_refs, committed_on, describe_group, described_group, known_committed,
-    moving_back, read_map, wanted, Blocker, ClusterRef, Committed, Descriptions, Direction,
-    FailoverPlan, GroupPlan, PartitionPlan, PlanError,
+    known_committed_of, moving_back, read_map, wanted, Blocker, ClusterRef, Committed,
+    Descriptions, Direction, FailoverPlan, GroupPlan, PartitionPlan, PlanError,
 };
 use crate::config::FlowConfig;
 use crate::filter::PatternList;
@@ -216,11 +216,8 @@ impl Planning<'_> {
             let asked = remote
                 .iter()
                 .all(|tp| known.asked_on_b.binary_search(tp).is_ok());
-            match known_committed(known.on_b, &group).filter(|_| asked) {
-                Some(offsets) => Ok(remote
-                    .iter()
-                    .filter_map(|tp| Some((tp.clone(), offsets.get(tp)?.clone())))
-                    .collect()),
+            match known_committed_of(known.on_b, &group, &remote).filter(|_| asked) {
+                Some(offsets) => Ok(offsets),
                 None => committed_on(target, b, &group, &remote).await,
             }
         };

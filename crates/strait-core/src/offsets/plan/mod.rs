@@ -646,6 +646,24 @@ fn known_committed(
     }
 }
 
+/// `group`'s committed offsets of `partitions` from `known`, where its answer there is one
+/// (`known` must have been asked for at least those partitions).
+fn known_committed_of(
+    known: &Committed,
+    group: &str,
+    partitions: &[TopicPartition],
+) -> Option<BTreeMap<TopicPartition, CommittedOffset>> {
+    let Some(Ok(offsets)) = known.get(group) else {
+        return None;
+    };
+    Some(
+        partitions
+            .iter()
+            .filter_map(|tp| Some((tp.clone(), offsets.get(tp)?.clone())))
+            .collect(),
+    )
+}
+
 /// `group` from `known`, the descriptions asked together on `client`'s cluster, or asked alone
 /// if it is not there. Plans and apply both read a group's state through this.
 async fn known_or_described(
