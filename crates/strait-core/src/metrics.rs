@@ -23,6 +23,11 @@
 //! group's series is updated by [`touch_groups`] (a group is live while its flow's last
 //! checkpoint pass listed it), so only the gone groups' series expire.
 //!
+//! A unit's series go when the unit leaves this worker, and a partition's gauges when its unit
+//! leaves or its topic is deleted: the Prometheus recorder cannot forget a series, so
+//! [`hide_released`] leaves them out of what `/metrics` shows until they come back
+//! ([`release_unit`]).
+//!
 //! Every handle here also feeds the process's [`status`](crate::status) board, so one call
 //! records an event for `/metrics` and `/v1/status` at once.
 
@@ -410,13 +415,117 @@ pub fn refresh() {
     status::refresh_lag_gauges();
 }
 
+/// A unit's gauges: its series leave `/metrics` when it leaves this worker.
+const UNIT_GAUGES: [&str; 3] = [FLOW_STALLED, BYTES_IN_FLIGHT, FLOW_LAST_ROUND];
+
+/// A partition's gauges: its series leave `/metrics` when it is no longer mirrored here.
+const PARTITION_GAUGES: [&str; 4] = [LAG_SECONDS, LAG_RECORDS, MAP_SEGMENTS, PARTITION_BLOCKED];
+
+/// The units (source, target, unit) and partitions (source, target, topic, partition) this
+/// process no longer runs, whose gauges [`hide_released`] leaves out.
+#[derive(Debug, Default)]
+struct Released {
+    units: HashSet<[String; 3]>,
+    partitions: HashSet<[String; 4]>,
+}
+
+fn released() -> MutexGuard<'static, Released> {
+    static RELEASED: std::sync::LazyLock<Mutex<Released>> =
+        std::sync::LazyLock::new(Mutex::default);
+    RELEASED.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// `text` (Prometheus text format) without the gauges of units and partitions this process
+/// no longer runs ([`release_unit`], a deleted topic's partitions): what `/metrics` shows, so
+/// that a gone unit's last values neither linger nor count twice. Counters stay, as counters
+/// do.
+pub fn hide_released(text: &str) -> String {
+    let released = released();
+    if released.units.is_empty() && released.partitions.is_empty() {
+        return text.to_owned();
+    }
+    let hidden = |line: &str| {
+        let Some((name, labels)) = sample_labels(line) else {
+            return false;
+        };
+        let get = |key: &str| {
+            labels
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        };
+        if UNIT_GAUGES.contains(&name) {
+            released
+                .units
+                .contains(&[get("source"), get("target"), get("unit")])
+        } else if PARTITION_GAUGES.contains(&name) {
+            released.partitions.contains(&[
+                get("source"),
+                get("target"),
+                get("topic"),
+                get("partition"),
+            ])
+        } else {
+            false
+        }
+    };
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines().filter(|l| !hidden(l)) {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// A sample line's metric name and labels (values unescaped); `None` for a comment, or a
+/// sample without labels.
+fn sample_labels(line: &str) -> Option<(&str, Vec<(&str, String)>)> {
+    let (name, rest) = line.split_once('{')?;
+    if name.starts_with('#') {
+        return None;
+    }
+    let mut labels = Vec::new();
+    let mut rest = rest;
+    loop {
+        let (key, after) = rest.split_once("=\"")?;
+        let mut value = String::new();
+        let mut chars = after.char_indices();
+        let end = loop {
+            match chars.next()? {
+                (i, '"') => break i,
+                (_, '\\') => match chars.next()?.1 {
+                    'n' => value.push('\n'),
+                    c => value.push(c),
+                },
+                (_, c) => value.push(c),
+            }
+        };
+        labels.push((key.trim_start_matches(','), value));
+        rest = &after[end + 1..];
+        if rest.starts_with('}') {
+            return Some((name, labels));
+        }
+    }
+}
+
 /// A unit of `flow` left this worker (handed to another, or fenced): the gauges of its
-/// partitions and its flow-level gauges go to 0 here, and `/v1/status` no longer lists its
-/// partitions, so that a sum over the workers counts each partition once, where it runs now.
-/// Counters stay, as counters do: each worker's count is what it did.
+/// partitions and its flow-level gauges go to 0 here and leave `/metrics`
+/// ([`hide_released`]), and `/v1/status` no longer lists its partitions, so that a sum over
+/// the workers counts each partition once, where it runs now. Counters stay, as counters do:
+/// each worker's count is what it did.
 pub fn release_unit(flow: &FlowConfig, unit: UnitFilter) {
     let (source, target) = (flow.source.as_str(), flow.target.as_str());
+    released()
+        .units
+        .insert([source.to_owned(), target.to_owned(), unit.index.to_string()]);
     for tp in status::flow_entry(flow).release(unit) {
+        released().partitions.insert([
+            source.to_owned(),
+            target.to_owned(),
+            tp.topic.clone(),
+            tp.partition.to_string(),
+        ]);
         let partition = [
             ("source", source.to_owned()),
             ("target", target.to_owned()),
@@ -467,6 +576,9 @@ impl FlowMetrics {
         let mut labels = vec![("source", source.clone()), ("target", target.clone())];
         if let Some(unit) = unit {
             labels.push(("unit", unit.index.to_string()));
+            released()
+                .units
+                .remove(&[source.clone(), target.clone(), unit.index.to_string()]);
         }
         let entry = status::flow_entry(flow);
         entry.restart(unit);
@@ -516,6 +628,12 @@ impl FlowMetrics {
             p.0.map_segments.set(0.0);
             p.0.blocked.set(0.0);
         }
+        released().partitions.insert([
+            self.source.clone(),
+            self.target.clone(),
+            tp.topic.clone(),
+            tp.partition.to_string(),
+        ]);
         self.entry.forget_partition(tp);
     }
 
@@ -602,6 +720,12 @@ impl PartitionMetrics {
             labels.push(("reason", reason.to_owned()));
             ::metrics::counter!(BATCHES_DROPPED, &labels)
         };
+        released().partitions.remove(&[
+            source.to_owned(),
+            target.to_owned(),
+            tp.topic.clone(),
+            tp.partition.to_string(),
+        ]);
         let lag_seconds = ::metrics::gauge!(LAG_SECONDS, &partition);
         let entry = flow.partition(tp, remote_topic, lag_seconds);
         let handles = PartitionHandles {
@@ -1018,6 +1142,103 @@ mod tests {
         m.position_captured("gone", std::time::SystemTime::now());
         assert_eq!(shown("gone"), 1);
         TEST_GROUP_RECORDER.with(|r| r.set(None));
+    }
+
+    /// A unit handed away: its gauges and its partitions' leave what `/metrics` shows (they
+    /// stayed, at 0, for the life of the process), its counters and the other unit's series
+    /// stay; the unit back on this worker shows again.
+    #[test]
+    fn a_released_units_gauges_leave_metrics_and_come_back_with_it() {
+        use metrics_exporter_prometheus::PrometheusBuilder;
+        let recorder = PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let flow = crate::told::flow("HandA", "HandB", "");
+        let (unit0, unit1) = (
+            UnitFilter { index: 0, units: 2 },
+            UnitFilter { index: 1, units: 2 },
+        );
+        let on = |topic: &str, p: i32| TopicPartition::new(topic, p);
+        let (held, away) = ::metrics::with_local_recorder(&recorder, || {
+            let held = FlowMetrics::start(&flow, Some(unit0));
+            let away = FlowMetrics::start(&flow, Some(unit1));
+            for (m, unit) in [(&held, unit0), (&away, unit1)] {
+                for p in 0..8 {
+                    let tp = on("orders", p);
+                    if unit.contains(&tp.topic, p) {
+                        let pm = m.partition(&tp, &tp);
+                        pm.progress(10, 7, 1);
+                        pm.written(1, 10, 0);
+                    }
+                }
+                m.in_flight(5);
+            }
+            (held, away)
+        });
+        let owner = |p: i32| {
+            if unit1.contains("orders", p) {
+                "1"
+            } else {
+                "0"
+            }
+        };
+        let shown = |name: &str, labels: &[(&str, &str)]| {
+            let text = hide_released(&handle.render());
+            text.lines()
+                .filter(|l| {
+                    l.starts_with(&format!("{name}{{"))
+                        && labels
+                            .iter()
+                            .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+                })
+                .count()
+        };
+        let away_partition = (0..8).find(|p| owner(*p) == "1").expect("unit 1 has one");
+        let held_partition = (0..8).find(|p| owner(*p) == "0").expect("unit 0 has one");
+        let ap = away_partition.to_string();
+        let hp = held_partition.to_string();
+        assert_eq!(shown(BYTES_IN_FLIGHT, &[("unit", "1")]), 1);
+        assert_eq!(shown(LAG_RECORDS, &[("partition", &ap)]), 1);
+        ::metrics::with_local_recorder(&recorder, || release_unit(&flow, unit1));
+        assert_eq!(shown(BYTES_IN_FLIGHT, &[("unit", "1")]), 0);
+        assert_eq!(shown(FLOW_STALLED, &[("unit", "1")]), 0);
+        for gauge in PARTITION_GAUGES {
+            assert_eq!(shown(gauge, &[("partition", &ap)]), 0, "{gauge}");
+        }
+        assert_eq!(
+            shown(RECORD_COUNT, &[("partition", &ap)]),
+            1,
+            "counters stay"
+        );
+        assert_eq!(shown(BYTES_IN_FLIGHT, &[("unit", "0")]), 1);
+        assert_eq!(shown(LAG_RECORDS, &[("partition", &hp)]), 1);
+        drop((held, away));
+        // Back on this worker.
+        ::metrics::with_local_recorder(&recorder, || {
+            let back = FlowMetrics::start(&flow, Some(unit1));
+            let tp = on("orders", away_partition);
+            back.partition(&tp, &tp).progress(12, 12, 1);
+        });
+        assert_eq!(shown(BYTES_IN_FLIGHT, &[("unit", "1")]), 1);
+        assert_eq!(shown(LAG_RECORDS, &[("partition", &ap)]), 1);
+    }
+
+    #[test]
+    fn sample_lines_are_read_with_escaped_label_values() {
+        let line = r#"strait_lag_records{source="a\"b",target="c\\d",topic="t",partition="3"} 7"#;
+        let (name, labels) = sample_labels(line).expect("a sample");
+        assert_eq!(name, "strait_lag_records");
+        assert_eq!(
+            labels,
+            [
+                ("source", "a\"b".to_owned()),
+                ("target", "c\\d".to_owned()),
+                ("topic", "t".to_owned()),
+                ("partition", "3".to_owned())
+            ]
+        );
+        assert_eq!(sample_labels("# TYPE strait_lag_records gauge"), None);
+        assert_eq!(sample_labels("strait_up 1"), None);
+        assert_eq!(sample_labels("broken{source=\"a"), None);
     }
 
     #[test]

@@ -693,11 +693,15 @@ struct PartitionData {
     last_error: Option<(String, i64)>,
     blocked: bool,
     rate: Rate,
+    /// Where fetches saw the source end, and when: how long a record not mirrored yet has
+    /// waited, without its producer's timestamp ([`written_after`]).
+    ends: EndsSeen,
 }
 
 impl PartitionData {
     fn new() -> Self {
         Self {
+            ends: EndsSeen::default(),
             source_end: 0,
             position: 0,
             records: 0,
@@ -759,8 +763,14 @@ impl PartitionEntry {
     pub(crate) fn progress(&self, source_end: i64, position: Option<i64>, now: &Now) -> i64 {
         let mut d = lock(&self.data);
         d.source_end = source_end;
-        if let Some(p) = position {
-            d.position = p;
+        match position {
+            Some(p) => d.position = p,
+            // A fetch's answer: the end is where it says, now (after a round, the end is the
+            // one its fetch saw earlier, and may have moved since).
+            None => {
+                let position = d.position;
+                d.ends.saw(source_end, now.unix_ms, position);
+            }
         }
         if d.lag_records() == 0 {
             d.caught_up_ms = Some(now.unix_ms);
@@ -805,6 +815,72 @@ impl PartitionEntry {
             blocked: d.blocked,
         }
     }
+}
+
+/// How many source ends [`EndsSeen`] keeps per partition.
+const ENDS_KEPT: usize = 64;
+
+/// The source ends a partition's fetches saw, each with the last time it was seen, so that
+/// for a record not mirrored yet at offset `o` the last time the end was at or below `o` is
+/// known: the record was written after it ([`EndsSeen::before`]). Ends at or below the
+/// mirrored position are dropped but the last of them; past [`ENDS_KEPT`], every other one in
+/// the middle: an offset then finds an earlier time than it would have, so an age from it is
+/// longer, never shorter, than the record's wait.
+#[derive(Debug, Default)]
+struct EndsSeen {
+    /// (end, ms since the epoch it was last seen there), ends rising.
+    seen: VecDeque<(i64, i64)>,
+}
+
+impl EndsSeen {
+    /// A fetch's answer at `at_ms` said the end is `end`; everything below `position` is
+    /// mirrored.
+    fn saw(&mut self, end: i64, at_ms: i64, position: i64) {
+        match self.seen.back_mut() {
+            Some((last, t)) if *last == end => *t = (*t).max(at_ms),
+            // The end went back (the log truncated on a new leader): what was seen above it
+            // says nothing of the records written there now.
+            Some((last, _)) if *last > end => {
+                self.seen.clear();
+                self.seen.push_back((end, at_ms));
+            }
+            _ => self.seen.push_back((end, at_ms)),
+        }
+        while self.seen.len() >= 2 && self.seen[1].0 <= position {
+            self.seen.pop_front();
+        }
+        if self.seen.len() > ENDS_KEPT {
+            let last = self.seen.len() - 1;
+            let mut i = 0;
+            self.seen.retain(|_| {
+                i += 1;
+                i == 1 || i - 1 == last || i % 2 == 1
+            });
+        }
+    }
+
+    /// The last time (ms since the epoch) the end was seen at or below `offset`: a record at
+    /// `offset` was written on the source after it. `None` when never seen that low (the
+    /// record was there before the first fetch).
+    fn before(&self, offset: i64) -> Option<i64> {
+        self.seen
+            .iter()
+            .rev()
+            .find(|(end, _)| *end <= offset)
+            .map(|(_, at)| *at)
+    }
+}
+
+/// The last time (ms since the epoch) this process's fetches saw the source end of `flow`'s
+/// partition `tp` at or below `offset`: the record at `offset` was written on the source after
+/// it (within the time a fetch's answer takes to be read), whatever its producer stamped on it.
+/// `None` when this process does not mirror the partition now, or its first fetch already
+/// found the record there.
+pub fn written_after(flow: &FlowConfig, tp: &TopicPartition, offset: i64) -> Option<i64> {
+    let entry = lock(board()).get(&flow.name()).cloned()?;
+    let partition = lock(&entry.data).partitions.get(tp).cloned()?;
+    let before = lock(&partition.data).ends.before(offset);
+    before
 }
 
 /// Throughput from samples of the running totals, at most one a second, kept for about
@@ -935,6 +1011,48 @@ mod tests {
         assert_eq!(d.lag_seconds(5_000), Some(1.5));
         // A clock behind the record timestamps never gives a negative lag.
         assert_eq!(d.lag_seconds(0), Some(0.0));
+    }
+
+    #[test]
+    fn ends_seen_give_the_last_time_the_end_was_below_a_record() {
+        let mut ends = EndsSeen::default();
+        ends.saw(10, 1_000, 10);
+        ends.saw(10, 2_000, 10);
+        ends.saw(12, 2_500, 10);
+        ends.saw(12, 3_000, 10);
+        ends.saw(15, 4_000, 10);
+        // Offset 10 was written after 2.0 s (the end was still 10 then), 12 after 3.0 s.
+        assert_eq!(ends.before(10), Some(2_000));
+        assert_eq!(ends.before(11), Some(2_000));
+        assert_eq!(ends.before(12), Some(3_000));
+        assert_eq!(ends.before(14), Some(3_000));
+        assert_eq!(ends.before(9), None, "there before the first fetch");
+        // Mirrored up to 12: ends below 12 go, but the last at or below it stays.
+        ends.saw(15, 5_000, 12);
+        assert_eq!(ends.before(12), Some(3_000));
+        assert_eq!(ends.before(15), Some(5_000));
+        assert_eq!(ends.seen.len(), 2, "{:?}", ends.seen);
+        // A truncated log starts again.
+        ends.saw(13, 6_000, 12);
+        assert_eq!(ends.before(14), Some(6_000));
+        assert_eq!(ends.before(12), None);
+    }
+
+    /// Thinned out, the answer for an offset is never later than it was: ages only grow.
+    #[test]
+    fn thinned_ends_never_shorten_an_age() {
+        let mut full = EndsSeen::default();
+        let mut kept = EndsSeen::default();
+        for i in 0..500i64 {
+            kept.saw(i * 3, i * 100, 0);
+            full.seen.push_back((i * 3, i * 100));
+        }
+        assert!(kept.seen.len() <= ENDS_KEPT + 1, "{}", kept.seen.len());
+        assert_eq!(kept.seen.back(), full.seen.back());
+        for offset in 0..1_500 {
+            let (k, f) = (kept.before(offset), full.before(offset));
+            assert!(k.is_some() && k <= f, "offset {offset}: {k:?} after {f:?}");
+        }
     }
 
     #[test]

@@ -483,6 +483,45 @@ async fn readiness_says_what_a_failover_now_would_leave_behind() {
     assert!(!silent.ready_within(Duration::from_secs(3600)));
 }
 
+/// A record's wait is measured from when this process's fetches last saw its partition's end
+/// below it, not from the time its producer stamped on it: an application's event time an
+/// hour old made a record that had just arrived an hour old (not ready), and one ten minutes
+/// ahead of the clock gave no age at all (not ready, for ten minutes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_ages_a_record_by_when_strait_saw_it_not_by_its_event_time() {
+    use strait_core::offsets::readiness::{assess, AgeFrom};
+    use strait_testkit::TestRecord;
+    let started = now_ms();
+    let m = mirror("").await;
+    let (hour, ten_minutes) = (3_600_000, 600_000);
+    let before = now_ms();
+    let stamped = [
+        TestRecord::new(0, None, Some(b"replayed")).with_timestamp(before - hour),
+        TestRecord::new(1, None, Some(b"early")).with_timestamp(before + ten_minutes),
+    ];
+    m.rdk
+        .produce(&m.clusters.source.bootstrap, &m.topic, &stamped, "none");
+    let written = now_ms();
+    let map = m.flow.map().clone();
+    let at = now_ms();
+    let answer = assess(Ok(&m.source), &m.target, &m.config, &map, at)
+        .await
+        .unwrap();
+    assert_eq!(answer.records_at_risk, Some(2), "{answer:?}");
+    for p in &answer.partitions {
+        assert_eq!(p.age_from, Some(AgeFrom::SeenByStrait), "{p:?}");
+        let ms = p.seconds.expect("an age") * 1000.0;
+        // Never less than the record's wait (it was written before `written`), never more
+        // than the time since the flow last fetched (after `started`).
+        assert!(ms + 1.0 >= (at - written) as f64, "{p:?}");
+        assert!(ms <= (at - started) as f64 + 1.0, "{p:?}");
+    }
+    assert!(
+        answer.ready_within(Duration::from_secs(600)),
+        "both have waited less than the test has run: {answer:?}"
+    );
+}
+
 /// Readiness covers what the flow should mirror, not what its map holds: a topic created on
 /// the source since the flow last looked (10 records, none mirrored) is at risk from its log
 /// start, and a group that committed on it has a position no checkpoint carries; a group

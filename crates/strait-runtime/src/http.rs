@@ -303,7 +303,8 @@ impl Recorders {
     /// Both recorders' series, in Prometheus text format (no metric is in both); run
     /// [`Recorders::run_upkeep`] first.
     fn render(&self) -> String {
-        let mut text = self.main.render();
+        // Without the gauges of units and partitions this process no longer runs.
+        let mut text = strait_core::metrics::hide_released(&self.main.render());
         text.push_str(&self.groups.render());
         text
     }

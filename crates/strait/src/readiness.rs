@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use clap::Args;
 use strait_core::config::{FlowConfig, StraitConfig};
 use strait_core::internal::map_store::MapStore;
-use strait_core::offsets::readiness::{self, FlowReadiness};
+use strait_core::offsets::readiness::{self, AgeFrom, FlowReadiness};
 
 use crate::clusters::{client_config, connect, find_flow};
 use crate::format;
@@ -142,10 +142,22 @@ fn print_flow(a: &FlowReadiness, within: Duration) {
     if !a.partitions.is_empty() {
         println!("  {:<40} {:>12} {:>10}", "PARTITION", "RECORDS", "WAITING");
         for p in &a.partitions {
-            let waiting = p.seconds.map_or("?".to_owned(), format::duration);
+            // A wait measured from the producer's own time is marked: an application's
+            // event time may say anything (`docs/http-api.md`, `age_from`).
+            let waiting = match (p.seconds, p.age_from) {
+                (Some(s), Some(AgeFrom::CreateTime)) => format!("{}*", format::duration(s)),
+                (Some(s), _) => format::duration(s),
+                (None, _) => "?".to_owned(),
+            };
             let name = format!("{}-{}", p.topic, p.partition);
             println!("  {name:<40} {:>12} {waiting:>10}", p.records);
         }
+    }
+    if a.partitions
+        .iter()
+        .any(|p| p.seconds.is_some() && p.age_from == Some(AgeFrom::CreateTime))
+    {
+        println!("  * from the records' create times, which their producers set");
     }
     if a.groups.is_empty() {
         println!("  groups: none with a position on the source or a checkpoint");

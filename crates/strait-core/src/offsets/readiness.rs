@@ -66,8 +66,27 @@ pub struct PartitionRisk {
     pub partition: i32,
     /// The source's end (its last stable offset under read_committed) − where the map ends.
     pub records: i64,
-    /// now − the create time of the first of them, in seconds (`None` if it cannot be read).
+    /// How long the first of them has waited, in seconds ([`PartitionRisk::age_from`]);
+    /// `None` when that is not known: the partition is not ready.
     pub seconds: Option<f64>,
+    /// What that wait is measured from.
+    pub age_from: Option<AgeFrom>,
+}
+
+/// What a record's wait ([`PartitionRisk::seconds`]) is measured from, best first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgeFrom {
+    /// The source broker's append time (a topic with `message.timestamp.type=LogAppendTime`).
+    AppendTime,
+    /// The last time this process's fetches saw the partition's end below the record
+    /// (`strait run`'s `/v1/readiness`, for the partitions it mirrors): the record came
+    /// after, so the wait is at most this, and at least this less one fetch's wait.
+    SeenByStrait,
+    /// The record's create time, which its producer stamps (an event time set by the
+    /// application among them): used only where neither of the above is known, and only
+    /// when it is not ahead of this clock.
+    CreateTime,
 }
 
 /// One group's captured position.
@@ -180,13 +199,28 @@ pub async fn assess(
     let partitions: Vec<PartitionRisk> = live.as_ref().map_or_else(Vec::new, |l| {
         l.behind
             .iter()
-            .map(|(tp, (records, first))| PartitionRisk {
-                topic: tp.topic.clone(),
-                partition: tp.partition,
-                records: *records,
-                // A time ahead of this clock by more than a little is a producer's own, not
-                // when the record arrived: no age (`first_times`).
-                seconds: first.filter(|ms| *ms <= now_ms + CLOCK_SLACK_MS).map(age),
+            .map(|(tp, b)| {
+                let from = b
+                    .append_ms
+                    .map(|ms| (ms, AgeFrom::AppendTime))
+                    .or_else(|| {
+                        crate::status::written_after(flow, tp, b.from)
+                            .map(|ms| (ms, AgeFrom::SeenByStrait))
+                    })
+                    // A time ahead of this clock by more than a little is a producer's own,
+                    // not when the record arrived: no age (`first_times`).
+                    .or_else(|| {
+                        b.create_ms
+                            .filter(|ms| *ms <= now_ms + CLOCK_SLACK_MS)
+                            .map(|ms| (ms, AgeFrom::CreateTime))
+                    });
+                PartitionRisk {
+                    topic: tp.topic.clone(),
+                    partition: tp.partition,
+                    records: b.records,
+                    seconds: from.map(|(ms, _)| age(ms)),
+                    age_from: from.map(|(_, f)| f),
+                }
             })
             .collect()
     });
@@ -261,11 +295,22 @@ pub async fn assess(
     })
 }
 
+/// Records of a partition not on the target yet.
+struct Behind {
+    /// How many.
+    records: i64,
+    /// The offset of the first.
+    from: i64,
+    /// The first one's append time on the source (ms), where the topic keeps append times.
+    append_ms: Option<i64>,
+    /// The first one's create time (ms), where the topic keeps those.
+    create_ms: Option<i64>,
+}
+
 /// What the source says now.
 struct Live {
-    /// Per source partition the flow selects that is behind its source end: the records not
-    /// mirrored, and the time of the first of them (ms) where it could be read.
-    behind: BTreeMap<TopicPartition, (i64, Option<i64>)>,
+    /// Per source partition the flow selects that is behind its source end.
+    behind: BTreeMap<TopicPartition, Behind>,
     /// Per group the flow carries across: its committed offsets on the partitions the flow
     /// selects, mapped or not.
     positions: BTreeMap<String, BTreeMap<TopicPartition, i64>>,
@@ -337,7 +382,15 @@ async fn read_source(
             (None, None) => end,
         };
         if end > start {
-            behind.insert(tp.clone(), (end - start, None));
+            behind.insert(
+                tp.clone(),
+                Behind {
+                    records: end - start,
+                    from: start,
+                    append_ms: None,
+                    create_ms: None,
+                },
+            );
             from.push((tp.clone(), start));
         }
     }
@@ -370,15 +423,15 @@ async fn read_source(
 
 /// When the first record not yet mirrored was written, for each partition `behind`: one
 /// fetch over all of them, a little of each. The broker's append time where the topic keeps
-/// it; else the record's create time, which a producer stamps before the broker appends it,
-/// so the age it gives is never less than the record's wait, unless the producer set a time
-/// ahead of the broker's clock: such a time (later than now) gives no age, and the partition
-/// counts as not ready. A partition whose fetch fails keeps `None` too.
+/// it; else the record's create time, which its producer stamps: an application's event time
+/// may be any time, so [`assess`] takes it only where this process saw nothing of the
+/// partition ([`AgeFrom`]), and a time ahead of now gives no age (the partition counts as not
+/// ready). A partition whose fetch fails has neither.
 async fn first_times(
     source: &Client,
     flow: &FlowConfig,
     from: &[(TopicPartition, i64)],
-    behind: &mut BTreeMap<TopicPartition, (i64, Option<i64>)>,
+    behind: &mut BTreeMap<TopicPartition, Behind>,
 ) {
     let positions: Vec<FetchPosition> = from
         .iter()
@@ -402,11 +455,11 @@ async fn first_times(
             .filter_map(Result::ok)
             .find(|b| !b.header.attributes.is_control());
         if let (Some(b), Some(entry)) = (first, behind.get_mut(&tp)) {
-            entry.1 = Some(if b.header.attributes.timestamp_type_log_append() {
-                b.header.max_timestamp
+            if b.header.attributes.timestamp_type_log_append() {
+                entry.append_ms = Some(b.header.max_timestamp);
             } else {
-                b.header.base_timestamp
-            });
+                entry.create_ms = Some(b.header.base_timestamp);
+            }
         }
     }
 }
