@@ -202,6 +202,15 @@ fn describe_configs_answer(req: &Received, topic: &str) -> Action {
 
 /// A one-broker fake source holding topic `t-<id>` with one partition, served from `log`.
 async fn fake_source(log: Shared, names: &Names) -> FakeCluster {
+    fake_source_seeing_fetches(log, names, || {}).await
+}
+
+/// [`fake_source`], calling `on_fetch` as each fetch arrives.
+async fn fake_source_seeing_fetches(
+    log: Shared,
+    names: &Names,
+    on_fetch: impl Fn() + Send + Sync + 'static,
+) -> FakeCluster {
     let topic = topic(names);
     let described = topic.clone();
     let fake = FakeCluster::start(
@@ -209,7 +218,10 @@ async fn fake_source(log: Shared, names: &Names) -> FakeCluster {
         script(move |_, req| {
             let log = log.lock().unwrap();
             match (&req.body, req.api) {
-                (Body::Fetch(_), _) => fetch_answer(&log, req),
+                (Body::Fetch(_), _) => {
+                    on_fetch();
+                    fetch_answer(&log, req)
+                }
                 (Body::ListOffsets(_), _) => list_offsets_answer(&log, req),
                 (_, ApiKey::DescribeConfigs) => describe_configs_answer(req, &described),
                 _ => Action::Default,
@@ -894,4 +906,236 @@ async fn refused_topic_or_config(alter_error: ResponseError) {
     // Nothing is left for a later alter the principal may not be allowed (the refused key
     // is said at WARN; the config sync tries it again where it runs).
     assert_eq!(fake.requests(ApiKey::IncrementalAlterConfigs).len(), 0);
+}
+
+/// Issue 47: a worker whose coordinator holds its JoinGroup past its lease (another member slow
+/// to join a rebalance: Kafka answers a join only when the generation forms, up to the
+/// rebalance timeout). The group's coordinator is a fake broker with a session timeout scaled
+/// down to 1.5 s (a lease of 1.2 s) that holds the second join for 4 s; the flow writes under
+/// the worker's lease to the real target. While the lease has lapsed, the flow neither fetches
+/// nor writes (at most the round already under way when it lapsed); once the join is
+/// answered, the same lease holds again and the flow goes on where it stood: every record
+/// lands once, in order. Before, the flow fetched and failed its writes round after round,
+/// placing every partition again each time, with no backoff.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_join_pauses_the_flow_and_it_resumes_where_it_stood() {
+    use std::collections::BTreeSet;
+    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+    use std::sync::OnceLock;
+
+    use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+    use kafka_protocol::messages::{
+        HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, SyncGroupResponse,
+    };
+    use strait_core::scale::{Unit, Worker, PROTOCOL_TYPE};
+    use strait_kafka::lease::Lease;
+    use strait_kafka::membership::MembershipConfig;
+
+    const HELD: Duration = Duration::from_secs(4);
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let rdk = Rdk::new();
+    let recs: Vec<Rec> = (0..40).map(Rec::plain).collect();
+    let log: Shared = Arc::default();
+    {
+        let mut l = log.lock().unwrap();
+        for five in recs[..20].chunks(5) {
+            l.push(batch(five, PLAIN, Compression::None));
+        }
+        l.end = 20;
+    }
+    // Fetches the source answered while the lease had lapsed (not revoked).
+    let lease: Arc<OnceLock<Lease>> = Arc::default();
+    let lapsed_fetches = Arc::new(AtomicUsize::new(0));
+    let fake = fake_source_seeing_fetches(Arc::clone(&log), &names, {
+        let lease = Arc::clone(&lease);
+        let lapsed_fetches = Arc::clone(&lapsed_fetches);
+        move || {
+            if lease
+                .get()
+                .is_some_and(|l| !l.is_valid() && !l.is_revoked())
+            {
+                lapsed_fetches.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    })
+    .await;
+
+    // The workers' group's coordinator: one member, `m-1`, leading; the second join is held.
+    let joins = Arc::new(AtomicI32::new(0));
+    let rebalance = Arc::new(AtomicBool::new(false));
+    let coordinator = FakeCluster::start(
+        &[1],
+        script({
+            let joins = Arc::clone(&joins);
+            let rebalance = Arc::clone(&rebalance);
+            move |_, req| match &req.body {
+                Body::JoinGroup(join) => {
+                    let generation = joins.fetch_add(1, Ordering::SeqCst) + 1;
+                    let protocol = join.protocols.first().expect("a protocol");
+                    let member = StrBytes::from_static_str("m-1");
+                    let answer = req.reply(
+                        &JoinGroupResponse::default()
+                            .with_generation_id(generation)
+                            .with_protocol_type(Some(join.protocol_type.clone()))
+                            .with_protocol_name(Some(protocol.name.clone()))
+                            .with_leader(member.clone())
+                            .with_member_id(member.clone())
+                            .with_members(vec![JoinGroupResponseMember::default()
+                                .with_member_id(member)
+                                .with_metadata(protocol.metadata.clone())]),
+                    );
+                    if generation == 1 {
+                        answer
+                    } else {
+                        Action::After(HELD, Box::new(answer))
+                    }
+                }
+                Body::SyncGroup(sync) => {
+                    rebalance.store(false, Ordering::SeqCst);
+                    let mine = sync
+                        .assignments
+                        .iter()
+                        .find(|a| a.member_id.as_str() == "m-1")
+                        .map(|a| a.assignment.clone())
+                        .unwrap_or_default();
+                    req.reply(
+                        &SyncGroupResponse::default()
+                            .with_protocol_type(sync.protocol_type.clone())
+                            .with_protocol_name(sync.protocol_name.clone())
+                            .with_assignment(mine),
+                    )
+                }
+                Body::Heartbeat(_) => {
+                    let code = if rebalance.load(Ordering::SeqCst) {
+                        ResponseError::RebalanceInProgress.code()
+                    } else {
+                        0
+                    };
+                    req.reply(&HeartbeatResponse::default().with_error_code(code))
+                }
+                Body::LeaveGroup(_) => req.reply(&LeaveGroupResponse::default()),
+                _ => Action::Default,
+            }
+        }),
+    )
+    .await;
+    coordinator.spec().api_versions.extend([
+        (ApiKey::JoinGroup, 0, 9),
+        (ApiKey::SyncGroup, 0, 5),
+        (ApiKey::Heartbeat, 0, 4),
+        (ApiKey::LeaveGroup, 0, 5),
+    ]);
+
+    let (a, b) = aliases(&names);
+    let flow_name = format!("{a}->{b}");
+    let mut worker = Worker::new(
+        common::client(&coordinator.addr(1)).await,
+        MembershipConfig {
+            session_timeout: Duration::from_millis(1_500),
+            rebalance_timeout: Duration::from_secs(10),
+            ..MembershipConfig::new(names.group("workers"), PROTOCOL_TYPE)
+        },
+        BTreeSet::from([Unit::new(flow_name.as_str(), 0)]),
+    );
+    let mut ownership = worker.ownership();
+    let (leave, left) = tokio::sync::oneshot::channel::<()>();
+    let member = tokio::spawn(async move {
+        worker
+            .run(async {
+                let _ = left.await;
+            })
+            .await
+    });
+    within(ownership.wait_for(|o| o.generation == 1 && !o.units.is_empty()))
+        .await
+        .unwrap();
+    let owned = ownership.borrow().lease.clone();
+    lease.set(owned.clone()).unwrap();
+
+    let config = common::flow_config_between(
+        (&a, &b),
+        &fake.addr(1),
+        &clusters.target.bootstrap,
+        &format!(
+            "emit.offset-syncs.enabled = false\n\
+             topics = {}\n\
+             groups = {}",
+            topic(&names),
+            names.pattern()
+        ),
+    );
+    let mut options = strait_core::flow::FlowOptions {
+        fetch_max_wait: Duration::from_millis(50),
+        ..strait_core::flow::FlowOptions::default()
+    };
+    options.producer.lease = Some(owned.clone());
+    let target = common::client(&clusters.target.bootstrap).await;
+    let mut flow = within(Flow::start(
+        config,
+        options,
+        common::client(&fake.addr(1)).await,
+        target.clone(),
+    ))
+    .await
+    .expect("flow starts");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(async move {
+        let result = flow
+            .run(async {
+                let _ = stopped.await;
+            })
+            .await;
+        (flow, result)
+    });
+    let written = |n: i64| {
+        let target = target.clone();
+        let remote = remote(&names);
+        async move {
+            while common::end_offset(&target, &remote).await < n {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    within(written(20)).await;
+
+    // A rebalance: the next heartbeat says so, and the join that follows is held past the
+    // lease. Records arrive while it has lapsed.
+    rebalance.store(true, Ordering::SeqCst);
+    within(async {
+        while owned.is_valid() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    {
+        let mut l = log.lock().unwrap();
+        for five in recs[20..].chunks(5) {
+            l.push(batch(five, PLAIN, Compression::None));
+        }
+        l.end = 40;
+    }
+    within(ownership.wait_for(|o| o.generation == 2))
+        .await
+        .unwrap();
+    within(written(40)).await;
+    // The worker kept its place and its unit through the long join.
+    assert!(!owned.is_revoked());
+    assert_eq!(
+        ownership.borrow().units,
+        BTreeSet::from([Unit::new(flow_name.as_str(), 0)])
+    );
+    let _ = stop.send(());
+    let (flow, result) = within(running).await.unwrap();
+    result.expect("the flow ran on");
+    let _ = leave.send(());
+    within(member).await.unwrap().unwrap();
+
+    let lapsed = lapsed_fetches.load(Ordering::SeqCst);
+    assert!(
+        lapsed <= 1,
+        "{lapsed} fetches while the lease had lapsed (at most the round under way)"
+    );
+    assert_target_holds(&rdk, &clusters, &names, &recs);
+    assert_exact(&flow, &names, &[(0, 0), (20, 20), (39, 39), (40, 40)]);
 }

@@ -11,6 +11,12 @@
 //! monotonic clock just before each request it writes ([`crate::produce`]); a lapsed lease fails
 //! the write with [`crate::Error::LeaseLapsed`], which is final for that writer (as fencing is).
 //!
+//! A lease that lapsed without being revoked may be renewed again: a member whose coordinator
+//! holds its JoinGroup (a rebalance waits up to its timeout for a slow member) hears nothing
+//! meanwhile, and its lease lapses; the coordinator keeps a member that waits in a join, and
+//! the answer that ends the rebalance renews the lease. Writers wait for that
+//! ([`Lease::held`]) rather than fail, so their work resumes where it stood.
+//!
 //! A stopped process's monotonic clock runs on, so a process resumed after its session timeout
 //! finds its lease lapsed before it writes a byte. Requests already written to the socket before
 //! the lease lapsed may still land: the margin is there for them.
@@ -35,6 +41,8 @@ struct Inner {
     /// Nanoseconds after `origin` until which writes are allowed; 0: never granted;
     /// [`REVOKED`]: revoked for good.
     until: AtomicU64,
+    /// Woken by every renewal and by the revocation.
+    changed: tokio::sync::Notify,
 }
 
 /// `until` of a revoked lease.
@@ -47,6 +55,7 @@ impl Lease {
             inner: Arc::new(Inner {
                 origin: Instant::now(),
                 until: AtomicU64::new(0),
+                changed: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -67,6 +76,7 @@ impl Lease {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |now| {
                 (now != REVOKED && now < nanos).then_some(nanos)
             });
+        self.inner.changed.notify_waiters();
     }
 
     /// The member lost its place (or stops): nothing more is ever written under this lease.
@@ -74,6 +84,22 @@ impl Lease {
     /// one cannot write again when the new one is granted.
     pub fn revoke(&self) {
         self.inner.until.store(REVOKED, Ordering::SeqCst);
+        self.inner.changed.notify_waiters();
+    }
+
+    /// Waits until writes are allowed, or until the lease is revoked (then nothing will ever
+    /// be written under it): at once when either holds already.
+    pub async fn held(&self) {
+        loop {
+            let changed = self.inner.changed.notified();
+            tokio::pin!(changed);
+            // Registered before looking, so that a renewal in between is not missed.
+            changed.as_mut().enable();
+            if self.is_valid() || self.is_revoked() {
+                return;
+            }
+            changed.await;
+        }
     }
 
     /// Whether [`Lease::revoke`] was called.

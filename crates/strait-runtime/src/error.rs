@@ -128,6 +128,21 @@ pub enum Error {
         /// The group's state.
         state: String,
     },
+    /// A `strait run` worker of a flow joined its workers' group while a one-shot copy of the
+    /// flow ran, and the group handed it units the copy held: the copy stopped between rounds
+    /// (or before writing anything), its map written for what it copied, and left the group so
+    /// that the workers carry the flow on from there.
+    #[error(
+        "flow {flow}: a `strait run` worker joined the workers' group {group} on {target} during          this copy, so the copy stopped before writing another round, with the offset map          written for everything it copied, and left the group to the workers: they carry the          flow on from there, matching what the copy wrote. To finish with a copy instead, stop          the `strait run` processes of this flow and run the copy again"
+    )]
+    WorkersJoined {
+        /// `A->B`.
+        flow: String,
+        /// The workers' group.
+        group: String,
+        /// The target cluster's alias, where the group lives.
+        target: String,
+    },
 }
 
 impl Error {
@@ -146,7 +161,8 @@ impl Error {
             | Error::Settings { .. }
             | Error::Listen { .. }
             | Error::ExactlyOnceCopy { .. }
-            | Error::WorkersRunning { .. } => false,
+            | Error::WorkersRunning { .. }
+            | Error::WorkersJoined { .. } => false,
         }
     }
 

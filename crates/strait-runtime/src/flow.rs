@@ -1,7 +1,7 @@
 //! One flow of a config started and run: [`connect_flow`] connects its clients, places the
 //! flow where its map ends and makes what runs beside it (checkpoints and group sync, the HTTP
 //! API's view of it, topic ACL sync); [`run_flow`] runs it with its checkpoints until it caught
-//! up or is stopped. The supervisor (`supervisor/`) and the one-shot copy (`copy.rs`) both run
+//! up or is stopped. The supervisor (`supervisor/`) and the one-shot copy (`copy/`) both run
 //! their flows this way.
 
 use futures::future::{BoxFuture, Shared};
@@ -25,7 +25,8 @@ pub(crate) enum Until {
     Stopped,
     /// Until every partition has reached the source end it had at start: a one-shot copy
     /// (`strait run --until-caught-up`, `strait mirror`). No heartbeats (there is no liveness
-    /// to show), topic ACLs synced once, one last checkpoint pass after the copy.
+    /// to show), topic ACLs synced once, one last checkpoint pass after the copy. A stop between
+    /// rounds ends it as [`Error::Interrupted`], with the map written for what it copied.
     CaughtUp,
 }
 
@@ -202,10 +203,18 @@ pub(crate) async fn run_flow(started: StartedFlow, until: Until, stop: Stop) -> 
         mut checkpoints,
         ..
     } = started;
+    let mut stopped_early = false;
     let result = match (until, &mut checkpoints) {
         (Until::CaughtUp, checkpoints) => {
-            let result = flow.run_until_caught_up().await;
-            if let (Ok(()), Some(task)) = (&result, checkpoints) {
+            // `stop` is looked at between rounds: the map is written for what was copied.
+            let result = match flow.run_until_caught_up_unless(stop).await {
+                Ok(caught_up) => {
+                    stopped_early = !caught_up;
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            };
+            if let (Ok(()), false, Some(task)) = (&result, stopped_early, checkpoints) {
                 final_checkpoint_passes(task).await;
             }
             // Caught up everywhere it could: a halted partition was not copied, which a
@@ -249,16 +258,20 @@ pub(crate) async fn run_flow(started: StartedFlow, until: Until, stop: Stop) -> 
         duplicate_records = stats.duplicate_records,
         "flow stopped"
     );
-    let result = result.map_err(|source| Error::FlowFailed {
-        flow: name.clone(),
-        source,
-    });
+    let result = match result {
+        Ok(()) if stopped_early => Err(Error::Interrupted { flow: name.clone() }),
+        Ok(()) => Ok(()),
+        Err(source) => Err(Error::FlowFailed {
+            flow: name.clone(),
+            source,
+        }),
+    };
     FlowOutcome {
         name,
         stats,
         elapsed: began.elapsed(),
         result,
-        interrupted: false,
+        interrupted: stopped_early,
     }
 }
 

@@ -5,7 +5,7 @@
 //!   own (waiting for its clusters, restarted after failures, paused and resumed), reloaded when
 //!   the file changes or when asked ([`control`]), with heartbeats and, for flows run by
 //!   workers, a place in the flow's workers' group.
-//! - [`OneShotCopy`] (`copy.rs`): every enabled flow copied once, until each caught up with the
+//! - [`OneShotCopy`] (`copy/`): every enabled flow copied once, until each caught up with the
 //!   source end it saw at start.
 //! - `flow.rs`: one flow connected, placed where its map ends and run with its checkpoints,
 //!   group sync and topic ACL sync beside it, for both (its producer and fetch settings from

@@ -1300,3 +1300,116 @@ fn workers_with_different_tasks_max_agree_before_anything_runs() {
     );
     assert!(map.ok(), "{}", map.both());
 }
+
+/// Issue 47: a one-shot copy (`strait run --until-caught-up`) of a flow run by workers, with a
+/// `strait run` worker started mid-copy. The copy joins the workers' group owning every unit,
+/// so the worker is handed nothing until the copy has stopped between rounds, written its map
+/// and left; the worker then carries on from that map. Rounds are kept small (one small batch
+/// per partition per fetch), so the copy takes hundreds of them. Every record lands on the
+/// target once (a librdkafka read_committed consumer), and the map loads. Before, the copy
+/// looked at the group once, at start, and both wrote the same partitions: duplicates.
+#[test]
+fn a_worker_started_mid_copy_takes_over_and_nothing_lands_twice() {
+    const PARTITIONS: i32 = 8;
+    const PRODUCED: u64 = 160_000;
+    const PER_CALL: u64 = 40_000;
+    let start = Instant::now();
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let (a, b) = (names.alias("source"), names.alias("target"));
+    let topic = names.topic("copied");
+    let remote = format!("{a}.{topic}");
+    let (src, dst) = (
+        clusters.source.bootstrap.clone(),
+        clusters.target.bootstrap.clone(),
+    );
+    let rdk = Rdk::new();
+    rdk.create_topic(&src, &topic, PARTITIONS);
+    // Batches of 20 records, each fetched on its own: a round moves 160 records.
+    let small_batches = Rdk::new().with_client_config(&[("batch.num.messages", "20")]);
+    for call in 0..PRODUCED / PER_CALL {
+        let acks = small_batches.produce(
+            &src,
+            &topic,
+            &records(call * PER_CALL, PER_CALL, PARTITIONS),
+            "none",
+        );
+        assert_eq!(acks.len() as u64, PER_CALL);
+    }
+    note!(start, "{PRODUCED} records produced");
+    let text = flow_properties(
+        (&a, &src),
+        (&b, &dst),
+        &format!(
+            "topics = {topic}\n\
+             groups = {groups}\n\
+             heartbeats.replication.enabled = false\n\
+             tasks.max = 4\n\
+             {a}.consumer.max.partition.fetch.bytes = 1024\n\
+             {a}.consumer.fetch.max.bytes = 8192",
+            groups = names.pattern()
+        ),
+    );
+    let config = write_properties(clusters.dir(), "copy.properties", &text);
+    let copy_err = clusters.dir().join("copy.err");
+    let mut copy = std::process::Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(run_until_caught_up(config.to_str().unwrap()))
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&copy_err).unwrap())
+        .spawn()
+        .expect("spawn strait");
+    // Mid-copy: some records on the target, the copy still running.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let end = committed_end(&dst, &remote, PARTITIONS);
+        if end >= (PRODUCED / 20) as i64 {
+            note!(start, "the copy wrote {end} records: a worker starts");
+            break;
+        }
+        assert!(
+            copy.try_wait().unwrap().is_none(),
+            "the copy ended before a worker could start: {}",
+            std::fs::read_to_string(&copy_err).unwrap_or_default()
+        );
+        assert!(Instant::now() < deadline, "the copy wrote {end} records");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let worker = Strait::run(&config, clusters.dir().join("worker.log"));
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let status = loop {
+        if let Some(status) = copy.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the copy did not end");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let copied = std::fs::read_to_string(&copy_err).unwrap_or_default();
+    note!(
+        start,
+        "the copy ended ({status}) with {} records on the target",
+        committed_end(&dst, &remote, PARTITIONS)
+    );
+    // Caught up before the worker's units started, or gave way to them, saying so.
+    assert!(
+        status.success() || copied.contains("joined the workers' group"),
+        "{copied}"
+    );
+    let end = caught_up(&dst, &remote, PARTITIONS, PRODUCED as i64, 180);
+    worker.stop();
+    let (lost, duplicated) = lost_and_duplicated(&rdk, &dst, &remote, end, PRODUCED);
+    note!(
+        start,
+        "{PRODUCED} produced: {lost} lost, {duplicated} duplicated"
+    );
+    assert_eq!((lost, duplicated), (0, 0));
+    assert_eq!(end, PRODUCED as i64, "records on the target");
+    let map = run_to_end(
+        clusters.dir(),
+        &["map", "--config", config.to_str().unwrap()],
+        &[],
+    );
+    assert!(map.ok(), "{}", map.both());
+}

@@ -98,6 +98,10 @@ pub struct RoundStats {
     pub records: u64,
     /// Whether every partition reached the source end seen by the fetch.
     pub caught_up: bool,
+    /// Whether a write failed and the partitions were placed again from the map and the
+    /// target: the next round waits the flow's backoff, so a write that keeps failing does
+    /// not re-place every partition round after round.
+    pub placed_again: bool,
 }
 
 #[derive(Debug)]
@@ -1147,6 +1151,11 @@ impl Flow {
             Duration::from_secs(10),
         );
         while futures::FutureExt::now_or_never(&mut stop).is_none() {
+            tokio::select! {
+                biased;
+                () = &mut stop => break,
+                () = self.while_lease_lapsed() => {}
+            }
             self.resilient_round(&mut backoff).await?;
         }
         self.persist_map().await?;
@@ -1156,6 +1165,19 @@ impl Flow {
 
     /// Mirrors until every partition has reached the source end it had when this was called.
     pub async fn run_until_caught_up(&mut self) -> Result<(), FlowError> {
+        self.run_until_caught_up_unless(std::future::pending())
+            .await
+            .map(|_| ())
+    }
+
+    /// [`run_until_caught_up`](Self::run_until_caught_up), unless `stop` resolves first:
+    /// checked between rounds, never in the middle of one, and the map is written for what was
+    /// copied either way. `Ok(true)` when caught up, `Ok(false)` when stopped before.
+    pub async fn run_until_caught_up_unless(
+        &mut self,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Result<bool, FlowError> {
+        tokio::pin!(stop);
         let mut backoff = strait_kafka::backoff::Backoff::new(
             Duration::from_millis(200),
             Duration::from_secs(10),
@@ -1185,11 +1207,45 @@ impl Flow {
             if done {
                 break;
             }
+            let stopped = tokio::select! {
+                biased;
+                () = &mut stop => true,
+                () = self.while_lease_lapsed() => false,
+            };
+            if stopped {
+                self.persist_map().await?;
+                self.flush_offset_syncs(true).await?;
+                return Ok(false);
+            }
             self.resilient_round(&mut backoff).await?;
         }
         self.persist_map().await?;
         self.flush_offset_syncs(true).await?;
-        Ok(())
+        Ok(true)
+    }
+
+    /// While the lease this flow writes under has lapsed without being revoked, the flow
+    /// neither fetches nor writes: its worker waits in a rebalance that a slow member holds up
+    /// (the coordinator answers a JoinGroup only when the generation forms, up to the rebalance
+    /// timeout, and keeps a member that waits in one), and the answer that ends it renews the
+    /// lease. The flow then goes on where it stood: nothing was written meanwhile, so nothing
+    /// is placed again. A revoked lease is not waited for: the next write fails for good, and
+    /// the unit stops (`strait_kafka::lease`).
+    async fn while_lease_lapsed(&self) {
+        let Some(lease) = self.options.producer.lease.as_ref() else {
+            return;
+        };
+        if lease.is_valid() || lease.is_revoked() {
+            return;
+        }
+        let flow = self.config.name();
+        tracing::info!(flow = %flow,
+            "paused: the worker's lease on these partitions lapsed while it waits for the \
+             workers' group to answer (a rebalance); resuming when it answers");
+        lease.held().await;
+        if lease.is_valid() {
+            tracing::info!(flow = %flow, "resumed: the workers' group answered and the lease holds again");
+        }
     }
 
     /// A round that survives what time can fix: an unreachable cluster or a broker restart
@@ -1209,6 +1265,13 @@ impl Flow {
         }
         .await;
         match result {
+            Ok(stats) if stats.placed_again => {
+                // A write failed and the partitions were placed again: the backoff runs on
+                // until a round writes without failing.
+                self.events.tell_flow(FlowEvent::RoundDone);
+                tokio::time::sleep(backoff.next_wait()).await;
+                Ok(Some(stats))
+            }
             Ok(stats) => {
                 self.events.tell_flow(FlowEvent::RoundDone);
                 *backoff = strait_kafka::backoff::Backoff::new(

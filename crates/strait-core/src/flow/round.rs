@@ -578,6 +578,7 @@ impl Flow {
         Ok(RoundStats {
             records: outcome.records,
             caught_up,
+            placed_again: outcome.reset,
         })
     }
 

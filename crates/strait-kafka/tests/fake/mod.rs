@@ -119,6 +119,10 @@ bodies!(
     SaslAuthenticate(kafka_protocol::messages::SaslAuthenticateRequest),
     EndTxn(kafka_protocol::messages::EndTxnRequest),
     DescribeConfigs(kafka_protocol::messages::DescribeConfigsRequest),
+    JoinGroup(kafka_protocol::messages::JoinGroupRequest),
+    SyncGroup(kafka_protocol::messages::SyncGroupRequest),
+    Heartbeat(kafka_protocol::messages::HeartbeatRequest),
+    LeaveGroup(kafka_protocol::messages::LeaveGroupRequest),
 );
 
 /// A request as a fake broker read it.

@@ -3,6 +3,12 @@
 //! (checkpoints and group sync per flow, topic ACLs synced once, the HTTP API without
 //! control), and [`OneShotCopy::run`] runs them until each caught up with the source end it saw
 //! at start, or until interrupted. No heartbeats: a copy has no liveness to show.
+//!
+//! A flow run by workers is copied as a member of its workers' group that owns every unit
+//! ([`member`]): a `strait run` worker that starts mid-copy is handed nothing until the copy has
+//! stopped between rounds, written its map and left the group.
+
+mod member;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -12,6 +18,7 @@ use futures::{FutureExt as _, StreamExt as _};
 use strait_core::config::{FlowConfig, Role, Side, StraitConfig};
 use strait_kafka::Client;
 
+use self::member::CopyMember;
 use crate::error::Error;
 use crate::flow::{connect_flow, run_flow, FlowOutcome, StartedFlow, Stop, Until};
 use crate::http::Api;
@@ -21,6 +28,8 @@ use crate::http::Api;
 #[derive(Debug)]
 pub struct OneShotCopy {
     flows: Vec<StartedFlow>,
+    /// By flow, in config order: its place in its workers' group, for a flow run by workers.
+    members: Vec<Option<CopyMember>>,
     http: Option<AbortOnDrop>,
     http_addr: Option<SocketAddr>,
 }
@@ -39,7 +48,8 @@ impl OneShotCopy {
     /// Loads the config at `path` and starts every enabled flow: all of them or none, its
     /// checkpoints, topic ACLs synced once, and the HTTP API on `listen` (port 0: any free
     /// port, [`OneShotCopy::http_addr`]). Refuses flows that commit in transactions, and flows
-    /// whose `strait run` workers are running.
+    /// whose `strait run` workers are running; joins the workers' group of each flow run by
+    /// workers, owning every unit, before it places the flow.
     pub async fn start(path: &Path, listen: Option<SocketAddr>) -> Result<Self, Error> {
         let config = StraitConfig::load(path)?;
         for warning in &config.warnings {
@@ -64,15 +74,27 @@ impl OneShotCopy {
                 flows: exactly_once,
             });
         }
+        let mut targets = Vec::new();
         for flow in &config.flows {
-            refuse_beside_live_workers(&config, flow, path).await?;
+            targets.push(refuse_beside_live_workers(&config, flow, path).await?);
         }
         let mut flows = Vec::new();
+        let mut members = Vec::new();
         let mut api = Vec::new();
         let mut acl_tasks = Vec::new();
-        for flow in &config.flows {
+        for (flow, target) in config.flows.iter().zip(targets) {
+            // The flow is placed only once the copy owns its units: what a worker wrote before
+            // then is in the map or matched beyond it.
+            let member = match (target, &flow.workers) {
+                (Some(target), Some(workers)) => {
+                    Some(CopyMember::join(target, flow, workers).await?)
+                }
+                _ => None,
+            };
+            let lease = member.as_ref().map(CopyMember::lease);
             let (started, live, acls) =
-                connect_flow(&config, flow, None, None, Duration::MAX).await?;
+                connect_flow(&config, flow, None, lease, Duration::MAX).await?;
+            members.push(member);
             api.extend(live);
             acl_tasks.extend(acls);
             flows.push(started);
@@ -99,6 +121,7 @@ impl OneShotCopy {
         });
         Ok(OneShotCopy {
             flows,
+            members,
             http,
             http_addr,
         })
@@ -124,7 +147,12 @@ impl OneShotCopy {
         interrupt: impl std::future::Future<Output = ()> + Send + 'static,
         on_end: impl Fn(usize, &FlowOutcome),
     ) -> Vec<FlowOutcome> {
-        let OneShotCopy { flows, http, .. } = self;
+        let OneShotCopy {
+            flows,
+            members,
+            http,
+            ..
+        } = self;
         let interrupt: Stop = async move {
             interrupt.await;
             tracing::warn!(
@@ -141,10 +169,30 @@ impl OneShotCopy {
             .collect();
         let mut runs: futures::stream::FuturesUnordered<_> = flows
             .into_iter()
+            .zip(members)
             .enumerate()
-            .map(|(i, started)| {
-                let stop = interrupt.clone();
-                async move { (i, run_flow(started, Until::CaughtUp, stop).await) }
+            .map(|(i, (started, member))| {
+                let interrupt = interrupt.clone();
+                async move {
+                    let Some(mut member) = member else {
+                        return (i, run_flow(started, Until::CaughtUp, interrupt).await);
+                    };
+                    // Between rounds, the copy gives way to a worker that joined the group.
+                    let lost = member.lost();
+                    let stop: Stop = futures::future::select(interrupt, lost.boxed())
+                        .map(|_| ())
+                        .boxed()
+                        .shared();
+                    let mut outcome = run_flow(started, Until::CaughtUp, stop).await;
+                    if matches!(outcome.result, Err(Error::Interrupted { .. }))
+                        && !member.owns_all()
+                    {
+                        outcome.result = Err(member.joined_error());
+                        outcome.interrupted = false;
+                    }
+                    member.leave().await;
+                    (i, outcome)
+                }
             })
             .collect();
         let mut interrupted = interrupt.clone();
@@ -184,14 +232,15 @@ impl OneShotCopy {
 
 /// A one-shot copy of `flow` refuses to run while `strait run` processes of the same flow are
 /// members of its workers' group on the target: they own its partitions, and the copy would
-/// write them a second time.
+/// write them a second time. For a flow run by workers, a client of the target where the group
+/// lives.
 async fn refuse_beside_live_workers(
     config: &StraitConfig,
     flow: &FlowConfig,
     path: &Path,
-) -> Result<(), Error> {
+) -> Result<Option<Client>, Error> {
     let Some(workers) = &flow.workers else {
-        return Ok(());
+        return Ok(None);
     };
     let target_config = config
         .client_config(flow, Side::Target, Role::Producer)
@@ -239,5 +288,5 @@ async fn refuse_beside_live_workers(
             state: group.state,
         });
     }
-    Ok(())
+    Ok(Some(target))
 }
