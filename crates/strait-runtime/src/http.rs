@@ -68,7 +68,8 @@ pub(crate) struct ApiFlow {
     pub(crate) config: FlowConfig,
     /// A client of its source cluster, for group offsets.
     pub(crate) source: Client,
-    /// A client of its target cluster, for checkpoints (`/v1/readiness`).
+    /// A client of its target cluster, for checkpoints (`/v1/readiness`) and the remote
+    /// partitions' ends (`offsets::at_remote_end`).
     pub(crate) target: Client,
     /// The flow's map as last persisted.
     pub(crate) map: watch::Receiver<Arc<OffsetMap>>,
@@ -508,7 +509,18 @@ async fn translate(
             answer["result"] = crate::rows::reverse_json(&t);
             answer["note"] = json!(offsets::describe_back(&t));
         } else {
-            let t = map.translate(&sp, offset);
+            // Through the map, then the target's end for a partition mirrored without a record.
+            let mut rows = [offsets::TranslatedOffset {
+                topic: topic.clone(),
+                partition,
+                remote_topic: flow.config.remote_topic(&topic),
+                source_offset: offset,
+                metadata: None,
+                translation: map.translate(&sp, offset),
+            }];
+            offsets::at_remote_end(&flow.target, &map, &mut rows).await;
+            let [row] = rows;
+            let t = row.translation;
             answer["source_offset"] = json!(offset);
             answer["target_offset"] = json!(t.target());
             answer["exact"] = json!(t.is_exact());
@@ -578,7 +590,7 @@ async fn group(
     let mut out = Vec::new();
     for flow in asked.into_iter().filter_map(|(_, live)| live) {
         let map = flow.map();
-        let rows =
+        let mut rows =
             offsets::translate_group(&flow.source, &flow.config, &map, &group, q.topic.as_deref())
                 .await
                 .map_err(|e| {
@@ -590,6 +602,7 @@ async fn group(
                         ),
                     )
                 })?;
+        offsets::at_remote_end(&flow.target, &map, &mut rows).await;
         let partitions: Vec<crate::rows::GroupOffsetRow> = rows
             .iter()
             .map(|t| crate::rows::GroupOffsetRow::new(&flow.config.name(), &group, t))

@@ -3,14 +3,18 @@
 //! runs, not once its source is gone), `/v1/translate` both ways, `/v1/groups/{group}` for a
 //! group committed with librdkafka, `/v1/readiness` (safe to fail over once the checkpoints
 //! carry the group; not once the source is gone), and clear errors for bad queries.
+//!
+//! And, on the run's shared clusters with names of its own: a partition mirrored without a
+//! record (only an aborted transaction) translates to its remote end, exactly, on
+//! `/v1/translate` and `/v1/groups`, and `/v1/readiness` counts a group there exact.
 
 mod running;
 
 use std::time::{Duration, Instant};
 
-use running::{write_config, Running};
+use running::{write_config, write_flow_config, Running};
 use serde_json::Value;
-use strait_testkit::{Clusters, Rdk, TestRecord, Which};
+use strait_testkit::{Clusters, Names, Rdk, TestRecord, Which};
 
 const TOPIC: &str = "orders";
 const RECORDS: usize = 400;
@@ -184,4 +188,110 @@ fn the_http_api_translates_offsets_and_groups_from_the_live_map() {
     );
     let (status, _) = get("/healthz").expect("healthz");
     assert_eq!(status, 200);
+}
+
+/// A partition whose only records are an aborted transaction and its marker is read to its end
+/// by the running flow with nothing to copy: its map has an extent and no segment, which the
+/// map alone translates as "not mirrored". A position inside it continues at the remote
+/// partition's end (0: nothing was written there), exactly, on `/v1/translate` and
+/// `/v1/groups`; its checkpoint carries it, so `/v1/readiness` counts the group exact.
+#[test]
+fn a_partition_of_aborted_records_alone_translates_to_its_remote_end() {
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let rdk = Rdk::new();
+    let (a, b) = (names.alias("source"), names.alias("target"));
+    let topic = names.topic("aborted");
+    let group = names.group("billing");
+    let src = &clusters.source.bootstrap;
+    rdk.create_topic(src, &topic, 2);
+    rdk.produce(
+        src,
+        &topic,
+        &[TestRecord::new(0, None, Some(b"kept"))],
+        "none",
+    );
+    // Partition 1: one aborted record at 0, its marker at 1; nothing a consumer reads.
+    rdk.produce_transactions(
+        src,
+        &topic,
+        &[(vec![TestRecord::new(1, None, Some(b"aborted"))], false)],
+    );
+    rdk.commit(src, &group, &topic, &[(0, 1), (1, 2)]);
+    let config = write_flow_config(
+        &clusters,
+        (&a, &b),
+        &format!("aborted-{a}.properties"),
+        &format!(
+            "topics = {topic}\n\
+             groups = {}\n\
+             heartbeats.replication.enabled = false\n",
+            names.pattern()
+        ),
+    );
+    let strait = Running::start(
+        &config,
+        clusters.dir().join(format!("strait-aborted-{a}.log")),
+    );
+    let get = |path: &str| strait.get_json(path);
+
+    // Once the flow has read partition 1 to its end (2, past the marker).
+    let path = format!("/v1/translate?topic={topic}&partition=1&offset=2");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let answer = loop {
+        match get(&path) {
+            Ok((200, body)) if body["exact"] == Value::Bool(true) => break body,
+            other => {
+                assert!(
+                    Instant::now() < deadline,
+                    "no exact translation of the end of the aborted partition within 60 s; \
+                     last answer {other:?}; log:\n{}",
+                    strait.log_text()
+                );
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    };
+    assert_eq!(answer["remote_topic"], format!("{a}.{topic}"), "{answer}");
+    assert_eq!(answer["target_offset"], 0, "{answer}");
+    assert_eq!(answer["result"]["kind"], "exact", "{answer}");
+    assert_eq!(answer["note"], "", "{answer}");
+
+    let (status, body) = get(&format!("/v1/groups/{group}")).expect("group");
+    assert_eq!(status, 200, "{body}");
+    let got: Vec<(i64, i64, i64, bool)> = body["flows"][0]["partitions"]
+        .as_array()
+        .expect("partitions")
+        .iter()
+        .map(|p| {
+            (
+                p["partition"].as_i64().unwrap_or(-1),
+                p["source_offset"].as_i64().unwrap_or(-1),
+                p["target_offset"].as_i64().unwrap_or(-1),
+                p["exact"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect();
+    assert_eq!(got, vec![(0, 1, 1, true), (1, 2, 0, true)], "{body}");
+
+    // Nothing at risk: the group's position on the aborted partition is checkpointed too.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let safe = loop {
+        match get("/v1/readiness") {
+            Ok((200, body)) if body["flows"][0]["exact"] == true => break body,
+            other => {
+                assert!(
+                    Instant::now() < deadline,
+                    "not ready to fail over within 60 s: {other:?}; log:\n{}",
+                    strait.log_text()
+                );
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        }
+    };
+    let g = &safe["flows"][0]["groups"][0];
+    assert_eq!(g["group"], group.as_str(), "{safe}");
+    assert_eq!(g["partitions_without_checkpoint"], 0, "{safe}");
+    assert_eq!(g["records_since_checkpoint"], 0, "{safe}");
+    strait.shutdown();
 }

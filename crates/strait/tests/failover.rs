@@ -40,6 +40,17 @@ impl Setup {
     /// `orders` (2 partitions) on the source of `clusters` with `SIZES` records, mirrored, with
     /// names of this test's own.
     fn mirrored(clusters: Clusters) -> Setup {
+        let setup = Setup::new(clusters);
+        for (partition, n) in SIZES.iter().enumerate() {
+            setup.produce_source(partition as i32, 0, *n);
+        }
+        setup.mirror();
+        setup
+    }
+
+    /// `orders` (2 partitions, empty) on the source of `clusters` and the flow's config, with
+    /// names of this test's own; nothing mirrored yet.
+    fn new(clusters: Clusters) -> Setup {
         let names = Names::new();
         let (source_alias, target_alias) = (names.alias("source"), names.alias("target"));
         let flow = format!("{source_alias}->{target_alias}");
@@ -59,7 +70,7 @@ impl Setup {
                 groups = names.pattern()
             ),
         );
-        let setup = Setup {
+        Setup {
             clusters,
             rdk,
             config,
@@ -69,12 +80,7 @@ impl Setup {
             flow,
             topic,
             remote,
-        };
-        for (partition, n) in SIZES.iter().enumerate() {
-            setup.produce_source(partition as i32, 0, *n);
         }
-        setup.mirror();
-        setup
     }
 
     fn source(&self) -> &str {
@@ -506,6 +512,61 @@ fn failover_plan_is_exact_and_apply_writes_it_once_refusing_unsafe_groups() {
     assert_eq!(
         (late.target_offset, late.exact, late.unreplicated),
         (Some(45), true, 0)
+    );
+}
+
+/// A partition whose only records are an aborted transaction (and its marker) is read to its
+/// end and mirrored with no record to copy: its map has an extent and no segment, which the
+/// map alone translates as "not mirrored". A group at its end is planned at the remote
+/// partition's end, exactly and unblocked, and apply writes it there (the stale-plan check
+/// translates it the same way again).
+#[test]
+fn a_partition_of_aborted_records_alone_is_planned_and_applied_at_its_remote_end() {
+    let s = Setup::new(Clusters::shared());
+    let (a, b) = (s.source().to_owned(), s.target().to_owned());
+    let (topic, remote) = (s.topic.as_str(), s.remote.as_str());
+    let billing = s.group("billing");
+    s.produce_source(0, 0, 3);
+    // Partition 1: one aborted record at 0, its marker at 1; nothing a consumer reads.
+    s.rdk
+        .produce_transactions(&a, topic, &[(vec![record(1, "aborted")], false)]);
+    s.mirror();
+    s.commit(&a, &billing, topic, &[(0, 3), (1, 2)]);
+
+    let (plan_file, out) = s.plan_to("failover", &format!("aborted-{}.json", s.source_alias));
+    eprintln!("--- strait failover plan (table) ---\n{}", out.stdout);
+    let plan = read_plan(&plan_file);
+    let g = group(&plan, &billing);
+    assert_eq!(g.blocker, None, "{g:#?}");
+    let planned = |p: i32| {
+        let pp = s.partition(g, p);
+        (
+            pp.target_offset,
+            pp.exact,
+            pp.blocker.clone(),
+            pp.note.clone(),
+        )
+    };
+    assert_eq!(planned(0), (Some(3), true, None, String::new()), "{g:#?}");
+    assert_eq!(planned(1), (Some(0), true, None, String::new()), "{g:#?}");
+
+    let out = s.strait(&[
+        "failover",
+        "apply",
+        &plan_file,
+        "--config",
+        s.config(),
+        "--json",
+    ]);
+    let report = json(&out);
+    assert_eq!(
+        outcome(&report, &billing),
+        ("applied".to_owned(), None),
+        "{report:#}"
+    );
+    assert_eq!(
+        s.committed(&b, &billing, remote),
+        offsets(&[(0, 3), (1, 0)])
     );
 }
 

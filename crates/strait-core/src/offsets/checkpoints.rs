@@ -18,7 +18,9 @@
 //! `groups` / `groups.exclude`, its committed offsets on the partitions the flow's offset map
 //! covers are read (one OffsetFetch per coordinator for up to 200 groups,
 //! `Client::offset_fetch_groups`) and translated through the map
-//! ([`translate_offsets`](super::translate_offsets)). Partitions of topics the flow no longer
+//! ([`translate_offsets`](super::translate_offsets)); a position in a partition the flow
+//! mirrored without a record (only aborted transactions) continues at the remote partition's
+//! end ([`at_remote_end`](super::at_remote_end)). Partitions of topics the flow no longer
 //! mirrors and partitions without a target position are left out; a group left with nothing is
 //! not checkpointed at all (KAFKA-14837).
 //!
@@ -467,7 +469,7 @@ impl CheckpointTask {
         self.read_at.retain(|g, _| committed.contains_key(g));
         for group in groups {
             self.read_at.insert(group.clone(), read);
-            let translated = match committed.remove(&group) {
+            let mut translated = match committed.remove(&group) {
                 Some(Ok(offsets)) => {
                     let selected: Vec<_> = offsets
                         .into_iter()
@@ -498,6 +500,10 @@ impl CheckpointTask {
                     continue;
                 }
             };
+            // A position in a partition mirrored without a record is checkpointed at the
+            // remote partition's end, so group sync, readiness and a plan made from the
+            // checkpoints carry it too.
+            super::at_remote_end(&self.target, &map, &mut translated).await;
             for t in translated
                 .iter()
                 .filter(|t| self.flow.should_replicate_topic(&t.topic))

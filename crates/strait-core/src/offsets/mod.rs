@@ -4,7 +4,8 @@
 //!
 //! Everything that moves a group between clusters (checkpoints, group sync, failover and
 //! failback plans, export and import, the HTTP API) starts from [`translate_group`] or
-//! [`translate_offsets`], so they all agree on every number.
+//! [`translate_offsets`], so they all agree on every number; and everything that translates
+//! forward then asks [`at_remote_end`] where a partition mirrored without a record continues.
 
 pub mod checkpoints;
 mod events;
@@ -14,7 +15,9 @@ pub mod plan;
 pub mod readiness;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
+use strait_kafka::admin::{IsolationLevel, OffsetSpec};
 use strait_kafka::groups::CommittedOffset;
 use strait_kafka::{Client, TopicPartition};
 use strait_wire::offset_map::{OffsetMap, ReverseTranslation, SourcePartition, Translation};
@@ -166,6 +169,76 @@ pub async fn translate_group(
     Ok(translate_offsets(flow, map, committed))
 }
 
+/// How long [`at_remote_end`] waits for the target's ends before it leaves the rows as they are.
+const REMOTE_END_PATIENCE: Duration = Duration::from_secs(5);
+
+/// Whether `map` holds `offset` of `topic`-`partition` inside an extent without a segment, a
+/// lost range or a compacted floor: the flow read that partition to there and found no
+/// record to mirror (under read_committed, only aborted transactions and their markers).
+/// [`OffsetMap::translate`] has no target offset to give (`Unmapped`), but nothing before the
+/// extent's end is left to carry across.
+pub fn in_extent_alone(map: &OffsetMap, topic: &str, partition: i32, offset: i64) -> bool {
+    map.partition(&SourcePartition::new(topic.to_owned(), partition))
+        .is_some_and(|m| {
+            m.segments().is_empty()
+                && m.lost_ranges().is_empty()
+                && m.floor().is_none()
+                && m.extent()
+                    .is_some_and(|e| (e.src_start..=e.src_end).contains(&offset))
+        })
+}
+
+/// Resolves the rows that `map` leaves `Unmapped` only because their partition was mirrored
+/// without a record ([`in_extent_alone`]): such a position continues exactly at the remote
+/// partition's end on `target` (ListOffsets latest, read_committed), where a consumer of the
+/// remote topic reads the next record the flow mirrors from it. Every path that translates
+/// forward for an operator or a group (`strait offsets translate`, `/v1/translate`,
+/// `/v1/groups`, checkpoints, failover plans and apply) passes its rows through here.
+///
+/// When `target` does not answer for a partition (an error, no answer within a few seconds),
+/// its row stays `Unmapped`, never a guess, and the other rows are still answered.
+pub async fn at_remote_end(target: &Client, map: &OffsetMap, rows: &mut [TranslatedOffset]) {
+    let alone = |t: &TranslatedOffset| {
+        matches!(t.translation, Translation::Unmapped)
+            && in_extent_alone(map, &t.topic, t.partition, t.source_offset)
+    };
+    let asks: Vec<(TopicPartition, OffsetSpec)> = rows
+        .iter()
+        .filter(|t| alone(t))
+        .map(|t| (t.remote_partition(), OffsetSpec::Latest))
+        .collect();
+    if asks.is_empty() {
+        return;
+    }
+    let ends = match target
+        .list_offsets_within(&asks, IsolationLevel::ReadCommitted, REMOTE_END_PATIENCE)
+        .await
+    {
+        Ok(ends) => ends,
+        Err(e) => {
+            tracing::warn!(
+                error = %e,
+                "cannot read the remote partitions' ends on the target: positions in \
+                 partitions mirrored without a record stay untranslated"
+            );
+            return;
+        }
+    };
+    for t in rows.iter_mut().filter(|t| alone(t)) {
+        match ends.get(&t.remote_partition()) {
+            Some(Ok(end)) => t.translation = Translation::Exact { target: end.offset },
+            Some(Err(e)) => tracing::warn!(
+                topic = %t.remote_topic,
+                partition = t.partition,
+                error = %e,
+                "cannot read the remote partition's end on the target: the position stays \
+                 untranslated"
+            ),
+            None => {}
+        }
+    }
+}
+
 /// The consumer groups on `client` that `flow` carries across (`groups` / `groups.exclude`),
 /// sorted: groups of the consumer protocol, and groups that only store offsets (an empty
 /// protocol type), as MM2's `listConsumerGroups`.
@@ -193,4 +266,31 @@ pub async fn committed(
         return Ok(BTreeMap::new());
     }
     client.offset_fetch(group, Some(partitions)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only a partition read without a record to mirror, and only inside what was read, is
+    /// left for the target's end: a partition with a segment, a lost range, no map at all, or
+    /// a position past the extent is the map's alone to answer.
+    #[test]
+    fn only_positions_inside_an_extent_without_segments_are_mirrored_without_a_record() {
+        let mut map = OffsetMap::new();
+        let alone = SourcePartition::new("t", 0);
+        map.record_skipped(&alone, 0, 2).expect("skipped");
+        assert_eq!(map.translate(&alone, 2), Translation::Unmapped);
+        assert!(in_extent_alone(&map, "t", 0, 0));
+        assert!(in_extent_alone(&map, "t", 0, 2));
+        assert!(!in_extent_alone(&map, "t", 0, 3), "past what was read");
+        let mirrored = SourcePartition::new("t", 1);
+        map.record_skipped(&mirrored, 0, 2).expect("skipped");
+        map.record(&mirrored, 2, 0, 1).expect("a record");
+        assert!(!in_extent_alone(&map, "t", 1, 1), "it has a segment");
+        let lost = SourcePartition::new("t", 2);
+        map.record_lost(&lost, 0, 5).expect("lost");
+        assert!(!in_extent_alone(&map, "t", 2, 3), "it has a lost range");
+        assert!(!in_extent_alone(&map, "t", 3, 0), "no map");
+    }
 }

@@ -11,11 +11,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use strait_core::config::{Role, Side, StraitConfig};
 use strait_core::internal::map_store::MapStore;
-use strait_core::offsets::TranslatedOffset;
-use strait_kafka::admin::{IsolationLevel, OffsetSpec};
-use strait_kafka::{Client, TopicPartition};
 use strait_runtime::rows::GroupOffsetRow;
-use strait_wire::offset_map::{OffsetMap, SourcePartition, Translation};
 
 /// `strait offsets` arguments.
 #[derive(Debug, clap::Args)]
@@ -103,7 +99,7 @@ async fn translate(args: TranslateArgs) -> anyhow::Result<ExitCode> {
         let map = MapStore::read(&target, flow.source_alias.as_str()).await?;
         let mut translated =
             strait_core::offsets::translate_group(&source, flow, &map, group, topic).await?;
-        at_remote_end(&target, &map, &mut translated).await?;
+        strait_core::offsets::at_remote_end(&target, &map, &mut translated).await;
         for t in &translated {
             rows.push(GroupOffsetRow::new(&flow.name(), group, t));
         }
@@ -133,44 +129,4 @@ async fn translate(args: TranslateArgs) -> anyhow::Result<ExitCode> {
         println!("(group {group} has no committed offsets on mirrored partitions)");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// A partition the flow has read to its end without a record to mirror (under read_committed,
-/// only aborted transactions and their markers) has a map of an extent alone, no segment, which
-/// translates as `Unmapped` ("not mirrored"). It is mirrored: a position inside that extent has
-/// nothing before the extent's end left to carry across, so it continues at the remote
-/// partition's end on the target, exactly. Partitions with a lost range stay as they are.
-async fn at_remote_end(
-    target: &Client,
-    map: &OffsetMap,
-    rows: &mut [TranslatedOffset],
-) -> anyhow::Result<()> {
-    let handled_to_here = |t: &TranslatedOffset| {
-        let sp = SourcePartition::new(t.topic.clone(), t.partition);
-        matches!(t.translation, Translation::Unmapped)
-            && map.partition(&sp).is_some_and(|m| {
-                m.segments().is_empty()
-                    && m.lost_ranges().is_empty()
-                    && m.extent()
-                        .is_some_and(|e| (e.src_start..=e.src_end).contains(&t.source_offset))
-            })
-    };
-    let remote = |t: &TranslatedOffset| TopicPartition::new(t.remote_topic.clone(), t.partition);
-    let asks: Vec<(TopicPartition, OffsetSpec)> = rows
-        .iter()
-        .filter(|t| handled_to_here(t))
-        .map(|t| (remote(t), OffsetSpec::Latest))
-        .collect();
-    if asks.is_empty() {
-        return Ok(());
-    }
-    let ends = target
-        .list_offsets(&asks, IsolationLevel::ReadCommitted)
-        .await?;
-    for t in rows.iter_mut().filter(|t| handled_to_here(t)) {
-        if let Some(Ok(end)) = ends.get(&remote(t)) {
-            t.translation = Translation::Exact { target: end.offset };
-        }
-    }
-    Ok(())
 }

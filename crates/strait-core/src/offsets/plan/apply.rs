@@ -29,7 +29,7 @@ use super::{
     known_committed_of, known_or_described, read_map, Committed, Descriptions, Direction,
     FailoverPlan, GroupPlan, PartitionPlan, PlanError,
 };
-use crate::offsets::committed;
+use crate::offsets::{at_remote_end, committed, TranslatedOffset};
 
 /// How to apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -611,12 +611,14 @@ impl Ctx<'_> {
             }
         }
         if let Some(map) = self.map {
+            let forward = match direction {
+                Direction::Failover => self.translated_again(map, &todo).await,
+                Direction::Failback => BTreeMap::new(),
+            };
             for (p, tp, planned) in &todo {
                 let sp = SourcePartition::new(p.topic.clone(), p.partition);
                 let again = match direction {
-                    Direction::Failover => {
-                        p.source_offset.and_then(|o| map.translate(&sp, o).target())
-                    }
+                    Direction::Failover => forward.get(&p.source_partition()).copied().flatten(),
                     Direction::Failback => p
                         .target_offset
                         .and_then(|o| map.translate_back(&sp, o).source()),
@@ -658,6 +660,35 @@ impl Ctx<'_> {
                 e
             )),
         }
+    }
+
+    /// Where `map` places the plan's source offsets of `todo` now (a failover: the map is
+    /// read from the destination), as the plan placed them
+    /// ([`at_remote_end`](crate::offsets::at_remote_end) included), by source partition.
+    async fn translated_again(
+        &self,
+        map: &OffsetMap,
+        todo: &[(&PartitionPlan, TopicPartition, i64)],
+    ) -> BTreeMap<TopicPartition, Option<i64>> {
+        let mut rows: Vec<TranslatedOffset> = todo
+            .iter()
+            .filter_map(|(p, _, _)| {
+                let source_offset = p.source_offset?;
+                let sp = SourcePartition::new(p.topic.clone(), p.partition);
+                Some(TranslatedOffset {
+                    topic: p.topic.clone(),
+                    partition: p.partition,
+                    remote_topic: p.remote_topic.clone(),
+                    source_offset,
+                    metadata: None,
+                    translation: map.translate(&sp, source_offset),
+                })
+            })
+            .collect();
+        at_remote_end(self.destination, map, &mut rows).await;
+        rows.iter()
+            .map(|t| (t.source_partition(), t.target_offset()))
+            .collect()
     }
 
     /// The group on the origin: its description and its committed offsets of the partitions

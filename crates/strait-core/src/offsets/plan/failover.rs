@@ -15,7 +15,9 @@ use super::{
 };
 use crate::config::FlowConfig;
 use crate::filter::PatternList;
-use crate::offsets::{committed, consumer_groups, mapped_partitions, translate_offsets};
+use crate::offsets::{
+    at_remote_end, committed, consumer_groups, mapped_partitions, translate_offsets,
+};
 use crate::offsets::{describe, TranslatedOffset};
 
 /// Plans the failover of `flow`'s groups from `source` (A) to `target` (B).
@@ -206,7 +208,8 @@ impl Planning<'_> {
         if on_mirrored.is_empty() {
             return Ok(None);
         }
-        let translated = translate_offsets(flow, map, on_mirrored);
+        let mut translated = translate_offsets(flow, map, on_mirrored);
+        at_remote_end(target, map, &mut translated).await;
         let remote: Vec<TopicPartition> = translated
             .iter()
             .map(TranslatedOffset::remote_partition)
@@ -279,10 +282,12 @@ pub async fn plan_failover_from_checkpoints(
         if !wanted(group, narrow) {
             continue;
         }
-        let translated = translate_checkpoints(flow, &map, &source_topic, by_partition.values());
+        let mut translated =
+            translate_checkpoints(flow, &map, &source_topic, by_partition.values());
         if translated.is_empty() {
             continue;
         }
+        at_remote_end(target, &map, &mut translated).await;
         let remote: Vec<TopicPartition> = translated
             .iter()
             .map(TranslatedOffset::remote_partition)
