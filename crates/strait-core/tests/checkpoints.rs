@@ -522,6 +522,68 @@ async fn readiness_ages_a_record_by_when_strait_saw_it_not_by_its_event_time() {
     );
 }
 
+/// A partition the map holds as read without a record to mirror (only an aborted transaction)
+/// continues at the remote partition's end only while the source still ends where the map's
+/// extent does. Once the source has more, mirrored to the target after the map was taken (a
+/// persisted map lags the flow by seconds), the remote end would place a group past records
+/// it never read: it stays "not mirrored yet". Without the source nothing is confirmed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_read_without_a_record_is_at_the_remote_end_only_while_the_source_has_no_more()
+{
+    use strait_core::offsets::{at_remote_end, translate_offsets};
+    use strait_kafka::groups::CommittedOffset;
+    use strait_testkit::TestRecord;
+    use strait_wire::offset_map::{OffsetMap, SourcePartition, Translation};
+    let clusters = Clusters::shared();
+    let names = Names::new();
+    let rdk = strait_testkit::Rdk::new();
+    let (a, b) = (names.alias("source"), names.alias("target"));
+    let (src, dst) = (&clusters.source.bootstrap, &clusters.target.bootstrap);
+    let topic = names.topic("aborted");
+    let remote = format!("{a}.{topic}");
+    rdk.create_topic(src, &topic, 2);
+    rdk.create_topic(dst, &remote, 2);
+    // On both partitions: an aborted record at 0, its marker at 1.
+    let aborted: Vec<TestRecord> = (0..2)
+        .map(|p| TestRecord::new(p, None, Some(b"aborted")))
+        .collect();
+    rdk.produce_transactions(src, &topic, &[(aborted, false)]);
+    let mut map = OffsetMap::new();
+    for p in 0..2 {
+        map.record_skipped(&SourcePartition::new(&topic, p), 0, 2)
+            .expect("skipped");
+    }
+    // Partition 1 then takes 3 records on the source, mirrored after the map was taken.
+    rdk.produce(src, &topic, &mirror::on_partition(1, 3, "later"), "none");
+    rdk.produce(dst, &remote, &mirror::on_partition(1, 3, "later"), "none");
+    let config = common::flow_config_between((&a, &b), src, dst, &format!("topics = {topic}"));
+    let (source, target) = (common::client(src).await, common::client(dst).await);
+    let at_end = |p: i32| {
+        (
+            TopicPartition::new(topic.clone(), p),
+            CommittedOffset {
+                offset: 2,
+                leader_epoch: -1,
+                metadata: None,
+            },
+        )
+    };
+    let mut rows = translate_offsets(&config, &map, [at_end(0), at_end(1)]);
+    assert!(rows.iter().all(|t| t.translation == Translation::Unmapped));
+    at_remote_end(Some(&source), &target, &map, &mut rows).await;
+    assert_eq!(rows[0].translation, Translation::Exact { target: 0 });
+    assert_eq!(
+        rows[1].translation,
+        Translation::Unmapped,
+        "the remote end (3) is past 3 records the group has not read"
+    );
+    let mut unconfirmed = translate_offsets(&config, &map, [at_end(0), at_end(1)]);
+    at_remote_end(None, &target, &map, &mut unconfirmed).await;
+    assert!(unconfirmed
+        .iter()
+        .all(|t| t.translation == Translation::Unmapped));
+}
+
 /// Readiness covers what the flow should mirror, not what its map holds: a topic created on
 /// the source since the flow last looked (10 records, none mirrored) is at risk from its log
 /// start, and a group that committed on it has a position no checkpoint carries; a group

@@ -518,7 +518,7 @@ async fn translate(
                 metadata: None,
                 translation: map.translate(&sp, offset),
             }];
-            offsets::at_remote_end(&flow.target, &map, &mut rows).await;
+            offsets::at_remote_end(Some(&flow.source), &flow.target, &map, &mut rows).await;
             let [row] = rows;
             let t = row.translation;
             answer["source_offset"] = json!(offset);
@@ -602,7 +602,7 @@ async fn group(
                         ),
                     )
                 })?;
-        offsets::at_remote_end(&flow.target, &map, &mut rows).await;
+        offsets::at_remote_end(Some(&flow.source), &flow.target, &map, &mut rows).await;
         let partitions: Vec<crate::rows::GroupOffsetRow> = rows
             .iter()
             .map(|t| crate::rows::GroupOffsetRow::new(&flow.config.name(), &group, t))

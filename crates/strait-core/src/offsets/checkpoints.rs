@@ -503,7 +503,7 @@ impl CheckpointTask {
             // A position in a partition mirrored without a record is checkpointed at the
             // remote partition's end, so group sync, readiness and a plan made from the
             // checkpoints carry it too.
-            super::at_remote_end(&self.target, &map, &mut translated).await;
+            super::at_remote_end(Some(&self.source), &self.target, &map, &mut translated).await;
             for t in translated
                 .iter()
                 .filter(|t| self.flow.should_replicate_topic(&t.topic))

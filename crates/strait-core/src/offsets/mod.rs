@@ -195,20 +195,88 @@ pub fn in_extent_alone(map: &OffsetMap, topic: &str, partition: i32, offset: i64
 /// forward for an operator or a group (`strait offsets translate`, `/v1/translate`,
 /// `/v1/groups`, checkpoints, failover plans and apply) passes its rows through here.
 ///
+/// Only when `source` says, asked after the target, that the partition still ends where the
+/// extent does (its high watermark): a record past the extent may have been mirrored after
+/// `map` was taken (a map persisted a while ago, a flow between two rounds), and the remote end
+/// would then place the group past a record it has not read. Without `source` (it does not
+/// answer), or when the source has more, the row stays `Unmapped`: not mirrored yet.
+///
 /// When `target` does not answer for a partition (an error, no answer within a few seconds),
 /// its row stays `Unmapped`, never a guess, and the other rows are still answered.
-pub async fn at_remote_end(target: &Client, map: &OffsetMap, rows: &mut [TranslatedOffset]) {
-    let alone = |t: &TranslatedOffset| {
-        matches!(t.translation, Translation::Unmapped)
-            && in_extent_alone(map, &t.topic, t.partition, t.source_offset)
+pub async fn at_remote_end(
+    source: Option<&Client>,
+    target: &Client,
+    map: &OffsetMap,
+    rows: &mut [TranslatedOffset],
+) {
+    let Some(source) = source else {
+        return;
     };
+    let Some(ends) = remote_ends(target, map, rows).await else {
+        return;
+    };
+    // Asked after the target: a record mirrored before the target answered was on the source
+    // before that, so a source that still ends at the extent's end had none to mirror.
+    let asks: Vec<(TopicPartition, OffsetSpec)> = ends
+        .keys()
+        .filter_map(|remote| {
+            let row = rows.iter().find(|t| &t.remote_partition() == remote)?;
+            Some((row.source_partition(), OffsetSpec::Latest))
+        })
+        .collect();
+    let source_ends = match source
+        .list_offsets_within(&asks, IsolationLevel::ReadUncommitted, REMOTE_END_PATIENCE)
+        .await
+    {
+        Ok(ends) => ends,
+        Err(e) => {
+            tracing::warn!(
+                error = %e,
+                "cannot read the source partitions' ends: positions in partitions mirrored                  without a record stay untranslated"
+            );
+            return;
+        }
+    };
+    for t in rows.iter_mut() {
+        let Some(&end) = ends.get(&t.remote_partition()) else {
+            continue;
+        };
+        if !in_extent_alone(map, &t.topic, t.partition, t.source_offset) {
+            continue;
+        }
+        let extent_end = map
+            .partition(&SourcePartition::new(t.topic.clone(), t.partition))
+            .and_then(|m| m.extent())
+            .map(|e| e.src_end);
+        let unchanged = matches!(
+            (source_ends.get(&t.source_partition()), extent_end),
+            (Some(Ok(now)), Some(read_to)) if now.offset <= read_to
+        );
+        if unchanged && matches!(t.translation, Translation::Unmapped) {
+            t.translation = Translation::Exact { target: end };
+        }
+    }
+}
+
+/// The remote partitions' ends on `target` now (read_committed), of the rows `map` leaves
+/// `Unmapped` only because their partition was mirrored without a record
+/// ([`in_extent_alone`]), by remote partition; `None` when there are none or `target` did not
+/// answer (a partition it answered with an error is left out).
+pub async fn remote_ends(
+    target: &Client,
+    map: &OffsetMap,
+    rows: &[TranslatedOffset],
+) -> Option<BTreeMap<TopicPartition, i64>> {
     let asks: Vec<(TopicPartition, OffsetSpec)> = rows
         .iter()
-        .filter(|t| alone(t))
+        .filter(|t| {
+            matches!(t.translation, Translation::Unmapped)
+                && in_extent_alone(map, &t.topic, t.partition, t.source_offset)
+        })
         .map(|t| (t.remote_partition(), OffsetSpec::Latest))
         .collect();
     if asks.is_empty() {
-        return;
+        return None;
     }
     let ends = match target
         .list_offsets_within(&asks, IsolationLevel::ReadCommitted, REMOTE_END_PATIENCE)
@@ -221,22 +289,25 @@ pub async fn at_remote_end(target: &Client, map: &OffsetMap, rows: &mut [Transla
                 "cannot read the remote partitions' ends on the target: positions in \
                  partitions mirrored without a record stay untranslated"
             );
-            return;
+            return None;
         }
     };
-    for t in rows.iter_mut().filter(|t| alone(t)) {
-        match ends.get(&t.remote_partition()) {
-            Some(Ok(end)) => t.translation = Translation::Exact { target: end.offset },
-            Some(Err(e)) => tracing::warn!(
-                topic = %t.remote_topic,
-                partition = t.partition,
+    let mut out = BTreeMap::new();
+    for (tp, end) in ends {
+        match end {
+            Ok(end) => {
+                out.insert(tp, end.offset);
+            }
+            Err(e) => tracing::warn!(
+                topic = %tp.topic,
+                partition = tp.partition,
                 error = %e,
                 "cannot read the remote partition's end on the target: the position stays \
                  untranslated"
             ),
-            None => {}
         }
     }
+    Some(out)
 }
 
 /// The consumer groups on `client` that `flow` carries across (`groups` / `groups.exclude`),

@@ -99,7 +99,7 @@ async fn translate(args: TranslateArgs) -> anyhow::Result<ExitCode> {
         let map = MapStore::read(&target, flow.source_alias.as_str()).await?;
         let mut translated =
             strait_core::offsets::translate_group(&source, flow, &map, group, topic).await?;
-        strait_core::offsets::at_remote_end(&target, &map, &mut translated).await;
+        strait_core::offsets::at_remote_end(Some(&source), &target, &map, &mut translated).await;
         for t in &translated {
             rows.push(GroupOffsetRow::new(&flow.name(), group, t));
         }

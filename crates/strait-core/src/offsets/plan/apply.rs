@@ -23,13 +23,13 @@ use futures::StreamExt;
 use serde::Serialize;
 use strait_kafka::groups::{CommittedOffset, GroupDescription, OffsetToCommit, Stability};
 use strait_kafka::{Client, TopicPartition};
-use strait_wire::offset_map::{OffsetMap, SourcePartition};
+use strait_wire::offset_map::{OffsetMap, SourcePartition, Translation};
 
 use super::{
     known_committed_of, known_or_described, read_map, Committed, Descriptions, Direction,
     FailoverPlan, GroupPlan, PartitionPlan, PlanError,
 };
-use crate::offsets::{at_remote_end, committed, TranslatedOffset};
+use crate::offsets::{at_remote_end, committed, in_extent_alone, remote_ends, TranslatedOffset};
 
 /// How to apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -664,7 +664,10 @@ impl Ctx<'_> {
 
     /// Where `map` places the plan's source offsets of `todo` now (a failover: the map is
     /// read from the destination), as the plan placed them
-    /// ([`at_remote_end`](crate::offsets::at_remote_end) included), by source partition.
+    /// ([`at_remote_end`](crate::offsets::at_remote_end) included, the origin confirming), by
+    /// source partition. Without the origin, a partition mirrored without a record is where
+    /// the plan placed it if the remote partition still ends there: nothing was written to it
+    /// since the plan, which the source confirmed or took from a checkpoint written so.
     async fn translated_again(
         &self,
         map: &OffsetMap,
@@ -685,7 +688,32 @@ impl Ctx<'_> {
                 })
             })
             .collect();
-        at_remote_end(self.destination, map, &mut rows).await;
+        match self.origin {
+            Some(origin) => at_remote_end(Some(origin), self.destination, map, &mut rows).await,
+            None => {
+                let ends = remote_ends(self.destination, map, &rows)
+                    .await
+                    .unwrap_or_default();
+                for t in &mut rows {
+                    let planned = todo
+                        .iter()
+                        .find(|(p, _, _)| p.source_partition() == t.source_partition())
+                        .map(|(_, _, planned)| *planned);
+                    let Some(end) = ends
+                        .get(&t.remote_partition())
+                        .copied()
+                        .filter(|end| Some(*end) == planned)
+                    else {
+                        continue;
+                    };
+                    if matches!(t.translation, Translation::Unmapped)
+                        && in_extent_alone(map, &t.topic, t.partition, t.source_offset)
+                    {
+                        t.translation = Translation::Exact { target: end };
+                    }
+                }
+            }
+        }
         rows.iter()
             .map(|t| (t.source_partition(), t.target_offset()))
             .collect()

@@ -16,7 +16,8 @@ use super::{
 use crate::config::FlowConfig;
 use crate::filter::PatternList;
 use crate::offsets::{
-    at_remote_end, committed, consumer_groups, mapped_partitions, translate_offsets,
+    at_remote_end, committed, consumer_groups, in_extent_alone, mapped_partitions,
+    translate_offsets,
 };
 use crate::offsets::{describe, TranslatedOffset};
 
@@ -209,7 +210,7 @@ impl Planning<'_> {
             return Ok(None);
         }
         let mut translated = translate_offsets(flow, map, on_mirrored);
-        at_remote_end(target, map, &mut translated).await;
+        at_remote_end(Some(source), target, map, &mut translated).await;
         let remote: Vec<TopicPartition> = translated
             .iter()
             .map(TranslatedOffset::remote_partition)
@@ -282,12 +283,10 @@ pub async fn plan_failover_from_checkpoints(
         if !wanted(group, narrow) {
             continue;
         }
-        let mut translated =
-            translate_checkpoints(flow, &map, &source_topic, by_partition.values());
+        let translated = translate_checkpoints(flow, &map, &source_topic, by_partition.values());
         if translated.is_empty() {
             continue;
         }
-        at_remote_end(target, &map, &mut translated).await;
         let remote: Vec<TopicPartition> = translated
             .iter()
             .map(TranslatedOffset::remote_partition)
@@ -372,6 +371,17 @@ fn translate_checkpoints<'a>(
         .collect();
     let mut translated = translate_offsets(flow, map, positions);
     for t in &mut translated {
+        // A partition mirrored without a record: its checkpoint was written at the remote
+        // partition's end once the source confirmed it had nothing past the extent
+        // (`at_remote_end`), exact then, and every record mirrored since lands after it.
+        if matches!(t.translation, Translation::Unmapped)
+            && in_extent_alone(map, &t.topic, t.partition, t.source_offset)
+        {
+            if let Some(&written) = downstream.get(&t.source_partition()) {
+                t.translation = Translation::Exact { target: written };
+            }
+            continue;
+        }
         let Translation::Compacted {
             target,
             reread_at_most,
