@@ -18,19 +18,20 @@ the window. Prints a Markdown table; asserts nothing.
 
 import argparse
 import json
-import os
 import random
-import signal
 import struct
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-from confluent_kafka import (OFFSET_END, Consumer, ConsumerGroupTopicPartitions, KafkaError,
-                             Producer, TopicPartition)
+from confluent_kafka import (Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer,
+                             TopicPartition)
 from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from drill_mm2 import read_string  # noqa: E402
+from failover_rpo import start_mirror, stop  # noqa: E402
 
 TOPIC = "cap"
 GROUP_PREFIX = "cap-"
@@ -118,12 +119,6 @@ class Groups(threading.Thread):
             self.stopped.wait(max(0.0, self.rng.uniform(0.5, 1.5) - (time.time() - started)))
 
 
-def read_string(buf, at):
-    (n,) = struct.unpack_from(">h", buf, at)
-    at += 2
-    return buf[at:at + n].decode(), at + n
-
-
 class Checkpoints(threading.Thread):
     """Follows `<alias>.checkpoints.internal` on the target from its end; keeps, per
     (group, partition), the arrivals (time, upstream offset) of this bench's groups."""
@@ -170,59 +165,6 @@ class Checkpoints(threading.Thread):
             return {k: list(v) for k, v in self.arrivals.items()}
 
 
-def config(work, name, src, tgt, source, target, extra):
-    path = work / f"{src}-{tgt}.properties"
-    lines = [
-        f"clusters = {src}, {tgt}",
-        f"{src}.bootstrap.servers = {source}",
-        f"{tgt}.bootstrap.servers = {target}",
-        f"{src}->{tgt}.enabled = true",
-        f"{src}->{tgt}.topics = {TOPIC}",
-        f"{src}->{tgt}.groups = {GROUP_PREFIX}.*",
-        "sync.group.offsets.enabled = false",
-        "replication.factor = 1",
-        "checkpoints.topic.replication.factor = 1",
-        "heartbeats.topic.replication.factor = 1",
-        "offset-syncs.topic.replication.factor = 1",
-    ] + extra
-    if not name.startswith("strait"):
-        lines += [
-            f"{tgt}->{src}.enabled = false",
-            f"{tgt}->{src}.emit.heartbeats.enabled = false",
-            "offset.storage.replication.factor = 1",
-            "status.storage.replication.factor = 1",
-            "config.storage.replication.factor = 1",
-            "sync.topic.acls.enabled = false",
-        ]
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def start(args, work, name, src, tgt, extra):
-    cfg = config(work, name, src, tgt, args.source, args.target, extra)
-    out = open(work / f"{src}-{tgt}.log", "w")
-    if name.startswith("strait"):
-        cmd = [args.strait, "run", "--config", str(cfg), "--listen", "off"]
-        env = dict(os.environ, RUST_LOG="info", NO_COLOR="1")
-    else:
-        cmd = [args.java, "-Xms256M", "-Xmx1G",
-               f"-Dlog4j2.configurationFile={Path(__file__).resolve().parent.parent / 'scripts/kafka/log4j2.properties'}",
-               "-cp", args.kafka_classpath, "org.apache.kafka.connect.mirror.MirrorMaker", str(cfg),
-               "--clusters", tgt]
-        env = dict(os.environ)
-    return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
-
-
-def stop(proc):
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
-
-
 def latencies(commits, arrivals):
     """Per commit, seconds until the first checkpoint at or past it arrived after it; and how
     many never were captured."""
@@ -245,7 +187,7 @@ def measure(args, work, name, src, tgt, extra, load, names):
     log(f"{name}: starting ({src}->{tgt})")
     reader = Checkpoints(args.target, src)
     reader.start()
-    proc = start(args, work, name, src, tgt, extra)
+    proc, _ = start_mirror(args, work, name, src, tgt, extra, topic=TOPIC, groups=GROUP_PREFIX)
     groups = Groups(args.source, names, args.partitions, load)
     groups.start()
     time.sleep(args.warmup)

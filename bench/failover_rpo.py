@@ -127,22 +127,24 @@ class Groups(threading.Thread):
             self.stopped.wait(max(0.0, 1.0 - (time.time() - started)))
 
 
-def mirror_config(work, name, src, tgt, source, target, extra):
+def mirror_config(work, name, src, tgt, source, target, extra, topic=TOPIC, groups=GROUP_PREFIX):
+    """An MM2 file of one flow `src->tgt` of `topic` and the groups named `groups...`; MM2's
+    dedicated-mode keys too unless `name` is strait's."""
     path = work / f"{src}-{tgt}.properties"
     lines = [
         f"clusters = {src}, {tgt}",
         f"{src}.bootstrap.servers = {source}",
         f"{tgt}.bootstrap.servers = {target}",
         f"{src}->{tgt}.enabled = true",
-        f"{src}->{tgt}.topics = {TOPIC}",
-        f"{src}->{tgt}.groups = {GROUP_PREFIX}.*",
+        f"{src}->{tgt}.topics = {topic}",
+        f"{src}->{tgt}.groups = {groups}.*",
         "sync.group.offsets.enabled = false",
         "replication.factor = 1",
         "checkpoints.topic.replication.factor = 1",
         "heartbeats.topic.replication.factor = 1",
         "offset-syncs.topic.replication.factor = 1",
     ] + extra
-    if name != "strait":
+    if not name.startswith("strait"):
         lines += [
             f"{tgt}->{src}.enabled = false",
             f"{tgt}->{src}.emit.heartbeats.enabled = false",
@@ -155,10 +157,12 @@ def mirror_config(work, name, src, tgt, source, target, extra):
     return path
 
 
-def start_mirror(args, work, name, src, tgt, extra):
-    cfg = mirror_config(work, name, src, tgt, args.source, args.target, extra)
+def start_mirror(args, work, name, src, tgt, extra, **names):
+    """Starts `name` (strait, else MM2 in dedicated mode) on its own file; `names`: the
+    topic and groups of `mirror_config`."""
+    cfg = mirror_config(work, name, src, tgt, args.source, args.target, extra, **names)
     out = open(work / f"{src}-{tgt}.log", "w")
-    if name == "strait":
+    if name.startswith("strait"):
         cmd = [args.strait, "run", "--config", str(cfg), "--listen", "off"]
         env = dict(os.environ, RUST_LOG="info", NO_COLOR="1")
     else:
