@@ -42,6 +42,17 @@ pub struct FilterError {
     pub message: String,
 }
 
+/// What [`PatternList::pattern`] gives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Pattern {
+    /// The empty list: matches no name.
+    Nothing,
+    /// A regex in the `regex` crate's syntax, to match whole names.
+    Regex(String),
+    /// Look-around or back-references: no finite automaton holds it.
+    Backtracking,
+}
+
 #[derive(Clone)]
 enum Matcher {
     Plain(regex::Regex),
@@ -132,6 +143,18 @@ impl PatternList {
     /// Whether the list needed the backtracking engine (look-around or back-references).
     pub fn uses_backtracking(&self) -> bool {
         matches!(self.matcher, Some(Matcher::Fancy(_)))
+    }
+
+    /// The list as one regex for the `regex` crate's syntax (Java quoting rewritten, not
+    /// anchored), for code that must reason about every name the list matches (the loop check,
+    /// `config/loops.rs`): [`Pattern::Nothing`] for an empty list, [`Pattern::Backtracking`] when
+    /// only the backtracking engine takes it.
+    pub(crate) fn pattern(&self) -> Pattern {
+        match &self.matcher {
+            None => Pattern::Nothing,
+            Some(Matcher::Plain(_)) => Pattern::Regex(translate_java_quotes(&self.joined)),
+            Some(Matcher::Fancy(_)) => Pattern::Backtracking,
+        }
     }
 }
 

@@ -112,6 +112,29 @@ impl ReplicationPolicy {
         }
     }
 
+    /// What [`ReplicationPolicy::format_remote_topic`] puts before a topic's name (heartbeats
+    /// aside): `A.` for the default policy, nothing for the identity policy.
+    pub fn remote_topic_prefix(&self, source_alias: &str) -> String {
+        match self {
+            Self::Identity { .. } => String::new(),
+            Self::Default { separator, .. } => format!("{source_alias}{separator}"),
+        }
+    }
+
+    /// Whether the remote name of `topic` from `source_alias` reads back as a remote topic of
+    /// that cluster, as [`ReplicationPolicy::is_cycle`] needs to stop it coming back. Only a
+    /// name made of separators alone does not (`_` with separator `_` becomes `A__`, which
+    /// Java's split reads as no remote topic): MM2 mirrors it, and mirrors its copy back once;
+    /// strait does not mirror it (`docs/configuration.md`).
+    pub fn traces(&self, source_alias: &str, topic: &str) -> bool {
+        match self {
+            Self::Identity { .. } => true,
+            Self::Default { separator, .. } => {
+                split_source(separator, &self.format_remote_topic(source_alias, topic)).is_some()
+            }
+        }
+    }
+
     /// The alias of the cluster `topic` was replicated from, or `None` when it is not a remote
     /// topic. For the identity policy, the configured source alias (heartbeats excepted).
     pub fn topic_source<'a>(&'a self, topic: &'a str) -> Option<&'a str> {
@@ -188,6 +211,14 @@ impl ReplicationPolicy {
         let internal_suffix = format!("{}internal", self.internal_separator());
         (topic.starts_with("mm2") && topic.ends_with(&internal_suffix))
             || self.is_checkpoints_topic(topic)
+    }
+
+    /// The names [`ReplicationPolicy::is_internal_topic`] holds internal, as one regex (for the
+    /// `regex` crate, to match whole names).
+    pub fn internal_topics_pattern(&self) -> String {
+        let internal = regex::escape(&format!("{}internal", self.internal_separator()));
+        let checkpoints = regex::escape(&self.checkpoints_suffix());
+        format!(r"mm2.*{internal}|.*{checkpoints}|__.*|\..*|strait-offset-map\..*\.internal")
     }
 
     /// Whether `topic` is internal and never replicated: MM2's internal topics, Kafka's (`__*`,
@@ -396,6 +427,41 @@ mod tests {
         assert!(!p.is_cycle("heartbeats", "A"));
         // Names that are not remote topics are never cycles.
         assert!(!p.is_cycle("B.", "B"));
+    }
+
+    #[test]
+    fn internal_topics_pattern_matches_what_is_internal() {
+        let names = [
+            "mm2-offset-syncs.B.internal",
+            "mm2-configs.A.internal",
+            "A.checkpoints.internal",
+            "__consumer_offsets",
+            ".hidden",
+            "strait-offset-map.A.internal",
+            "orders",
+            "orders.internal",
+            "mm2",
+            "A_checkpoints_internal",
+            "mm2-offset-syncs_B_internal",
+        ];
+        for policy in [ReplicationPolicy::default(), underscore()] {
+            let re = regex::Regex::new(&format!(r"\A(?:{})\z", policy.internal_topics_pattern()))
+                .unwrap();
+            for name in names {
+                assert_eq!(re.is_match(name), policy.is_internal_topic(name), "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_name_of_separators_alone_cannot_be_traced() {
+        let p = underscore();
+        assert!(!p.traces("A", "_"));
+        assert_eq!(p.topic_source(&p.format_remote_topic("A", "_")), None);
+        assert!(p.traces("A", "orders_"));
+        assert!(p.traces("A", "_orders"));
+        assert!(ReplicationPolicy::default().traces("A", "_"));
+        assert!(ReplicationPolicy::identity(Some("A".into())).traces("A", "_"));
     }
 
     #[test]

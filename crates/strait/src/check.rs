@@ -553,107 +553,13 @@ fn settings(flow: &FlowConfig) -> FlowSettings {
 
 /// What an MM2 user loses, gains or finds different with this file, from its keys and flows.
 fn notes(props: &Properties, config: Option<&StraitConfig>, keys: &Keys) -> Vec<Note> {
-    let mut notes = Vec::new();
-    let mut note = |kind: &'static str, key: Option<&str>, text: String| {
-        notes.push(Note {
-            kind,
-            key: key.map(str::to_owned),
-            text,
-        })
-    };
-    // The name a key has without its `S->T.` or alias prefix.
-    let bare = |key: &str| -> String {
-        match key.split_once("->") {
-            Some((_, rest)) => rest.split_once('.').map_or(rest, |(_, r)| r).to_owned(),
-            None => key.to_owned(),
-        }
-    };
-    let refused = |name: &str| keys.refused.iter().find(|k| bare(&k.key) == name);
-    if let Some(k) = refused("transforms").or_else(|| refused("predicates")) {
-        note(
-            "loses",
-            Some(&k.key),
-            "Single Message Transforms: strait forwards record batches unopened and cannot \
-             change records; drop the SMT chain, or keep MM2 for this flow"
-                .to_owned(),
-        );
-    }
-    let mut connect_keys = 0;
-    for k in &keys.ignored {
-        let name = bare(&k.key);
-        match name.as_str() {
-            _ if name.ends_with("producer.compression.type") => note(
-                "differs",
-                Some(&k.key),
-                "batches keep the compression the source producers gave them; the target \
-                 producer's `compression.type` is not applied"
-                    .to_owned(),
-            ),
-            "tasks.max.enforce" => note(
-                "differs",
-                Some(&k.key),
-                "no Connect tasks: strait spreads a flow's partitions itself".to_owned(),
-            ),
-            _ if k.did_you_mean.is_some() => note(
-                "differs",
-                Some(&k.key),
-                format!(
-                    "`{}` is unknown and has no effect: did you mean `{}`?",
-                    k.key,
-                    k.did_you_mean.as_deref().unwrap_or_default()
-                ),
-            ),
-            _ => {
-                let reason = k.reason.as_deref().unwrap_or_default();
-                if reason.contains("Connect") || reason.contains("Converter") {
-                    connect_keys += 1;
-                }
-            }
-        }
-    }
+    let mut notes = Notes::default();
+    notes.refused(keys);
     let workers = config.is_some_and(|c| c.flows.iter().any(|f| f.workers.is_some()));
-    for k in keys
-        .used
-        .iter()
-        .filter(|k| bare(&k.key) == "exactly.once.source.support")
-    {
-        let value = props.get(&k.key).map_or("", |p| p.value.trim());
-        if value.eq_ignore_ascii_case("enabled") && workers {
-            note(
-                "differs",
-                Some(&k.key),
-                "exactly-once source (`enabled`): each unit of the flow, run by the workers that \
-                 every `strait run` with this file joins on the target cluster, commits a round's \
-                 data and offset map in one transaction its next owner fences (no Connect \
-                 cluster)"
-                    .to_owned(),
-            );
-        } else if !value.eq_ignore_ascii_case("disabled") && !workers {
-            note(
-                "loses",
-                Some(&k.key),
-                format!(
-                    "exactly-once source (`{value}`): it needs the workers, which \
-                     `strait.workers.enabled = false` turns off, so one run mirrors at least \
-                     once, with an exact offset map"
-                ),
-            );
-        }
-    }
-    for k in keys.used.iter().filter(|k| bare(&k.key) == "tasks.max") {
-        if !workers {
-            note(
-                "differs",
-                Some(&k.key),
-                "no Connect tasks: `tasks.max` counts only when workers run the flow \
-                 (`strait.workers.enabled`, on unless set to false), as its units of work; one \
-                 `strait run` without them mirrors every partition itself"
-                    .to_owned(),
-            );
-        }
-    }
+    let connect_keys = notes.ignored(keys);
+    notes.workers(props, keys, workers);
     if connect_keys > 0 {
-        note(
+        notes.add(
             "gains",
             None,
             format!(
@@ -662,25 +568,12 @@ fn notes(props: &Properties, config: Option<&StraitConfig>, keys: &Keys) -> Vec<
             ),
         );
     }
-    for k in &keys.used {
-        if let Some(replacement) = k
-            .reason
-            .as_deref()
-            .and_then(|r| r.strip_prefix("deprecated in MM2 (still works): use `"))
-        {
-            let replacement = replacement.split('`').next().unwrap_or_default();
-            note(
-                "differs",
-                Some(&k.key),
-                format!("deprecated key, still honoured: rename it `{replacement}`"),
-            );
-        }
-    }
+    notes.deprecated(keys);
     let Some(config) = config else {
-        return notes;
+        return notes.0;
     };
     if !config.flows.is_empty() {
-        note(
+        notes.add(
             "gains",
             None,
             "an exact offset map per flow (`strait-offset-map.<source>.internal` on the \
@@ -688,7 +581,7 @@ fn notes(props: &Properties, config: Option<&StraitConfig>, keys: &Keys) -> Vec<
              offset syncs every `offset.lag.max` records"
                 .to_owned(),
         );
-        note(
+        notes.add(
             "gains",
             None,
             "record batches are forwarded as the source wrote them: no decompression, no \
@@ -697,6 +590,159 @@ fn notes(props: &Properties, config: Option<&StraitConfig>, keys: &Keys) -> Vec<
         );
     }
     for flow in &config.flows {
+        notes.flow(props, flow);
+    }
+    for k in &keys.used {
+        if bare(&k.key).starts_with("strait.") {
+            notes.add(
+                "gains",
+                Some(&k.key),
+                "a strait-only key; MM2 ignores it, so the file still runs under MM2".to_owned(),
+            );
+        }
+    }
+    notes.0
+}
+
+/// The name a key has without its `S->T.` or alias prefix.
+fn bare(key: &str) -> String {
+    match key.split_once("->") {
+        Some((_, rest)) => rest.split_once('.').map_or(rest, |(_, r)| r).to_owned(),
+        None => key.to_owned(),
+    }
+}
+
+/// [`notes`] as they are found, in order.
+#[derive(Default)]
+struct Notes(Vec<Note>);
+
+impl Notes {
+    fn add(&mut self, kind: &'static str, key: Option<&str>, text: String) {
+        self.0.push(Note {
+            kind,
+            key: key.map(str::to_owned),
+            text,
+        });
+    }
+
+    /// What the refused keys lose.
+    fn refused(&mut self, keys: &Keys) {
+        let refused = |name: &str| keys.refused.iter().find(|k| bare(&k.key) == name);
+        if let Some(k) = refused("transforms").or_else(|| refused("predicates")) {
+            self.add(
+                "loses",
+                Some(&k.key),
+                "Single Message Transforms: strait forwards record batches unopened and cannot \
+                 change records; drop the SMT chain, or keep MM2 for this flow"
+                    .to_owned(),
+            );
+        }
+    }
+
+    /// What the ignored keys change: the target's compression, Connect's task keys, typos;
+    /// returns how many are Connect's own.
+    fn ignored(&mut self, keys: &Keys) -> usize {
+        let mut connect_keys = 0;
+        for k in &keys.ignored {
+            let name = bare(&k.key);
+            match name.as_str() {
+                _ if name.ends_with("producer.compression.type") => self.add(
+                    "differs",
+                    Some(&k.key),
+                    "batches keep the compression the source producers gave them; the target \
+                     producer's `compression.type` is not applied"
+                        .to_owned(),
+                ),
+                "tasks.max.enforce" => self.add(
+                    "differs",
+                    Some(&k.key),
+                    "no Connect tasks: strait spreads a flow's partitions itself".to_owned(),
+                ),
+                _ if k.did_you_mean.is_some() => self.add(
+                    "differs",
+                    Some(&k.key),
+                    format!(
+                        "`{}` is unknown and has no effect: did you mean `{}`?",
+                        k.key,
+                        k.did_you_mean.as_deref().unwrap_or_default()
+                    ),
+                ),
+                _ => {
+                    let reason = k.reason.as_deref().unwrap_or_default();
+                    if reason.contains("Connect") || reason.contains("Converter") {
+                        connect_keys += 1;
+                    }
+                }
+            }
+        }
+        connect_keys
+    }
+
+    /// What `exactly.once.source.support` and `tasks.max` mean with or without the workers.
+    fn workers(&mut self, props: &Properties, keys: &Keys, workers: bool) {
+        for k in keys
+            .used
+            .iter()
+            .filter(|k| bare(&k.key) == "exactly.once.source.support")
+        {
+            let value = props.get(&k.key).map_or("", |p| p.value.trim());
+            if value.eq_ignore_ascii_case("enabled") && workers {
+                self.add(
+                    "differs",
+                    Some(&k.key),
+                    "exactly-once source (`enabled`): each unit of the flow, run by the workers \
+                     that every `strait run` with this file joins on the target cluster, commits \
+                     a round's data and offset map in one transaction its next owner fences (no \
+                     Connect cluster)"
+                        .to_owned(),
+                );
+            } else if !value.eq_ignore_ascii_case("disabled") && !workers {
+                self.add(
+                    "loses",
+                    Some(&k.key),
+                    format!(
+                        "exactly-once source (`{value}`): it needs the workers, which \
+                         `strait.workers.enabled = false` turns off, so one run mirrors at least \
+                         once, with an exact offset map"
+                    ),
+                );
+            }
+        }
+        for k in keys.used.iter().filter(|k| bare(&k.key) == "tasks.max") {
+            if !workers {
+                self.add(
+                    "differs",
+                    Some(&k.key),
+                    "no Connect tasks: `tasks.max` counts only when workers run the flow \
+                     (`strait.workers.enabled`, on unless set to false), as its units of work; \
+                     one `strait run` without them mirrors every partition itself"
+                        .to_owned(),
+                );
+            }
+        }
+    }
+
+    /// Keys MM2 deprecated, still honoured.
+    fn deprecated(&mut self, keys: &Keys) {
+        for k in &keys.used {
+            if let Some(replacement) = k
+                .reason
+                .as_deref()
+                .and_then(|r| r.strip_prefix("deprecated in MM2 (still works): use `"))
+            {
+                let replacement = replacement.split('`').next().unwrap_or_default();
+                self.add(
+                    "differs",
+                    Some(&k.key),
+                    format!("deprecated key, still honoured: rename it `{replacement}`"),
+                );
+            }
+        }
+    }
+
+    /// What differs for one flow: the isolation level, group sync without checkpoints,
+    /// `refresh.groups.*`.
+    fn flow(&mut self, props: &Properties, flow: &FlowConfig) {
         let name = flow.name();
         let set =
             |key: &str| props.get(key).is_some() || props.get(&format!("{name}.{key}")).is_some();
@@ -711,7 +757,7 @@ fn notes(props: &Properties, config: Option<&StraitConfig>, keys: &Keys) -> Vec<
             && !client_set("isolation.level")
             && flow.isolation_level == IsolationLevel::ReadCommitted
         {
-            note(
+            self.add(
                 "differs",
                 None,
                 format!(
@@ -722,7 +768,7 @@ fn notes(props: &Properties, config: Option<&StraitConfig>, keys: &Keys) -> Vec<
             );
         }
         if flow.sync_group_offsets.is_some() && flow.emit_checkpoints.is_none() {
-            note(
+            self.add(
                 "gains",
                 None,
                 format!(
@@ -732,7 +778,7 @@ fn notes(props: &Properties, config: Option<&StraitConfig>, keys: &Keys) -> Vec<
             );
         }
         if set("refresh.groups.interval.seconds") || set("refresh.groups.enabled") {
-            note(
+            self.add(
                 "differs",
                 Some("refresh.groups.*"),
                 format!(
@@ -742,16 +788,6 @@ fn notes(props: &Properties, config: Option<&StraitConfig>, keys: &Keys) -> Vec<
             );
         }
     }
-    for k in &keys.used {
-        if bare(&k.key).starts_with("strait.") {
-            note(
-                "gains",
-                Some(&k.key),
-                "a strait-only key; MM2 ignores it, so the file still runs under MM2".to_owned(),
-            );
-        }
-    }
-    notes
 }
 
 /// Connects to every cluster at once, with its own settings, until `deadline`; a cluster whose
@@ -886,82 +922,7 @@ fn render(report: &Report) -> String {
         let _ = writeln!(out, "\nFlows");
     }
     for row in &report.flows {
-        let Some(s) = &row.settings else {
-            let _ = writeln!(out, "  {}  disabled", row.flow);
-            continue;
-        };
-        let _ = writeln!(out, "  {}  enabled", row.flow);
-        let mut line = |name: &str, value: String| {
-            let _ = writeln!(out, "    {name:<16}{value}");
-        };
-        line(
-            "topics",
-            format!("{}  (exclude {})", s.topics, s.topics_exclude),
-        );
-        line(
-            "groups",
-            format!("{}  (exclude {})", s.groups, s.groups_exclude),
-        );
-        line(
-            "policy",
-            format!(
-                "{}, separator `{}`: orders -> {}",
-                s.replication_policy, s.separator, s.example_remote_topic
-            ),
-        );
-        line("replication", format!("factor {}", s.replication_factor));
-        line("refresh topics", secs(s.refresh_topics_secs));
-        line("topic configs", secs(s.sync_topic_configs_secs));
-        line("topic ACLs", secs(s.sync_topic_acls_secs));
-        line(
-            "checkpoints",
-            match (s.emit_checkpoints_secs, s.checkpoints_capture_ms) {
-                (Some(n), Some(ms)) if ms < n.saturating_mul(1000) => {
-                    format!("each change within {ms} ms into {}", s.checkpoints_topic)
-                }
-                (Some(n), _) => format!("every {n} s into {}", s.checkpoints_topic),
-                (None, _) => "off".to_owned(),
-            },
-        );
-        line("group offsets", secs(s.sync_group_offsets_secs));
-        line(
-            "offset syncs",
-            match &s.offset_syncs_topic {
-                Some(t) => format!("{t}, offset.lag.max {}", s.offset_lag_max),
-                None => "off".to_owned(),
-            },
-        );
-        line(
-            "reads",
-            format!(
-                "{}, from {} when never mirrored, {} in flight",
-                s.isolation_level,
-                s.start,
-                crate::format::bytes(s.max_bytes_in_flight as f64)
-            ),
-        );
-        if let Some(now) = &row.now {
-            match (&now.topics, &now.groups, &now.error) {
-                (Some(topics), Some(groups), _) => {
-                    let list: Vec<String> = topics
-                        .iter()
-                        .map(|t| format!("{} -> {} ({}p)", t.topic, t.remote, t.partitions))
-                        .collect();
-                    line(
-                        "topics now",
-                        format!("{}: {}", topics.len(), list.join(", ")),
-                    );
-                    line(
-                        "groups now",
-                        format!("{}: {}", groups.len(), groups.join(", ")),
-                    );
-                }
-                (_, _, error) => line(
-                    "now",
-                    format!("unknown: {}", error.as_deref().unwrap_or_default()),
-                ),
-            }
-        }
+        render_flow(&mut out, row);
     }
     if !report.heartbeats.is_empty() {
         let _ = writeln!(out, "\nHeartbeats");
@@ -1013,4 +974,84 @@ fn render(report: &Report) -> String {
         }
     }
     out
+}
+
+/// One flow of [`render`]: its settings, and what its clusters hold now (`--connect`).
+fn render_flow(out: &mut String, row: &FlowRow) {
+    let Some(s) = &row.settings else {
+        let _ = writeln!(out, "  {}  disabled", row.flow);
+        return;
+    };
+    let _ = writeln!(out, "  {}  enabled", row.flow);
+    let mut line = |name: &str, value: String| {
+        let _ = writeln!(out, "    {name:<16}{value}");
+    };
+    line(
+        "topics",
+        format!("{}  (exclude {})", s.topics, s.topics_exclude),
+    );
+    line(
+        "groups",
+        format!("{}  (exclude {})", s.groups, s.groups_exclude),
+    );
+    line(
+        "policy",
+        format!(
+            "{}, separator `{}`: orders -> {}",
+            s.replication_policy, s.separator, s.example_remote_topic
+        ),
+    );
+    line("replication", format!("factor {}", s.replication_factor));
+    line("refresh topics", secs(s.refresh_topics_secs));
+    line("topic configs", secs(s.sync_topic_configs_secs));
+    line("topic ACLs", secs(s.sync_topic_acls_secs));
+    line(
+        "checkpoints",
+        match (s.emit_checkpoints_secs, s.checkpoints_capture_ms) {
+            (Some(n), Some(ms)) if ms < n.saturating_mul(1000) => {
+                format!("each change within {ms} ms into {}", s.checkpoints_topic)
+            }
+            (Some(n), _) => format!("every {n} s into {}", s.checkpoints_topic),
+            (None, _) => "off".to_owned(),
+        },
+    );
+    line("group offsets", secs(s.sync_group_offsets_secs));
+    line(
+        "offset syncs",
+        match &s.offset_syncs_topic {
+            Some(t) => format!("{t}, offset.lag.max {}", s.offset_lag_max),
+            None => "off".to_owned(),
+        },
+    );
+    line(
+        "reads",
+        format!(
+            "{}, from {} when never mirrored, {} in flight",
+            s.isolation_level,
+            s.start,
+            crate::format::bytes(s.max_bytes_in_flight as f64)
+        ),
+    );
+    if let Some(now) = &row.now {
+        match (&now.topics, &now.groups, &now.error) {
+            (Some(topics), Some(groups), _) => {
+                let list: Vec<String> = topics
+                    .iter()
+                    .map(|t| format!("{} -> {} ({}p)", t.topic, t.remote, t.partitions))
+                    .collect();
+                line(
+                    "topics now",
+                    format!("{}: {}", topics.len(), list.join(", ")),
+                );
+                line(
+                    "groups now",
+                    format!("{}: {}", groups.len(), groups.join(", ")),
+                );
+            }
+            (_, _, error) => line(
+                "now",
+                format!("unknown: {}", error.as_deref().unwrap_or_default()),
+            ),
+        }
+    }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::endpoint::Endpoint;
 use crate::format::{bytes, count, count_signed as count_i, duration, rate};
-use strait_core::status::{ErrorNote, FlowState, FlowStatus, StatusReport};
+use strait_core::status::{ErrorNote, FlowState, FlowStatus, StatusReport, WorkerStatus};
 
 /// How often `--watch` redraws.
 const WATCH_EVERY: Duration = Duration::from_secs(2);
@@ -90,6 +90,16 @@ fn render(url: &str, report: &StatusReport) -> String {
 }
 
 fn render_flow(out: &mut String, f: &FlowStatus) {
+    render_state(out, f);
+    if let Some(w) = &f.worker {
+        render_worker(out, w);
+    }
+    render_counters(out, f);
+    render_topics(out, f);
+}
+
+/// The flow's first line, and what its state says it waits for.
+fn render_state(out: &mut String, f: &FlowStatus) {
     let state = f.state.name();
     let _ = writeln!(
         out,
@@ -132,29 +142,35 @@ fn render_flow(out: &mut String, f: &FlowStatus) {
             f.flow
         );
     }
-    if let Some(w) = &f.worker {
-        let role = if w.leader {
-            format!("leader of {} members", w.members)
-        } else {
-            "member".to_owned()
-        };
-        let place = if w.generation < 0 {
-            "owns no units (joining the group)".to_owned()
-        } else {
-            format!(
-                "generation {}, {role}, runs {} of {} units: {}",
-                w.generation,
-                w.owned.len(),
-                w.units,
-                if w.owned.is_empty() {
-                    "none".to_owned()
-                } else {
-                    w.owned.join(" ")
-                }
-            )
-        };
-        let _ = writeln!(out, "  worker      group {}: {place}", w.group);
-    }
+}
+
+/// The worker's line: its group, generation and units.
+fn render_worker(out: &mut String, w: &WorkerStatus) {
+    let role = if w.leader {
+        format!("leader of {} members", w.members)
+    } else {
+        "member".to_owned()
+    };
+    let place = if w.generation < 0 {
+        "owns no units (joining the group)".to_owned()
+    } else {
+        format!(
+            "generation {}, {role}, runs {} of {} units: {}",
+            w.generation,
+            w.owned.len(),
+            w.units,
+            if w.owned.is_empty() {
+                "none".to_owned()
+            } else {
+                w.owned.join(" ")
+            }
+        )
+    };
+    let _ = writeln!(out, "  worker      group {}: {place}", w.group);
+}
+
+/// Throughput, lag, groups and the last error.
+fn render_counters(out: &mut String, f: &FlowStatus) {
     let _ = writeln!(
         out,
         "  throughput  {} rec/s  {}/s   mirrored {} records, {}",
@@ -204,6 +220,10 @@ fn render_flow(out: &mut String, f: &FlowStatus) {
             .map(|e| error(e, 100))
             .unwrap_or_else(|| "none".into())
     );
+}
+
+/// The table of the flow's topics.
+fn render_topics(out: &mut String, f: &FlowStatus) {
     if f.topics.is_empty() {
         let _ = writeln!(out, "\n  no topics mirrored");
         return;

@@ -336,6 +336,49 @@ fn connect_worker_keys_are_ignored() {
 }
 
 #[test]
+fn flows_that_would_loop_are_refused() {
+    // Before strait refused it, `strait run` on this file turned 8 records into about 85,000 on
+    // each cluster in 20 s.
+    let r = json("identity-loop.properties", 1);
+    assert_eq!(r["verdict"], "refused");
+    let error = r["errors"][0].as_str().unwrap();
+    assert!(
+        error.contains("flows A->B, B->A would mirror records back")
+            && error.contains("topic `loop` written on A comes back to A as `loop`"),
+        "{r:#}"
+    );
+    let text = human("identity-loop.properties", 1);
+    assert!(text.contains("strait refuses this file (exit 1)"), "{text}");
+
+    // `strait run` refuses it before it connects to anything (the clusters do not exist).
+    let mut run = Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(["run", "--config"])
+        .arg(fixture("identity-loop.properties"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run strait");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = run.try_wait().expect("wait for strait") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = run.kill();
+            panic!("strait run did not refuse the file within 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(run.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "{err}");
+    assert!(
+        err.contains("flows A->B, B->A would mirror records back"),
+        "{err}"
+    );
+}
+
+#[test]
 fn typos_get_did_you_mean() {
     // `A->B.enable` leaves no flow enabled: refused, with the hint on the typo.
     let r = json("typos.properties", 1);

@@ -409,7 +409,8 @@ pub static KEYS: &[KeyDef] = &[
         DEFAULT_POLICY_CLASS,
         "`DefaultReplicationPolicy` names remote topics `<source>.<topic>`. \
          `org.apache.kafka.connect.mirror.IdentityReplicationPolicy` keeps topic names; only \
-         heartbeats are prefixed, and it cannot detect cycles. Any other class is an error.",
+         heartbeats are prefixed, and it cannot detect cycles (flows that would loop under it \
+         are refused, see above). Any other class is an error.",
     ),
     used(
         "replication.policy.separator",

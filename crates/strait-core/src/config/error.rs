@@ -191,6 +191,40 @@ pub enum ConfigErrorReason {
         /// The two flows.
         flows: String,
     },
+    /// Enabled flows that would carry records back to a cluster they came from
+    /// (`config/loops.rs`).
+    #[error(
+        "flows {flows} would mirror records back to the cluster they came from: topic `{topic}` \
+         written on {cluster} comes back to {cluster} as `{returns_as}`{again}. MM2 loops the \
+         same way. Mirror each topic in one direction only (narrow these flows' `topics` or \
+         `topics.exclude`), or use DefaultReplicationPolicy with the same alias for a cluster in \
+         every flow, whose remote topic names let a flow skip what another copied",
+        again = if *.endless { ", and round again without end" } else { "" }
+    )]
+    Loop {
+        /// The flows of the cycle, in order (`A->B, B->A`).
+        flows: String,
+        /// The cluster a record starts on.
+        cluster: String,
+        /// A topic that would loop.
+        topic: String,
+        /// The name it comes back as.
+        returns_as: String,
+        /// Whether it would go round again.
+        endless: bool,
+    },
+    /// Enabled flows in a cycle whose topic filters strait cannot compare.
+    #[error(
+        "flows {flows} form a cycle, and strait cannot tell whether they would mirror records \
+         back to the cluster they came from: {why}. Narrow their `topics` so strait can compare \
+         them, or mirror in one direction only"
+    )]
+    MaybeLoop {
+        /// The flows of the cycle.
+        flows: String,
+        /// Why strait cannot tell.
+        why: String,
+    },
     /// A `strait.` key strait does not know.
     #[error("unknown strait key; strait's own keys are: {known}")]
     UnknownStraitKey {

@@ -22,6 +22,7 @@ mod error;
 mod flowkey;
 pub mod jaas;
 mod keys;
+mod loops;
 mod model;
 mod pair;
 pub mod properties;
@@ -169,6 +170,7 @@ fn resolve(props: &properties::Properties, path: &Path) -> Result<StraitConfig, 
         return Err(r.error(None, None, ConfigErrorReason::NoFlowEnabled));
     }
     r.check_workers_groups(&flows)?;
+    loops::check(&flows, &clusters).map_err(|reason| r.error(None, None, reason))?;
     Ok(StraitConfig {
         path: path.to_owned(),
         clusters,
