@@ -421,11 +421,12 @@ fn print_text(r: &Report) {
                     } else {
                         format!(" ({})", e.fields.join(", "))
                     };
-                    format!(
-                        "source {} -> target {}{fields}",
-                        crate::table::cell(e.source_offset),
-                        crate::table::cell(e.target_offset)
-                    )
+                    match (e.source_offset, e.target_offset) {
+                        (Some(s), Some(t)) => format!("source {s} -> target {t}{fields}"),
+                        (Some(s), None) => format!("source {s} (in a gap of the map)"),
+                        (None, Some(t)) => format!("target {t}"),
+                        (None, None) => "-".to_owned(),
+                    }
                 })
                 .collect();
             let more = if n > examples.len() as u64 {

@@ -302,7 +302,7 @@ mod tests {
                     t.differing,
                     t.gone_on_source
                 ),
-                (6, 1, 2, 1, 1),
+                (7, 1, 2, 1, 1),
                 "{t:?}"
             );
             assert_eq!(

@@ -344,7 +344,7 @@ pub async fn verify_partition(
     tally: Tally,
     limiter: &Arc<Limiter>,
     options: ReadOptions,
-    mut progress: impl FnMut(&Tally, Ends),
+    mut progress: impl FnMut(&Tally, Ends) + Send,
 ) -> Result<Tally, VerifyError> {
     let latest = |client: &Client, side: &'static str, tp: &TopicPartition| {
         let (client, tp) = (client.clone(), tp.clone());
