@@ -102,7 +102,7 @@ fn records(first: usize, n: usize) -> Vec<TestRecord> {
         .collect()
 }
 
-fn partition<'a>(report: &'a Value, p: i64) -> &'a Value {
+fn partition(report: &Value, p: i64) -> &Value {
     report["partitions"]
         .as_array()
         .expect("partitions")
