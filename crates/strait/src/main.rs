@@ -181,7 +181,7 @@ Examples:
 Examples:
   # Everything the flows of an MM2 file mirrored, compared:
   strait verify --config mm2.properties
-  # One flow, some topics, gently, resumable, as JSON for the change record:
+  # One flow, some topics, gently, resumable, as JSON for the record:
   strait verify --config mm2.properties --flow 'A->B' \\
       --topics 'orders.*' --max-mb-per-s 50 \\
       --state verify-state.json --json > verify.json")]
