@@ -3,8 +3,9 @@
 //! topic with librdkafka is extra, at the offset librdkafka was given (exit 3); records deleted
 //! from the target with Kafka's own `kafka-delete-records` are missing, each with its source and
 //! target offset (exit 3); a transactional source with aborted transactions is identical, the
-//! aborted records passed over and counted; a state file resumes a finished run without reading
-//! again, and the rate limit holds a run to its budget.
+//! aborted records passed over and counted; records written anew into a remote topic made again
+//! differ in exactly the fields changed; a state file resumes a finished run without reading
+//! again, and a half-way one from where it stopped; the rate limit holds a run to its budget.
 
 mod running;
 
@@ -272,6 +273,80 @@ fn aborted_transactions_on_the_source_are_passed_over() {
         row["source_to"].as_i64() > row["target_to"].as_i64(),
         "{row:#}"
     );
+}
+
+#[test]
+fn records_changed_on_the_target_differ_in_the_fields_that_changed() {
+    let s = Setup::new("changed");
+    s.rdk.create_topic(s.source(), &s.topic, 1);
+    let original: Vec<TestRecord> = records(0, 10)
+        .into_iter()
+        .map(|r| TestRecord { partition: 0, ..r })
+        .collect();
+    s.rdk.produce(s.source(), &s.topic, &original, "none");
+    s.mirror();
+    // The remote topic deleted and made again (the offset map stays), then the same records
+    // written into it but three: 3 with another value, 6 with another header value, 8 with
+    // another create time. Each lands at the offset its original had.
+    let mut changed = original.clone();
+    changed[3].value = Some(b"another value".to_vec());
+    changed[6].headers[0].1 = Some(b"another".to_vec());
+    changed[8].timestamp_ms = changed[8].timestamp_ms.map(|t| t + 1);
+    remake_topic(s.target(), &s.remote());
+    let at = s.rdk.produce(s.target(), &s.remote(), &changed, "lz4");
+    assert_eq!(at.last(), Some(&(0, 9)));
+    let (code, report, run) = s.verify(&[]);
+    assert_eq!(code, 3, "{}", run.both());
+    assert_eq!(totals(&report), [7, 0, 0, 3], "{report:#}");
+    let examples = &partition(&report, 0)["differing_examples"];
+    assert_eq!(
+        offsets(examples, "source_offset"),
+        [Some(3), Some(6), Some(8)]
+    );
+    assert_eq!(
+        offsets(examples, "target_offset"),
+        [Some(3), Some(6), Some(8)]
+    );
+    let fields: Vec<&Value> = examples
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["fields"])
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            &serde_json::json!(["value"]),
+            &serde_json::json!(["headers"]),
+            &serde_json::json!(["timestamp"])
+        ]
+    );
+}
+
+/// Deletes `topic` on `bootstrap` and creates it again with one partition, retrying while the
+/// broker still finishes the deletion.
+fn remake_topic(bootstrap: &str, topic: &str) {
+    use strait_kafka::admin::NewTopic;
+    use strait_kafka::{Client, ClientConfig};
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let client = Client::connect(ClientConfig::new([bootstrap]))
+            .await
+            .expect("connect");
+        let deleted = client.delete_topics(&[topic]).await.expect("delete");
+        assert!(deleted.iter().all(|(_, r)| r.is_ok()), "{deleted:?}");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match client.create_topic(NewTopic::new(topic, 1)).await {
+                Ok(()) => return,
+                Err(e) if Instant::now() < deadline => {
+                    eprintln!("create {topic} again: {e}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("cannot create {topic} again: {e}"),
+            }
+        }
+    });
 }
 
 #[test]
