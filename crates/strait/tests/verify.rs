@@ -197,32 +197,38 @@ fn records_deleted_from_the_target_are_missing_with_both_offsets() {
     s.rdk
         .produce(s.source(), &s.topic, &records(0, 100), "zstd");
     s.mirror();
-    // Kafka's own tool deletes the first 7 records of the remote partition 0.
-    let json = s
-        .clusters
-        .dir()
-        .join(format!("{}-delete.json", s.names.id()));
-    std::fs::write(
-        &json,
-        format!(
-            r#"{{"version":1,"partitions":[{{"topic":"{}","partition":0,"offset":7}}]}}"#,
-            s.remote()
-        ),
-    )
-    .expect("offsets file");
-    let out = kafka_tool(
-        "org.apache.kafka.tools.DeleteRecordsCommand",
-        &[
-            "--bootstrap-server",
-            s.target(),
-            "--offset-json-file",
-            json.to_str().expect("utf-8 path"),
-        ],
-    );
+    // Kafka's own tool deletes the first 7 records of the remote partition 0 on the target,
+    // and the first 5 of partition 1 on the source (mirrored before: gone there, not missing).
+    let delete = |bootstrap: &str, topic: &str, partition: i32, offset: i64| {
+        let json = s
+            .clusters
+            .dir()
+            .join(format!("{}-delete-{partition}.json", s.names.id()));
+        std::fs::write(
+            &json,
+            format!(
+                r#"{{"version":1,"partitions":[{{"topic":"{topic}","partition":{partition},"offset":{offset}}}]}}"#
+            ),
+        )
+        .expect("offsets file");
+        kafka_tool(
+            "org.apache.kafka.tools.DeleteRecordsCommand",
+            &[
+                "--bootstrap-server",
+                bootstrap,
+                "--offset-json-file",
+                json.to_str().expect("utf-8 path"),
+            ],
+        )
+    };
+    let out = delete(s.target(), &s.remote(), 0, 7);
     assert!(out.contains("low_watermark: 7"), "{out}");
+    let out = delete(s.source(), &s.topic, 1, 5);
+    assert!(out.contains("low_watermark: 5"), "{out}");
     let (code, report, run) = s.verify(&[]);
     assert_eq!(code, 3, "{}", run.both());
-    assert_eq!(totals(&report), [93, 7, 0, 0], "{report:#}");
+    assert_eq!(totals(&report), [88, 7, 0, 0], "{report:#}");
+    assert_eq!(report["totals"]["gone_on_source"], 5, "{report:#}");
     let text = s.strait(&["verify"]);
     println!("{}", text.stdout);
     assert_eq!(text.status.code(), Some(3), "{}", text.both());
@@ -236,7 +242,12 @@ fn records_deleted_from_the_target_are_missing_with_both_offsets() {
     let expected: Vec<Option<i64>> = (0..7).map(Some).collect();
     assert_eq!(offsets(&row["missing_examples"], "source_offset"), expected);
     assert_eq!(offsets(&row["missing_examples"], "target_offset"), expected);
-    assert_eq!(partition(&report, 1)["status"], "identical");
+    let p1 = partition(&report, 1);
+    assert_eq!(p1["status"], "identical", "{p1:#}");
+    assert_eq!(
+        (p1["identical"].as_u64(), p1["gone_on_source"].as_u64()),
+        (Some(45), Some(5))
+    );
 }
 
 #[test]
