@@ -122,7 +122,7 @@ struct Totals {
 /// The whole report, `--json`.
 #[derive(Debug, Serialize)]
 struct Report {
-    /// `identical`, `differences` or `error`.
+    /// `identical`, `differences`, `error`, or `nothing_compared` (no partition matched).
     result: &'static str,
     config: String,
     flows: Vec<String>,
@@ -269,7 +269,7 @@ pub(crate) async fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         print_text(&report);
     }
     Ok(match report.result {
-        "identical" => ExitCode::SUCCESS,
+        "identical" | "nothing_compared" => ExitCode::SUCCESS,
         "differences" => ExitCode::from(3),
         _ => ExitCode::FAILURE,
     })
@@ -333,6 +333,8 @@ fn report(
         "error"
     } else if totals.partitions_with_differences > 0 {
         "differences"
+    } else if totals.partitions == 0 {
+        "nothing_compared"
     } else {
         "identical"
     };
@@ -466,6 +468,9 @@ fn print_text(r: &Report) {
         "Result: {}",
         match r.result {
             "identical" => "IDENTICAL".to_owned(),
+            "nothing_compared" => {
+                "NOTHING COMPARED (no partition of an offset map matched)".to_owned()
+            }
             "differences" => format!(
                 "DIFFERENCES in {}",
                 format::things(t.partitions_with_differences, "partition")

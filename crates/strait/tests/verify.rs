@@ -179,6 +179,7 @@ fn a_clean_mirror_is_identical_and_a_record_written_to_the_target_is_extra() {
     // --topics that matches nothing of the test's compares nothing, and finds nothing.
     let (code, report, _) = s.verify(&["--topics", "no-such-topic"]);
     assert_eq!((code, totals(&report)), (0, [0, 0, 0, 0]), "{report:#}");
+    assert_eq!(report["result"], "nothing_compared", "{report:#}");
     let text = s.strait(&["verify"]);
     // The report as an operator sees it (docs/migrating.md shows one): `--nocapture`.
     println!("{}", text.stdout);
