@@ -192,11 +192,11 @@ impl Walk {
     }
 
     fn passed_source(&mut self, offset: i64) {
-        self.tally.next_source = self.tally.next_source.max(offset + 1);
+        self.tally.next_source = self.tally.next_source.max(offset.saturating_add(1));
     }
 
     fn passed_target(&mut self, offset: i64) {
-        self.tally.next_target = self.tally.next_target.max(offset + 1);
+        self.tally.next_target = self.tally.next_target.max(offset.saturating_add(1));
     }
 
     fn missing(&mut self, s: i64) {
