@@ -2,8 +2,8 @@
 //! it, with its arguments (`RunArgs`, `MirrorArgs`, ...) and the same entry, `run(args) ->
 //! Result<ExitCode>`: `run.rs`, `mirror.rs`, `map.rs`, `offsets/`, `failover.rs`,
 //! `failback.rs`, `status.rs`, `flow.rs`, `reload.rs`, `config_tools.rs`, `check.rs`,
-//! `probe.rs`, `verify.rs`. Steps that two subcommands share have files of their own, named for the step:
-//! `plan.rs` and `apply.rs` (a failover or failback plan made, applied), `readiness.rs`
+//! `probe.rs`, `verify.rs`. Steps that two subcommands share have files of their own, named for
+//! the step: `plan.rs` and `apply.rs` (a failover or failback plan made, applied), `readiness.rs`
 //! (`failover check`). What they all share: `common.rs` (arguments), `format.rs` and
 //! `table.rs` (numbers and tables for people), `endpoint.rs` (the HTTP API of a running
 //! instance), `signals.rs` (Ctrl-C, SIGTERM, SIGHUP), `clusters.rs` (clients of a config's
