@@ -6,10 +6,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use futures::StreamExt as _;
 use serde::{Deserialize, Serialize};
 use strait_core::config::{FlowConfig, StraitConfig};
 use strait_core::filter::PatternList;
@@ -43,6 +44,9 @@ pub(crate) struct VerifyArgs {
     /// done are not read again, the others continue where they stopped.
     #[arg(long, value_name = "FILE")]
     state: Option<PathBuf>,
+    /// Partitions compared at the same time (each reads its source and target side by side).
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    parallel: usize,
     /// Seconds between progress lines on stderr.
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
     progress_interval: f64,
@@ -195,63 +199,80 @@ pub(crate) async fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             .iter()
             .map(|j| u64::try_from(j.job.source_to - j.job.source_from).unwrap_or(0))
             .sum::<u64>();
-        for job in jobs {
-            let saved = state.partitions.get(&job.key).cloned();
-            let (tally, error, ends) = match saved {
-                Some(saved) if saved.done => (saved.tally, None, None),
-                saved => {
-                    let tally = saved.map(|s| s.tally).unwrap_or_default();
-                    let mut last = None;
-                    let mut last_saved = Instant::now();
-                    let result = verify::verify_partition(
-                        &source,
-                        &target,
-                        &job.job,
-                        tally,
-                        &limiter,
-                        ReadOptions::default(),
-                        |tally, ends| {
-                            last = Some(ends);
-                            progress.show(&flow.name(), &job.job, tally, &limiter);
-                            if let Some(path) = &args.state {
-                                if last_saved.elapsed() >= Duration::from_secs(2) {
-                                    last_saved = Instant::now();
-                                    state.partitions.insert(
-                                        job.key.clone(),
-                                        SavedPartition {
-                                            done: false,
-                                            tally: tally.clone(),
-                                        },
-                                    );
-                                    if let Err(e) = state.save(path) {
-                                        eprintln!("strait verify: {e:#}");
+        // Up to --parallel partitions at a time, polled by this task: the state and the
+        // progress lines are shared through locks held only between awaits.
+        let shared = Mutex::new((&mut state, &mut progress, Instant::now()));
+        let flow_name = flow.name();
+        let compared: Vec<anyhow::Result<(usize, PartitionRow)>> =
+            futures::stream::iter(jobs.into_iter().enumerate())
+                .map(|(i, job)| {
+                    let (shared, source, target, limiter) = (&shared, &source, &target, &limiter);
+                    let (flow_name, state_path) = (flow_name.as_str(), args.state.as_deref());
+                    async move {
+                        let saved = lock(shared).0.partitions.get(&job.key).cloned();
+                        let (tally, error, ends) = match saved {
+                            Some(saved) if saved.done => (saved.tally, None, None),
+                            saved => {
+                                let tally = saved.map(|s| s.tally).unwrap_or_default();
+                                let mut last = None;
+                                let result = verify::verify_partition(
+                                    source,
+                                    target,
+                                    &job.job,
+                                    tally,
+                                    limiter,
+                                    ReadOptions::default(),
+                                    |tally, ends| {
+                                        last = Some(ends);
+                                        let mut guard = lock(shared);
+                                        let (state, progress, last_saved) = &mut *guard;
+                                        progress.show(flow_name, &job.job, tally, limiter);
+                                        let Some(path) = state_path else { return };
+                                        if last_saved.elapsed() >= Duration::from_secs(2) {
+                                            *last_saved = Instant::now();
+                                            state.partitions.insert(
+                                                job.key.clone(),
+                                                SavedPartition {
+                                                    done: false,
+                                                    tally: tally.clone(),
+                                                },
+                                            );
+                                            if let Err(e) = state.save(path) {
+                                                eprintln!("strait verify: {e:#}");
+                                            }
+                                        }
+                                    },
+                                )
+                                .await;
+                                match result {
+                                    Ok(tally) => {
+                                        let mut guard = lock(shared);
+                                        guard.0.partitions.insert(
+                                            job.key.clone(),
+                                            SavedPartition {
+                                                done: true,
+                                                tally: tally.clone(),
+                                            },
+                                        );
+                                        if let Some(path) = state_path {
+                                            guard.0.save(path)?;
+                                        }
+                                        (tally, None, last)
                                     }
+                                    Err(e) => (Tally::default(), Some(e.to_string()), last),
                                 }
                             }
-                        },
-                    )
-                    .await;
-                    match result {
-                        Ok(tally) => {
-                            state.partitions.insert(
-                                job.key.clone(),
-                                SavedPartition {
-                                    done: true,
-                                    tally: tally.clone(),
-                                },
-                            );
-                            if let Some(path) = &args.state {
-                                state.save(path)?;
-                            }
-                            (tally, None, last)
-                        }
-                        Err(e) => (Tally::default(), Some(e.to_string()), last),
+                        };
+                        lock(shared).1.finished(&job.job);
+                        Ok((i, row(job, tally, error, ends)))
                     }
-                }
-            };
-            progress.finished(&job.job, &tally);
-            rows.push(row(job, tally, error, ends));
-        }
+                })
+                .buffer_unordered(args.parallel.max(1))
+                .collect()
+                .await;
+        let mut compared = compared.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+        compared.sort_by_key(|(i, _)| *i);
+        rows.extend(compared.into_iter().map(|(_, row)| row));
     }
     let (finished, _) = verify::now_utc();
     let report = report(
@@ -273,6 +294,13 @@ pub(crate) async fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         "differences" => ExitCode::from(3),
         _ => ExitCode::FAILURE,
     })
+}
+
+/// `mutex` locked; a panic elsewhere while it was held does not stop the report.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn row(job: Job, tally: Tally, error: Option<String>, ends: Option<Ends>) -> PartitionRow {
@@ -492,6 +520,8 @@ struct Progress {
     total: u64,
     /// Source offsets of the partitions finished.
     finished: u64,
+    /// Source offsets compared so far of the partitions under way, by source partition.
+    under_way: BTreeMap<TopicPartition, u64>,
 }
 
 impl Progress {
@@ -502,6 +532,7 @@ impl Progress {
             started: Instant::now(),
             total: 0,
             finished: 0,
+            under_way: BTreeMap::new(),
         }
     }
 
@@ -510,14 +541,15 @@ impl Progress {
     }
 
     fn show(&mut self, flow: &str, job: &PartitionJob, tally: &Tally, limiter: &Limiter) {
+        let within = u64::try_from(tally.next_source - job.source_from)
+            .unwrap_or(0)
+            .min(Self::span(job));
+        self.under_way.insert(job.source.clone(), within);
         if self.last.elapsed() < self.every {
             return;
         }
         self.last = Instant::now();
-        let within = u64::try_from(tally.next_source - job.source_from)
-            .unwrap_or(0)
-            .min(Self::span(job));
-        let done = self.finished + within;
+        let done = self.finished + self.under_way.values().sum::<u64>();
         let seconds = self.started.elapsed().as_secs_f64().max(1e-3);
         eprintln!(
             "verify {flow}: {}/{} source offsets ({}%), {} read at {}/s; {} at source offset {} \
@@ -536,7 +568,8 @@ impl Progress {
         );
     }
 
-    fn finished(&mut self, job: &PartitionJob, _tally: &Tally) {
+    fn finished(&mut self, job: &PartitionJob) {
+        self.under_way.remove(&job.source);
         self.finished += Self::span(job);
     }
 }
