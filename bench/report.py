@@ -39,6 +39,7 @@ KEPT_SECTIONS = [
     "Offset map size",
     "Failover drill with MM2's checkpoints",
     "The day the source dies",
+    "Verifying a mirror",
 ]
 DISTANCE_TITLE = "Across a distance"
 # The 10,000-partition run with MM2 in it, kept for MM2's row when a later run leaves MM2 out.

@@ -13,6 +13,7 @@
 //!   work, the leader's assignor, the member that follows the group.
 //! - [`metrics`]: what is counted, for `/metrics`; [`status`]: what each flow is doing now,
 //!   for `/v1/status`.
+//! - [`verify`]: source and target compared record by record through the map (`strait verify`).
 
 pub mod acls;
 pub mod config;
@@ -27,3 +28,4 @@ pub mod scale;
 pub mod status;
 #[cfg(test)]
 mod told;
+pub mod verify;

@@ -576,7 +576,7 @@ fn now() -> (String, i64) {
 }
 
 /// `ms` since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
-fn rfc3339_utc(ms: i64) -> String {
+pub(crate) fn rfc3339_utc(ms: i64) -> String {
     let days = ms.div_euclid(86_400_000);
     let in_day = ms.rem_euclid(86_400_000);
     // Civil date from days since 1970-01-01 (proleptic Gregorian), by 400-year eras.
