@@ -599,3 +599,38 @@ us-west->eu.central.topics = orders
     assert!(!f.should_replicate_topic("payments"));
     assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
 }
+
+/// KAFKA-9914: with two aliases for one cluster (`clusters = kafka, backup`, both at the same
+/// brokers), `kafka->backup` writes `kafka.orders` into the very cluster it reads; MM2 4.3.1
+/// mirrored that again as `kafka.kafka.orders`, and so on. A topic some hop of which names the
+/// flow's own source is a cycle; the identity policy keeps MM2's one test (the target).
+#[test]
+fn a_topic_named_after_the_flows_own_source_is_not_mirrored_again() {
+    let cfg = parse(
+        "clusters = kafka, backup
+kafka.bootstrap.servers = k:9092
+backup.bootstrap.servers = k:9092
+kafka->backup.enabled = true
+",
+    );
+    let flow = &cfg.flows[0];
+    assert!(flow.should_replicate_topic("orders"));
+    assert_eq!(flow.remote_topic("orders"), "kafka.orders");
+    assert!(!flow.should_replicate_topic("kafka.orders"));
+    assert!(!flow.should_replicate_topic("kafka.kafka.orders"));
+    assert!(!flow.should_replicate_topic("other.kafka.orders"));
+    assert!(flow.should_replicate_topic("other.orders"));
+
+    let identity = parse(
+        "clusters = kafka, backup
+kafka.bootstrap.servers = k:9092
+backup.bootstrap.servers = b:9092
+kafka->backup.enabled = true
+replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy
+",
+    );
+    let flow = &identity.flows[0];
+    assert!(flow.should_replicate_topic("orders"));
+    assert!(flow.should_replicate_topic("kafka.orders"));
+    assert!(!flow.should_replicate_topic("backup.heartbeats"));
+}
