@@ -634,3 +634,76 @@ replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPo
     assert!(flow.should_replicate_topic("kafka.orders"));
     assert!(!flow.should_replicate_topic("backup.heartbeats"));
 }
+
+/// Every key that MirrorMaker 2's own configuration definitions declare, read from the
+/// `connect-mirror` jar the tests run (`scripts/kafka/Mm2ConfigKeys.java` on
+/// `scripts/mm2/pom.xml`'s class path), is known to strait's key catalogue: acted on, deprecated,
+/// or accepted and not used with the reason. A key a new MM2 release adds fails here by name.
+/// (jvm tier: it runs java.)
+#[test]
+fn every_key_of_mm2s_own_config_definitions_is_known() {
+    use std::collections::BTreeMap;
+    use strait_core::config::catalogue;
+
+    let program = strait_testkit::kafka_conf_dir().join("Mm2ConfigKeys.java");
+    let output = strait_testkit::mm2_java_command()
+        .arg(&program)
+        .output()
+        .expect("run java");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "Mm2ConfigKeys failed ({}):\n{stdout}{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // key -> the definitions that declare it.
+    let mut keys: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for line in stdout.lines() {
+        let (definition, key) = line
+            .split_once('\t')
+            .unwrap_or_else(|| panic!("not `<definition>\\t<key>`: {line:?}"));
+        keys.entry(key).or_default().push(definition);
+    }
+    // The jar is the one meant: 4.3's key and each definition are there.
+    assert!(
+        keys.contains_key("metric.names.formats"),
+        "no metric.names.formats (KIP-1280): not MM2 {}?\n{stdout}",
+        strait_testkit::MM2_VERSION
+    );
+    for definition in [
+        "MirrorMakerConfig",
+        "MirrorConnectorConfig",
+        "MirrorSourceConfig",
+        "MirrorCheckpointConfig",
+        "MirrorHeartbeatConfig",
+        "MirrorClientConfig",
+        "MirrorClientConfig.client",
+    ] {
+        assert!(
+            keys.values().flatten().any(|d| *d == definition),
+            "no key of {definition}:\n{stdout}"
+        );
+    }
+    let unknown: Vec<String> = keys
+        .iter()
+        .filter(|(key, _)| {
+            catalogue::flow_key(key).is_none() && catalogue::connection_key(key).is_none()
+        })
+        .map(|(key, definitions)| format!("{key} ({})", definitions.join(", ")))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "{} of MM2 {}'s {} keys are not in strait's key catalogue \
+         (crates/strait-core/src/config/catalogue.rs):\n  {}",
+        unknown.len(),
+        strait_testkit::MM2_VERSION,
+        keys.len(),
+        unknown.join("\n  ")
+    );
+    eprintln!(
+        "all {} keys of MM2 {}'s config definitions are in the catalogue",
+        keys.len(),
+        strait_testkit::MM2_VERSION
+    );
+}
