@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The benchmark driver behind `bench/run`: three mirrors side by side on two local Apache Kafka
-4.1.1 clusters (single-node KRaft, `scripts/test-broker`): strait, Kafka's own MirrorMaker 2
+4.4.0 clusters (single-node KRaft, `scripts/test-broker`): strait, Kafka's own MirrorMaker 2
 (dedicated mode, tuned for throughput) and the baseline record-level mirror on librdkafka; plus
 the broker-bound ceiling (the source's batches replayed into the target by a raw producer), then
 translation precision. Writes the JSON results; bench/report.py turns them into
@@ -44,6 +44,16 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_broker_pin(name):
+    """A version scripts/test-broker pins (KAFKA_VERSION, MM2_VERSION): what the run measures."""
+    text = (ROOT / "scripts" / "test-broker").read_text()
+    return re.search(rf"^{name}=(\S+)$", text, re.M).group(1)
+
+
+KAFKA_VERSION = test_broker_pin("KAFKA_VERSION")
+MM2_VERSION = test_broker_pin("MM2_VERSION")
 BENCH = ROOT / "bench"
 TOOLS = BENCH / "target" / "release"
 TEST_BROKER = ROOT / "scripts" / "test-broker"
@@ -211,7 +221,7 @@ def json_line(text):
 
 
 class Clusters:
-    """The test-broker pair, started once: Apache Kafka 4.1.1, data on disk."""
+    """The test-broker pair, started once: Apache Kafka (KAFKA_VERSION), data on disk."""
 
     def __init__(self, workdir, far=None, extra_props=""):
         """With `far` ({side: (FAR_PORT, PROXY_PORT)}): each far side's broker (source or
@@ -630,7 +640,7 @@ def run_mm2(args, clusters, wl, topics, work, rep):
     cfg = work / f"mm2-{run_label(wl)}-{rep}.properties"
     mm2_config(cfg, clusters, wl, topics, src, tgt, tuned=not args.mm2_untuned, wan=args.distance)
     cmd = [java(), *MM2_JVM, f"-Dlog4j2.configurationFile={KAFKA_CONF / 'log4j2.properties'}",
-           "-cp", args.kafka_classpath, "org.apache.kafka.connect.mirror.MirrorMaker", str(cfg),
+           "-cp", args.mm2_classpath, "org.apache.kafka.connect.mirror.MirrorMaker", str(cfg),
            "--clusters", tgt]
     return watched("mm2", cmd, clusters, [f"{src}.{t}" for t in topics], wl["records"],
                    work / f"mm2-{run_label(wl)}-{rep}.log", stop_when_done=True)
@@ -841,9 +851,9 @@ def machine(clusters):
         # The last commit that changed crates/ (the mirror measured), when HEAD only changed bench/.
         "strait_crates_commit": os.environ.get("STRAIT_COMMIT") or first(["git", "-C", str(ROOT), "log", "-1", "--format=%h", "--", "crates"]),
         "strait_tree_dirty": bool(first(["git", "-C", str(ROOT), "status", "--porcelain", "--", "crates"])),
-        "broker": f"Apache Kafka 4.1.1, single-node KRaft (combined broker and controller), data on disk, "
+        "broker": f"Apache Kafka {KAFKA_VERSION}, single-node KRaft (combined broker and controller), data on disk, "
                   f"heap {clusters.heap} (scripts/test-broker)",
-        "mm2": "Apache Kafka 4.1.1 MirrorMaker 2, dedicated mode (org.apache.kafka.connect.mirror.MirrorMaker), "
+        "mm2": f"Apache Kafka {MM2_VERSION} MirrorMaker 2, dedicated mode (org.apache.kafka.connect.mirror.MirrorMaker), "
                + " ".join(MM2_JVM),
         "librdkafka": "2.12.1 (rdkafka 0.39 crate, bundled)",
     }
@@ -894,7 +904,7 @@ def main():
                     help="make an incomplete run again, up to N times (default 0; across a distance 1)")
     ap.add_argument("--strait", required=True)
     ap.add_argument("--rdkafka-performance", required=True)
-    ap.add_argument("--kafka-classpath", required=True, help="the Kafka jars ('<lib>/*')")
+    ap.add_argument("--mm2-classpath", required=True, help="MirrorMaker 2's jars ('<lib>/*', scripts/test-broker mm2-classpath)")
     ap.add_argument("--out", required=True, help="results JSON")
     ap.add_argument("--command", default="bench/run", help="the command line, for the report")
     args = ap.parse_args()

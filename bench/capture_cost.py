@@ -411,7 +411,7 @@ def start_mirror(args, work, run, cfg, name):
         root = Path(__file__).resolve().parent.parent
         cmd = [args.java, "-Xms256M", "-Xmx2G", "-XX:+UseG1GC",
                f"-Dlog4j2.configurationFile={root / 'scripts/kafka/log4j2.properties'}",
-               "-cp", args.kafka_classpath, "org.apache.kafka.connect.mirror.MirrorMaker", str(cfg),
+               "-cp", args.mm2_classpath, "org.apache.kafka.connect.mirror.MirrorMaker", str(cfg),
                "--clusters", cfg.stem.split("-")[1]]
         env = dict(os.environ)
     return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
@@ -533,7 +533,7 @@ def main():
     ap.add_argument("--upstream", type=int)
     ap.add_argument("--stats")
     ap.add_argument("--strait")
-    ap.add_argument("--kafka-classpath")
+    ap.add_argument("--mm2-classpath")
     ap.add_argument("--java", default="java")
     ap.add_argument("--source")
     ap.add_argument("--source-pid", type=int)

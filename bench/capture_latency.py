@@ -246,7 +246,7 @@ MIRRORS = {
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--strait", required=True)
-    ap.add_argument("--kafka-classpath", required=True)
+    ap.add_argument("--mm2-classpath", required=True)
     ap.add_argument("--java", default="java")
     ap.add_argument("--source", required=True)
     ap.add_argument("--target", required=True)

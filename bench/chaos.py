@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The chaos run behind `bench/chaos`: two Apache Kafka 4.1.1 clusters (single-node KRaft, data
+"""The chaos run behind `bench/chaos`: two Apache Kafka 4.4.0 clusters (single-node KRaft, data
 on disk: `scripts/test-broker`), `strait run` mirroring a topic that two producers write to at a
 steady rate: plain records (idempotent, acks=all) and transactions, of which some commit and
 some abort. At random intervals, in shuffled rounds, one of five things happens: strait is
@@ -26,6 +26,12 @@ import threading
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
+
+
+def kafka_version():
+    """The Kafka release scripts/test-broker runs (its KAFKA_VERSION): what the run measures."""
+    text = (Path(__file__).resolve().parent.parent / "scripts" / "test-broker").read_text()
+    return re.search(r"^KAFKA_VERSION=(\S+)$", text, re.M).group(1)
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -604,7 +610,7 @@ def account(args, seed, started, chaos_seconds, plain, txn, events, strait, src_
         "txn_rate": args.txn_rate,
         "abort_ratio": args.abort_ratio,
         "partitions": PARTITIONS,
-        "broker": "Apache Kafka 4.1.1, single-node KRaft, data on disk (scripts/test-broker)",
+        "broker": f"Apache Kafka {kafka_version()}, single-node KRaft, data on disk (scripts/test-broker)",
         "plain_produced": plain.sent,
         "plain_acknowledged": len(plain.acked),
         "plain_delivery_failed": len(plain.failed),

@@ -289,7 +289,7 @@ def run_mm2(args, work, source, target, want_records, keys):
     out = open(work / "mm2.log", "w")
     proc = subprocess.Popen(
         [args.java, "-Xms256M", "-Xmx1G", f"-Dlog4j2.configurationFile={ROOT / 'scripts/kafka/log4j2.properties'}",
-         "-cp", args.kafka_classpath, "org.apache.kafka.connect.mirror.MirrorMaker", str(cfg), "--clusters", "tgt"],
+         "-cp", args.mm2_classpath, "org.apache.kafka.connect.mirror.MirrorMaker", str(cfg), "--clusters", "tgt"],
         stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.time() + MM2_TIMEOUT_S
@@ -348,7 +348,7 @@ def table(result):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--strait", required=True)
-    ap.add_argument("--kafka-classpath", required=True)
+    ap.add_argument("--mm2-classpath", required=True)
     ap.add_argument("--java", default="java")
     ap.add_argument("--source", required=True)
     ap.add_argument("--target", required=True)

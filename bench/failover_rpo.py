@@ -168,7 +168,7 @@ def start_mirror(args, work, name, src, tgt, extra, **names):
     else:
         cmd = [args.java, "-Xms256M", "-Xmx1G",
                f"-Dlog4j2.configurationFile={Path(__file__).resolve().parent.parent / 'scripts/kafka/log4j2.properties'}",
-               "-cp", args.kafka_classpath, "org.apache.kafka.connect.mirror.MirrorMaker", str(cfg),
+               "-cp", args.mm2_classpath, "org.apache.kafka.connect.mirror.MirrorMaker", str(cfg),
                "--clusters", tgt]
         env = dict(os.environ)
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
@@ -259,7 +259,7 @@ def table(result):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--strait", required=True)
-    ap.add_argument("--kafka-classpath", required=True)
+    ap.add_argument("--mm2-classpath", required=True)
     ap.add_argument("--java", default="java")
     ap.add_argument("--source", required=True)
     ap.add_argument("--source-pid", type=int, required=True)

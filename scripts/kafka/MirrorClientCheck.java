@@ -2,9 +2,10 @@
 // RemoteClusterUtils) what it reads from one cluster's MM2 topics, and prints the answers one per
 // line, tab-separated, sorted, so a test can compare them with what strait wrote.
 //
-// Run as a single-file program (Java 17+, no javac step), with the Kafka jars on the class path:
+// Run as a single-file program (Java 17+, no javac step), with MirrorMaker 2's jars on the class
+// path:
 //
-//   java -cp '<kafka lib>/*' scripts/kafka/MirrorClientCheck.java \
+//   java -cp "$(scripts/test-broker mm2-classpath)" scripts/kafka/MirrorClientCheck.java \
 //       --bootstrap 127.0.0.1:29092 --source A [--group G]... [--hops ALIAS]... [--timeout-ms 20000]
 //
 // --bootstrap is the cluster the MM2 topics are on (the target of the flow); --source the alias of

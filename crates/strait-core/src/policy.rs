@@ -232,16 +232,23 @@ impl ReplicationPolicy {
             || is_strait_internal_topic(topic)
     }
 
-    /// Whether replicating `topic` into the cluster `target_alias` would send it back where it
-    /// came from: some hop's source is the target (`MirrorSourceConnector.isCycle`). A topic that
-    /// is its own upstream (the identity policy) is never a cycle: that policy cannot see them.
-    pub fn is_cycle(&self, topic: &str, target_alias: &str) -> bool {
+    /// Whether replicating `topic` from the cluster `source_alias` into the cluster
+    /// `target_alias` would send it round a loop (`MirrorSourceConnector.isCycle`): some hop's
+    /// source is the target, or, with the default policy, the source itself (KAFKA-9914): a
+    /// topic on the source named after the source was mirrored into it under another alias (two
+    /// aliases for one cluster, or MM2 instances that name the clusters differently), and
+    /// mirroring it on would prefix it again at every turn (`A.A.A.orders`). The identity policy
+    /// keeps the first test only, as MM2 does: it reads every topic as the source's own. A topic
+    /// that is its own upstream (the identity policy) is never a cycle: that policy cannot see
+    /// them.
+    pub fn is_cycle(&self, topic: &str, source_alias: &str, target_alias: &str) -> bool {
+        let own_name_loops = matches!(self, Self::Default { .. });
         let mut current = topic;
         for _ in 0..=topic.len() {
             let Some(source) = self.topic_source(current) else {
                 return false;
             };
-            if source == target_alias {
+            if source == target_alias || (own_name_loops && source == source_alias) {
                 return true;
             }
             match self.upstream_topic(current) {
@@ -342,7 +349,7 @@ mod tests {
         assert_eq!(p.topic_source("us-west.orders"), None);
         assert_eq!(p.original_topic("B_A_heartbeats"), "heartbeats");
         assert!(p.is_heartbeats_topic("B_A_heartbeats"));
-        assert!(p.is_cycle("B_A_orders", "A"));
+        assert!(p.is_cycle("B_A_orders", "C", "A"));
     }
 
     #[test]
@@ -416,17 +423,41 @@ mod tests {
     fn cycles_recurse_upstream() {
         let p = ReplicationPolicy::default();
         // A->B: a topic that came from B would go back to B.
-        assert!(p.is_cycle("B.orders", "B"));
-        assert!(p.is_cycle("A.B.orders", "B"));
-        assert!(p.is_cycle("C.A.B.orders", "B"));
-        assert!(!p.is_cycle("orders", "B"));
-        assert!(!p.is_cycle("A.orders", "B"));
-        assert!(!p.is_cycle("C.A.orders", "B"));
+        assert!(p.is_cycle("B.orders", "A", "B"));
+        assert!(p.is_cycle("C.B.orders", "A", "B"));
+        assert!(p.is_cycle("D.C.B.orders", "A", "B"));
+        assert!(!p.is_cycle("orders", "A", "B"));
+        assert!(!p.is_cycle("C.orders", "A", "B"));
+        assert!(!p.is_cycle("D.C.orders", "A", "B"));
         // B->A: A's heartbeats mirrored to B come back as a cycle.
-        assert!(p.is_cycle("A.heartbeats", "A"));
-        assert!(!p.is_cycle("heartbeats", "A"));
+        assert!(p.is_cycle("A.heartbeats", "B", "A"));
+        assert!(!p.is_cycle("heartbeats", "B", "A"));
         // Names that are not remote topics are never cycles.
-        assert!(!p.is_cycle("B.", "B"));
+        assert!(!p.is_cycle("B.", "A", "B"));
+    }
+
+    /// KAFKA-9914: a topic on the source that some hop says came from the source itself was
+    /// mirrored into it under another alias; mirroring it on would add a prefix at every turn.
+    #[test]
+    fn a_topic_named_after_its_own_cluster_is_a_cycle() {
+        let p = ReplicationPolicy::default();
+        // `clusters = kafka, backup`, both the same cluster, `kafka->backup`: `kafka.orders`
+        // is the copy of `orders`, and must not become `kafka.kafka.orders`.
+        assert!(p.is_cycle("kafka.orders", "kafka", "backup"));
+        assert!(p.is_cycle("kafka.kafka.orders", "kafka", "backup"));
+        // At any hop: another instance named this cluster `A` and mirrored `A.orders` on.
+        assert!(p.is_cycle("C.A.orders", "A", "B"));
+        assert!(!p.is_cycle("C.D.orders", "A", "B"));
+        assert!(!p.is_cycle("orders", "kafka", "backup"));
+        // With another separator too.
+        let p = ReplicationPolicy::with_separator("_");
+        assert!(p.is_cycle("A_orders", "A", "B"));
+        assert!(!p.is_cycle("C_orders", "A", "B"));
+        // The identity policy reads every topic as the source's own: only the target's test.
+        let p = ReplicationPolicy::identity(Some("A".into()));
+        assert!(!p.is_cycle("orders", "A", "B"));
+        assert!(!p.is_cycle("A.orders", "A", "B"));
+        assert!(p.is_cycle("B.heartbeats", "A", "B"));
     }
 
     #[test]
@@ -491,13 +522,13 @@ mod tests {
     fn identity_policy_cannot_see_cycles() {
         // Flow A->B: every topic's source is A, and a topic is its own upstream.
         let p = ReplicationPolicy::identity(Some("A".into()));
-        assert!(!p.is_cycle("orders", "B"));
-        assert!(!p.is_cycle("B.orders", "B"));
+        assert!(!p.is_cycle("orders", "A", "B"));
+        assert!(!p.is_cycle("B.orders", "A", "B"));
         // Except when the configured source alias is the target itself.
-        assert!(p.is_cycle("orders", "A"));
+        assert!(p.is_cycle("orders", "C", "A"));
         // Heartbeats keep their prefixes, so their cycles are seen.
-        assert!(p.is_cycle("B.heartbeats", "B"));
-        assert!(!p.is_cycle("C.heartbeats", "B"));
+        assert!(p.is_cycle("B.heartbeats", "A", "B"));
+        assert!(!p.is_cycle("C.heartbeats", "A", "B"));
     }
 
     #[test]
@@ -516,7 +547,7 @@ mod tests {
     fn empty_separator_never_splits() {
         let p = ReplicationPolicy::with_separator("");
         assert_eq!(p.topic_source("A.orders"), None);
-        assert!(!p.is_cycle("A.orders", "A"));
+        assert!(!p.is_cycle("A.orders", "C", "A"));
         assert_eq!(p.original_topic("A.orders"), "A.orders");
     }
 }

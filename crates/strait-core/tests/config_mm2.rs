@@ -599,3 +599,111 @@ us-west->eu.central.topics = orders
     assert!(!f.should_replicate_topic("payments"));
     assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
 }
+
+/// KAFKA-9914: with two aliases for one cluster (`clusters = kafka, backup`, both at the same
+/// brokers), `kafka->backup` writes `kafka.orders` into the very cluster it reads; MM2 4.3.1
+/// mirrored that again as `kafka.kafka.orders`, and so on. A topic some hop of which names the
+/// flow's own source is a cycle; the identity policy keeps MM2's one test (the target).
+#[test]
+fn a_topic_named_after_the_flows_own_source_is_not_mirrored_again() {
+    let cfg = parse(
+        "clusters = kafka, backup
+kafka.bootstrap.servers = k:9092
+backup.bootstrap.servers = k:9092
+kafka->backup.enabled = true
+",
+    );
+    let flow = &cfg.flows[0];
+    assert!(flow.should_replicate_topic("orders"));
+    assert_eq!(flow.remote_topic("orders"), "kafka.orders");
+    assert!(!flow.should_replicate_topic("kafka.orders"));
+    assert!(!flow.should_replicate_topic("kafka.kafka.orders"));
+    assert!(!flow.should_replicate_topic("other.kafka.orders"));
+    assert!(flow.should_replicate_topic("other.orders"));
+
+    let identity = parse(
+        "clusters = kafka, backup
+kafka.bootstrap.servers = k:9092
+backup.bootstrap.servers = b:9092
+kafka->backup.enabled = true
+replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy
+",
+    );
+    let flow = &identity.flows[0];
+    assert!(flow.should_replicate_topic("orders"));
+    assert!(flow.should_replicate_topic("kafka.orders"));
+    assert!(!flow.should_replicate_topic("backup.heartbeats"));
+}
+
+/// Every key that MirrorMaker 2's own configuration definitions declare, read from the
+/// `connect-mirror` jar the tests run (`scripts/kafka/Mm2ConfigKeys.java` on
+/// `scripts/mm2/pom.xml`'s class path), is known to strait's key catalogue: acted on, deprecated,
+/// or accepted and not used with the reason. A key a new MM2 release adds fails here by name.
+/// (jvm tier: it runs java.)
+#[test]
+fn every_key_of_mm2s_own_config_definitions_is_known() {
+    use std::collections::BTreeMap;
+    use strait_core::config::catalogue;
+
+    let program = strait_testkit::kafka_conf_dir().join("Mm2ConfigKeys.java");
+    let output = strait_testkit::mm2_java_command()
+        .arg(&program)
+        .output()
+        .expect("run java");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "Mm2ConfigKeys failed ({}):\n{stdout}{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // key -> the definitions that declare it.
+    let mut keys: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for line in stdout.lines() {
+        let (definition, key) = line
+            .split_once('\t')
+            .unwrap_or_else(|| panic!("not `<definition>\\t<key>`: {line:?}"));
+        keys.entry(key).or_default().push(definition);
+    }
+    // The jar is the one meant: 4.3's key and each definition are there.
+    assert!(
+        keys.contains_key("metric.names.formats"),
+        "no metric.names.formats (KIP-1280): not MM2 {}?\n{stdout}",
+        strait_testkit::MM2_VERSION
+    );
+    for definition in [
+        "MirrorMakerConfig",
+        "MirrorConnectorConfig",
+        "MirrorSourceConfig",
+        "MirrorCheckpointConfig",
+        "MirrorHeartbeatConfig",
+        "MirrorClientConfig",
+        "MirrorClientConfig.client",
+    ] {
+        assert!(
+            keys.values().flatten().any(|d| *d == definition),
+            "no key of {definition}:\n{stdout}"
+        );
+    }
+    let unknown: Vec<String> = keys
+        .iter()
+        .filter(|(key, _)| {
+            catalogue::flow_key(key).is_none() && catalogue::connection_key(key).is_none()
+        })
+        .map(|(key, definitions)| format!("{key} ({})", definitions.join(", ")))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "{} of MM2 {}'s {} keys are not in strait's key catalogue \
+         (crates/strait-core/src/config/catalogue.rs):\n  {}",
+        unknown.len(),
+        strait_testkit::MM2_VERSION,
+        keys.len(),
+        unknown.join("\n  ")
+    );
+    eprintln!(
+        "all {} keys of MM2 {}'s config definitions are in the catalogue",
+        keys.len(),
+        strait_testkit::MM2_VERSION
+    );
+}

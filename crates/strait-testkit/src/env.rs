@@ -21,13 +21,34 @@ pub(crate) fn cache_dir() -> PathBuf {
 }
 
 /// The Kafka jars that `scripts/test-broker install` fetches: `$STRAIT_KAFKA_HOME/lib`, else
-/// `$STRAIT_CACHE/kafka-4.1.1/lib`.
+/// `$STRAIT_CACHE/kafka-<KAFKA_VERSION>/lib`.
 pub(crate) fn kafka_lib() -> PathBuf {
     let home = match std::env::var_os("STRAIT_KAFKA_HOME").filter(|p| !p.is_empty()) {
         Some(home) => PathBuf::from(home),
         None => cache_dir().join(format!("kafka-{}", crate::java::KAFKA_VERSION)),
     };
     home.join("lib")
+}
+
+/// MirrorMaker 2's jars, which `scripts/test-broker install` fetches: `$STRAIT_MM2_HOME/lib`, else
+/// `$STRAIT_CACHE/mm2-<MM2_VERSION>/lib`.
+pub(crate) fn mm2_lib() -> PathBuf {
+    let home = match std::env::var_os("STRAIT_MM2_HOME").filter(|p| !p.is_empty()) {
+        Some(home) => PathBuf::from(home),
+        None => cache_dir().join(format!("mm2-{}", crate::java::MM2_VERSION)),
+    };
+    home.join("lib")
+}
+
+/// Panics, saying how to install it, when MirrorMaker 2 is not installed.
+pub(crate) fn require_mm2() {
+    let jar = mm2_lib().join(format!("connect-mirror-{}.jar", crate::java::MM2_VERSION));
+    if !jar.is_file() {
+        panic!(
+            "MirrorMaker 2 not installed: run scripts/test-broker install (no {})",
+            jar.display()
+        );
+    }
 }
 
 /// Panics, saying how to install it, when Kafka is not installed.

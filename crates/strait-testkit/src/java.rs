@@ -1,6 +1,7 @@
 //! Kafka's own Java programs as independent witnesses: the command-line tools
 //! (`ConsumerGroupCommand`, `GetOffsetShell`, ...), MirrorMaker 2 and Java test programs kept
-//! under `scripts/kafka/`, run from the jars `scripts/test-broker install` fetches.
+//! under `scripts/kafka/`, run from the jars `scripts/test-broker install` fetches. MirrorMaker 2
+//! has a class path of its own (`scripts/mm2/pom.xml`): its release, not the brokers'.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -8,11 +9,21 @@ use std::process::{Command, Output};
 use crate::env;
 
 /// The Kafka release the tests run against (the one `scripts/kafka/pom.xml` pins).
-pub const KAFKA_VERSION: &str = "4.1.1";
+pub const KAFKA_VERSION: &str = "4.4.0";
+
+/// The MirrorMaker 2 release the tests compare with (the one `scripts/mm2/pom.xml` pins): the
+/// newest `connect-mirror` Maven Central serves here, on a class path of its own.
+pub const MM2_VERSION: &str = "4.3.1";
 
 /// The JVM class path of the Kafka jars (`<lib>/*`, expanded by the JVM).
 pub fn kafka_classpath() -> String {
     format!("{}/*", env::kafka_lib().display())
+}
+
+/// The JVM class path of MirrorMaker 2's jars (`<lib>/*`): `connect-mirror`,
+/// `connect-mirror-client` and the `kafka-tools` of its release, each dependency at its version.
+pub fn mm2_classpath() -> String {
+    format!("{}/*", env::mm2_lib().display())
 }
 
 /// The version of Amazon's `aws-msk-iam-auth` that `scripts/msk-iam/pom.xml` pins.
@@ -20,14 +31,16 @@ pub const MSK_IAM_AUTH_VERSION: &str = "2.3.6";
 
 /// The JVM class path of Amazon's `aws-msk-iam-auth`, its dependencies and `kafka-clients`
 /// (`<lib>/*`), which `scripts/test-broker install` fetches into
-/// `$STRAIT_CACHE/msk-iam-auth-<version>/lib`.
+/// `$STRAIT_CACHE/msk-iam-auth-<version>-kafka-<Kafka version>/lib`.
 ///
 /// # Panics
 ///
 /// If they are not installed, saying how to install them.
 pub fn msk_iam_classpath() -> String {
     let lib = env::cache_dir()
-        .join(format!("msk-iam-auth-{MSK_IAM_AUTH_VERSION}"))
+        .join(format!(
+            "msk-iam-auth-{MSK_IAM_AUTH_VERSION}-kafka-{KAFKA_VERSION}"
+        ))
         .join("lib");
     let jar = lib.join(format!("aws-msk-iam-auth-{MSK_IAM_AUTH_VERSION}.jar"));
     if !jar.is_file() {
@@ -53,6 +66,22 @@ pub fn kafka_conf_dir() -> PathBuf {
 /// If Kafka is not installed.
 pub fn java_command() -> Command {
     env::require_kafka();
+    java_on(kafka_classpath())
+}
+
+/// [`java_command`] on MirrorMaker 2's class path ([`mm2_classpath`]) instead of the brokers':
+/// for `MirrorMaker`, MM2's client library (`MirrorClient`, `RemoteClusterUtils`) and its record
+/// formatters.
+///
+/// # Panics
+///
+/// If MirrorMaker 2 is not installed.
+pub fn mm2_java_command() -> Command {
+    env::require_mm2();
+    java_on(mm2_classpath())
+}
+
+fn java_on(classpath: String) -> Command {
     let java = std::env::var_os("JAVA_HOME")
         .map(|home| PathBuf::from(home).join("bin").join("java"))
         .filter(|p| p.is_file())
@@ -65,7 +94,7 @@ pub fn java_command() -> Command {
             kafka_conf_dir().join("tools-log4j2.properties").display()
         ))
         .arg("-cp")
-        .arg(kafka_classpath());
+        .arg(classpath);
     command
 }
 
@@ -76,7 +105,21 @@ pub fn java_command() -> Command {
 ///
 /// If it cannot run or exits non-zero; the message carries its output.
 pub fn kafka_tool(main_class: &str, args: &[&str]) -> String {
-    let output = java_command()
+    run_tool(java_command(), main_class, args)
+}
+
+/// [`kafka_tool`] on MirrorMaker 2's class path: a tool of MM2's release, e.g. its
+/// `ConsoleConsumer` with one of MM2's formatters.
+///
+/// # Panics
+///
+/// If it cannot run or exits non-zero; the message carries its output.
+pub fn mm2_tool(main_class: &str, args: &[&str]) -> String {
+    run_tool(mm2_java_command(), main_class, args)
+}
+
+fn run_tool(mut command: Command, main_class: &str, args: &[&str]) -> String {
+    let output = command
         .arg(main_class)
         .args(args)
         .output()

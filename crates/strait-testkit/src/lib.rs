@@ -36,8 +36,8 @@ pub use clusters::{
     Broker, ClusterOptions, Clusters, Which, QUICK_COMPACTION, SHARED_CLUSTERS_ENV,
 };
 pub use java::{
-    java_command, kafka_classpath, kafka_conf_dir, kafka_tool, msk_iam_classpath, KAFKA_VERSION,
-    MSK_IAM_AUTH_VERSION,
+    java_command, kafka_classpath, kafka_conf_dir, kafka_tool, mm2_classpath, mm2_java_command,
+    mm2_tool, msk_iam_classpath, KAFKA_VERSION, MM2_VERSION, MSK_IAM_AUTH_VERSION,
 };
 pub use kerberos::{Kdc, REALM};
 pub use keytool::{java_keystore, java_truststore, keytool};

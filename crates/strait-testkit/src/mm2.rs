@@ -1,5 +1,6 @@
 //! Apache Kafka's own MirrorMaker 2, run in dedicated mode from the jars `scripts/test-broker
-//! install` fetches (`org.apache.kafka.connect.mirror.MirrorMaker mm2.properties --clusters B`):
+//! install` fetches for it (`scripts/mm2/pom.xml`, its own class path at its own release;
+//! `org.apache.kafka.connect.mirror.MirrorMaker mm2.properties --clusters B`):
 //! the reference implementation strait is compared with.
 //!
 //! [`Mm2::start`] writes the properties, starts the JVM with its log in a file and returns at
@@ -13,7 +14,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::java::{java_command, kafka_conf_dir};
+use crate::java::{kafka_conf_dir, mm2_java_command};
 
 /// The line MM2 logs once its herders are started (`MirrorMaker.start`).
 pub const MM2_STARTED: &str = "Kafka MirrorMaker started";
@@ -100,8 +101,8 @@ impl Mm2 {
         let err = out
             .try_clone()
             .unwrap_or_else(|e| panic!("cannot open {} twice: {e}", log.display()));
-        let mut command = java_command();
-        // A later -Xmx and -D win over java_command's tool settings (256 MiB, warnings only).
+        let mut command = mm2_java_command();
+        // A later -Xmx and -D win over mm2_java_command's tool settings (256 MiB, warnings only).
         command
             .arg("-Xms256m")
             .arg("-Xmx1g")

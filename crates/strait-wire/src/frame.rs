@@ -179,10 +179,13 @@ impl Versions {
         self.ranges.contains_key(&(api as i16))
     }
 
-    /// The highest version of request `R` that the broker, the codec and strait all speak.
+    /// The highest version of request `R` that the broker, the codec and strait all speak. The
+    /// codec is `R`'s own range: the crate's table for the API key can name a version its
+    /// request type cannot encode (OffsetCommit: v10 in the table, v9 in
+    /// `OffsetCommitRequest`, and Kafka 4.4 offers v10).
     pub fn pick<R: Request>(&self) -> Result<i16, VersionError> {
         match ApiKey::try_from(R::KEY) {
-            Ok(api) => self.pick_key(api),
+            Ok(api) => self.pick_within(api, R::VERSIONS),
             Err(_) => Err(VersionError::NotOffered {
                 api: ApiKey::ApiVersions,
             }),
@@ -191,7 +194,18 @@ impl Versions {
 
     /// The highest version of an API that the broker, the codec and strait all speak.
     pub fn pick_key(&self, api: ApiKey) -> Result<i16, VersionError> {
-        let codec = api.valid_versions();
+        self.pick_within(api, api.valid_versions())
+    }
+
+    fn pick_within(
+        &self,
+        api: ApiKey,
+        codec: kafka_protocol::protocol::VersionRange,
+    ) -> Result<i16, VersionError> {
+        let codec = kafka_protocol::protocol::VersionRange {
+            min: codec.min.max(api.valid_versions().min),
+            max: codec.max.min(api.valid_versions().max),
+        };
         let ours_min = codec.min;
         let ours_max = strait_max(api).map_or(codec.max, |m| m.min(codec.max));
         let (broker_min, broker_max) = self
@@ -403,6 +417,22 @@ mod tests {
                 api: ApiKey::Metadata
             })
         );
+    }
+
+    /// Kafka 4.4 offers OffsetCommit v10, which kafka-protocol's table for the key lists but
+    /// its `OffsetCommitRequest` cannot encode (its range ends at v9): every group sync failed
+    /// there with "cannot encode OffsetCommit v10 request" until the pick took the request
+    /// type's own range.
+    #[test]
+    fn a_version_the_request_type_cannot_encode_is_never_picked() {
+        use kafka_protocol::messages::OffsetCommitRequest;
+        use kafka_protocol::protocol::Message;
+        let versions = Versions::from_ranges([(ApiKey::OffsetCommit as i16, 2, 10)]);
+        let picked = versions.pick::<OffsetCommitRequest>().unwrap();
+        assert_eq!(picked, OffsetCommitRequest::VERSIONS.max);
+        let request =
+            OffsetCommitRequest::default().with_group_id(StrBytes::from_static_str("g").into());
+        encode_request(&request, picked, 1, "strait").unwrap();
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Cutover from a running MirrorMaker 2 to strait (issue 12 §2): MM2 mirrors `A->B`, is stopped
 //! with SIGTERM as an operator would, and strait starts on the very same `.properties` file.
 //!
-//! The scenario, on two Apache Kafka 4.1.1 clusters:
+//! The scenario, on two Apache Kafka 4.4.0 clusters, with MirrorMaker 2 4.3.1 (the newest
+//! `connect-mirror` Maven Central serves here):
 //!
 //! 1. ids 0..3000 on `orders` (3 partitions, lz4 batches); DeleteRecords trims each partition's
 //!    start (100, 150, 200 records), so source offsets and target offsets differ once mirrored;

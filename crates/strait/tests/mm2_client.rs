@@ -1,5 +1,6 @@
-//! MirrorMaker 2 compatibility both ways, against Apache Kafka 4.1.1's own MM2 code (the jars
-//! `scripts/test-broker install` fetches), not against our reading of it:
+//! MirrorMaker 2 compatibility both ways, against Apache Kafka's own MM2 code (4.3.1, the newest
+//! `connect-mirror` Maven Central serves here: the jars `scripts/test-broker install` fetches from
+//! `scripts/mm2/pom.xml`), on Kafka 4.4.0 brokers, not against our reading of it:
 //!
 //! - **strait -> MM2's client library.** strait mirrors `A->B` (`strait run --until-caught-up`,
 //!   then a short `strait run` for heartbeats); then MM2's `MirrorClient` and
@@ -37,7 +38,8 @@ use strait_kafka::admin::{IsolationLevel, OffsetSpec};
 use strait_kafka::fetch::{FetchOptions, FetchPosition};
 use strait_kafka::{Client, ClientConfig, TopicPartition};
 use strait_testkit::{
-    java_command, kafka_conf_dir, kafka_tool, Clusters, Mm2, Names, Rdk, TestRecord, MM2_STARTED,
+    kafka_conf_dir, kafka_tool, mm2_java_command, mm2_tool, Clusters, Mm2, Names, Rdk, TestRecord,
+    MM2_STARTED,
 };
 use strait_wire::mm2::{Checkpoint, Heartbeat, OffsetSync};
 use strait_wire::BatchScanner;
@@ -881,7 +883,7 @@ fn formatters_agree<T: Decoded + std::fmt::Debug>(
     let formatter = T::FORMATTER;
     let started = Instant::now();
     let count = all.len().to_string();
-    let printed = kafka_tool(
+    let printed = mm2_tool(
         "org.apache.kafka.tools.consumer.ConsoleConsumer",
         &[
             "--bootstrap-server",
@@ -996,7 +998,7 @@ impl Answers {
 /// Runs MirrorClientCheck against `bootstrap` for source alias `source`.
 fn mirror_client_check(bootstrap: &str, source: &str, groups: &[&str], hops: &[&str]) -> Answers {
     let program = kafka_conf_dir().join("MirrorClientCheck.java");
-    let mut command = java_command();
+    let mut command = mm2_java_command();
     command
         .arg(&program)
         .args(["--bootstrap", bootstrap, "--source", source]);

@@ -354,6 +354,17 @@ pub static KEYS: &[KeyDef] = &[
         status: Status::Used,
         doc: "The brokers of every cluster that has no `<alias>.bootstrap.servers`.",
     },
+    KeyDef {
+        name: "config.providers",
+        place: Place::Top,
+        section: Section::Clusters,
+        value: Value::List,
+        default: "",
+        status: Status::Used,
+        doc: "The config providers that `${provider:path:key}` values name, each with its \
+              `config.providers.<name>.class` (`docs/security.md`, \"Secrets outside the file: \
+              config providers\").",
+    },
     // Topics and groups.
     used(
         "enabled",
@@ -1163,6 +1174,17 @@ pub static KEYS: &[KeyDef] = &[
     connection_unused("sasl.oauthbearer.scope.claim.name", BROKER_SIDE),
     connection_unused("sasl.server.*", BROKER_SIDE),
     connection_unused(
+        "sasl.oauthbearer.assertion.*",
+        "it configures the JWT bearer grant (KIP-1139, a signed assertion instead of a client \
+         secret), which strait does not offer: it refuses `JwtBearerJwtRetriever`; use the \
+         client credentials grant or a token file",
+    ),
+    connection_unused(
+        "sasl.oauthbearer.jwt.validator.class",
+        "it picks the JVM class that checks a token the client fetched; strait checks the token \
+         itself (its `exp`, and the claim `sasl.oauthbearer.sub.claim.name` names)",
+    ),
+    connection_unused(
         "ssl.client.auth",
         "it is a broker setting (whether clients must \
          present a certificate)",
@@ -1265,6 +1287,30 @@ pub static KEYS: &[KeyDef] = &[
     connect(
         "errors.*",
         "it configures Connect's error handling; strait reports errors itself",
+    ),
+    connect(
+        "access.control.*",
+        "it configures Connect's REST server; strait serves its own HTTP API",
+    ),
+    connect(
+        "response.http.headers.config",
+        "it configures Connect's REST server; strait serves its own HTTP API",
+    ),
+    connect(
+        "config.action.reload",
+        "it tells Connect whether to restart a connector when a config provider's values change; \
+         strait reads the providers again each time it loads the file (at start and at every \
+         reload)",
+    ),
+    connect(
+        "connector.plugin.version",
+        "it picks the version of a Connect connector plugin (KIP-891); strait has none",
+    ),
+    connect(
+        "metric.names.formats",
+        "it picks the names of MM2's JMX metrics (KIP-1280, MM2 4.3: `legacy`, `new` or both); \
+         strait exports its own metrics, in Prometheus's format, on its HTTP port \
+         (`docs/metrics.md`)",
     ),
 ];
 

@@ -238,13 +238,18 @@ impl FlowConfig {
 
     /// Whether this flow mirrors source topic `topic`, as `MirrorSourceConnector
     /// .shouldReplicateTopic`: it passes the filter (or is a heartbeats topic and
-    /// `heartbeats.replication.enabled`), is not internal, would not loop back to the target, and
-    /// its remote name reads back as one ([`crate::policy::ReplicationPolicy::traces`]).
+    /// `heartbeats.replication.enabled`), is not internal, would not loop
+    /// ([`crate::policy::ReplicationPolicy::is_cycle`]), and its remote name reads back as one
+    /// ([`crate::policy::ReplicationPolicy::traces`]).
     pub fn should_replicate_topic(&self, topic: &str) -> bool {
         (self.topics.should_replicate_topic(topic)
             || (self.heartbeats_replication && self.policy.is_heartbeats_topic(topic)))
             && !self.policy.is_internal_topic(topic)
-            && !self.policy.is_cycle(topic, self.target_alias.as_str())
+            && !self.policy.is_cycle(
+                topic,
+                self.source_alias.as_str(),
+                self.target_alias.as_str(),
+            )
             && self.policy.traces(self.source_alias.as_str(), topic)
     }
 
