@@ -17,6 +17,7 @@ use strait_core::filter::PatternList;
 use strait_core::internal::map_store::MapStore;
 use strait_core::verify::{self, Ends, Limiter, PartitionJob, ReadOptions, Tally};
 use strait_kafka::TopicPartition;
+use strait_wire::offset_map::OffsetMap;
 
 use crate::format;
 
@@ -152,19 +153,7 @@ pub(crate) async fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         Some(name) => vec![crate::clusters::find_flow(&config, name)?],
         None => config.flows.iter().collect(),
     };
-    let topics = args
-        .topics
-        .as_deref()
-        .map(|t| PatternList::parse(t).context("--topics"))
-        .transpose()?;
-    if !(args.progress_interval.is_finite() && args.progress_interval > 0.0) {
-        anyhow::bail!("--progress-interval: a number of seconds above 0");
-    }
-    if let Some(mb) = args.max_mb_per_s {
-        if !(mb.is_finite() && mb > 0.0) {
-            anyhow::bail!("--max-mb-per-s: a number above 0, not {mb}");
-        }
-    }
+    let topics = checked_args(&args)?;
     let mut state = match &args.state {
         Some(path) => State::load(path)?,
         None => State::default(),
@@ -179,22 +168,7 @@ pub(crate) async fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         let map = MapStore::read(&target, flow.source_alias.as_str())
             .await
             .with_context(|| format!("cannot read the offset map of {}", flow.name()))?;
-        let jobs: Vec<Job> = map
-            .iter()
-            .filter(|(p, _)| topics.as_ref().is_none_or(|t| t.matches(&p.topic)))
-            .filter_map(|(p, pmap)| {
-                let job = PartitionJob::from_map(
-                    TopicPartition::new(p.topic.clone(), p.partition),
-                    TopicPartition::new(flow.remote_topic(&p.topic), p.partition),
-                    pmap,
-                )?;
-                Some(Job {
-                    flow: flow.name(),
-                    key: format!("{} {p}", flow.name()),
-                    job,
-                })
-            })
-            .collect();
+        let jobs = jobs(flow, &map, topics.as_ref());
         progress.total += jobs
             .iter()
             .map(|j| u64::try_from(j.job.source_to - j.job.source_from).unwrap_or(0))
@@ -284,16 +258,59 @@ pub(crate) async fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         clock,
         &limiter,
     );
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    print_report(&report, args.json)
+}
+
+/// Prints `report` (`--json` or text) and gives the exit code of its result: 0 identical (or
+/// nothing compared), 3 differences, 1 errors.
+fn print_report(report: &Report, json: bool) -> anyhow::Result<ExitCode> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(report)?);
     } else {
-        print_text(&report);
+        print_text(report);
     }
     Ok(match report.result {
         "identical" | "nothing_compared" => ExitCode::SUCCESS,
         "differences" => ExitCode::from(3),
         _ => ExitCode::FAILURE,
     })
+}
+
+/// The `--topics` filter, once the numbers given are checked.
+fn checked_args(args: &VerifyArgs) -> anyhow::Result<Option<PatternList>> {
+    let topics = args
+        .topics
+        .as_deref()
+        .map(|t| PatternList::parse(t).context("--topics"))
+        .transpose()?;
+    if !(args.progress_interval.is_finite() && args.progress_interval > 0.0) {
+        anyhow::bail!("--progress-interval: a number of seconds above 0");
+    }
+    if let Some(mb) = args.max_mb_per_s {
+        if !(mb.is_finite() && mb > 0.0) {
+            anyhow::bail!("--max-mb-per-s: a number above 0, not {mb}");
+        }
+    }
+    Ok(topics)
+}
+
+/// The partitions of `flow`'s map that `topics` selects, each with the range to compare.
+fn jobs(flow: &FlowConfig, map: &OffsetMap, topics: Option<&PatternList>) -> Vec<Job> {
+    map.iter()
+        .filter(|(p, _)| topics.is_none_or(|t| t.matches(&p.topic)))
+        .filter_map(|(p, pmap)| {
+            let job = PartitionJob::from_map(
+                TopicPartition::new(p.topic.clone(), p.partition),
+                TopicPartition::new(flow.remote_topic(&p.topic), p.partition),
+                pmap,
+            )?;
+            Some(Job {
+                flow: flow.name(),
+                key: format!("{} {p}", flow.name()),
+                job,
+            })
+        })
+        .collect()
 }
 
 /// `mutex` locked; a panic elsewhere while it was held does not stop the report.
@@ -427,53 +444,7 @@ fn print_text(r: &Report) {
     } else {
         table.print();
     }
-    for p in &r.partitions {
-        let t = &p.tally;
-        if let Some(e) = &p.error {
-            println!("\n{} {}-{}: error: {e}", p.flow, p.topic, p.partition);
-        }
-        if !t.has_differences() {
-            continue;
-        }
-        println!(
-            "\n{} {}-{} -> {}-{}:",
-            p.flow, p.topic, p.partition, p.remote_topic, p.partition
-        );
-        let list = |what: &str, n: u64, examples: &[verify::Example]| {
-            if n == 0 {
-                return;
-            }
-            let shown: Vec<String> = examples
-                .iter()
-                .map(|e| {
-                    let fields = if e.fields.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({})", e.fields.join(", "))
-                    };
-                    match (e.source_offset, e.target_offset) {
-                        (Some(s), Some(t)) => format!("source {s} -> target {t}{fields}"),
-                        (Some(s), None) => format!("source {s} (in a gap of the map)"),
-                        (None, Some(t)) => format!("target {t}"),
-                        (None, None) => "-".to_owned(),
-                    }
-                })
-                .collect();
-            let more = if n > examples.len() as u64 {
-                format!(", and {} more", format::count(n - examples.len() as u64))
-            } else {
-                String::new()
-            };
-            println!(
-                "  {what} ({}): {}{more}",
-                format::count(n),
-                shown.join("; ")
-            );
-        };
-        list("missing on the target", t.missing, &t.missing_examples);
-        list("extra on the target", t.extra, &t.extra_examples);
-        list("differing", t.differing, &t.differing_examples);
-    }
+    print_differences(r);
     let t = &r.totals;
     println!();
     println!(
@@ -508,6 +479,59 @@ fn print_text(r: &Report) {
                 format::things(t.partitions_with_errors, "partition")
             ),
         }
+    );
+}
+
+/// Each partition's error, and its differences with examples.
+fn print_differences(r: &Report) {
+    for p in &r.partitions {
+        let t = &p.tally;
+        if let Some(e) = &p.error {
+            println!("\n{} {}-{}: error: {e}", p.flow, p.topic, p.partition);
+        }
+        if !t.has_differences() {
+            continue;
+        }
+        println!(
+            "\n{} {}-{} -> {}-{}:",
+            p.flow, p.topic, p.partition, p.remote_topic, p.partition
+        );
+        print_examples("missing on the target", t.missing, &t.missing_examples);
+        print_examples("extra on the target", t.extra, &t.extra_examples);
+        print_examples("differing", t.differing, &t.differing_examples);
+    }
+}
+
+/// One kind of difference of a partition: its count and the examples kept.
+fn print_examples(what: &str, n: u64, examples: &[verify::Example]) {
+    if n == 0 {
+        return;
+    }
+    let shown: Vec<String> = examples
+        .iter()
+        .map(|e| {
+            let fields = if e.fields.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", e.fields.join(", "))
+            };
+            match (e.source_offset, e.target_offset) {
+                (Some(s), Some(t)) => format!("source {s} -> target {t}{fields}"),
+                (Some(s), None) => format!("source {s} (in a gap of the map)"),
+                (None, Some(t)) => format!("target {t}"),
+                (None, None) => "-".to_owned(),
+            }
+        })
+        .collect();
+    let more = if n > examples.len() as u64 {
+        format!(", and {} more", format::count(n - examples.len() as u64))
+    } else {
+        String::new()
+    };
+    println!(
+        "  {what} ({}): {}{more}",
+        format::count(n),
+        shown.join("; ")
     );
 }
 

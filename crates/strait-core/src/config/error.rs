@@ -193,26 +193,8 @@ pub enum ConfigErrorReason {
     },
     /// Enabled flows that would carry records back to a cluster they came from
     /// (`config/loops.rs`).
-    #[error(
-        "flows {flows} would mirror records back to the cluster they came from: topic `{topic}` \
-         written on {cluster} comes back to {cluster} as `{returns_as}`{again}. MM2 loops the \
-         same way. Mirror each topic in one direction only (narrow these flows' `topics` or \
-         `topics.exclude`), or use DefaultReplicationPolicy with the same alias for a cluster in \
-         every flow, whose remote topic names let a flow skip what another copied",
-        again = if *.endless { ", and round again without end" } else { "" }
-    )]
-    Loop {
-        /// The flows of the cycle, in order (`A->B, B->A`).
-        flows: String,
-        /// The cluster a record starts on.
-        cluster: String,
-        /// A topic that would loop.
-        topic: String,
-        /// The name it comes back as.
-        returns_as: String,
-        /// Whether it would go round again.
-        endless: bool,
-    },
+    #[error("{0}")]
+    Loop(Box<LoopFound>),
     /// Enabled flows in a cycle whose topic filters strait cannot compare.
     #[error(
         "flows {flows} form a cycle, and strait cannot tell whether they would mirror records \
@@ -231,6 +213,48 @@ pub enum ConfigErrorReason {
         /// The known `strait.` keys, comma-separated.
         known: String,
     },
+}
+
+/// A loop of flows found ([`ConfigErrorReason::Loop`]): `topic` written on `cluster` comes back
+/// to it as `returns_as` through `flows`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoopFound {
+    /// The flows of the cycle, in order (`A->B, B->A`).
+    pub flows: String,
+    /// The cluster a record starts on.
+    pub cluster: String,
+    /// A topic that would loop.
+    pub topic: String,
+    /// The name it comes back as.
+    pub returns_as: String,
+    /// Whether it would go round again.
+    pub endless: bool,
+}
+
+impl fmt::Display for LoopFound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self {
+            flows,
+            cluster,
+            topic,
+            returns_as,
+            endless,
+        } = self;
+        let again = if *endless {
+            ", and round again without end"
+        } else {
+            ""
+        };
+        write!(
+            f,
+            "flows {flows} would mirror records back to the cluster they came from: topic \
+             `{topic}` written on {cluster} comes back to {cluster} as `{returns_as}`{again}. \
+             MM2 loops the same way. Mirror each topic in one direction only (narrow these \
+             flows' `topics` or `topics.exclude`), or use DefaultReplicationPolicy with the same \
+             alias for a cluster in every flow, whose remote topic names let a flow skip what \
+             another copied"
+        )
+    }
 }
 
 /// Something in the config worth telling the operator once; strait starts anyway.

@@ -26,7 +26,7 @@ use regex_automata::util::primitives::StateID;
 use regex_automata::util::{start, syntax};
 use regex_automata::{Anchored, MatchKind};
 
-use super::{ClusterConfig, ConfigErrorReason, FlowConfig};
+use super::{ClusterConfig, ConfigErrorReason, FlowConfig, LoopFound};
 use crate::filter::Pattern;
 
 /// The characters of a topic name (Kafka's `Topic.validate`).
@@ -148,12 +148,14 @@ fn travel(hops: &[&FlowConfig], topic: &str) -> Result<String, Stopped> {
 
 fn check_cycle(hops: &[&FlowConfig]) -> Result<(), ConfigErrorReason> {
     let flows = hops.iter().map(|f| f.name()).collect::<Vec<_>>().join(", ");
-    let found = |topic: String, returns_as: String| ConfigErrorReason::Loop {
-        endless: travel(hops, &returns_as).is_ok(),
-        flows: flows.clone(),
-        cluster: hops[0].source.as_str().to_owned(),
-        topic,
-        returns_as,
+    let found = |topic: String, returns_as: String| {
+        ConfigErrorReason::Loop(Box::new(LoopFound {
+            endless: travel(hops, &returns_as).is_ok(),
+            flows: flows.clone(),
+            cluster: hops[0].source.as_str().to_owned(),
+            topic,
+            returns_as,
+        }))
     };
     if let Ok(back) = travel(hops, "heartbeats") {
         return Err(found("heartbeats".to_owned(), back));
@@ -361,13 +363,16 @@ mod tests {
     /// The loop found: (flows, cluster, topic, comes back as, endless).
     fn looped(extra: &str) -> (String, String, String, String, bool) {
         match parse(extra).map(|_| ()).map_err(|e| e.reason) {
-            Err(ConfigErrorReason::Loop {
-                flows,
-                cluster,
-                topic,
-                returns_as,
-                endless,
-            }) => (flows, cluster, topic, returns_as, endless),
+            Err(ConfigErrorReason::Loop(found)) => {
+                let LoopFound {
+                    flows,
+                    cluster,
+                    topic,
+                    returns_as,
+                    endless,
+                } = *found;
+                (flows, cluster, topic, returns_as, endless)
+            }
             other => panic!("expected a loop, got {other:?}"),
         }
     }

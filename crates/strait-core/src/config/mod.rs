@@ -36,7 +36,7 @@ pub use security::ClientRefusal;
 use std::path::{Path, PathBuf};
 
 pub use client::{ClientProps, ClientSettings, KeyOrigin, Role, SecurityProtocol, Side};
-pub use error::{ConfigError, ConfigErrorReason, ConfigWarning, WarningKind};
+pub use error::{ConfigError, ConfigErrorReason, ConfigWarning, LoopFound, WarningKind};
 pub use model::{
     ClusterAlias, ClusterConfig, FlowConfig, HeartbeatEmitter, OffsetSyncsLocation, StartPosition,
     UseDefaultsFrom, WorkersConfig,
