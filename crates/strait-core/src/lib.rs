@@ -17,6 +17,8 @@
 
 pub mod acls;
 pub mod config;
+#[cfg(test)]
+mod event_capture;
 pub mod filter;
 pub mod flow;
 pub mod heartbeats;
@@ -26,6 +28,4 @@ pub mod offsets;
 pub mod policy;
 pub mod scale;
 pub mod status;
-#[cfg(test)]
-mod told;
 pub mod verify;

@@ -1112,7 +1112,7 @@ mod tests {
         ));
         TEST_GROUP_RECORDER.with(|r| r.set(Some(recorder)));
         let handle = recorder.handle();
-        let flow = crate::told::flow("GoneA", "GoneB", "");
+        let flow = crate::event_capture::flow("GoneA", "GoneB", "");
         let m = GroupMetrics::new(&flow);
         for g in ["kept-1", "kept-2", "gone"] {
             m.position_captured(g, std::time::SystemTime::now());
@@ -1152,7 +1152,7 @@ mod tests {
         use metrics_exporter_prometheus::PrometheusBuilder;
         let recorder = PrometheusBuilder::new().build_recorder();
         let handle = recorder.handle();
-        let flow = crate::told::flow("HandA", "HandB", "");
+        let flow = crate::event_capture::flow("HandA", "HandB", "");
         let (unit0, unit1) = (
             UnitFilter { index: 0, units: 2 },
             UnitFilter { index: 1, units: 2 },

@@ -1075,9 +1075,9 @@ mod tests {
     /// not the -0.0 an empty `f64` sum gives (`strait status` printed `-0.0 rec/s`).
     #[test]
     fn a_flow_without_partitions_has_no_negative_zero_rate() {
-        let flow = crate::told::flow("zeroA", "zeroB", "");
+        let flow = crate::event_capture::flow("zeroA", "zeroB", "");
         flow_entry(&flow);
-        let status = crate::told::status(&flow);
+        let status = crate::event_capture::status(&flow);
         assert!(status.topics.is_empty(), "{status:?}");
         for rate in [status.records_per_second, status.bytes_per_second] {
             assert!(rate == 0.0 && rate.is_sign_positive(), "{rate:?}");

@@ -17,6 +17,7 @@
 pub mod admin;
 pub mod aws;
 pub mod backoff;
+mod civil;
 pub mod cluster;
 pub mod connection;
 pub mod error;

@@ -756,7 +756,7 @@ fn utc(t: &UnixTime) -> String {
     let secs = t.as_secs();
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
-    let (y, m, d) = crate::aws::sigv4::civil_from_days(days);
+    let (y, m, d) = crate::civil::civil_from_days(days);
     format!(
         "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
         rem / 3600,

@@ -401,8 +401,8 @@ fn log_matched(flow: &str, tp: &TopicPartition, m: &Matched<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event_capture::{self as told, Told};
     use crate::status::FlowState;
-    use crate::told::{self, Told};
 
     fn events(flow: &crate::config::FlowConfig) -> Events {
         Events::new(flow.name(), FlowMetrics::start(flow, None))

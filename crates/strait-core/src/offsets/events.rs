@@ -325,7 +325,7 @@ mod tests {
     use strait_kafka::TopicPartition;
 
     use super::*;
-    use crate::told::{self, Told};
+    use crate::event_capture::{self as told, Told};
 
     fn checkpoint(group: &str, partition: i32) -> Checkpoint {
         Checkpoint {

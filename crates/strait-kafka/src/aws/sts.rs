@@ -246,7 +246,7 @@ pub(crate) fn parse_time(s: &str) -> Option<SystemTime> {
     {
         return None;
     }
-    let days = sigv4::days_from_civil(y, m as u32, day as u32);
+    let days = crate::civil::days_from_civil(y, m as u32, day as u32);
     let secs = days * 86_400 + h * 3600 + min * 60 + sec;
     Some(UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).ok()?))
 }
