@@ -371,7 +371,7 @@ async fn a_refused_reauthentication_closes_the_connection() {
     let bootstrap = broker.bootstrap.clone();
     tokio::task::spawn_blocking(move || {
         kafka_tool(
-            "kafka.admin.ConfigCommand",
+            "org.apache.kafka.tools.ConfigCommand",
             &[
                 "--bootstrap-server",
                 &bootstrap,
